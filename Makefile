@@ -1,0 +1,105 @@
+# Partitionlet: set-up, run, lint and test.
+#
+#   make run     set everything up, then seed a demo cluster and show a short tour
+#   make test    set everything up for tests, then lint and run the whole pytest suite
+#
+# Set-up is idempotent: the virtual environment lives in .venv, and stamp files in it
+# record what was installed, so pip runs again only when pyproject.toml is newer than
+# its stamp, and npm only when package.json or package-lock.json is newer than its stamp.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+VPY := $(BIN)/python
+# the packages that ruff checks and formats
+LINT_PATHS := engine console web spark_tasks bench tests
+# extra arguments for pytest, e.g. make test PYTEST_ARGS="-x -k layout"
+PYTEST_ARGS ?=
+# where make run puts its demo cluster
+DEMO_CLUSTER ?= data/demo
+
+PIP_INSTALL := $(VPY) -m pip install --disable-pip-version-check $(if $(CI),--progress-bar off,)
+
+# the stamps: what has been installed into .venv, and when
+STAMP_RUN := $(VENV)/.stamp-run
+STAMP_TEST := $(VENV)/.stamp-test
+STAMP_NPM := node_modules/.stamp-npm
+
+.DEFAULT_GOAL := help
+.PHONY: help run test lint fmt setup setup-test system-run system-test web-assets clean distclean
+
+help:
+	@echo "make run         set up (.venv, Spark extra, web assets) and run: plet demo --cluster $(DEMO_CLUSTER)"
+	@echo "make test        set up for tests (+ Java, Chromium, redis-server), lint, run pytest"
+	@echo "make lint        ruff check + ruff format --check over $(LINT_PATHS)"
+	@echo "make fmt         ruff format + ruff check --fix over the same"
+	@echo "make setup       the set-up of make run only"
+	@echo "make setup-test  the set-up of make test only"
+	@echo "make clean       remove caches and test artifacts; make distclean also .venv, node_modules, data"
+
+# ---------------------------------------------------------------- main targets
+
+run: setup
+	@mkdir -p $(dir $(DEMO_CLUSTER))
+	$(BIN)/plet demo --cluster $(DEMO_CLUSTER)
+
+test: setup-test lint
+	$(VPY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP_TEST)
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
+
+fmt: $(STAMP_TEST)
+	$(BIN)/ruff format $(LINT_PATHS)
+	$(BIN)/ruff check --fix $(LINT_PATHS)
+
+# ---------------------------------------------------------------- set-up
+
+setup: system-run $(STAMP_RUN) $(STAMP_NPM)
+
+setup-test: system-test $(STAMP_TEST) $(STAMP_NPM)
+
+# System programs: each run only looks for files unless something is missing.
+system-run:
+	@bash scripts/system-deps.sh java
+
+system-test:
+	@bash scripts/system-deps.sh java chromium redis
+
+# The virtual environment. Its python is the target, so a broken or missing one
+# (for example a .venv copied from another machine) is made anew, stamps and all.
+$(VPY):
+	@echo "setup: creating virtual environment $(VENV) with $$($(PYTHON) --version)"
+	$(PYTHON) -m venv --clear $(VENV)
+	$(PIP_INSTALL) --quiet --upgrade pip
+
+# The project in editable mode with the Spark extra (pyspark is large: the first
+# install takes a few minutes).
+$(STAMP_RUN): pyproject.toml | $(VPY)
+	@echo "setup: pip install -e '.[spark]'"
+	$(PIP_INSTALL) -e '.[spark]'
+	@touch $@
+
+# The test extra includes the spark and bench extras, so it satisfies make run too.
+$(STAMP_TEST): pyproject.toml | $(VPY)
+	@echo "setup: pip install -e '.[test]'"
+	$(PIP_INSTALL) -e '.[test]'
+	@touch $@ $(STAMP_RUN)
+
+# Web assets (htmx, pinned in package-lock.json), served from node_modules by the
+# web console; node_modules is never committed. npm ci empties node_modules first,
+# so the stamp inside it goes with it.
+$(STAMP_NPM): package.json package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "setup: ERROR: npm not found (Node.js 18+ with npm is needed for the web assets)" >&2; exit 1; }
+	npm ci --no-audit --no-fund
+	@touch $@
+
+# ---------------------------------------------------------------- cleaning
+
+clean:
+	rm -rf .pytest_cache .ruff_cache .hypothesis tests/artifacts bench/results
+	find . -path ./.venv -prune -o -path ./node_modules -prune -o -name __pycache__ -type d -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) node_modules data *.egg-info

@@ -1,0 +1,300 @@
+"""`plet bench` (and `python -m bench`): run the benchmark suite and print or save the report.
+
+A thin click layer over `bench.suite.run_benchmark`: the options become a `Settings`, the
+progress goes to stderr, the plain-text report to stdout, and `--json` / `--markdown` write
+the same run to files. The exit code is 1 when a case failed or no Partitionlet case ran,
+2 for a usage error, 0 otherwise; a missed performance target is reported, not an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bench import report
+from bench.cases import DEFAULT_ACKS, DEFAULT_SIZES, QUICK_MESSAGES, Case, Result, Settings
+from bench.cases import format_size as _format_size
+from bench.engine_cases import SYSTEM as PARTITIONLET
+from bench.engine_cases import parse_acks
+from bench.suite import Run, run_benchmark
+
+MAX_SIZE = 1024 * 1024  # the default max_message_bytes of a stream
+RAM_FILESYSTEMS = ("tmpfs", "ramfs")
+WORKDIR_PREFIX = "plet-bench-"
+
+_SIZE = re.compile(r"(\d+)\s*(b|k|kib|m|mib)?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024 * 1024, "mib": 1024 * 1024}
+_COUNT = re.compile(r"(\d[\d_]*)\s*([km]?)", re.IGNORECASE)
+_COUNT_UNITS = {"": 1, "k": 1_000, "m": 1_000_000}
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_size(text: str) -> int:
+    """'100' -> 100, '1KiB' / '1k' -> 1024, '1MiB' -> 1048576 (binary units)."""
+    match = _SIZE.fullmatch(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a size (examples: 100, 1024, 1KiB)")
+    size = int(match.group(1)) * _SIZE_UNITS[(match.group(2) or "").lower()]
+    if not 1 <= size <= MAX_SIZE:
+        raise ValueError(f"{text!r}: a message size must be 1 B to 1 MiB")
+    return size
+
+
+def parse_count(text: str) -> int:
+    """'2000' -> 2000, '1_000_000' -> 1000000, '200k' -> 200000, '1M' -> 1000000."""
+    match = _COUNT.fullmatch(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a message count (examples: 50000, 200k, 1M)")
+    count = int(match.group(1).replace("_", "")) * _COUNT_UNITS[match.group(2).lower()]
+    if count < 1:
+        raise ValueError("the message count must be at least 1")
+    return count
+
+
+def _split(text: str) -> list[str]:
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise ValueError(f"{text!r} is not a comma-separated list")
+    return items
+
+
+def _unique(values: list[Any]) -> tuple[Any, ...]:
+    return tuple(dict.fromkeys(values))
+
+
+def _param(parse):
+    """A click callback that runs `parse` on the value and turns ValueError into usage errors."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+    return callback
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return _unique([parse_size(item) for item in _split(text)])
+
+
+def _acks(text: str) -> tuple[int | str, ...]:
+    return _unique([parse_acks(item) for item in _split(text)])
+
+
+def _output_file(text: str) -> Path:
+    """A file to write at the end of the run: checked now, so a long run cannot lose it."""
+    path = Path(text)
+    if path.is_dir():
+        raise ValueError(f"{text!r} is a directory")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"directory {str(parent)!r} is not writable")
+    return path
+
+
+# --------------------------------------------------------------------------- work directory
+
+
+def on_ram(path: Path | str) -> bool:
+    """True when `path` lives on tmpfs or ramfs, where fsync costs nothing."""
+    mount = report.mount_of(path)
+    return bool(mount and mount[2] in RAM_FILESYSTEMS)
+
+
+def default_base() -> Path:
+    """Where the work directory goes by default: the temp dir, unless it is in RAM."""
+    candidates = [Path(tempfile.gettempdir()), Path("/var/tmp"), Path.cwd()]
+    for candidate in candidates:
+        if candidate.is_dir() and os.access(candidate, os.W_OK) and not on_ram(candidate):
+            return candidate
+    return candidates[0]  # everything is in RAM: run anyway, the report says so
+
+
+def make_workdir(base: Path | None) -> Path:
+    """A fresh, empty directory for one run, inside `base` (default: `default_base()`)."""
+    base = default_base() if base is None else base
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=base))
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _progress():
+    count = [0]
+
+    def progress(case: Case, result: Result | None) -> None:
+        if result is None:
+            count[0] += 1
+            click.echo(f"[{count[0]:2}] {case.name} ... ", nl=False, err=True)
+        elif result.error:
+            click.echo(f"ERROR {result.error}", err=True)
+        else:
+            click.echo(
+                f"{report.format_rate(result.msg_per_s)} msg/s, "
+                f"{report.format_mb(result.mb_per_s)} MB/s ({result.seconds:.3f} s)",
+                err=True,
+            )
+
+    return progress
+
+
+def _describe(settings: Settings) -> str:
+    sizes = ", ".join(
+        f"{_format_size(size)} x {settings.messages_for(size):,}" for size in settings.sizes
+    )
+    acks = ", ".join(str(a) for a in settings.acks)
+    peers = "raw SQLite" + (", Redis Streams" if settings.redis else "")
+    return f"plet bench: {sizes} messages; acks {acks}; peers: {peers}; in {settings.workdir}"
+
+
+def _markdown(run: Run) -> str:
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"Measured {when}.\n\n{run.markdown()}"
+
+
+def _problems(run: Run) -> list[str]:
+    problems = [f"{len(run.failed)} case(s) failed"] if run.failed else []
+    if not any(r.system == PARTITIONLET for r in run.results):
+        problems.append("no Partitionlet case ran (see the notes)")
+    return problems
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@click.command(
+    "bench",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option(
+    "--quick",
+    is_flag=True,
+    help=f"A smoke run: {QUICK_MESSAGES:,} messages per case. Not for numbers.",
+)
+@click.option(
+    "--messages",
+    "-n",
+    metavar="N",
+    callback=_param(parse_count),
+    help="Messages per case, for every size (200k, 1M, ...). "
+    "[default: 1,000,000 for 100 B, 200,000 for 1 KiB]",
+)
+@click.option(
+    "--sizes",
+    metavar="LIST",
+    callback=_param(_sizes),
+    help="Message value sizes, comma-separated (100, 1KiB, 4096, ...). [default: 100,1KiB]",
+)
+@click.option(
+    "--acks",
+    metavar="LIST",
+    callback=_param(_acks),
+    help="Produce durability levels, a comma-separated subset of 0, 1, all. [default: 0,1,all]",
+)
+@click.option(
+    "--dir",
+    "base",
+    metavar="PATH",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to make the run's work directory; use a real disk, not tmpfs. "
+    "[default: the temp directory if it is on disk, else /var/tmp]",
+)
+@click.option("--keep", is_flag=True, help="Keep the work directory (it is removed by default).")
+@click.option("--no-redis", is_flag=True, help="Leave out the Redis Streams peer.")
+@click.option(
+    "--json",
+    "json_path",
+    metavar="FILE",
+    callback=_param(_output_file),
+    help="Also write the run (machine, settings, results, ratios, targets) as JSON.",
+)
+@click.option(
+    "--markdown",
+    "markdown_path",
+    metavar="FILE",
+    callback=_param(_output_file),
+    help="Also write the report section for docs/BENCHMARKS.md in Markdown.",
+)
+@click.pass_context
+def bench_command(
+    ctx: click.Context,
+    quick: bool,
+    messages: int | None,
+    sizes: tuple[int, ...] | None,
+    acks: tuple[int | str, ...] | None,
+    base: Path | None,
+    keep: bool,
+    no_redis: bool,
+    json_path: Path | None,
+    markdown_path: Path | None,
+) -> None:
+    """Measure produce and consume throughput against raw SQLite and Redis Streams.
+
+    Partitionlet goes through its public API in this one process: produce at each acks
+    level (acks=all with linger_ms=5), then consume with one consumer. In the same run, on
+    the same disk: raw SQLite executemany into one WAL table (the storage's ceiling) and
+    Redis Streams through redis-py with pipelining, against a redis-server (AOF everysec)
+    that the benchmark starts on loopback and stops. The report gives msg/s and MB/s, the
+    ratios to the peers, and the targets met or missed.
+
+    \b
+    Examples:
+      plet bench                          the full run (a few minutes)
+      plet bench --quick                  a smoke run
+      plet bench --sizes 100 --acks 1 -n 200k --no-redis
+      plet bench --markdown results.md --json results.json
+    """
+    if quick and messages is not None:
+        raise click.UsageError("--quick and --messages cannot be used together", ctx=ctx)
+    count = QUICK_MESSAGES if quick else messages
+    sizes = sizes or DEFAULT_SIZES
+    try:
+        workdir = make_workdir(base)
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot make a work directory: {exc}", param_hint="--dir"
+        ) from exc
+    settings = Settings(
+        workdir=workdir,
+        sizes=sizes,
+        acks=acks or DEFAULT_ACKS,
+        messages={size: count for size in sizes} if count else {},
+        redis=not no_redis,
+    )
+    click.echo(_describe(settings), err=True)
+    try:
+        run = run_benchmark(settings, progress=_progress())
+    finally:
+        if keep:
+            click.echo(f"work directory kept: {workdir}", err=True)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    click.echo()
+    click.echo(run.text(), nl=False)
+    if json_path is not None:
+        json_path.write_text(json.dumps(run.to_json(), indent=2) + "\n", encoding="utf-8")
+        click.echo(f"wrote {json_path}", err=True)
+    if markdown_path is not None:
+        markdown_path.write_text(_markdown(run), encoding="utf-8")
+        click.echo(f"wrote {markdown_path}", err=True)
+    problems = _problems(run)
+    if problems:
+        click.echo(f"error: {'; '.join(problems)}", err=True)
+        ctx.exit(1)

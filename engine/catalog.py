@@ -1,0 +1,548 @@
+"""The catalog: the SQLite file that holds a cluster's metadata.
+
+It holds streams, topics, the chain of partitionlets of every partition, committed group
+offsets and cluster settings. It never holds a partition's next offset: that fact lives
+only in the volume of the partition's active partitionlet (DESIGN, "Durability"), so no
+commit ever has to span two files.
+
+Thread-safety: a `Catalog` may be shared by threads; each thread gets its own connection.
+Writers use BEGIN IMMEDIATE. Any process may write at any time.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.connection import ThreadConnections, read_transaction, translate, write_transaction
+from engine.errors import (
+    CorruptFile,
+    NotACluster,
+    StreamExists,
+    TopicExists,
+    UnknownStream,
+    UnknownTopic,
+)
+
+FORMAT = "partitionlet-catalog"
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS volumes (
+    id         INTEGER PRIMARY KEY,
+    path       TEXT NOT NULL UNIQUE,   -- relative to the cluster directory, or absolute
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS streams (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    path        TEXT NOT NULL UNIQUE,
+    policies    TEXT NOT NULL,         -- JSON, every policy present
+    creator     TEXT NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    topic_count INTEGER NOT NULL DEFAULT 0  -- kept in the same transactions as topics
+);
+CREATE TABLE IF NOT EXISTS topics (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: writers cache ids
+    stream_id  INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    partitions INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    UNIQUE (stream_id, name)
+);
+CREATE TABLE IF NOT EXISTS partitionlets (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: volumes key on it
+    topic_id    INTEGER NOT NULL,
+    partition   INTEGER NOT NULL,
+    volume_id   INTEGER NOT NULL,
+    base_offset INTEGER NOT NULL,
+    end_offset  INTEGER,     -- NULL while active; copied from the volume when sealed
+    created_ms  INTEGER NOT NULL,
+    sealed_ms   INTEGER,
+    -- statistics copied from the volume at sealing, so listings need no volume reads
+    bytes       INTEGER NOT NULL DEFAULT 0,
+    first_ts    INTEGER,
+    max_ts      INTEGER
+);
+CREATE INDEX IF NOT EXISTS partitionlets_chain
+    ON partitionlets (topic_id, partition, base_offset);
+CREATE UNIQUE INDEX IF NOT EXISTS partitionlets_one_active
+    ON partitionlets (topic_id, partition) WHERE end_offset IS NULL;
+CREATE TABLE IF NOT EXISTS group_offsets (
+    group_id   TEXT NOT NULL,
+    topic_id   INTEGER NOT NULL,
+    partition  INTEGER NOT NULL,
+    "offset"   INTEGER NOT NULL,
+    metadata   TEXT NOT NULL DEFAULT '',
+    commit_ms  INTEGER NOT NULL,
+    PRIMARY KEY (group_id, topic_id, partition)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS group_offsets_topic ON group_offsets (topic_id);
+"""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class StreamRow:
+    id: int
+    path: str
+    policies: dict[str, Any]
+    creator: str
+    created_ms: int
+    topic_count: int
+
+
+@dataclass(frozen=True)
+class TopicRow:
+    id: int
+    stream_id: int
+    stream: str
+    name: str
+    partitions: int
+    created_ms: int
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.stream}:{self.name}"
+
+
+@dataclass(frozen=True)
+class PartitionletRow:
+    id: int
+    topic_id: int
+    partition: int
+    volume_id: int
+    base_offset: int
+    end_offset: int | None
+    created_ms: int
+    sealed_ms: int | None
+    bytes: int
+    first_ts: int | None
+    max_ts: int | None
+
+    @property
+    def active(self) -> bool:
+        return self.end_offset is None
+
+
+_PL_COLUMNS = (
+    "id, topic_id, partition, volume_id, base_offset, end_offset, created_ms, sealed_ms, "
+    "bytes, first_ts, max_ts"
+)
+
+
+class Catalog:
+    """Queries and changes of the catalog file; every method is one short transaction."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conns = ThreadConnections(path, "catalog")
+
+    # --- connections and set-up -----------------------------------------------------------
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return self._conns.get()
+
+    def write(self):
+        return write_transaction(self.conn, self.path, "catalog")
+
+    def read(self):
+        return read_transaction(self.conn)
+
+    def close(self) -> None:
+        self._conns.close()
+
+    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "catalog") from exc
+
+    def initialize(self, settings: dict[str, str]) -> None:
+        """Create the schema and store `settings` (first process only; idempotent)."""
+        try:
+            # IF NOT EXISTS everywhere: safe to run again; Cluster.open serializes first opens.
+            self.conn.executescript(SCHEMA)
+            with self.write():
+                existing = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+                if not existing:
+                    rows = {"format": FORMAT, "schema_version": str(SCHEMA_VERSION), **settings}
+                    self.conn.executemany(
+                        "INSERT INTO meta (key, value) VALUES (?, ?)", rows.items()
+                    )
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "catalog") from exc
+
+    def settings(self) -> dict[str, str]:
+        try:
+            rows = self.conn.execute("SELECT key, value FROM meta").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise NotACluster(
+                    f"{self.path} is an SQLite file but not a Partitionlet catalog"
+                ) from exc
+            raise translate(exc, self.path, "catalog") from exc
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "catalog") from exc
+        meta = dict(rows)
+        if meta.get("format") != FORMAT:
+            raise NotACluster(f"{self.path} is not a Partitionlet catalog (format {meta.get('format')!r})")
+        if int(meta.get("schema_version", 0)) > SCHEMA_VERSION:
+            raise CorruptFile(
+                f"{self.path} was written by a newer Partitionlet (schema "
+                f"{meta['schema_version']}); upgrade this one to open it"
+            )
+        return meta
+
+    def set_setting(self, key: str, value: str) -> None:
+        with self.write():
+            self.conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def bump_topology(self) -> None:
+        """Called inside a write transaction whenever topics, partitions or policies change.
+
+        Producers and consumers cache metadata and re-read it when this number moves.
+        """
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('topology_version', '1') "
+            "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def topology_version(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'topology_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def data_version(self) -> int:
+        """Changes whenever another connection committed to the catalog (cheap to ask)."""
+        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+
+    # --- volumes --------------------------------------------------------------------------
+
+    def volumes(self) -> list[tuple[int, str]]:
+        return self._query("SELECT id, path FROM volumes ORDER BY id")
+
+    def add_volumes(self, paths: list[str]) -> None:
+        with self.write():
+            existing = {p for (p,) in self.conn.execute("SELECT path FROM volumes")}
+            for i, path in enumerate(paths, start=1):
+                if path not in existing:
+                    self.conn.execute(
+                        "INSERT INTO volumes (id, path, created_ms) VALUES (?, ?, ?)",
+                        (i, path, now_ms()),
+                    )
+
+    # --- streams --------------------------------------------------------------------------
+
+    @staticmethod
+    def _stream(row: tuple) -> StreamRow:
+        return StreamRow(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5])
+
+    _STREAM_COLUMNS = "id, path, policies, creator, created_ms, topic_count"
+
+    def create_stream(self, path: str, policies: dict[str, Any], creator: str) -> StreamRow:
+        with self.write():
+            try:
+                self.conn.execute(
+                    "INSERT INTO streams (path, policies, creator, created_ms) VALUES (?, ?, ?, ?)",
+                    (path, json.dumps(policies, sort_keys=True), creator, now_ms()),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise StreamExists(f"stream {path} exists already") from exc
+            self.bump_topology()
+        return self.stream(path)
+
+    def stream(self, path: str) -> StreamRow:
+        rows = self._query(f"SELECT {self._STREAM_COLUMNS} FROM streams WHERE path = ?", (path,))
+        if not rows:
+            raise UnknownStream(f"stream {path} does not exist")
+        return self._stream(rows[0])
+
+    def stream_by_id(self, stream_id: int) -> StreamRow:
+        rows = self._query(f"SELECT {self._STREAM_COLUMNS} FROM streams WHERE id = ?", (stream_id,))
+        if not rows:
+            raise UnknownStream(f"stream #{stream_id} does not exist")
+        return self._stream(rows[0])
+
+    def set_policies(self, path: str, policies: dict[str, Any]) -> None:
+        with self.write():
+            cur = self.conn.execute(
+                "UPDATE streams SET policies = ? WHERE path = ?",
+                (json.dumps(policies, sort_keys=True), path),
+            )
+            if cur.rowcount == 0:
+                raise UnknownStream(f"stream {path} does not exist")
+            self.bump_topology()
+
+    def streams(self, prefix: str | None, limit: int | None, offset: int) -> list[StreamRow]:
+        sql = f"SELECT {self._STREAM_COLUMNS} FROM streams"
+        args: list[Any] = []
+        if prefix:
+            # A range on the unique index, not LIKE: no escaping trouble and it stays fast.
+            sql += " WHERE path >= ? AND path < ?"
+            args += [prefix, prefix + "\U0010ffff"]
+        sql += " ORDER BY path LIMIT ? OFFSET ?"
+        args += [-1 if limit is None else limit, offset]
+        return [self._stream(r) for r in self._query(sql, tuple(args))]
+
+    def stream_count(self, prefix: str | None = None) -> int:
+        if prefix:
+            return self._query(
+                "SELECT count(*) FROM streams WHERE path >= ? AND path < ?",
+                (prefix, prefix + "\U0010ffff"),
+            )[0][0]
+        return self._query("SELECT count(*) FROM streams")[0][0]
+
+    def delete_stream(self, path: str) -> list[PartitionletRow]:
+        """Remove the stream, its topics and their offsets; returns the partitionlets to purge."""
+        with self.write():
+            row = self.conn.execute("SELECT id FROM streams WHERE path = ?", (path,)).fetchone()
+            if row is None:
+                raise UnknownStream(f"stream {path} does not exist")
+            stream_id = row[0]
+            pls = [
+                PartitionletRow(*r)
+                for r in self.conn.execute(
+                    f"SELECT {', '.join('p.' + c.strip() for c in _PL_COLUMNS.split(','))} "
+                    "FROM partitionlets p JOIN topics t ON t.id = p.topic_id WHERE t.stream_id = ?",
+                    (stream_id,),
+                )
+            ]
+            self.conn.execute(
+                "DELETE FROM partitionlets WHERE topic_id IN "
+                "(SELECT id FROM topics WHERE stream_id = ?)",
+                (stream_id,),
+            )
+            self.conn.execute(
+                "DELETE FROM group_offsets WHERE topic_id IN "
+                "(SELECT id FROM topics WHERE stream_id = ?)",
+                (stream_id,),
+            )
+            self.conn.execute("DELETE FROM topics WHERE stream_id = ?", (stream_id,))
+            self.conn.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
+            self.bump_topology()
+        return pls
+
+    # --- topics ---------------------------------------------------------------------------
+
+    _TOPIC_SELECT = (
+        "SELECT t.id, t.stream_id, s.path, t.name, t.partitions, t.created_ms "
+        "FROM topics t JOIN streams s ON s.id = t.stream_id"
+    )
+
+    def create_topics(
+        self, stream_id: int, names_partitions: list[tuple[str, int]], *, exist_ok: bool
+    ) -> None:
+        """Create topics in one transaction (auto-create batches them this way)."""
+        with self.write():
+            if self.conn.execute("SELECT 1 FROM streams WHERE id = ?", (stream_id,)).fetchone() is None:
+                raise UnknownStream(f"stream #{stream_id} was deleted")
+            created_ms = now_ms()
+            verb = "INSERT OR IGNORE" if exist_ok else "INSERT"
+            try:
+                cur = self.conn.executemany(
+                    f"{verb} INTO topics (stream_id, name, partitions, created_ms) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(stream_id, n, p, created_ms) for n, p in names_partitions],
+                )
+            except sqlite3.IntegrityError as exc:
+                raise TopicExists(f"topic {names_partitions[0][0]} exists already") from exc
+            if cur.rowcount:
+                self.conn.execute(
+                    "UPDATE streams SET topic_count = topic_count + ? WHERE id = ?",
+                    (cur.rowcount, stream_id),
+                )
+                self.bump_topology()
+
+    def topic(self, stream: str, name: str) -> TopicRow:
+        rows = self._query(self._TOPIC_SELECT + " WHERE s.path = ? AND t.name = ?", (stream, name))
+        if not rows:
+            # Say which is missing: the stream or only the topic.
+            if not self._query("SELECT 1 FROM streams WHERE path = ?", (stream,)):
+                raise UnknownStream(f"stream {stream} does not exist (topic {stream}:{name})")
+            raise UnknownTopic(f"topic {stream}:{name} does not exist")
+        return TopicRow(*rows[0])
+
+    def topic_or_none(self, stream_id: int, name: str) -> TopicRow | None:
+        rows = self._query(
+            self._TOPIC_SELECT + " WHERE t.stream_id = ? AND t.name = ?", (stream_id, name)
+        )
+        return TopicRow(*rows[0]) if rows else None
+
+    def topic_by_id(self, topic_id: int) -> TopicRow | None:
+        rows = self._query(self._TOPIC_SELECT + " WHERE t.id = ?", (topic_id,))
+        return TopicRow(*rows[0]) if rows else None
+
+    def topics(
+        self, stream_id: int, prefix: str | None, limit: int | None, offset: int
+    ) -> list[TopicRow]:
+        sql = self._TOPIC_SELECT + " WHERE t.stream_id = ?"
+        args: list[Any] = [stream_id]
+        if prefix:
+            sql += " AND t.name >= ? AND t.name < ?"
+            args += [prefix, prefix + "\U0010ffff"]
+        sql += " ORDER BY t.name LIMIT ? OFFSET ?"
+        args += [-1 if limit is None else limit, offset]
+        return [TopicRow(*r) for r in self._query(sql, tuple(args))]
+
+    def topic_count(self, stream_id: int, prefix: str | None = None) -> int:
+        if prefix:
+            return self._query(
+                "SELECT count(*) FROM topics WHERE stream_id = ? AND name >= ? AND name < ?",
+                (stream_id, prefix, prefix + "\U0010ffff"),
+            )[0][0]
+        rows = self._query("SELECT topic_count FROM streams WHERE id = ?", (stream_id,))
+        return rows[0][0] if rows else 0
+
+    def set_partitions(self, topic_id: int, count: int) -> None:
+        with self.write():
+            self.conn.execute("UPDATE topics SET partitions = ? WHERE id = ?", (count, topic_id))
+            self.bump_topology()
+
+    def delete_topic(self, topic: TopicRow) -> list[PartitionletRow]:
+        with self.write():
+            if self.conn.execute("SELECT 1 FROM topics WHERE id = ?", (topic.id,)).fetchone() is None:
+                raise UnknownTopic(f"topic {topic.full_name} does not exist")
+            pls = [
+                PartitionletRow(*r)
+                for r in self.conn.execute(
+                    f"SELECT {_PL_COLUMNS} FROM partitionlets WHERE topic_id = ?", (topic.id,)
+                )
+            ]
+            self.conn.execute("DELETE FROM partitionlets WHERE topic_id = ?", (topic.id,))
+            self.conn.execute("DELETE FROM group_offsets WHERE topic_id = ?", (topic.id,))
+            self.conn.execute("DELETE FROM topics WHERE id = ?", (topic.id,))
+            self.conn.execute(
+                "UPDATE streams SET topic_count = topic_count - 1 WHERE id = ?", (topic.stream_id,)
+            )
+            self.bump_topology()
+        return pls
+
+    # --- partitionlets --------------------------------------------------------------------
+
+    def chain(self, topic_id: int, partition: int) -> list[PartitionletRow]:
+        """The partition's partitionlets in offset order; the last one may be active."""
+        return [
+            PartitionletRow(*r)
+            for r in self._query(
+                f"SELECT {_PL_COLUMNS} FROM partitionlets WHERE topic_id = ? AND partition = ? "
+                "ORDER BY base_offset, id",
+                (topic_id, partition),
+            )
+        ]
+
+    def chains(self, topic_ids: list[int]) -> list[PartitionletRow]:
+        if not topic_ids:
+            return []
+        marks = ",".join("?" * len(topic_ids))
+        return [
+            PartitionletRow(*r)
+            for r in self._query(
+                f"SELECT {_PL_COLUMNS} FROM partitionlets WHERE topic_id IN ({marks}) "
+                "ORDER BY topic_id, partition, base_offset, id",
+                tuple(topic_ids),
+            )
+        ]
+
+    def all_partitionlets(self) -> list[PartitionletRow]:
+        return [
+            PartitionletRow(*r)
+            for r in self._query(
+                f"SELECT {_PL_COLUMNS} FROM partitionlets ORDER BY topic_id, partition, base_offset"
+            )
+        ]
+
+    def active_partitionlets(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], PartitionletRow]:
+        """Active partitionlet of each (topic_id, partition) that has one."""
+        result: dict[tuple[int, int], PartitionletRow] = {}
+        conn = self.conn
+        with self.read():
+            for key in keys:
+                row = conn.execute(
+                    f"SELECT {_PL_COLUMNS} FROM partitionlets "
+                    "WHERE topic_id = ? AND partition = ? AND end_offset IS NULL",
+                    key,
+                ).fetchone()
+                if row is not None:
+                    result[key] = PartitionletRow(*row)
+        return result
+
+    def add_partitionlets(
+        self, wanted: list[tuple[int, int, int, int, int | None]]
+    ) -> dict[tuple[int, int], PartitionletRow]:
+        """Make new active partitionlets, in one transaction.
+
+        `wanted` holds (topic_id, partition, volume_id, base_offset, sealed_id): when
+        `sealed_id` is given it is the partitionlet being rolled, which must still be the
+        active one (else another process rolled it first and its successor is returned).
+        Returns the active partitionlet of every key afterwards.
+        """
+        created_ms = now_ms()
+        with self.write():
+            conn = self.conn
+            for topic_id, partition, volume_id, base_offset, sealed_id in wanted:
+                current = conn.execute(
+                    "SELECT id FROM partitionlets "
+                    "WHERE topic_id = ? AND partition = ? AND end_offset IS NULL",
+                    (topic_id, partition),
+                ).fetchone()
+                if sealed_id is None and current is not None:
+                    continue  # another writer created the first partitionlet
+                if sealed_id is not None:
+                    if current is None or current[0] != sealed_id:
+                        continue  # another writer rolled it already
+                    conn.execute(
+                        "UPDATE partitionlets SET end_offset = ?, sealed_ms = ? WHERE id = ?",
+                        (base_offset, created_ms, sealed_id),
+                    )
+                if conn.execute("SELECT 1 FROM topics WHERE id = ?", (topic_id,)).fetchone() is None:
+                    continue  # the topic was deleted meanwhile
+                conn.execute(
+                    "INSERT INTO partitionlets (topic_id, partition, volume_id, base_offset, "
+                    "created_ms) VALUES (?, ?, ?, ?, ?)",
+                    (topic_id, partition, volume_id, base_offset, created_ms),
+                )
+        return self.active_partitionlets([(w[0], w[1]) for w in wanted])
+
+    def record_sealed_stats(self, pl_id: int, nbytes: int, first_ts: int | None, max_ts: int | None) -> None:
+        with self.write():
+            self.conn.execute(
+                "UPDATE partitionlets SET bytes = ?, first_ts = ?, max_ts = ? WHERE id = ?",
+                (nbytes, first_ts, max_ts, pl_id),
+            )
+
+    # --- committed offsets ----------------------------------------------------------------
+
+    def commit_offsets(self, group_id: str, offsets: list[tuple[int, int, int, str]]) -> None:
+        """(topic_id, partition, offset, metadata) for one group, in one transaction."""
+        ms = now_ms()
+        with self.write():
+            self.conn.executemany(
+                'INSERT INTO group_offsets (group_id, topic_id, partition, "offset", metadata, '
+                "commit_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (group_id, topic_id, partition) "
+                'DO UPDATE SET "offset" = excluded."offset", metadata = excluded.metadata, '
+                "commit_ms = excluded.commit_ms",
+                [(group_id, t, p, o, m, ms) for t, p, o, m in offsets],
+            )
+
+    def committed(self, group_id: str, topic_id: int, partition: int) -> tuple[int, str] | None:
+        rows = self._query(
+            'SELECT "offset", metadata FROM group_offsets '
+            "WHERE group_id = ? AND topic_id = ? AND partition = ?",
+            (group_id, topic_id, partition),
+        )
+        return (rows[0][0], rows[0][1]) if rows else None

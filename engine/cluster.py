@@ -1,0 +1,415 @@
+"""`Cluster`: one data directory, the one door to its catalog and volume files.
+
+Layout of a cluster directory:
+
+    catalog.db            metadata (engine.catalog)
+    volumes/vol-1.db ...  record batches (engine.volume), one file per volume
+    .open.lock            serializes the first open of a new directory between processes
+
+Several processes may open the same directory at once: every fact lives in exactly one
+SQLite file, writers begin with BEGIN IMMEDIATE, and cached metadata is dropped whenever
+the catalog's topology version moves. A `Cluster` may be shared by threads; each thread
+uses its own connections.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engine import names, policies
+from engine.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
+from engine.errors import (
+    Closed,
+    InvalidArgument,
+    InvalidPartition,
+    NotACluster,
+)
+from engine.partitionlet import Placement
+from engine.principal import Principal
+from engine.records import (
+    PartitionInfo,
+    PartitionletInfo,
+    StreamInfo,
+    TopicInfo,
+    VolumeInfo,
+)
+from engine.volume import ACTIVE, PartitionletState, Volume
+
+CATALOG_FILE = "catalog.db"
+VOLUME_DIR = "volumes"
+LOCK_FILE = ".open.lock"
+
+# A partitionlet rolls when it holds this many bytes or is this old (and not empty).
+DEFAULT_PARTITIONLET_BYTES = 64 * 1024 * 1024
+DEFAULT_PARTITIONLET_MS = 60 * 60 * 1000
+MAX_VOLUMES = 256
+
+
+class Cluster:
+    """An open cluster directory. Use `Cluster.open(path)`; close it (or use `with`)."""
+
+    def __init__(self, path: Path, catalog: Catalog, volumes: dict[int, Volume],
+                 settings: dict[str, str], principal: Principal) -> None:
+        self.path = path
+        self.id: str = settings["cluster_id"]
+        self.name: str = settings["name"]
+        self.principal = principal
+        self.partitionlet_bytes = int(settings["partitionlet_bytes"])
+        self.partitionlet_ms = int(settings["partitionlet_ms"])
+        self._catalog = catalog
+        self._volumes = volumes
+        self._closed = False
+        self._placement = Placement(self)
+        # In-process producers notify in-process consumers at once; consumers in other
+        # processes notice new data by polling (engine.log).
+        self._appended = threading.Condition()
+        self._append_seq = 0
+
+    # --- opening and closing --------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        volumes: int | Sequence[str | os.PathLike[str]] = 4,
+        principal: Principal | None = None,
+        partitionlet_bytes: int | None = None,
+        partitionlet_ms: int | None = None,
+    ) -> Cluster:
+        """Open the cluster at `path`, creating the directory and its files if missing.
+
+        `volumes` is the number of volume files of a new cluster, or their paths (absolute,
+        or relative to the cluster directory) to spread them over disks; it is ignored for
+        an existing cluster. `partitionlet_bytes` and `partitionlet_ms` set when the active
+        partitionlet of a partition rolls; given for an existing cluster, they change it.
+        """
+        root = Path(path)
+        if root.exists() and not root.is_dir():
+            raise NotACluster(f"{root} is a file, not a cluster directory")
+        volume_paths = _volume_paths(volumes)
+        for value, what in ((partitionlet_bytes, "partitionlet_bytes"),
+                            (partitionlet_ms, "partitionlet_ms")):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise InvalidArgument(f"{what} must be a positive integer, got {value!r}")
+        root.mkdir(parents=True, exist_ok=True)
+        catalog_path = root / CATALOG_FILE
+        with open(root / LOCK_FILE, "a") as lock:
+            # Only the first open of a directory does real work here; the lock keeps two
+            # processes from creating two catalogs (or two cluster ids) at once.
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if not catalog_path.exists():
+                    others = [p.name for p in root.iterdir() if p.name != LOCK_FILE]
+                    if others:
+                        raise NotACluster(
+                            f"{root} is not empty and has no {CATALOG_FILE}: it is not a "
+                            f"Partitionlet cluster (found {', '.join(sorted(others)[:5])})"
+                        )
+                    catalog = Catalog(catalog_path)
+                    catalog.initialize({
+                        "cluster_id": str(uuid.uuid4()),
+                        "name": name or root.resolve().name,
+                        "partitionlet_bytes": str(partitionlet_bytes or DEFAULT_PARTITIONLET_BYTES),
+                        "partitionlet_ms": str(partitionlet_ms or DEFAULT_PARTITIONLET_MS),
+                        "created_ms": str(time.time_ns() // 1_000_000),
+                    })
+                    (root / VOLUME_DIR).mkdir(exist_ok=True)
+                    catalog.add_volumes(volume_paths)
+                else:
+                    catalog = Catalog(catalog_path)
+                settings = catalog.settings()
+                for key, value in (("partitionlet_bytes", partitionlet_bytes),
+                                   ("partitionlet_ms", partitionlet_ms)):
+                    if value is not None and settings.get(key) != str(value):
+                        catalog.set_setting(key, str(value))
+                        settings[key] = str(value)
+                vols = {}
+                for volume_id, vpath in catalog.volumes():
+                    full = Path(vpath) if os.path.isabs(vpath) else root / vpath
+                    full.parent.mkdir(parents=True, exist_ok=True)
+                    vol = Volume(volume_id, full)
+                    if not full.exists():
+                        vol.initialize(settings["cluster_id"])
+                    vols[volume_id] = vol
+            except BaseException:
+                if "catalog" in locals():
+                    catalog.close()
+                raise
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        try:
+            for vol in vols.values():
+                vol.check(settings["cluster_id"])
+        except BaseException:
+            catalog.close()
+            for vol in vols.values():
+                vol.close()
+            raise
+        return cls(root, catalog, vols, settings, principal or Principal.current())
+
+    def close(self) -> None:
+        self._closed = True
+        self._catalog.close()
+        for vol in self._volumes.values():
+            vol.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Cluster {self.name!r} {self.id} at {str(self.path)!r}>"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed(f"cluster {self.path} is closed")
+
+    # --- streams --------------------------------------------------------------------------
+
+    def create_stream(self, path: str, **stream_policies: Any) -> StreamInfo:
+        """Create the stream `path` with `stream_policies` (the others take their defaults)."""
+        self._check_open()
+        names.validate_stream_path(path)
+        checked = policies.validate(stream_policies)
+        self._catalog.create_stream(path, checked, self.principal.user)
+        return self.stream(path)
+
+    def edit_stream(self, path: str, **stream_policies: Any) -> StreamInfo:
+        """Change some policies of the stream; the others keep their values."""
+        self._check_open()
+        names.validate_stream_path(path)
+        row = self._catalog.stream(path)
+        self._catalog.set_policies(path, policies.validate(stream_policies, base=row.policies))
+        return self.stream(path)
+
+    def delete_stream(self, path: str) -> None:
+        """Delete the stream with all its topics, messages and committed offsets."""
+        self._check_open()
+        names.validate_stream_path(path)
+        self._purge(self._catalog.delete_stream(path))
+
+    def stream(self, path: str) -> StreamInfo:
+        self._check_open()
+        names.validate_stream_path(path)
+        return self._stream_info(self._catalog.stream(path))
+
+    def streams(self, prefix: str | None = None, limit: int | None = None,
+                offset: int = 0) -> list[StreamInfo]:
+        """Streams ordered by path; `prefix` keeps those whose path starts with it."""
+        self._check_open()
+        _check_paging(limit, offset)
+        return [self._stream_info(row) for row in self._catalog.streams(prefix, limit, offset)]
+
+    def stream_count(self, prefix: str | None = None) -> int:
+        self._check_open()
+        return self._catalog.stream_count(prefix)
+
+    def _stream_info(self, row: StreamRow) -> StreamInfo:
+        messages = nbytes = 0
+        for vol in self._volumes.values():
+            m, b = vol.stream_usage(row.id)
+            messages += m
+            nbytes += b
+        return StreamInfo(row.path, dict(row.policies), row.creator, row.created_ms,
+                          row.topic_count, nbytes, messages)
+
+    # --- topics ---------------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int | None = None) -> TopicInfo:
+        """Create the topic `name` (a full name); `partitions` defaults to the stream's
+        `default_partitions`."""
+        self._check_open()
+        stream_path, topic = names.split_full_name(name)
+        row = self._catalog.stream(stream_path)
+        count = row.policies["default_partitions"] if partitions is None else partitions
+        _check_partition_count(count)
+        self._catalog.create_topics(row.id, [(topic, count)], exist_ok=False)
+        return self.topic(name)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete the topic with its messages and committed offsets."""
+        self._check_open()
+        self._purge(self._catalog.delete_topic(self._topic_row(name)))
+
+    def add_partitions(self, name: str, count: int) -> TopicInfo:
+        """Grow the topic to `count` partitions in all (never fewer)."""
+        self._check_open()
+        row = self._topic_row(name)
+        _check_partition_count(count)
+        if count < row.partitions:
+            raise InvalidPartition(
+                f"topic {row.full_name} has {row.partitions} partitions; the count can only "
+                f"grow, not shrink to {count}"
+            )
+        if count > row.partitions:
+            self._catalog.set_partitions(row.id, count)
+        return self.topic(name)
+
+    def topic(self, name: str) -> TopicInfo:
+        self._check_open()
+        return self._topic_infos([self._topic_row(name)])[0]
+
+    def topics(self, stream: str, prefix: str | None = None, limit: int | None = None,
+               offset: int = 0) -> list[TopicInfo]:
+        """Topics of `stream` ordered by name; `prefix` keeps names that start with it."""
+        self._check_open()
+        names.validate_stream_path(stream)
+        _check_paging(limit, offset)
+        row = self._catalog.stream(stream)
+        return self._topic_infos(self._catalog.topics(row.id, prefix, limit, offset))
+
+    def topic_count(self, stream: str, prefix: str | None = None) -> int:
+        self._check_open()
+        names.validate_stream_path(stream)
+        return self._catalog.topic_count(self._catalog.stream(stream).id, prefix)
+
+    def _topic_row(self, name: str) -> TopicRow:
+        stream_path, topic = names.split_full_name(name)
+        return self._catalog.topic(stream_path, topic)
+
+    def _topic_infos(self, rows: list[TopicRow]) -> list[TopicInfo]:
+        chains: dict[tuple[int, int], list[PartitionletRow]] = defaultdict(list)
+        for pl in self._catalog.chains([r.id for r in rows]):
+            chains[(pl.topic_id, pl.partition)].append(pl)
+        states = self._volume_states([pl for chain in chains.values() for pl in chain])
+        infos = []
+        for row in rows:
+            parts = []
+            for number in range(row.partitions):
+                lets = [self._partitionlet_info(row.full_name, pl, states.get(pl.id))
+                        for pl in chains.get((row.id, number), ())]
+                parts.append(_partition_info(row.full_name, number, lets))
+            infos.append(TopicInfo(row.full_name, row.stream, row.name, parts, row.created_ms))
+        return infos
+
+    def _volume_states(self, pls: list[PartitionletRow]) -> dict[int, PartitionletState]:
+        by_volume: dict[int, list[int]] = defaultdict(list)
+        for pl in pls:
+            by_volume[pl.volume_id].append(pl.id)
+        states: dict[int, PartitionletState] = {}
+        for volume_id, ids in by_volume.items():
+            states.update(self._volumes[volume_id].states(ids))
+        return states
+
+    @staticmethod
+    def _partitionlet_info(topic: str, pl: PartitionletRow,
+                           state: PartitionletState | None) -> PartitionletInfo:
+        if state is None:  # created in the catalog, nothing appended yet
+            end = pl.end_offset if pl.end_offset is not None else pl.base_offset
+            return PartitionletInfo(pl.id, topic, pl.partition, pl.volume_id, pl.base_offset,
+                                    end - 1, pl.active, 0, 0, None, None, pl.created_ms)
+        end = state.next_offset if pl.end_offset is None else pl.end_offset
+        return PartitionletInfo(pl.id, topic, pl.partition, pl.volume_id, pl.base_offset,
+                                end - 1, pl.active and state.state == ACTIVE, state.bytes,
+                                state.messages, state.first_ts, state.max_ts, state.created_ms)
+
+    # --- partitionlets and volumes --------------------------------------------------------
+
+    def partitionlets(self, topic: str | None = None) -> list[PartitionletInfo]:
+        """Every partitionlet (of one topic, when given), by topic, partition and offset."""
+        self._check_open()
+        if topic is not None:
+            row = self._topic_row(topic)
+            rows, topic_names = self._catalog.chains([row.id]), {row.id: row.full_name}
+        else:
+            rows = self._catalog.all_partitionlets()
+            topic_names = {}
+            for topic_id in {pl.topic_id for pl in rows}:
+                t = self._catalog.topic_by_id(topic_id)
+                if t is not None:
+                    topic_names[topic_id] = t.full_name
+        states = self._volume_states(rows)
+        return [self._partitionlet_info(topic_names[pl.topic_id], pl, states.get(pl.id))
+                for pl in rows if pl.topic_id in topic_names]
+
+    def volumes(self) -> list[VolumeInfo]:
+        self._check_open()
+        infos = []
+        for volume_id, vol in sorted(self._volumes.items()):
+            data_bytes, count, active = vol.sizes()
+            infos.append(VolumeInfo(volume_id, str(vol.path), vol.file_bytes(), data_bytes,
+                                    count, active, vol.recent_write_bytes()))
+        return infos
+
+    # --- internals shared by producers and consumers --------------------------------------
+
+    def _volume(self, volume_id: int) -> Volume:
+        return self._volumes[volume_id]
+
+    def _purge(self, pls: list[PartitionletRow]) -> None:
+        by_volume: dict[int, list[int]] = defaultdict(list)
+        for pl in pls:
+            by_volume[pl.volume_id].append(pl.id)
+        for volume_id, ids in by_volume.items():
+            self._volumes[volume_id].purge(ids)
+
+    def _notify_appended(self) -> None:
+        with self._appended:
+            self._append_seq += 1
+            self._appended.notify_all()
+
+    def _wait_appended(self, seq: int, timeout: float) -> int:
+        """Wait until an in-process append happens after `seq` (or `timeout` passes)."""
+        with self._appended:
+            if self._append_seq == seq:
+                self._appended.wait(timeout)
+            return self._append_seq
+
+
+def _volume_paths(volumes: int | Sequence[str | os.PathLike[str]]) -> list[str]:
+    if isinstance(volumes, bool):
+        raise InvalidArgument(f"volumes must be a count or a list of paths, got {volumes!r}")
+    if isinstance(volumes, int):
+        if not 1 <= volumes <= MAX_VOLUMES:
+            raise InvalidArgument(f"volumes must be from 1 to {MAX_VOLUMES}, got {volumes}")
+        return [f"{VOLUME_DIR}/vol-{i}.db" for i in range(1, volumes + 1)]
+    paths = [os.fspath(p) for p in volumes]
+    if not paths or len(set(paths)) != len(paths):
+        raise InvalidArgument("volumes must name at least one file, each once")
+    return paths
+
+
+def _check_partition_count(count: object) -> None:
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= (
+        policies.MAX_PARTITIONS
+    ):
+        raise InvalidPartition(
+            f"a partition count must be from 1 to {policies.MAX_PARTITIONS}, got {count!r}"
+        )
+
+
+def _check_paging(limit: object, offset: object) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise InvalidArgument(f"limit must be a non-negative integer or None, got {limit!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidArgument(f"offset must be a non-negative integer, got {offset!r}")
+
+
+def _partition_info(topic: str, number: int, lets: list[PartitionletInfo]) -> PartitionInfo:
+    if not lets:
+        return PartitionInfo(topic, number, 0, 0, None, None, 0, [])
+    firsts = [p.first_timestamp for p in lets if p.first_timestamp is not None]
+    lasts = [p.last_timestamp for p in lets if p.last_timestamp is not None]
+    return PartitionInfo(
+        topic, number, lets[0].base_offset, lets[-1].last_offset + 1,
+        min(firsts) if firsts else None, max(lasts) if lasts else None,
+        sum(p.bytes for p in lets), lets,
+    )
+

@@ -1,0 +1,556 @@
+"""`Consumer`: reads partitions by offset, alone or as a member of a consumer group.
+
+Each assigned partition has a position (the next offset to read) and a `PartitionLog`
+that reads its batches straight from the volume files. `poll()` reads round-robin over
+the assigned partitions, so one busy partition does not starve the others. Committed
+offsets live in the catalog (`group_offsets`).
+
+Thread-safety: like kafka-python's, a consumer is used by one thread at a time.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from engine import names
+from engine.errors import (
+    Closed,
+    IllegalState,
+    InvalidArgument,
+    InvalidOffset,
+    InvalidPartition,
+    NoOffsetForPartition,
+    UnknownStream,
+    UnknownTopic,
+)
+from engine.log import PartitionLog
+from engine.principal import Principal
+from engine.records import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
+
+_RESETS = {"earliest": "earliest", "smallest": "earliest", "latest": "latest",
+           "largest": "latest", "none": "none"}
+# Longest sleep between two looks at the volumes while waiting for messages written by
+# another process (in-process writers wake the consumer at once).
+_IDLE_WAIT_S = 0.02
+
+
+class ConsumerRebalanceListener:
+    """Called when the partitions of a subscription change (kafka-python's interface)."""
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        pass
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        pass
+
+
+@dataclass
+class _TopicMeta:
+    topic_id: int
+    stream_id: int
+    partitions: int
+    ttl_s: int
+
+
+class _Assigned:
+    """One assigned partition: where the consumer stands in it."""
+
+    __slots__ = ("log", "meta", "position", "paused")
+
+    def __init__(self, log: PartitionLog, meta: _TopicMeta) -> None:
+        self.log = log
+        self.meta = meta
+        self.position: int | None = None
+        self.paused = False
+
+
+class Consumer:
+    """Reads messages of one cluster (DESIGN, "Public API of engine")."""
+
+    def __init__(
+        self,
+        cluster: Any,
+        *topics: str,
+        group_id: str | None = None,
+        auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        max_poll_records: int = 500,
+        consumer_timeout_ms: float | None = None,
+        session_timeout_ms: int = 10000,
+        default_stream: str | None = None,
+        key_deserializer: Callable[[bytes], Any] | None = None,
+        value_deserializer: Callable[[bytes], Any] | None = None,
+        principal: Principal | None = None,
+    ) -> None:
+        if auto_offset_reset not in _RESETS:
+            raise InvalidOffset(
+                f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
+                f"got {auto_offset_reset!r}"
+            )
+        if group_id is not None and (not isinstance(group_id, str) or not group_id):
+            raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
+        if not isinstance(max_poll_records, int) or max_poll_records < 1:
+            raise InvalidArgument(f"max_poll_records must be >= 1, got {max_poll_records!r}")
+        if default_stream is not None:
+            names.validate_stream_path(default_stream)
+        self._cluster = cluster
+        self.group_id = group_id
+        self.auto_offset_reset = _RESETS[auto_offset_reset]
+        self.enable_auto_commit = enable_auto_commit and group_id is not None
+        self.auto_commit_interval_ms = auto_commit_interval_ms
+        self.max_poll_records = max_poll_records
+        self.consumer_timeout_ms = consumer_timeout_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.default_stream = default_stream
+        self.principal = principal or cluster.principal
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+
+        self._assigned: dict[TopicPartition, _Assigned] = {}
+        self._manual = False
+        self._subscription: set[str] = set()
+        self._pattern: tuple[str, re.Pattern[str]] | None = None
+        self._listener: Any = None
+        self._meta: dict[str, _TopicMeta] = {}
+        self._topology = -1
+        self._next_commit = time.monotonic() + auto_commit_interval_ms / 1000
+        self._iter_buffer: deque[ConsumerRecord] = deque()
+        self._rotate = 0
+        self._closed = False
+        if topics:
+            self.subscribe(list(topics))
+
+    # --- topics and partitions ------------------------------------------------------------
+
+    def _full(self, topic: str) -> str:
+        return names.resolve(topic, self.default_stream)
+
+    def _topic_meta(self, full: str) -> _TopicMeta:
+        meta = self._meta.get(full)
+        if meta is None:
+            stream_path, name = names.split_full_name(full)
+            row = self._cluster._catalog.topic(stream_path, name)
+            stream = self._cluster._catalog.stream_by_id(row.stream_id)
+            meta = self._meta[full] = _TopicMeta(row.id, row.stream_id, row.partitions,
+                                                 stream.policies["ttl"])
+        return meta
+
+    def _check_tp(self, tp: Any) -> TopicPartition:
+        if not isinstance(tp, tuple) or len(tp) != 2:
+            raise InvalidArgument(f"expected a TopicPartition, got {tp!r}")
+        topic, partition = tp
+        full = self._full(topic)
+        meta = self._topic_meta(full)
+        if type(partition) is not int or not 0 <= partition < meta.partitions:
+            raise InvalidPartition(
+                f"topic {full} has partitions 0 to {meta.partitions - 1}, not {partition!r}"
+            )
+        return TopicPartition(full, partition)
+
+    def _refresh_metadata(self) -> None:
+        """Follow topology changes: new partitions, deleted topics, changed policies."""
+        version = self._cluster._catalog.topology_version()
+        if version == self._topology:
+            return
+        self._topology = version
+        self._meta.clear()
+        for tp, state in list(self._assigned.items()):
+            try:
+                state.meta = self._topic_meta(tp.topic)
+            except (UnknownTopic, UnknownStream):
+                if self._manual:
+                    continue  # kept: reading a deleted topic just finds nothing
+                del self._assigned[tp]
+                continue
+            state.log.refresh()
+        if not self._manual and (self._subscription or self._pattern):
+            self._update_subscription()
+
+    def subscribe(self, topics: Iterable[str] = (), pattern: str | None = None,
+                  listener: Any = None) -> None:
+        """Read every partition of these topics (or of the topics whose names match
+        `pattern`) as a member of the consumer's group."""
+        self._check_open()
+        if self._manual and self._assigned:
+            raise IllegalState("subscribe() after assign(): call unsubscribe() first")
+        if isinstance(topics, str):
+            topics = [topics]
+        topics = list(topics)
+        if bool(topics) == bool(pattern):
+            raise IllegalState("subscribe() takes either topics or a pattern, exactly one")
+        self._manual = False
+        self._subscription = {self._full(t) for t in topics}
+        self._pattern = self._compile_pattern(pattern) if pattern else None
+        self._listener = listener
+        self._update_subscription()
+
+    def _compile_pattern(self, pattern: str) -> tuple[str, re.Pattern[str]]:
+        """(stream path, regex over its topic names) from '/stream:regex' or 'regex'."""
+        if pattern.startswith("/") and ":" in pattern:
+            stream, _, topic_re = pattern.partition(":")
+            names.validate_stream_path(stream)
+        elif self.default_stream is not None:
+            stream, topic_re = self.default_stream, pattern
+        else:
+            raise InvalidArgument(
+                f"pattern {pattern!r} names no stream: write '/stream/path:regex' or set "
+                "default_stream"
+            )
+        try:
+            return stream, re.compile(topic_re)
+        except re.error as exc:
+            raise InvalidArgument(f"invalid topic pattern {topic_re!r}: {exc}") from exc
+
+    def _subscribed_topics(self) -> set[str]:
+        wanted = set(self._subscription)
+        if self._pattern is not None:
+            stream, regex = self._pattern
+            try:
+                stream_id = self._cluster._catalog.stream(stream).id
+            except UnknownStream:
+                return wanted
+            for row in self._cluster._catalog.topics(stream_id, None, None, 0):
+                if regex.fullmatch(row.name):
+                    wanted.add(row.full_name)
+        return wanted
+
+    def _update_subscription(self) -> None:
+        """The partitions of the subscribed topics that exist now (a one-member group)."""
+        self._topology = self._cluster._catalog.topology_version()
+        target: set[TopicPartition] = set()
+        for full in self._subscribed_topics():
+            try:
+                meta = self._topic_meta(full)
+            except (UnknownTopic, UnknownStream):
+                continue  # assigned once it is created
+            target.update(TopicPartition(full, p) for p in range(meta.partitions))
+        current = set(self._assigned)
+        if target == current:
+            return
+        revoked = current - target
+        if revoked:
+            if self.enable_auto_commit:
+                self._commit_positions(revoked)
+            if self._listener is not None:
+                self._listener.on_partitions_revoked(revoked)
+            for tp in revoked:
+                del self._assigned[tp]
+        for tp in sorted(target - current):
+            self._assigned[tp] = self._new_assigned(tp)
+        if self._listener is not None:
+            self._listener.on_partitions_assigned(target - current)
+
+    def _new_assigned(self, tp: TopicPartition) -> _Assigned:
+        meta = self._topic_meta(tp.topic)
+        return _Assigned(PartitionLog(self._cluster, meta.topic_id, tp.partition, tp.topic), meta)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these partitions, outside any group rebalancing."""
+        self._check_open()
+        if self._subscription or self._pattern:
+            raise IllegalState("assign() after subscribe(): call unsubscribe() first")
+        tps = [self._check_tp(tp) for tp in partitions]
+        self._manual = True
+        old = self._assigned
+        self._assigned = {tp: old.get(tp) or self._new_assigned(tp) for tp in tps}
+        self._drop_buffered(set(old) - set(self._assigned))
+
+    def unsubscribe(self) -> None:
+        self._check_open()
+        if self.enable_auto_commit and self._assigned:
+            self._commit_positions(set(self._assigned))
+        self._assigned = {}
+        self._subscription = set()
+        self._pattern = None
+        self._manual = False
+        self._iter_buffer.clear()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._assigned)
+
+    def subscription(self) -> set[str] | None:
+        return set(self._subscription) or None
+
+    def _state(self, tp: Any) -> _Assigned:
+        state = self._assigned.get(tp)
+        if state is None and isinstance(tp, tuple) and len(tp) == 2:
+            state = self._assigned.get(TopicPartition(self._full(tp[0]), tp[1]))
+        if state is None:
+            raise IllegalState(f"{tp!r} is not assigned to this consumer")
+        return state
+
+    # --- positions ------------------------------------------------------------------------
+
+    def _reset_position(self, tp: TopicPartition, state: _Assigned) -> int:
+        if self.group_id is not None:
+            committed = self._cluster._catalog.committed(self.group_id, state.meta.topic_id,
+                                                         tp.partition)
+            if committed is not None:
+                return committed[0]
+        if self.auto_offset_reset == "earliest":
+            return state.log.start_offset()
+        if self.auto_offset_reset == "latest":
+            return state.log.end_offset()
+        raise NoOffsetForPartition(
+            f"group {self.group_id!r} has no committed offset for {tp.topic} partition "
+            f"{tp.partition} and auto_offset_reset is 'none'"
+        )
+
+    def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record this consumer returns for `tp`."""
+        self._check_open()
+        state = self._state(tp)
+        tp = self._canonical(tp)
+        for record in self._iter_buffer:
+            if record.topic == tp.topic and record.partition == tp.partition:
+                return record.offset
+        if state.position is None:
+            state.position = self._reset_position(tp, state)
+        return state.position
+
+    def _canonical(self, tp: Any) -> TopicPartition:
+        return TopicPartition(self._full(tp[0]), tp[1])
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        self._check_open()
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidOffset(f"offset must be a non-negative int, got {offset!r}")
+        state = self._state(partition)
+        state.position = offset
+        self._drop_buffered({self._canonical(partition)})
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._check_open()
+        for tp in partitions or tuple(self._assigned):
+            state = self._state(tp)
+            state.position = state.log.start_offset()
+            self._drop_buffered({self._canonical(tp)})
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._check_open()
+        for tp in partitions or tuple(self._assigned):
+            state = self._state(tp)
+            state.position = state.log.end_offset()
+            self._drop_buffered({self._canonical(tp)})
+
+    def _drop_buffered(self, tps: set[TopicPartition]) -> None:
+        if self._iter_buffer and tps:
+            self._iter_buffer = deque(
+                r for r in self._iter_buffer if (r.topic, r.partition) not in tps
+            )
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._state(tp).paused = True
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._state(tp).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, state in self._assigned.items() if state.paused}
+
+    def _log_for(self, tp: Any) -> tuple[TopicPartition, PartitionLog, _TopicMeta]:
+        tp = self._check_tp(tp)
+        state = self._assigned.get(tp)
+        if state is not None:
+            return tp, state.log, state.meta
+        meta = self._topic_meta(tp.topic)
+        return tp, PartitionLog(self._cluster, meta.topic_id, tp.partition, tp.topic), meta
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        self._check_open()
+        result = {}
+        for tp in partitions:
+            full, log, _ = self._log_for(tp)
+            result[tp] = log.start_offset()
+        return result
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        self._check_open()
+        result = {}
+        for tp in partitions:
+            full, log, _ = self._log_for(tp)
+            result[tp] = log.end_offset()
+        return result
+
+    def offsets_for_times(
+        self, timestamps: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the earliest offset whose timestamp is >= the given one."""
+        self._check_open()
+        result = {}
+        for tp, ms in timestamps.items():
+            if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
+                raise InvalidArgument(f"timestamp for {tp!r} must be a non-negative int ms")
+            full, log, meta = self._log_for(tp)
+            result[tp] = log.offset_for_time(ms, _cutoff(meta))
+        return result
+
+    # --- committed offsets ----------------------------------------------------------------
+
+    def committed(self, partition: TopicPartition) -> int | None:
+        """The group's committed offset for `partition`, or None."""
+        self._check_open()
+        if self.group_id is None:
+            return None
+        tp = self._check_tp(partition)
+        row = self._cluster._catalog.committed(self.group_id, self._topic_meta(tp.topic).topic_id,
+                                               tp.partition)
+        return None if row is None else row[0]
+
+    def commit(self, offsets: dict[TopicPartition, Any] | None = None) -> None:
+        """Commit `offsets` ({tp: OffsetAndMetadata or int}), or every current position."""
+        self._check_open()
+        if self.group_id is None:
+            raise IllegalState("commit() needs a group_id")
+        if offsets is None:
+            self._commit_positions(set(self._assigned))
+            return
+        rows = []
+        for tp, value in offsets.items():
+            full = self._check_tp(tp)
+            if isinstance(value, OffsetAndMetadata):
+                offset, metadata = value.offset, value.metadata or ""
+            else:
+                offset, metadata = value, ""
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise InvalidOffset(f"offset for {tp!r} must be a non-negative int")
+            rows.append((self._topic_meta(full.topic).topic_id, full.partition, offset,
+                         metadata))
+        self._cluster._catalog.commit_offsets(self.group_id, rows)
+
+    def _commit_positions(self, tps: set[TopicPartition]) -> None:
+        rows = []
+        for tp in sorted(tps):
+            state = self._assigned.get(tp)
+            if state is None or state.position is None:
+                continue
+            rows.append((state.meta.topic_id, tp.partition, self.position(tp), ""))
+        if rows and self.group_id is not None:
+            self._cluster._catalog.commit_offsets(self.group_id, rows)
+        self._next_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
+
+    def _maybe_auto_commit(self) -> None:
+        if self.enable_auto_commit and time.monotonic() >= self._next_commit:
+            self._commit_positions(set(self._assigned))
+
+    # --- reading --------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int = 0,
+             max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records of the assigned, unpaused partitions; waits up to `timeout_ms` for some."""
+        self._check_open()
+        if not self._assigned and not self._subscription and not self._pattern:
+            raise IllegalState("poll() needs subscribe() or assign() first")
+        limit = self.max_poll_records if max_records is None else max_records
+        if not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument(f"max_records must be >= 1, got {max_records!r}")
+        deadline = time.monotonic() + max(0, timeout_ms) / 1000
+        cluster = self._cluster
+        while True:
+            self._refresh_metadata()
+            self._maybe_auto_commit()
+            seq = cluster._append_seq
+            records = self._fetch(limit)
+            if records:
+                return records
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return {}
+            cluster._wait_appended(seq, min(left, _IDLE_WAIT_S))
+
+    def _fetch(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        items = list(self._assigned.items())
+        if not items:
+            return out
+        start = self._rotate % len(items)
+        self._rotate += 1
+        room = limit
+        now_ms = time.time_ns() // 1_000_000
+        for tp, state in items[start:] + items[:start]:
+            if state.paused:
+                continue
+            if state.position is None:
+                state.position = self._reset_position(tp, state)
+            ttl = state.meta.ttl_s
+            cutoff = now_ms - ttl * 1000 if ttl else None
+            records, state.position = state.log.read(state.position, room, cutoff)
+            if records:
+                if self._key_deserializer or self._value_deserializer:
+                    records = [self._deserialize(r) for r in records]
+                out[tp] = records
+                room -= len(records)
+                if room <= 0:
+                    break
+        return out
+
+    def _deserialize(self, r: ConsumerRecord) -> ConsumerRecord:
+        key = r.key
+        if self._key_deserializer is not None and key is not None:
+            key = self._key_deserializer(key)
+        value = r.value
+        if self._value_deserializer is not None and value is not None:
+            value = self._value_deserializer(value)
+        return r._replace(key=key, value=value)
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        if self._iter_buffer:
+            return self._iter_buffer.popleft()
+        timeout = self.consumer_timeout_ms
+        deadline = None if timeout is None else time.monotonic() + timeout / 1000
+        while True:
+            wait_ms = 1000 if deadline is None else max(0, (deadline - time.monotonic()) * 1000)
+            for records in self.poll(timeout_ms=int(min(wait_ms, 1000))).values():
+                self._iter_buffer.extend(records)
+            if self._iter_buffer:
+                return self._iter_buffer.popleft()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise StopIteration
+
+    # --- closing --------------------------------------------------------------------------
+
+    def close(self, autocommit: bool = True) -> None:
+        """Commit (when auto-commit is on), then leave the group."""
+        if self._closed:
+            return
+        try:
+            if autocommit and self.enable_auto_commit and self._assigned:
+                self._commit_positions(set(self._assigned))
+        finally:
+            self._closed = True
+            self._assigned = {}
+            self._iter_buffer.clear()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed("this consumer is closed")
+        if self._cluster.closed:
+            raise Closed(f"the cluster {self._cluster.path} of this consumer is closed")
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _cutoff(meta: _TopicMeta) -> int | None:
+    if not meta.ttl_s:
+        return None
+    return time.time_ns() // 1_000_000 - meta.ttl_s * 1000

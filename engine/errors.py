@@ -1,0 +1,120 @@
+"""Every error the engine raises, one class per thing a caller may want to catch.
+
+All derive from `PartitionletError`. Where a built-in exception means the same thing
+(`ValueError` for bad input, `LookupError` for what does not exist, `TimeoutError`,
+`PermissionError`), the class derives from it too, so generic handlers keep working.
+Messages say what was wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class PartitionletError(Exception):
+    """Base class of every engine error."""
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+
+class InvalidName(PartitionletError, ValueError):
+    """A stream path or topic name breaks the naming rules; it is refused, never rewritten."""
+
+
+class InvalidPolicy(PartitionletError, ValueError):
+    """A stream policy has an unknown name or a value out of its range."""
+
+
+class InvalidPartition(PartitionletError, ValueError):
+    """A partition number that the topic does not have, or a bad partition count."""
+
+
+class InvalidOffset(PartitionletError, ValueError):
+    """An offset or offset-reset setting that cannot be used."""
+
+
+class InvalidArgument(PartitionletError, ValueError):
+    """Any other argument of the wrong type or out of range."""
+
+
+class MessageTooLarge(PartitionletError, ValueError):
+    """A record whose key, value and headers together exceed the stream's `max_message_bytes`."""
+
+
+# --- things that do not exist or already do ----------------------------------------------
+
+
+class NotFound(PartitionletError, LookupError):
+    """Base class of lookups of something that does not exist."""
+
+
+class UnknownStream(NotFound):
+    pass
+
+
+class UnknownTopic(NotFound):
+    pass
+
+
+class UnknownGroup(NotFound):
+    pass
+
+
+class UnknownJob(NotFound):
+    pass
+
+
+class AlreadyExists(PartitionletError):
+    """Base class of creations of something that exists already."""
+
+
+class StreamExists(AlreadyExists):
+    pass
+
+
+class TopicExists(AlreadyExists):
+    pass
+
+
+# --- access ------------------------------------------------------------------------------
+
+
+class AccessDenied(PartitionletError, PermissionError):
+    """The principal's identity does not satisfy the ACE of the operation; nothing changed."""
+
+
+# --- state and time ----------------------------------------------------------------------
+
+
+class Timeout(PartitionletError, TimeoutError):
+    """An operation did not finish within its timeout (a future's `get`, `flush`, a lock)."""
+
+
+class Closed(PartitionletError):
+    """The cluster, producer or consumer has been closed."""
+
+
+class IllegalState(PartitionletError):
+    """A call that the object's state does not allow (for example `poll` with no topic)."""
+
+
+class NoOffsetForPartition(IllegalState):
+    """`auto_offset_reset="none"` and the group has no committed offset for a partition."""
+
+
+# --- files -------------------------------------------------------------------------------
+
+
+class StorageError(PartitionletError):
+    """A data file could not be used."""
+
+
+class NotACluster(StorageError):
+    """The directory exists but is not a Partitionlet cluster (no catalog, or a foreign one)."""
+
+
+class CorruptFile(StorageError):
+    """A catalog or volume file is not a readable SQLite database."""
+
+
+class FileLocked(StorageError):
+    """Another process held a file's write lock for longer than the busy timeout."""

@@ -1,0 +1,207 @@
+"""Reading one partition: its chain of partitionlets and their record batches.
+
+`PartitionLog` knows where each offset lives (the chain, from the catalog), reads batches
+straight from the volume files, hides expired messages (the stream's `ttl`), and answers
+the offset questions of a consumer: start, end, the first offset at or after a time.
+
+A reader never writes. The chain is re-read from the catalog when the reader walks past
+the end of what it knows (another process rolled the partition) or when the topology
+version moves (retention dropped partitionlets). One `PartitionLog` belongs to one
+consumer and is used by one thread at a time.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from functools import partial
+from itertools import repeat
+from typing import TYPE_CHECKING
+
+from engine import batch as batch_codec
+from engine.catalog import PartitionletRow
+from engine.records import ConsumerRecord, OffsetAndTimestamp
+from engine.volume import ACTIVE
+
+if TYPE_CHECKING:
+    from engine.cluster import Cluster
+
+# One C call per record (zip's tuple into a ConsumerRecord), no Python frame.
+_record = partial(tuple.__new__, ConsumerRecord)
+# The headers of a record without any: shared, so immutable.
+NO_HEADERS: tuple = ()
+
+# Batches fetched per volume query: a batch holds up to thousands of messages.
+FETCH_BATCHES = 16
+
+
+class _Decoded:
+    __slots__ = ("pl_id", "base", "last", "ts_type", "first_ts", "max_ts", "batch")
+
+    def __init__(self, pl_id: int, row: tuple) -> None:
+        base, last, ts_type, first_ts, max_ts, payload = row
+        self.pl_id = pl_id
+        self.base = base
+        self.last = last
+        self.ts_type = ts_type
+        self.first_ts = first_ts
+        self.max_ts = max_ts
+        self.batch = batch_codec.decode(payload, base)
+
+
+class PartitionLog:
+    def __init__(self, cluster: Cluster, topic_id: int, partition: int, topic: str) -> None:
+        self._cluster = cluster
+        self.topic_id = topic_id
+        self.partition = partition
+        self.topic = topic
+        self._chain: list[PartitionletRow] = []
+        self._topology = -1
+        self._decoded: _Decoded | None = None
+        self._ahead: list[tuple] = []  # fetched rows not yet decoded, of _ahead_pl
+        self._ahead_pl = -1
+
+    # --- the chain ------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        catalog = self._cluster._catalog
+        self._topology = catalog.topology_version()
+        self._chain = catalog.chain(self.topic_id, self.partition)
+        self._ahead = []
+
+    def _ensure_chain(self) -> None:
+        if self._topology < 0 or (
+            self._cluster._catalog.topology_version() != self._topology
+        ):
+            self.refresh()
+
+    def start_offset(self) -> int:
+        self._ensure_chain()
+        return self._chain[0].base_offset if self._chain else 0
+
+    def end_offset(self) -> int:
+        """The log end offset: the next offset to be written."""
+        self._ensure_chain()
+        if not self._chain:
+            self.refresh()
+            if not self._chain:
+                return 0
+        last = self._chain[-1]
+        if last.end_offset is not None:  # sealed, successor not known yet: look again
+            self.refresh()
+            last = self._chain[-1]
+            if last.end_offset is not None:
+                return last.end_offset
+        state = self._cluster._volume(last.volume_id).state(last.id)
+        return last.base_offset if state is None else state.next_offset
+
+    # --- reading --------------------------------------------------------------------------
+
+    def read(self, position: int, max_records: int,
+             cutoff_ms: int | None) -> tuple[list[ConsumerRecord], int]:
+        """Up to `max_records` records at offsets >= `position`, and the next position.
+
+        Records older than `cutoff_ms` (expired by the stream's ttl) are skipped.
+        """
+        records: list[ConsumerRecord] = []
+        while len(records) < max_records:
+            d = self._decoded
+            if d is None or not d.base <= position <= d.last:
+                d = self._fetch(position)
+                if d is None:
+                    break
+                if position < d.base:
+                    position = d.base  # a gap: compaction or retention removed offsets
+                self._decoded = d
+            if cutoff_ms is not None and d.max_ts < cutoff_ms:
+                position = d.last + 1  # the whole batch has expired
+                continue
+            got = self._records(d, position, max_records - len(records), cutoff_ms)
+            position = got[1]
+            records.extend(got[0])
+        return records, position
+
+    def _records(self, d: _Decoded, position: int, limit: int,
+                 cutoff_ms: int | None) -> tuple[list[ConsumerRecord], int]:
+        b = d.batch
+        offsets = b.offsets
+        if isinstance(offsets, range):
+            start = position - d.base
+        else:
+            start = bisect_left(offsets, position)
+        end = min(len(offsets), start + limit)
+        if start >= end:
+            return [], d.last + 1
+        headers = b.headers[start:end] if b.headers is not None else repeat(NO_HEADERS)
+        records = list(map(_record, zip(
+            repeat(self.topic), repeat(self.partition), offsets[start:end],
+            b.timestamps[start:end], repeat(d.ts_type), b.keys[start:end], b.values[start:end],
+            headers,
+        )))
+        next_position = offsets[end - 1] + 1 if end < len(offsets) else d.last + 1
+        if cutoff_ms is not None and d.first_ts < cutoff_ms:
+            records = [r for r in records if r.timestamp >= cutoff_ms]
+        return records, next_position
+
+    def _fetch(self, position: int) -> _Decoded | None:
+        """The first batch holding an offset >= `position`, walking the chain."""
+        for _ in range(3):
+            self._ensure_chain()
+            pl = self._locate(position)
+            if pl is None:
+                return None
+            if self._ahead_pl != pl.id or not self._ahead or self._ahead[0][1] < position:
+                self._ahead = self._cluster._volume(pl.volume_id).read(
+                    pl.id, position, FETCH_BATCHES
+                )
+                self._ahead_pl = pl.id
+                self._ahead.reverse()  # pop() from the end in offset order
+            while self._ahead and self._ahead[-1][1] < position:
+                self._ahead.pop()
+            if self._ahead:
+                return _Decoded(pl.id, self._ahead.pop())
+            # Nothing at or after `position` in this partitionlet.
+            if pl.end_offset is not None:
+                position = max(position, pl.end_offset)
+                continue
+            state = self._cluster._volume(pl.volume_id).state(pl.id)
+            if state is not None and state.state != ACTIVE and position >= state.next_offset:
+                self.refresh()  # another writer rolled it: learn the successor
+                continue
+            return None
+        return None
+
+    def _locate(self, position: int) -> PartitionletRow | None:
+        chain = self._chain
+        if not chain:
+            self.refresh()
+            chain = self._chain
+            if not chain:
+                return None
+        for pl in chain:
+            if pl.end_offset is None or position < pl.end_offset:
+                return pl  # below the start: the first batch after `position` is next
+        # Past every sealed partitionlet we know of: the successor may be new.
+        self.refresh()
+        for pl in self._chain:
+            if pl.end_offset is None or position < pl.end_offset:
+                return pl
+        return None
+
+    # --- time -----------------------------------------------------------------------------
+
+    def offset_for_time(self, timestamp_ms: int,
+                        cutoff_ms: int | None) -> OffsetAndTimestamp | None:
+        """The earliest offset whose timestamp is >= `timestamp_ms`, or None."""
+        self._ensure_chain()
+        target = timestamp_ms if cutoff_ms is None else max(timestamp_ms, cutoff_ms)
+        for pl in self._chain:
+            if pl.max_ts is not None and pl.end_offset is not None and pl.max_ts < target:
+                continue  # sealed and entirely older
+            row = self._cluster._volume(pl.volume_id).first_batch_at_time(pl.id, target)
+            if row is None:
+                continue
+            b = batch_codec.decode(row[5], row[0])
+            for offset, ts in zip(b.offsets, b.timestamps, strict=True):
+                if ts >= target:
+                    return OffsetAndTimestamp(offset, ts)
+        return None

@@ -1,0 +1,179 @@
+"""Partitionlets: placing new ones on volumes, appending batches to the active ones, rolling.
+
+A partition is a chain of partitionlets; only the last (active) one takes appends. Its next
+offset lives in the volume row of that partitionlet and moves only in the transaction that
+appends there (engine.volume), so offsets are unique whichever process writes. When a
+volume seals an active partitionlet (by size or age), the writer that notices asks the
+catalog for a successor starting at the sealed end offset; if another writer got there
+first, the catalog returns that one instead.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from engine.catalog import PartitionletRow
+from engine.errors import PartitionletError, StorageError, UnknownTopic
+from engine.volume import Append
+
+if TYPE_CHECKING:
+    from engine.cluster import Cluster
+
+# How long the volumes' heat figures are trusted before they are read again.
+HEAT_REFRESH_S = 1.0
+MAX_ROLL_RETRIES = 8
+
+
+class Placement:
+    """Chooses the volume of a new partitionlet: the one with the least recent write load.
+
+    Heat is read from the volumes at most once a second; between two reads, placements
+    are spread round-robin, coolest first, so a burst of new partitions does not pile
+    onto one volume. Thread-safe.
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self._lock = threading.Lock()
+        self._heat: dict[int, int] = {}
+        self._placed: dict[int, int] = {}
+        self._read_at = 0.0
+
+    def choose(self) -> int:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._read_at > HEAT_REFRESH_S or not self._heat:
+                self._heat = {
+                    vid: vol.recent_write_bytes()
+                    for vid, vol in self._cluster._volumes.items()
+                }
+                self._placed = dict.fromkeys(self._heat, 0)
+                self._read_at = now
+            volume_id = min(
+                self._heat, key=lambda v: (self._placed[v], self._heat[v], random.random())
+            )
+            self._placed[volume_id] += 1
+            return volume_id
+
+
+@dataclass
+class BatchWrite:
+    """One encoded batch for one partition; `offset` (its base offset) or `error` is set
+    by `Appender.write`."""
+
+    stream_id: int
+    topic_id: int
+    partition: int
+    payload: bytes
+    count: int
+    first_ts: int
+    max_ts: int
+    ts_type: int
+    origin: str
+    offset: int | None = None
+    error: BaseException | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.topic_id, self.partition)
+
+
+class Appender:
+    """Appends batches to the active partitionlets of many partitions, one transaction per
+    volume. Caches where each partition's active partitionlet lives. One per writing
+    thread (a producer's sender); not thread-safe."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self._active: dict[tuple[int, int], PartitionletRow] = {}
+
+    def forget(self) -> None:
+        """Drop cached metadata (topics were deleted or changed)."""
+        self._active.clear()
+
+    def write(self, writes: list[BatchWrite], *, sync: bool) -> None:
+        """Append every batch (in list order within a partition); sets `offset` or `error`.
+
+        A failure on one volume fails only the batches bound for that volume.
+        """
+        cluster = self._cluster
+        pending = writes
+        for _ in range(MAX_ROLL_RETRIES):
+            self._load_active({w.key for w in pending if w.key not in self._active})
+            by_volume: dict[int, list[tuple[BatchWrite, Append]]] = defaultdict(list)
+            for w in pending:
+                pl = self._active.get(w.key)
+                if pl is None:
+                    w.error = UnknownTopic(
+                        f"topic #{w.topic_id} partition {w.partition} no longer exists "
+                        "(deleted while writing)"
+                    )
+                    continue
+                by_volume[pl.volume_id].append((w, Append(
+                    pl.id, w.stream_id, w.topic_id, w.partition, pl.base_offset, w.payload,
+                    w.count, w.first_ts, w.max_ts, w.ts_type, w.origin,
+                )))
+            retry: list[BatchWrite] = []
+            sealed: dict[tuple[int, int], tuple[int, int, int]] = {}
+            for volume_id, pairs in by_volume.items():
+                try:
+                    cluster._volume(volume_id).append(
+                        [a for _, a in pairs], sync=sync,
+                        roll_bytes=cluster.partitionlet_bytes, roll_ms=cluster.partitionlet_ms,
+                    )
+                except PartitionletError as exc:
+                    for w, _ in pairs:
+                        w.error = exc
+                    continue
+                for w, a in pairs:
+                    if a.offset is not None:
+                        w.offset = a.offset
+                    else:
+                        retry.append(w)
+                    if a.sealed_at is not None:
+                        sealed[w.key] = (a.pl_id, a.sealed_at, volume_id)
+            if sealed:
+                self._roll(sealed)
+            if not retry:
+                return
+            pending = retry
+        for w in pending:
+            w.error = StorageError(
+                f"partition {w.partition} of topic #{w.topic_id} kept rolling under this "
+                f"writer ({MAX_ROLL_RETRIES} tries); try again"
+            )
+
+    def _load_active(self, keys: set[tuple[int, int]]) -> None:
+        if not keys:
+            return
+        catalog = self._cluster._catalog
+        found = catalog.active_partitionlets(sorted(keys))
+        missing = [k for k in keys if k not in found]
+        if missing:
+            placement = self._cluster._placement
+            found.update(catalog.add_partitionlets(
+                [(tid, part, placement.choose(), 0, None) for tid, part in sorted(missing)]
+            ))
+        self._active.update(found)
+
+    def _roll(self, sealed: dict[tuple[int, int], tuple[int, int, int]]) -> None:
+        """Give each sealed partitionlet its successor (or learn the one another made)."""
+        cluster = self._cluster
+        catalog = cluster._catalog
+        wanted = [
+            (tid, part, cluster._placement.choose(), end, pl_id)
+            for (tid, part), (pl_id, end, _) in sorted(sealed.items())
+        ]
+        for key in sealed:
+            self._active.pop(key, None)
+        self._active.update(catalog.add_partitionlets(wanted))
+        for pl_id, _, volume_id in sealed.values():
+            state = cluster._volume(volume_id).state(pl_id)
+            if state is not None:  # statistics for listings that read no volume
+                catalog.record_sealed_stats(pl_id, state.bytes, state.first_ts, state.max_ts)
+

@@ -1,0 +1,609 @@
+"""`Producer`: buffers messages per partition and writes them as record batches.
+
+`send()` only checks its arguments, picks a partition and appends to that partition's open
+batch; a sender thread drains the batches, encodes them (engine.batch), appends them to
+their partitionlets with one transaction per volume (engine.partitionlet) and resolves the
+futures. That split is what lets one Python process send hundreds of thousands of messages
+a second: the per-message work is a few list appends.
+
+Durability (DESIGN, "Durability"): acks=0 resolves at once; acks=1 after the batch's commit
+to the volume's WAL; acks="all" after a commit with synchronous=FULL (fsynced).
+
+Thread-safety: `send`, `flush` and `close` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from functools import partial
+from operator import itemgetter
+from typing import Any
+
+from engine import batch as batch_codec
+from engine import names
+from engine.errors import (
+    Closed,
+    InvalidArgument,
+    InvalidPartition,
+    MessageTooLarge,
+    PartitionletError,
+    Timeout,
+    UnknownTopic,
+)
+from engine.partitioner import partition_for_key
+from engine.partitionlet import Appender, BatchWrite
+from engine.principal import Principal
+from engine.records import CREATE_TIME, LOG_APPEND_TIME, RecordMetadata
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 1024 * 1024  # bytes of values per partition batch
+DEFAULT_BUFFER_MEMORY = 64 * 1024 * 1024
+DEFAULT_MAX_BLOCK_MS = 60_000
+_ACKS = {0: 0, 1: 1, "all": "all", -1: "all", "0": 0, "1": 1, "-1": "all"}
+
+
+_time_ns = time.time_ns
+
+
+def _now_ms() -> int:
+    return _time_ns() // 1_000_000
+
+
+class _TopicState:
+    """What `send` needs to know of a topic, cached per name as the caller wrote it."""
+
+    __slots__ = ("full", "stream_id", "topic_id", "partitions", "max_bytes", "ts_type",
+                 "open", "sticky", "sticky_batch")
+
+    def __init__(self, full: str, stream_id: int, topic_id: int, partitions: int,
+                 max_bytes: int, ts_type: int) -> None:
+        self.full = full
+        self.stream_id = stream_id
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.max_bytes = max_bytes
+        self.ts_type = ts_type
+        self.open: list[_Batch | None] = [None] * partitions  # open batch per partition
+        self.sticky = -1  # partition of unkeyed messages, moves on when its batch closes
+        self.sticky_batch: _Batch | None = None
+
+
+class _Batch:
+    """Messages of one partition collected by `send`, written by the sender as one blob.
+
+    `records` holds (value, key, headers, timestamp) tuples: one append per `send`; the
+    sender turns them into columns with one `zip`.
+    """
+
+    __slots__ = ("producer", "topic", "partition", "records", "nbytes", "created",
+                 "resolved", "offset", "error", "callbacks", "done", "append_ts")
+
+    def __init__(self, producer: Producer, topic: _TopicState, partition: int) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.partition = partition
+        self.records: list[tuple[bytes | None, bytes | None, Any, int]] = []
+        self.nbytes = 0
+        self.created = time.monotonic()
+        self.resolved = False
+        self.offset = -1
+        self.error: BaseException | None = None
+        self.callbacks: list[tuple[int, Callable[..., Any], tuple, bool]] = []
+        self.done = threading.Event()
+        self.append_ts = 0
+
+
+class FutureRecordMetadata(tuple):
+    """The outcome of one `send`: `get(timeout)` returns its `RecordMetadata` or raises.
+
+    Callbacks follow kafka-python: `add_callback(f, *args)` calls `f(*args, metadata)`,
+    `add_errback(f, *args)` calls `f(*args, exception)`; both run in the sender thread,
+    before `flush()` returns.
+
+    A (batch, index) tuple, because `send` makes one per message: building a tuple is a
+    single C call, an object with `__init__` costs several times more.
+    """
+
+    __slots__ = ()
+
+    @property
+    def _batch(self) -> _Batch:
+        return self[0]
+
+    @property
+    def _index(self) -> int:
+        return self[1]
+
+    def _metadata(self) -> RecordMetadata:
+        b = self._batch
+        ts = b.append_ts if b.topic.ts_type == LOG_APPEND_TIME else b.records[self._index][3]
+        offset = -1 if b.offset < 0 else b.offset + self._index
+        return RecordMetadata(b.topic.full, b.partition, offset, ts)
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        if not self._batch.done.wait(timeout):
+            raise Timeout(f"no answer for this message within {timeout} s")
+        if self._batch.error is not None:
+            raise self._batch.error
+        return self._metadata()
+
+    @property
+    def is_done(self) -> bool:  # an attribute in kafka-python, not a method
+        return self._batch.resolved
+
+    def succeeded(self) -> bool:
+        return self._batch.resolved and self._batch.error is None
+
+    def failed(self) -> bool:
+        return self._batch.resolved and self._batch.error is not None
+
+    @property
+    def exception(self) -> BaseException | None:
+        return self._batch.error
+
+    @property
+    def value(self) -> RecordMetadata | None:
+        return self._metadata() if self.succeeded() else None
+
+    def add_callback(self, f: Callable[..., Any], *args: Any) -> FutureRecordMetadata:
+        self._add(f, args, errback=False)
+        return self
+
+    def add_errback(self, f: Callable[..., Any], *args: Any) -> FutureRecordMetadata:
+        self._add(f, args, errback=True)
+        return self
+
+    def add_both(self, f: Callable[..., Any], *args: Any) -> FutureRecordMetadata:
+        self.add_callback(f, *args)
+        self.add_errback(f, *args)
+        return self
+
+    def _add(self, f: Callable[..., Any], args: tuple, errback: bool) -> None:
+        b = self._batch
+        with b.producer._lock:
+            if not b.resolved:
+                b.callbacks.append((self._index, f, args, errback))
+                return
+        _call_back(self, f, args, errback)
+
+
+_future = partial(tuple.__new__, FutureRecordMetadata)
+_COLUMNS = tuple(itemgetter(i) for i in range(4))  # value, key, headers, timestamp
+
+
+def _call_back(future: FutureRecordMetadata, f: Callable[..., Any], args: tuple,
+               errback: bool) -> None:
+    b = future._batch
+    try:
+        if errback:
+            if b.error is not None:
+                f(*args, b.error)
+        elif b.error is None:
+            f(*args, future._metadata())
+    except Exception:  # a failing callback must not stop the sender or other callbacks
+        log.exception("producer callback %r failed", f)
+
+
+class Producer:
+    """Sends messages to topics of one cluster (DESIGN, "Public API of engine")."""
+
+    def __init__(
+        self,
+        cluster: Any,
+        *,
+        acks: int | str = "all",
+        linger_ms: int = 0,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        default_stream: str | None = None,
+        partitioner: Callable[..., int] | None = None,
+        key_serializer: Callable[[Any], bytes] | None = None,
+        value_serializer: Callable[[Any], bytes] | None = None,
+        principal: Principal | None = None,
+        buffer_memory: int = DEFAULT_BUFFER_MEMORY,
+        max_block_ms: int = DEFAULT_MAX_BLOCK_MS,
+    ) -> None:
+        if acks not in _ACKS:
+            raise InvalidArgument(f"acks must be 0, 1 or 'all', got {acks!r}")
+        for name, value, low in (("linger_ms", linger_ms, 0), ("batch_size", batch_size, 1),
+                                 ("buffer_memory", buffer_memory, 1),
+                                 ("max_block_ms", max_block_ms, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidArgument(f"{name} must be an integer >= {low}, got {value!r}")
+        if default_stream is not None:
+            names.validate_stream_path(default_stream)
+        self._cluster = cluster
+        self.acks = _ACKS[acks]
+        self.linger_ms = linger_ms
+        self.batch_size = batch_size
+        self.default_stream = default_stream
+        self.principal = principal or cluster.principal
+        self._partitioner = partitioner
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._serializing = key_serializer is not None or value_serializer is not None
+        self._buffer_memory = buffer_memory
+        self._max_block_s = max_block_ms / 1000
+
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # the sender waits on it
+        self._space = threading.Condition(self._lock)  # send() waits on it when full
+        self._topics: dict[str, _TopicState] = {}
+        self._batches: list[_Batch] = []  # not yet taken by the sender, in creation order
+        self._in_flight: list[_Batch] = []
+        self._buffered = 0
+        self._urgent = False  # a full batch, a flush or a close: skip the linger
+        self._closing = False
+        self._closed = False
+        self._topology = cluster._catalog.topology_version()
+        self._sender = threading.Thread(target=self._run, name="plet-producer-sender",
+                                        daemon=True)
+        self._sender.start()
+        # Like kafka-python: buffered messages are written when the interpreter exits.
+        ref = weakref.ref(self)
+        self._atexit = lambda: (p := ref()) is not None and p.close(timeout=10)
+        atexit.register(self._atexit)
+
+    # --- sending --------------------------------------------------------------------------
+
+    def send(self, topic: str, value: Any = None, key: Any = None,
+             partition: int | None = None, headers: Sequence[tuple[str, bytes]] | None = None,
+             timestamp_ms: int | None = None) -> FutureRecordMetadata:
+        """Queue one message; returns a future of its `RecordMetadata`.
+
+        This is the hot path: keep it to argument checks and a few list operations.
+        """
+        if self._serializing:
+            value, key = self._serialize(value, key)
+        if value.__class__ is not bytes and value is not None:
+            value = _as_bytes(value, "value")
+        size = 0 if value is None else len(value)
+        if key is not None:
+            if key.__class__ is not bytes:
+                key = _as_bytes(key, "key")
+            size += len(key)
+        if headers:
+            headers = _check_headers(headers)
+            size += sum(len(k) + (len(v) if v else 0) for k, v in headers)
+        else:
+            headers = None
+        if timestamp_ms is None:
+            timestamp_ms = _time_ns() // 1_000_000
+        elif timestamp_ms.__class__ is not int or timestamp_ms < 0:
+            raise InvalidArgument(f"timestamp_ms must be a non-negative int, got {timestamp_ms!r}")
+        with self._lock:
+            ts = self._topics.get(topic) or self._topic_state(topic)
+            if size > ts.max_bytes:
+                raise MessageTooLarge(
+                    f"message of {size:,} bytes (key, value and headers) is larger than "
+                    f"max_message_bytes={ts.max_bytes:,} of the stream of {ts.full}"
+                )
+            if partition is None:
+                if key is None and self._partitioner is None:
+                    b = ts.sticky_batch or self._next_sticky(ts)
+                else:
+                    partition = self._choose(ts, key)
+                    b = ts.open[partition] or self._new_batch(ts, partition)
+            elif partition.__class__ is int and 0 <= partition < ts.partitions:
+                b = ts.open[partition] or self._new_batch(ts, partition)
+            else:
+                raise InvalidPartition(
+                    f"topic {ts.full} has partitions 0 to {ts.partitions - 1}, "
+                    f"not {partition!r}"
+                )
+            records = b.records
+            records.append((value, key, headers, timestamp_ms))
+            b.nbytes += size
+            if b.nbytes >= self.batch_size:
+                self._close_full(b)
+            if self.acks == 0:
+                return _done_future(ts.full, b.partition, timestamp_ms, ts.ts_type)
+            return _future((b, len(records) - 1))
+
+    def _serialize(self, value: Any, key: Any) -> tuple[Any, Any]:
+        if self._value_serializer is not None and value is not None:
+            value = self._value_serializer(value)
+        if self._key_serializer is not None and key is not None:
+            key = self._key_serializer(key)
+        return value, key
+
+    def _choose(self, ts: _TopicState, key: bytes | None) -> int:
+        if self._partitioner is None:
+            return partition_for_key(key, ts.partitions)
+        every = list(range(ts.partitions))
+        partition = self._partitioner(key, every, every)
+        if type(partition) is not int or not 0 <= partition < ts.partitions:
+            raise InvalidPartition(f"the partitioner chose {partition!r} for {ts.full}")
+        return partition
+
+    def _next_sticky(self, ts: _TopicState) -> _Batch:
+        """Unkeyed messages stick to one partition per batch, then move on (lock held)."""
+        ts.sticky = (ts.sticky + 1) % ts.partitions
+        b = ts.sticky_batch = ts.open[ts.sticky] or self._new_batch(ts, ts.sticky)
+        return b
+
+    def _new_batch(self, ts: _TopicState, partition: int) -> _Batch:
+        """Open a batch for a partition (lock held); blocks while the buffer is full."""
+        if self._closing:
+            raise Closed("this producer is closed")
+        if self._buffered > self._buffer_memory:
+            self._wait_for_space()
+        b = ts.open[partition] = _Batch(self, ts, partition)
+        if not self._batches:
+            self._wake.notify()
+        self._batches.append(b)
+        return b
+
+    def _close_full(self, b: _Batch) -> None:
+        """A full batch takes no more messages; the sender writes it without lingering."""
+        ts = b.topic
+        ts.open[b.partition] = None
+        if ts.sticky_batch is b:
+            ts.sticky_batch = None
+        self._buffered += b.nbytes
+        self._urgent = True
+        self._wake.notify()
+
+    def _topic_state(self, topic: str) -> _TopicState:
+        """Resolve `topic`, creating it when the stream auto-creates (lock held)."""
+        full = names.resolve(topic, self.default_stream)
+        stream_path, name = names.split_full_name(full)
+        catalog = self._cluster._catalog
+        stream = catalog.stream(stream_path)
+        row = catalog.topic_or_none(stream.id, name)
+        if row is None:
+            if not stream.policies["auto_create"]:
+                raise UnknownTopic(
+                    f"topic {full} does not exist and stream {stream_path} does not create "
+                    "topics on first produce (auto_create is off)"
+                )
+            catalog.create_topics(stream.id, [(name, stream.policies["default_partitions"])],
+                                  exist_ok=True)
+            row = catalog.topic_or_none(stream.id, name)
+            if row is None:  # deleted again at once by someone else
+                raise UnknownTopic(f"topic {full} was deleted while being created")
+        ts_type = LOG_APPEND_TIME if stream.policies["timestamp_type"] == "log_append" else (
+            CREATE_TIME)
+        state = _TopicState(full, stream.id, row.id, row.partitions,
+                            stream.policies["max_message_bytes"], ts_type)
+        self._topics[topic] = state
+        return state
+
+    def _wait_for_space(self) -> None:
+        deadline = time.monotonic() + self._max_block_s
+        self._urgent = True
+        self._wake.notify()
+        while self._buffered > self._buffer_memory:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._closing:
+                raise Timeout(
+                    f"the producer's buffer ({self._buffer_memory:,} bytes) stayed full for "
+                    f"max_block_ms={int(self._max_block_s * 1000)}"
+                )
+            self._space.wait(left)
+
+    # --- flushing and closing -------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Write everything sent so far; return after its callbacks have run."""
+        with self._lock:
+            waiting = self._in_flight + self._batches
+            self._urgent = True
+            self._wake.notify()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for b in waiting:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not b.done.wait(left):
+                raise Timeout(f"flush did not finish within {timeout} s")
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, then stop the sender. Further sends raise `errors.Closed`."""
+        if self._closed:
+            return
+        with self._lock:
+            self._closing = True
+            self._urgent = True
+            self._wake.notify()
+            self._space.notify_all()
+        self._sender.join(timeout)
+        self._closed = True
+        atexit.unregister(self._atexit)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the sender thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        appender = Appender(self._cluster)
+        while True:
+            with self._lock:
+                while not self._batches and not self._closing:
+                    self._wake.wait()
+                if self.linger_ms and not self._urgent and not self._closing:
+                    deadline = self._batches[0].created + self.linger_ms / 1000
+                    while not self._urgent and not self._closing:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._wake.wait(left)
+                taken, self._batches = self._batches, []
+                self._urgent = False
+                for b in taken:
+                    ts = b.topic
+                    if ts.open[b.partition] is b:
+                        ts.open[b.partition] = None
+                        self._buffered += b.nbytes  # counted by _close_full otherwise
+                    if ts.sticky_batch is b:
+                        ts.sticky_batch = None
+                self._in_flight = taken
+                closing = self._closing
+            if taken:
+                self._write(appender, taken)
+            if closing:
+                with self._lock:
+                    if not self._batches:
+                        return
+
+    def _write(self, appender: Appender, taken: list[_Batch]) -> None:
+        try:
+            self._refresh_metadata(appender)
+            now = _now_ms()
+            writes = []
+            for b in taken:
+                records = b.records
+                values, keys, headers, stamps = (list(map(g, records)) for g in _COLUMNS)
+                count = len(values)
+                if b.topic.ts_type == LOG_APPEND_TIME:
+                    b.append_ts = now
+                    stamps = [now] * count
+                payload = batch_codec.encode(
+                    values, stamps, None if keys.count(None) == count else keys,
+                    None if headers.count(None) == count else headers,
+                )
+                writes.append(BatchWrite(b.topic.stream_id, b.topic.topic_id, b.partition,
+                                         payload, count, min(stamps), max(stamps),
+                                         b.topic.ts_type, self._cluster.id))
+            appender.write(writes, sync=self.acks == "all")
+            for b, w in zip(taken, writes, strict=True):
+                if w.error is not None:
+                    b.error = w.error
+                    if isinstance(w.error, UnknownTopic):
+                        self._forget_topic(b.topic)
+                else:
+                    b.offset = w.offset
+        except BaseException as exc:  # a bug or a dead disk: fail these, keep the sender
+            log.exception("producer sender failed to write %d batches", len(taken))
+            for b in taken:
+                if not b.resolved and b.error is None and b.offset < 0:
+                    b.error = exc if isinstance(exc, PartitionletError) else _wrap(exc)
+        if any(b.error is None for b in taken):
+            self._cluster._notify_appended()
+        self._resolve(taken)
+
+    def _resolve(self, taken: list[_Batch]) -> None:
+        freed = 0
+        with self._lock:
+            callbacks = []
+            for b in taken:
+                b.resolved = True
+                freed += b.nbytes
+                if b.callbacks:
+                    callbacks.append(b)
+            self._buffered -= freed
+            self._in_flight = []
+            self._space.notify_all()
+        for b in callbacks:
+            for index, f, args, errback in b.callbacks:
+                _call_back(_future((b, index)), f, args, errback)
+            b.callbacks = []
+        for b in taken:
+            b.done.set()
+
+    def _refresh_metadata(self, appender: Appender) -> None:
+        """Drop cached metadata when topics, partitions or policies changed anywhere."""
+        catalog = self._cluster._catalog
+        version = catalog.topology_version()
+        if version == self._topology:
+            return
+        self._topology = version
+        appender.forget()
+        with self._lock:
+            for name, ts in list(self._topics.items()):
+                row = catalog.topic_by_id(ts.topic_id)
+                if row is None:
+                    del self._topics[name]
+                    continue
+                stream = catalog.stream_by_id(row.stream_id)
+                ts.max_bytes = stream.policies["max_message_bytes"]
+                if row.partitions > ts.partitions:
+                    ts.open.extend([None] * (row.partitions - ts.partitions))
+                    ts.partitions = row.partitions
+
+    def _forget_topic(self, ts: _TopicState) -> None:
+        with self._lock:
+            for name, cached in list(self._topics.items()):
+                if cached is ts:
+                    del self._topics[name]
+
+
+def _as_bytes(data: Any, what: str) -> bytes:
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise InvalidArgument(
+        f"{what} must be bytes (or None), not {type(data).__name__}; give the producer a "
+        f"{what}_serializer to send other types"
+    )
+
+
+def _check_headers(headers: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes | None]]:
+    checked = []
+    try:
+        for name, value in headers:
+            if not isinstance(name, str):
+                raise InvalidArgument(f"a header name must be a str, not {type(name).__name__}")
+            if value is not None and type(value) is not bytes:
+                value = _as_bytes(value, f"header {name!r}")
+            checked.append((name, value))
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, InvalidArgument):
+            raise
+        raise InvalidArgument(f"headers must be a list of (str, bytes) pairs: {exc}") from exc
+    return checked
+
+
+def _wrap(exc: BaseException) -> PartitionletError:
+    error = PartitionletError(f"write failed: {type(exc).__name__}: {exc}")
+    error.__cause__ = exc
+    return error
+
+
+class _DoneFuture:
+    """The future of an acks=0 send: resolved at once, offset -1 (as in kafka-python)."""
+
+    __slots__ = ("_metadata",)
+
+    def __init__(self, metadata: RecordMetadata) -> None:
+        self._metadata = metadata
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        return self._metadata
+
+    is_done = True
+    exception = None
+
+    def succeeded(self) -> bool:
+        return True
+
+    def failed(self) -> bool:
+        return False
+
+    @property
+    def value(self) -> RecordMetadata:
+        return self._metadata
+
+    def add_callback(self, f: Callable[..., Any], *args: Any) -> _DoneFuture:
+        try:
+            f(*args, self._metadata)
+        except Exception:
+            log.exception("producer callback %r failed", f)
+        return self
+
+    def add_errback(self, f: Callable[..., Any], *args: Any) -> _DoneFuture:
+        return self
+
+    def add_both(self, f: Callable[..., Any], *args: Any) -> _DoneFuture:
+        return self.add_callback(f, *args)
+
+
+def _done_future(topic: str, partition: int, timestamp_ms: int, ts_type: int) -> _DoneFuture:
+    ts = -1 if ts_type == LOG_APPEND_TIME else timestamp_ms
+    return _DoneFuture(RecordMetadata(topic, partition, -1, ts))

@@ -1,0 +1,131 @@
+"""Immutable value types of the public API, named as in Kafka and kafka-python.
+
+Records, metadata and `TopicPartition`s carry full topic names (`/stream:topic`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int  # 0 = create time, 1 = log-append time, as in Kafka
+    key: Any
+    value: Any
+    headers: list[tuple[str, bytes]]
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int
+    metadata: str = ""
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+
+@dataclass(frozen=True)
+class PartitionletInfo:
+    """A contiguous slice of a partition stored in one volume.
+
+    `last_offset` is `log_end_offset - 1` of the slice; it is `base_offset - 1` while empty.
+    """
+
+    id: int
+    topic: str
+    partition: int
+    volume: int
+    base_offset: int
+    last_offset: int
+    active: bool
+    bytes: int
+    messages: int
+    first_timestamp: int | None
+    last_timestamp: int | None
+    created_ms: int
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    first_timestamp: int | None
+    last_timestamp: int | None
+    bytes: int
+    partitionlets: list[PartitionletInfo] = field(default_factory=list)
+
+    @property
+    def high_watermark(self) -> int:
+        # Every committed append is visible to all readers at once: no replication lag here.
+        return self.log_end_offset
+
+    @property
+    def messages(self) -> int:
+        return self.log_end_offset - self.log_start_offset
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str  # the full name
+    stream: str
+    topic: str  # the name within the stream
+    partitions: list[PartitionInfo]
+    created_ms: int
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.partitions)
+
+    @property
+    def messages(self) -> int:
+        return sum(p.messages for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    path: str
+    policies: dict[str, Any]
+    creator: str
+    created_ms: int
+    topic_count: int
+    bytes: int
+    messages: int
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    id: int
+    path: str
+    bytes: int  # size of the file and its WAL on disk
+    data_bytes: int  # bytes of stored record batches
+    partitionlets: int
+    active_partitionlets: int
+    recent_write_bytes: int  # written in the last placement window
