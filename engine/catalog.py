@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.connection import ThreadConnections, read_transaction, translate, write_transaction
+from engine.connection import (
+    BUSY_TIMEOUT_MS,
+    ThreadConnections,
+    read_transaction,
+    translate,
+    write_transaction,
+)
 from engine.errors import (
     CorruptFile,
     NotACluster,
@@ -184,6 +190,30 @@ class Catalog:
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "catalog") from exc
 
+    @staticmethod
+    def verify(path: Path) -> None:
+        """Refuse a file that is not a Partitionlet catalog without changing it.
+
+        A plain connection reads a WAL database too, but unlike `connect` it switches no
+        journal mode, so a foreign SQLite file is left exactly as it was.
+        """
+        try:
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, path, "catalog") from exc
+        try:
+            rows = conn.execute("SELECT key, value FROM meta").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise NotACluster(f"{path} is an SQLite file but not a Partitionlet catalog") from exc
+            raise translate(exc, path, "catalog") from exc
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, path, "catalog") from exc
+        finally:
+            conn.close()
+        if dict(rows).get("format") != FORMAT:
+            raise NotACluster(f"{path} is not a Partitionlet catalog")
+
     def settings(self) -> dict[str, str]:
         try:
             rows = self.conn.execute("SELECT key, value FROM meta").fetchall()
@@ -223,9 +253,24 @@ class Catalog:
             "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
 
+    def bump_topics(self) -> None:
+        """Called inside a write transaction when topics are created: only subscriptions
+        (which may be waiting for a topic or match a pattern) care, so caches survive."""
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('topics_version', '1') "
+            "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
     def topology_version(self) -> int:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'topology_version'").fetchone()
-        return int(row[0]) if row else 0
+        return self.versions()[0]
+
+    def versions(self) -> tuple[int, int]:
+        """(topology version, topics version), read together."""
+        rows = self._query(
+            "SELECT key, value FROM meta WHERE key IN ('topology_version', 'topics_version')"
+        )
+        got = dict(rows)
+        return int(got.get("topology_version", 0)), int(got.get("topics_version", 0))
 
     def data_version(self) -> int:
         """Changes whenever another connection committed to the catalog (cheap to ask)."""
@@ -246,6 +291,10 @@ class Catalog:
                         (i, path, now_ms()),
                     )
 
+    def volume_in_use(self, volume_id: int) -> bool:
+        return bool(self._query("SELECT 1 FROM partitionlets WHERE volume_id = ? LIMIT 1",
+                                (volume_id,)))
+
     # --- streams --------------------------------------------------------------------------
 
     @staticmethod
@@ -263,7 +312,7 @@ class Catalog:
                 )
             except sqlite3.IntegrityError as exc:
                 raise StreamExists(f"stream {path} exists already") from exc
-            self.bump_topology()
+            self.bump_topics()
         return self.stream(path)
 
     def stream(self, path: str) -> StreamRow:
@@ -366,7 +415,7 @@ class Catalog:
                     "UPDATE streams SET topic_count = topic_count + ? WHERE id = ?",
                     (cur.rowcount, stream_id),
                 )
-                self.bump_topology()
+                self.bump_topics()
 
     def topic(self, stream: str, name: str) -> TopicRow:
         rows = self._query(self._TOPIC_SELECT + " WHERE s.path = ? AND t.name = ?", (stream, name))

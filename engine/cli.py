@@ -599,7 +599,7 @@ def topic_list(
             for info in infos
         ),
     )
-    if limit is not None and len(infos) == limit:
+    if limit and len(infos) == limit:
         # A full page: say where it sits, since a stream may hold hundreds of thousands.
         total = cluster.topic_count(stream_path, prefix=prefix)
         if total > offset + len(infos):
@@ -753,7 +753,7 @@ def produce(
     failure: BaseException | None = None
     separator = key_separator.encode() if key_separator is not None else None
     try:
-        for lineno, raw in enumerate(click.get_binary_stream("stdin"), start=1):
+        for lineno, raw in enumerate(_binary_stream(sys.stdin), start=1):
             line = raw[:-1] if raw.endswith(b"\n") else raw
             key: bytes | None = None
             value = line
@@ -978,7 +978,7 @@ def consume(
     end = consumer.end_offsets(tps)
     idle_limit = timeout_ms if timeout_ms is not None else (None if follow else _END_IDLE_MS)
 
-    out = click.get_binary_stream("stdout")
+    out = _binary_stream(sys.stdout)
     count = 0
     last_message = time.monotonic()
     try:
@@ -1005,6 +1005,7 @@ def consume(
             if idle_limit is not None and (time.monotonic() - last_message) * 1000 >= idle_limit:
                 break
     except KeyboardInterrupt:
+        _commit_group(consumer, group)
         _echo_err(f"consumed {_plural(count, 'message')}")
         ctx.exit(130)
     except BrokenPipeError:
@@ -1012,7 +1013,19 @@ def consume(
         # again when it flushes stdout at exit.
         _silence_stdout()
         ctx.exit(0)
+    # Also when nothing was printed: a group that started at the end remembers where.
+    _commit_group(consumer, group)
     _echo_err(f"consumed {_plural(count, 'message')}")
+
+
+def _commit_group(consumer: Consumer, group: str | None) -> None:
+    if group is not None:
+        consumer.commit()
+
+
+def _binary_stream(stream: Any) -> Any:
+    """The bytes side of a text stream (click's CliRunner swaps sys.stdin/stdout too)."""
+    return getattr(stream, "buffer", stream)
 
 
 def _silence_stdout() -> None:
@@ -1123,7 +1136,7 @@ def _print_tour(cluster: Cluster, path: str, summary: Any) -> None:
 
 
 def _policy_summary(policies: dict[str, Any]) -> str:
-    parts = [f"{policies.get('default_partitions', 1)} partitions/topic"]
+    parts = [f"{_plural(policies.get('default_partitions', 1), 'partition')}/topic"]
     if policies.get("compact"):
         parts.append("compacted")
     if policies.get("timestamp_type") == "log_append":

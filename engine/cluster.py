@@ -31,6 +31,7 @@ from engine.errors import (
     InvalidArgument,
     InvalidPartition,
     NotACluster,
+    StorageError,
 )
 from engine.partitionlet import Placement
 from engine.principal import Principal
@@ -72,6 +73,10 @@ class Cluster:
         # processes notice new data by polling (engine.log).
         self._appended = threading.Condition()
         self._append_seq = 0
+        # Bumped by every change of topics, partitions or policies made through this
+        # object, so that its producers see them at their next send (other processes'
+        # changes arrive through the catalog's topology version).
+        self._changes = 0
 
     # --- opening and closing --------------------------------------------------------------
 
@@ -102,20 +107,17 @@ class Cluster:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
                 raise InvalidArgument(f"{what} must be a positive integer, got {value!r}")
-        root.mkdir(parents=True, exist_ok=True)
         catalog_path = root / CATALOG_FILE
+        if root.is_dir() and not catalog_path.exists():
+            _refuse_foreign(root)  # before the lock file: leave a foreign directory as it is
+        root.mkdir(parents=True, exist_ok=True)
         with open(root / LOCK_FILE, "a") as lock:
             # Only the first open of a directory does real work here; the lock keeps two
             # processes from creating two catalogs (or two cluster ids) at once.
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 if not catalog_path.exists():
-                    others = [p.name for p in root.iterdir() if p.name != LOCK_FILE]
-                    if others:
-                        raise NotACluster(
-                            f"{root} is not empty and has no {CATALOG_FILE}: it is not a "
-                            f"Partitionlet cluster (found {', '.join(sorted(others)[:5])})"
-                        )
+                    _refuse_foreign(root)
                     catalog = Catalog(catalog_path)
                     catalog.initialize({
                         "cluster_id": str(uuid.uuid4()),
@@ -127,6 +129,7 @@ class Cluster:
                     (root / VOLUME_DIR).mkdir(exist_ok=True)
                     catalog.add_volumes(volume_paths)
                 else:
+                    Catalog.verify(catalog_path)
                     catalog = Catalog(catalog_path)
                 settings = catalog.settings()
                 for key, value in (("partitionlet_bytes", partitionlet_bytes),
@@ -139,12 +142,20 @@ class Cluster:
                     full = Path(vpath) if os.path.isabs(vpath) else root / vpath
                     full.parent.mkdir(parents=True, exist_ok=True)
                     vol = Volume(volume_id, full)
-                    if not full.exists():
-                        vol.initialize(settings["cluster_id"])
                     vols[volume_id] = vol
+                    if not full.exists():
+                        if catalog.volume_in_use(volume_id):
+                            raise StorageError(
+                                f"volume {volume_id} ({full}) is missing but holds "
+                                "partitionlets: restore the file (or mount its disk) and "
+                                "open the cluster again"
+                            )
+                        vol.initialize(settings["cluster_id"])
             except BaseException:
                 if "catalog" in locals():
                     catalog.close()
+                for vol in locals().get("vols", {}).values():
+                    vol.close()
                 raise
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
@@ -189,6 +200,7 @@ class Cluster:
         names.validate_stream_path(path)
         checked = policies.validate(stream_policies)
         self._catalog.create_stream(path, checked, self.principal.user)
+        self._changes += 1
         return self.stream(path)
 
     def edit_stream(self, path: str, **stream_policies: Any) -> StreamInfo:
@@ -197,6 +209,7 @@ class Cluster:
         names.validate_stream_path(path)
         row = self._catalog.stream(path)
         self._catalog.set_policies(path, policies.validate(stream_policies, base=row.policies))
+        self._changes += 1
         return self.stream(path)
 
     def delete_stream(self, path: str) -> None:
@@ -204,6 +217,7 @@ class Cluster:
         self._check_open()
         names.validate_stream_path(path)
         self._purge(self._catalog.delete_stream(path))
+        self._changes += 1
 
     def stream(self, path: str) -> StreamInfo:
         self._check_open()
@@ -241,12 +255,14 @@ class Cluster:
         count = row.policies["default_partitions"] if partitions is None else partitions
         _check_partition_count(count)
         self._catalog.create_topics(row.id, [(topic, count)], exist_ok=False)
+        self._changes += 1
         return self.topic(name)
 
     def delete_topic(self, name: str) -> None:
         """Delete the topic with its messages and committed offsets."""
         self._check_open()
         self._purge(self._catalog.delete_topic(self._topic_row(name)))
+        self._changes += 1
 
     def add_partitions(self, name: str, count: int) -> TopicInfo:
         """Grow the topic to `count` partitions in all (never fewer)."""
@@ -260,6 +276,7 @@ class Cluster:
             )
         if count > row.partitions:
             self._catalog.set_partitions(row.id, count)
+            self._changes += 1
         return self.topic(name)
 
     def topic(self, name: str) -> TopicInfo:
@@ -371,6 +388,15 @@ class Cluster:
             if self._append_seq == seq:
                 self._appended.wait(timeout)
             return self._append_seq
+
+
+def _refuse_foreign(root: Path) -> None:
+    others = sorted(p.name for p in root.iterdir() if p.name != LOCK_FILE)
+    if others:
+        raise NotACluster(
+            f"{root} is not empty and has no {CATALOG_FILE}: it is not a Partitionlet "
+            f"cluster (found {', '.join(others[:5])})"
+        )
 
 
 def _volume_paths(volumes: int | Sequence[str | os.PathLike[str]]) -> list[str]:

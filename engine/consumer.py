@@ -123,7 +123,7 @@ class Consumer:
         self._pattern: tuple[str, re.Pattern[str]] | None = None
         self._listener: Any = None
         self._meta: dict[str, _TopicMeta] = {}
-        self._topology = -1
+        self._versions = (-1, -1)
         self._next_commit = time.monotonic() + auto_commit_interval_ms / 1000
         self._iter_buffer: deque[ConsumerRecord] = deque()
         self._rotate = 0
@@ -152,6 +152,9 @@ class Consumer:
         topic, partition = tp
         full = self._full(topic)
         meta = self._topic_meta(full)
+        if type(partition) is int and partition >= meta.partitions:
+            del self._meta[full]  # partitions may have been added since it was cached
+            meta = self._topic_meta(full)
         if type(partition) is not int or not 0 <= partition < meta.partitions:
             raise InvalidPartition(
                 f"topic {full} has partitions 0 to {meta.partitions - 1}, not {partition!r}"
@@ -159,11 +162,17 @@ class Consumer:
         return TopicPartition(full, partition)
 
     def _refresh_metadata(self) -> None:
-        """Follow topology changes: new partitions, deleted topics, changed policies."""
-        version = self._cluster._catalog.topology_version()
-        if version == self._topology:
+        """Follow topology changes: new partitions, deleted topics, changed policies, and
+        for a subscription, topics created since."""
+        versions = self._cluster._catalog.versions()
+        if versions == self._versions:
             return
-        self._topology = version
+        topology_changed = versions[0] != self._versions[0]
+        self._versions = versions
+        if not topology_changed:
+            if not self._manual and (self._subscription or self._pattern):
+                self._update_subscription()
+            return
         self._meta.clear()
         for tp, state in list(self._assigned.items()):
             try:
@@ -227,7 +236,6 @@ class Consumer:
 
     def _update_subscription(self) -> None:
         """The partitions of the subscribed topics that exist now (a one-member group)."""
-        self._topology = self._cluster._catalog.topology_version()
         target: set[TopicPartition] = set()
         for full in self._subscribed_topics():
             try:

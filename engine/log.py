@@ -55,7 +55,7 @@ class PartitionLog:
         self.partition = partition
         self.topic = topic
         self._chain: list[PartitionletRow] = []
-        self._topology = -1
+        self._loaded = False
         self._decoded: _Decoded | None = None
         self._ahead: list[tuple] = []  # fetched rows not yet decoded, of _ahead_pl
         self._ahead_pl = -1
@@ -63,15 +63,14 @@ class PartitionLog:
     # --- the chain ------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        catalog = self._cluster._catalog
-        self._topology = catalog.topology_version()
-        self._chain = catalog.chain(self.topic_id, self.partition)
+        """Re-read the chain (the consumer calls it when the topology version moved)."""
+        self._loaded = True
+        self._chain = self._cluster._catalog.chain(self.topic_id, self.partition)
         self._ahead = []
+        self._decoded = None
 
     def _ensure_chain(self) -> None:
-        if self._topology < 0 or (
-            self._cluster._catalog.topology_version() != self._topology
-        ):
+        if not self._loaded:
             self.refresh()
 
     def start_offset(self) -> int:

@@ -733,11 +733,6 @@ def test_consume_with_group_commits(cpath):
     assert len(rest) == 7
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CLI bug: consume commits only after printing records, so a group that started "
-    "with --from-end and read nothing has no committed offset and restarts at the oldest",
-)
 def test_consume_group_from_end_remembers_its_position(cpath):
     ok("stream", "create", "/apps/s", "--cluster", cpath)
     ok("produce", "/apps/s:t", "--cluster", cpath, input="old1\nold2\n")

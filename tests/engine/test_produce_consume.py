@@ -245,8 +245,11 @@ def test_errback_gets_the_error_met_while_writing(cluster):
     warm = producer.send(T, value=b"warm")  # the producer learns the topic
     producer.flush()
     assert warm.get(timeout=10).offset == 0
-    cluster.edit_stream("/s", auto_create=False)
-    cluster.delete_topic(T)
+    # Another process deletes the topic: this producer's cached metadata is stale, so the
+    # send is accepted and the error is met while writing.
+    with Cluster.open(cluster.path) as other:
+        other.edit_stream("/s", auto_create=False)
+        other.delete_topic(T)
     failures = []
     successes = []
     future = producer.send(T, value=b"lost")
@@ -477,6 +480,7 @@ def test_pause_and_resume(stream):
     consumer.pause(tp0)
     assert [(r.partition, r.value) for r in drain(consumer)] == [(1, b"c")]
     assert consumer.position(tp0) == 0
+    assert consumer.position(tp1) == 1
     consumer.resume(tp0)
     assert [(r.partition, r.value) for r in drain(consumer)] == [(0, b"a"), (0, b"b")]
     consumer.close()
@@ -945,6 +949,7 @@ def test_delete_topic(stream):
         stream.delete_topic(T)
     assert stream.topic_count("/s") == 1
     assert [p.topic for p in stream.partitionlets()] == ["/s:other"]
+    assert stream.stream("/s").messages == 1
     # a topic of the same name starts empty, with no committed offsets
     stream.create_topic(T, partitions=2)
     info = stream.topic(T)
@@ -997,3 +1002,165 @@ def test_closed_cluster_refuses_calls(cluster_path):
         cluster.create_stream("/s")
     with pytest.raises(errors.Closed):
         cluster.streams()
+
+
+# --- one truth: a long-lived producer follows changes made elsewhere ------------------------
+
+
+def test_producer_sees_added_partitions(stream):
+    stream.create_topic(T, partitions=2)
+    producer = Producer(stream, acks=1)
+    try:
+        assert producer.send(T, value=b"a", partition=1).get(timeout=10).partition == 1
+        stream.add_partitions(T, 4)
+        meta = producer.send(T, value=b"b", partition=3).get(timeout=10)
+        assert (meta.partition, meta.offset) == (3, 0)
+    finally:
+        producer.close()
+
+
+def test_producer_keys_follow_the_new_partition_count(stream):
+    from engine.partitioner import partition_for_key
+
+    stream.create_topic(T, partitions=1)
+    producer = Producer(stream, acks=1)
+    try:
+        producer.send(T, value=b"a", key=b"k").get(timeout=10)
+        stream.add_partitions(T, 12)
+        keys = [b"key-%d" % i for i in range(20)]
+        futures = {k: producer.send(T, value=b"b", key=k) for k in keys}
+        producer.flush()
+        got = {k: f.get(timeout=10).partition for k, f in futures.items()}
+    finally:
+        producer.close()
+    assert got == {k: partition_for_key(k, 12) for k in keys}
+
+
+def test_producer_follows_a_recreated_topic(stream):
+    stream.create_topic(T, partitions=1)
+    producer = Producer(stream, acks=1)
+    try:
+        assert producer.send(T, value=b"old").get(timeout=10).offset == 0
+        assert producer.send(T, value=b"old").get(timeout=10).offset == 1
+        stream.delete_topic(T)
+        stream.create_topic(T, partitions=1)
+        meta = producer.send(T, value=b"new").get(timeout=10)
+    finally:
+        producer.close()
+    assert meta.offset == 0
+    consumer = assigned(stream, T, auto_offset_reset="earliest")
+    assert [r.value for r in drain(consumer)] == [b"new"]
+    consumer.close()
+
+
+def test_producer_follows_a_lower_max_message_bytes(stream):
+    stream.create_topic(T)
+    producer = Producer(stream, acks=1)
+    try:
+        assert producer.send(T, value=b"x" * 50).get(timeout=10).offset == 0
+        stream.edit_stream("/s", max_message_bytes=10)
+        with pytest.raises(errors.MessageTooLarge):
+            producer.send(T, value=b"x" * 50)
+        producer.flush()
+    finally:
+        producer.close()
+    assert stream.topic(T).partitions[0].log_end_offset == 1
+
+
+def test_producer_follows_a_timestamp_type_change(stream):
+    stream.create_topic(T)
+    producer = Producer(stream, acks=1)
+    try:
+        producer.send(T, value=b"create", timestamp_ms=1_000).get(timeout=10)
+        stream.edit_stream("/s", timestamp_type="log_append")
+        before = now_ms()
+        producer.send(T, value=b"append", timestamp_ms=1_000).get(timeout=10)
+        after = now_ms()
+    finally:
+        producer.close()
+    consumer = assigned(stream, T, auto_offset_reset="earliest")
+    records = drain(consumer)
+    consumer.close()
+    assert [(r.value, r.timestamp_type) for r in records] == [(b"create", 0), (b"append", 1)]
+    assert records[0].timestamp == 1_000
+    assert before <= records[1].timestamp <= after
+
+
+def test_default_max_message_bytes_is_one_mebibyte(cluster):
+    cluster.create_stream("/s")
+    cluster.create_topic(T)
+    producer = Producer(cluster, acks=1)
+    try:
+        with pytest.raises(errors.MessageTooLarge):
+            producer.send(T, value=b"x" * (1048576 + 1))
+        assert producer.send(T, value=b"x" * 1048576).get(timeout=10).offset == 0
+    finally:
+        producer.close()
+
+
+def test_expired_messages_are_hidden_at_once(cluster):
+    cluster.create_stream("/s", ttl=3600)
+    cluster.create_topic(T)
+    old = now_ms() - 2 * 3600 * 1000
+    producer = Producer(cluster, acks=1)
+    try:
+        producer.send(T, value=b"expired", timestamp_ms=old).get(timeout=10)
+        producer.send(T, value=b"fresh").get(timeout=10)
+    finally:
+        producer.close()
+    consumer = assigned(cluster, T, auto_offset_reset="earliest")
+    records = drain(consumer)
+    consumer.close()
+    assert [r.value for r in records] == [b"fresh"]
+
+
+def test_consumer_sees_added_partitions(stream):
+    stream.create_topic(T, partitions=1)
+    consumer = assigned(stream, T, auto_offset_reset="earliest")
+    assert drain(consumer) == []
+    stream.add_partitions(T, 3)
+    tp2 = TopicPartition(T, 2)
+    assert consumer.end_offsets([tp2]) == {tp2: 0}
+    consumer.assign([TopicPartition(T, 0), tp2])
+    produce(stream, T, [b"x"], partition=2)
+    assert [(r.partition, r.value) for r in drain(consumer)] == [(2, b"x")]
+    consumer.close()
+
+
+def test_subscriber_gets_new_partitions_and_new_topics(stream):
+    stream.create_topic(T, partitions=1)
+    consumer = Consumer(stream, T, "/s:later", group_id="g", auto_offset_reset="earliest")
+    assert drain(consumer) == []
+    stream.add_partitions(T, 2)
+    produce(stream, T, [b"p1"], partition=1)
+    produce(stream, "/s:later", [b"created later"])
+    assert sorted(r.value for r in drain(consumer)) == [b"created later", b"p1"]
+    assert consumer.assignment() == {
+        TopicPartition(T, 0),
+        TopicPartition(T, 1),
+        TopicPartition("/s:later", 0),
+    }
+    consumer.close()
+
+
+def test_tailing_consumer_follows_rolls_made_by_another_handle(cluster_path):
+    with (
+        Cluster.open(cluster_path, partitionlet_bytes=300) as writer,
+        Cluster.open(cluster_path) as reader,
+    ):
+        writer.create_stream("/s", ttl=0)
+        writer.create_topic(T)
+        consumer = assigned(reader, T, auto_offset_reset="earliest")
+        producer = Producer(writer, acks=1)
+        seen = []
+        for round_ in range(10):
+            for i in range(5):
+                producer.send(T, value=b"%02d-%d" % (round_, i) + b"." * 40).get(timeout=10)
+            seen += drain(consumer)
+        producer.close()
+        consumer.close()
+        assert [r.offset for r in seen] == list(range(50))
+        assert [r.value[:4] for r in seen] == [
+            b"%02d-%d" % (r, i) for r in range(10) for i in range(5)
+        ]
+        assert len(reader.topic(T).partitions[0].partitionlets) >= 5

@@ -61,11 +61,16 @@ class Log(RuleBasedStateMachine):
         self.counter += 1
         value = b"%d:" % self.counter + b"v" * size
         future = self.producers[which].send(
-            topic, value=value, key=key, partition=partition, headers=headers,
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            headers=headers,
             timestamp_ms=timestamp,
         )
-        self.pending.append((which, (topic, partition, self.counter, key, value, headers or [],
-                                     timestamp), future))
+        self.pending.append(
+            (which, (topic, partition, self.counter, key, value, headers or [], timestamp), future)
+        )
 
     @rule(which=st.integers(0, 1))
     def flush_one(self, which):
@@ -91,9 +96,7 @@ class Log(RuleBasedStateMachine):
     @rule(max_records=st.sampled_from([None, 1, 7]))
     def consume_everything(self, max_records):
         consumer = Consumer(self.cluster, auto_offset_reset="earliest", enable_auto_commit=False)
-        consumer.assign(
-            [TopicPartition(t, p) for t, n in TOPICS.items() for p in range(n)]
-        )
+        consumer.assign([TopicPartition(t, p) for t, n in TOPICS.items() for p in range(n)])
         got: dict[tuple[str, int], list] = {}
         while True:
             batch = consumer.poll(timeout_ms=50, max_records=max_records)
@@ -170,7 +173,7 @@ class Log(RuleBasedStateMachine):
 
 
 Log.TestCase.settings = settings(
-    max_examples=25,
+    max_examples=20,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
