@@ -91,6 +91,34 @@ CREATE TABLE IF NOT EXISTS group_offsets (
     PRIMARY KEY (group_id, topic_id, partition)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS group_offsets_topic ON group_offsets (topic_id);
+-- Consumer groups (engine.groups): the target assignment of the current generation, the
+-- live members, and which member owns (reads) each partition right now.
+CREATE TABLE IF NOT EXISTS groups (
+    group_id   TEXT PRIMARY KEY,
+    generation INTEGER NOT NULL,
+    protocol   TEXT NOT NULL,
+    assignment TEXT NOT NULL,          -- JSON {member_id: [[topic_id, partition], ...]}
+    basis      TEXT NOT NULL,          -- JSON of what it was computed from
+    updated_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS group_members (
+    group_id     TEXT NOT NULL,
+    member_id    TEXT NOT NULL,
+    client_id    TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    strategy     TEXT NOT NULL,
+    topics       TEXT NOT NULL,        -- JSON list of subscribed topic ids
+    session_ms   INTEGER NOT NULL,
+    heartbeat_ms INTEGER NOT NULL,
+    PRIMARY KEY (group_id, member_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS group_owners (
+    group_id  TEXT NOT NULL,
+    topic_id  INTEGER NOT NULL,
+    partition INTEGER NOT NULL,
+    member_id TEXT NOT NULL,
+    PRIMARY KEY (group_id, topic_id, partition)
+) WITHOUT ROWID;
 """
 
 
@@ -187,6 +215,13 @@ class Catalog:
                     self.conn.executemany(
                         "INSERT INTO meta (key, value) VALUES (?, ?)", rows.items()
                     )
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "catalog") from exc
+
+    def ensure_schema(self) -> None:
+        """Add the tables a newer engine introduced (IF NOT EXISTS: cheap when present)."""
+        try:
+            self.conn.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "catalog") from exc
 
@@ -376,11 +411,12 @@ class Catalog:
                 "(SELECT id FROM topics WHERE stream_id = ?)",
                 (stream_id,),
             )
-            self.conn.execute(
-                "DELETE FROM group_offsets WHERE topic_id IN "
-                "(SELECT id FROM topics WHERE stream_id = ?)",
-                (stream_id,),
-            )
+            for table in ("group_offsets", "group_owners"):
+                self.conn.execute(
+                    f"DELETE FROM {table} WHERE topic_id IN "
+                    "(SELECT id FROM topics WHERE stream_id = ?)",
+                    (stream_id,),
+                )
             self.conn.execute("DELETE FROM topics WHERE stream_id = ?", (stream_id,))
             self.conn.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
             self.bump_topology()
@@ -474,6 +510,7 @@ class Catalog:
             ]
             self.conn.execute("DELETE FROM partitionlets WHERE topic_id = ?", (topic.id,))
             self.conn.execute("DELETE FROM group_offsets WHERE topic_id = ?", (topic.id,))
+            self.conn.execute("DELETE FROM group_owners WHERE topic_id = ?", (topic.id,))
             self.conn.execute("DELETE FROM topics WHERE id = ?", (topic.id,))
             self.conn.execute(
                 "UPDATE streams SET topic_count = topic_count - 1 WHERE id = ?", (topic.stream_id,)
@@ -595,3 +632,42 @@ class Catalog:
             (group_id, topic_id, partition),
         )
         return (rows[0][0], rows[0][1]) if rows else None
+
+    # --- consumer groups (read side; engine.groups writes) ---------------------------------
+
+    def group_ids(self) -> list[str]:
+        return [g for (g,) in self._query(
+            "SELECT group_id FROM group_members UNION SELECT group_id FROM groups "
+            "UNION SELECT group_id FROM group_offsets ORDER BY 1"
+        )]
+
+    def group_state(self, group_id: str) -> tuple[int, str, dict[str, list]] | None:
+        """(generation, protocol, assignment) of a group that has had members, else None."""
+        rows = self._query(
+            "SELECT generation, protocol, assignment FROM groups WHERE group_id = ?", (group_id,)
+        )
+        if not rows:
+            return None
+        return rows[0][0], rows[0][1], json.loads(rows[0][2])
+
+    def group_members(self, group_id: str, now: int) -> list[tuple[str, str, str, int]]:
+        """Live members: (member_id, client_id, host, heartbeat_ms)."""
+        return self._query(
+            "SELECT member_id, client_id, host, heartbeat_ms FROM group_members "
+            "WHERE group_id = ? AND heartbeat_ms + session_ms >= ? ORDER BY member_id",
+            (group_id, now),
+        )
+
+    def group_owners(self, group_id: str) -> dict[tuple[int, int], str]:
+        return {(t, p): m for t, p, m in self._query(
+            "SELECT topic_id, partition, member_id FROM group_owners WHERE group_id = ?",
+            (group_id,),
+        )}
+
+    def group_offsets(self, group_id: str) -> list[tuple[int, int, int, str]]:
+        """(topic_id, partition, offset, metadata) committed by the group."""
+        return self._query(
+            'SELECT topic_id, partition, "offset", metadata FROM group_offsets '
+            "WHERE group_id = ? ORDER BY topic_id, partition",
+            (group_id,),
+        )

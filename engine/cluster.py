@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +29,26 @@ from engine import names, policies
 from engine.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.errors import (
     Closed,
+    IllegalState,
     InvalidArgument,
+    InvalidOffset,
     InvalidPartition,
     NotACluster,
     StorageError,
+    UnknownGroup,
 )
+from engine.log import PartitionLog
 from engine.partitionlet import Placement
 from engine.principal import Principal
 from engine.records import (
+    GroupInfo,
+    GroupPartitionInfo,
+    MemberInfo,
     PartitionInfo,
     PartitionletInfo,
     StreamInfo,
     TopicInfo,
+    TopicPartition,
     VolumeInfo,
 )
 from engine.volume import ACTIVE, PartitionletState, Volume
@@ -131,6 +140,7 @@ class Cluster:
                 else:
                     Catalog.verify(catalog_path)
                     catalog = Catalog(catalog_path)
+                    catalog.ensure_schema()
                 settings = catalog.settings()
                 for key, value in (("partitionlet_bytes", partitionlet_bytes),
                                    ("partitionlet_ms", partitionlet_ms)):
@@ -364,6 +374,127 @@ class Cluster:
             infos.append(VolumeInfo(volume_id, str(vol.path), vol.file_bytes(), data_bytes,
                                     count, active, vol.recent_write_bytes()))
         return infos
+
+    # --- consumer groups ------------------------------------------------------------------
+
+    def groups(self) -> list[GroupInfo]:
+        """Every group that has members or committed offsets, by id."""
+        self._check_open()
+        return [self.group(group_id) for group_id in self._catalog.group_ids()]
+
+    def group(self, group_id: str) -> GroupInfo:
+        """Members, assignment, committed offsets and lag of a group."""
+        self._check_open()
+        catalog = self._catalog
+        state = catalog.group_state(group_id)
+        committed = catalog.group_offsets(group_id)
+        now = time.time_ns() // 1_000_000
+        members = catalog.group_members(group_id, now)
+        if state is None and not committed and not members:
+            raise UnknownGroup(f"consumer group {group_id!r} does not exist")
+        generation, protocol, plan = state if state is not None else (0, "", {})
+        names_by_id: dict[int, str] = {}
+
+        def name_of(topic_id: int) -> str | None:
+            if topic_id not in names_by_id:
+                row = catalog.topic_by_id(topic_id)
+                names_by_id[topic_id] = row.full_name if row else None  # type: ignore[assignment]
+            return names_by_id[topic_id]
+
+        owners = catalog.group_owners(group_id)
+        infos = []
+        for member_id, client_id, host, heartbeat in members:
+            owned = sorted(
+                TopicPartition(name, p) for (t, p), m in owners.items()
+                if m == member_id and (name := name_of(t)) is not None
+            )
+            infos.append(MemberInfo(member_id, client_id, host, tuple(owned), heartbeat))
+        offsets = {(t, p): (o, meta) for t, p, o, meta in committed}
+        keys = set(offsets) | {tuple(k) for parts in plan.values() for k in parts}
+        partitions = []
+        for topic_id, partition in sorted(keys):
+            name = name_of(topic_id)
+            if name is None:
+                continue
+            end = PartitionLog(self, topic_id, partition, name).end_offset()
+            offset, meta = offsets.get((topic_id, partition), (None, ""))
+            partitions.append(GroupPartitionInfo(name, partition, offset, end, meta))
+        live = {m[0] for m in members}
+        settled = all(owners.get(tuple(k)) == m for m, parts in plan.items() if m in live
+                      for k in parts)
+        status = "Empty" if not members else ("Stable" if settled else "PreparingRebalance")
+        return GroupInfo(group_id, status, generation, protocol, infos, partitions)
+
+    def reset_offsets(self, group_id: str, topic: str,
+                      to: str | int | datetime) -> dict[TopicPartition, int]:
+        """Set the group's committed offsets in every partition of `topic` to "earliest",
+        "latest", an offset or the first message at or after a time. The group must have
+        no live members (as Kafka requires), so nobody commits over the reset."""
+        self._check_open()
+        if not isinstance(group_id, str) or not group_id:
+            raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
+        row = self._topic_row(topic)
+        now = time.time_ns() // 1_000_000
+        members = self._catalog.group_members(group_id, now)
+        if members:
+            raise IllegalState(
+                f"group {group_id!r} has {len(members)} live member(s); stop its consumers "
+                "before resetting its offsets"
+            )
+        if isinstance(to, datetime):
+            moment = to if to.tzinfo is not None else to.astimezone()
+            to_ms: int | None = int(moment.timestamp() * 1000)
+        elif to in ("earliest", "latest") or (
+            isinstance(to, int) and not isinstance(to, bool) and to >= 0
+        ):
+            to_ms = None
+        else:
+            raise InvalidOffset(
+                f"reset to 'earliest', 'latest', an offset >= 0 or a datetime, not {to!r}"
+            )
+        ttl = self._catalog.stream_by_id(row.stream_id).policies["ttl"]
+        cutoff = now - ttl * 1000 if ttl else None
+        result = {}
+        for partition in range(row.partitions):
+            log = PartitionLog(self, row.id, partition, row.full_name)
+            start, end = log.start_offset(), log.end_offset()
+            if to == "earliest":
+                offset = start
+            elif to == "latest":
+                offset = end
+            elif to_ms is not None:
+                found = log.offset_for_time(to_ms, cutoff)
+                offset = end if found is None else found.offset
+            else:
+                offset = min(max(int(to), start), end)  # type: ignore[arg-type]
+            result[TopicPartition(row.full_name, partition)] = offset
+        self._catalog.commit_offsets(
+            group_id, [(row.id, tp.partition, o, "") for tp, o in result.items()]
+        )
+        return result
+
+    # --- maintenance ----------------------------------------------------------------------
+
+    def enforce_retention(self) -> Any:
+        """Drop partitionlets whose messages have all expired (the streams' `ttl`)."""
+        self._check_open()
+        from engine import retention
+
+        return retention.enforce_retention(self)
+
+    def compact(self) -> Any:
+        """Keep the latest message per key in the partitionlets of compacted streams."""
+        self._check_open()
+        from engine import retention
+
+        return retention.compact(self)
+
+    def rebalance(self) -> Any:
+        """Move sealed partitionlets between volumes to even out bytes and heat."""
+        self._check_open()
+        from engine import balance
+
+        return balance.rebalance(self)
 
     # --- internals shared by producers and consumers --------------------------------------
 

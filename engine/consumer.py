@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from engine import names
+from engine import groups, names
 from engine.errors import (
     Closed,
     IllegalState,
@@ -39,6 +39,8 @@ from engine.records import (
 
 _RESETS = {"earliest": "earliest", "smallest": "earliest", "latest": "latest",
            "largest": "latest", "none": "none"}
+# How often a group member checks for a new generation or a freed partition it waits for.
+_GROUP_CHECK_S = 0.1
 # Longest sleep between two looks at the volumes while waiting for messages written by
 # another process (in-process writers wake the consumer at once).
 _IDLE_WAIT_S = 0.02
@@ -92,6 +94,10 @@ class Consumer:
         key_deserializer: Callable[[bytes], Any] | None = None,
         value_deserializer: Callable[[bytes], Any] | None = None,
         principal: Principal | None = None,
+        client_id: str = "plet-consumer",
+        partition_assignment_strategy: Any = "range",
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise InvalidOffset(
@@ -111,7 +117,17 @@ class Consumer:
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.max_poll_records = max_poll_records
         self.consumer_timeout_ms = consumer_timeout_ms
+        for name, value in (("session_timeout_ms", session_timeout_ms),
+                            ("heartbeat_interval_ms", heartbeat_interval_ms),
+                            ("max_poll_interval_ms", max_poll_interval_ms),
+                            ("auto_commit_interval_ms", auto_commit_interval_ms)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgument(f"{name} must be a positive int, got {value!r}")
         self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = min(heartbeat_interval_ms, session_timeout_ms)
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self.client_id = client_id
+        self.partition_assignment_strategy = groups.strategy_name(partition_assignment_strategy)
         self.default_stream = default_stream
         self.principal = principal or cluster.principal
         self._key_deserializer = key_deserializer
@@ -123,9 +139,13 @@ class Consumer:
         self._pattern: tuple[str, re.Pattern[str]] | None = None
         self._listener: Any = None
         self._meta: dict[str, _TopicMeta] = {}
+        self._topic_names: dict[int, str] = {}
         self._versions = (-1, -1)
         self._next_commit = time.monotonic() + auto_commit_interval_ms / 1000
         self._iter_buffer: deque[ConsumerRecord] = deque()
+        self._member: groups.GroupMember | None = None  # with a group_id and subscribe()
+        self._pending: set[tuple[int, int]] = set()  # assigned to us, not yet released
+        self._next_group_check = 0.0
         self._rotate = 0
         self._closed = False
         if topics:
@@ -235,29 +255,93 @@ class Consumer:
         return wanted
 
     def _update_subscription(self) -> None:
-        """The partitions of the subscribed topics that exist now (a one-member group)."""
-        target: set[TopicPartition] = set()
+        """Follow the subscription: the partitions of the subscribed topics that exist
+        now, all of them without a group, this member's share with one."""
+        metas: dict[str, _TopicMeta] = {}
         for full in self._subscribed_topics():
             try:
-                meta = self._topic_meta(full)
+                metas[full] = self._topic_meta(full)
             except (UnknownTopic, UnknownStream):
                 continue  # assigned once it is created
-            target.update(TopicPartition(full, p) for p in range(meta.partitions))
-        current = set(self._assigned)
-        if target == current:
+        if self.group_id is not None:
+            self._topic_names = {meta.topic_id: full for full, meta in metas.items()}
+            topic_ids = sorted(self._topic_names)
+            if self._member is None:
+                self._member = groups.GroupMember(
+                    self._cluster._catalog, self.group_id, client_id=self.client_id,
+                    strategy=self.partition_assignment_strategy,
+                    session_timeout_ms=self.session_timeout_ms,
+                    heartbeat_interval_ms=self.heartbeat_interval_ms,
+                    max_poll_interval_ms=self.max_poll_interval_ms,
+                )
+                self._member.join(topic_ids)
+            elif topic_ids != self._member.topics:
+                self._member.join(topic_ids)
+            self._sync_group()
             return
-        revoked = current - target
+        target = {TopicPartition(full, p) for full, meta in metas.items()
+                  for p in range(meta.partitions)}
+        self._change_assignment(set(self._assigned) - target, target - set(self._assigned))
+
+    def _change_assignment(self, revoked: set[TopicPartition],
+                           added: set[TopicPartition]) -> None:
         if revoked:
-            if self.enable_auto_commit:
-                self._commit_positions(revoked)
             if self._listener is not None:
                 self._listener.on_partitions_revoked(revoked)
+            if self.enable_auto_commit:
+                self._commit_positions(revoked)
             for tp in revoked:
-                del self._assigned[tp]
-        for tp in sorted(target - current):
+                self._assigned.pop(tp, None)
+            self._drop_buffered(revoked)
+        for tp in sorted(added):
             self._assigned[tp] = self._new_assigned(tp)
-        if self._listener is not None:
-            self._listener.on_partitions_assigned(target - current)
+        if added and self._listener is not None:
+            self._listener.on_partitions_assigned(added)
+
+    def _sync_group(self) -> None:
+        """Apply the group's current assignment: release what went to others (committing
+        first), claim what came to us and is free."""
+        member = self._member
+        assert member is not None
+        member.last_poll = time.monotonic()
+        target = member.target()
+        owned = {(state.meta.topic_id, tp.partition): tp for tp, state in self._assigned.items()}
+        revoked = {tp for key, tp in owned.items() if key not in target}
+        if revoked:
+            if self._listener is not None:
+                self._listener.on_partitions_revoked(revoked)
+            commits = self._position_rows(revoked) if self.enable_auto_commit else []
+            member.release([k for k, tp in owned.items() if tp in revoked], commits)
+            for tp in revoked:
+                self._assigned.pop(tp, None)
+            self._drop_buffered(revoked)
+        wanted = {k for k in target if k not in owned and k[0] in self._topic_names}
+        claimed = member.claim(wanted)
+        self._pending = wanted - claimed
+        added = {TopicPartition(self._topic_names[t], p) for t, p in claimed}
+        for tp in sorted(added):
+            self._assigned[tp] = self._new_assigned(tp)
+        if added and self._listener is not None:
+            self._listener.on_partitions_assigned(added)
+        self._next_group_check = time.monotonic() + _GROUP_CHECK_S
+
+    def _maybe_sync_group(self) -> None:
+        member = self._member
+        if member is None:
+            return
+        member.last_poll = time.monotonic()
+        if member.changed() or (
+            time.monotonic() >= self._next_group_check
+            and (self._pending or member.generation != self._generation_now())
+        ):
+            self._sync_group()
+
+    def _generation_now(self) -> int:
+        row = self._cluster._catalog.conn.execute(
+            "SELECT generation FROM groups WHERE group_id = ?", (self.group_id,)
+        ).fetchone()
+        self._next_group_check = time.monotonic() + _GROUP_CHECK_S
+        return row[0] if row else -1
 
     def _new_assigned(self, tp: TopicPartition) -> _Assigned:
         meta = self._topic_meta(tp.topic)
@@ -276,6 +360,7 @@ class Consumer:
 
     def unsubscribe(self) -> None:
         self._check_open()
+        self._leave_group()
         if self.enable_auto_commit and self._assigned:
             self._commit_positions(set(self._assigned))
         self._assigned = {}
@@ -439,13 +524,18 @@ class Consumer:
                          metadata))
         self._cluster._catalog.commit_offsets(self.group_id, rows)
 
-    def _commit_positions(self, tps: set[TopicPartition]) -> None:
+    def _position_rows(self, tps: set[TopicPartition]) -> list[tuple[int, int, int, str]]:
+        """(topic_id, partition, position, "") of the partitions that have a position."""
         rows = []
         for tp in sorted(tps):
             state = self._assigned.get(tp)
             if state is None or state.position is None:
                 continue
             rows.append((state.meta.topic_id, tp.partition, self.position(tp), ""))
+        return rows
+
+    def _commit_positions(self, tps: set[TopicPartition]) -> None:
+        rows = self._position_rows(tps)
         if rows and self.group_id is not None:
             self._cluster._catalog.commit_offsets(self.group_id, rows)
         self._next_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
@@ -469,6 +559,7 @@ class Consumer:
         cluster = self._cluster
         while True:
             self._refresh_metadata()
+            self._maybe_sync_group()
             self._maybe_auto_commit()
             seq = cluster._append_seq
             records = self._fetch(limit)
@@ -538,12 +629,28 @@ class Consumer:
         if self._closed:
             return
         try:
-            if autocommit and self.enable_auto_commit and self._assigned:
+            if self._member is not None:
+                self._leave_group(autocommit)
+            elif autocommit and self.enable_auto_commit and self._assigned:
                 self._commit_positions(set(self._assigned))
         finally:
             self._closed = True
             self._assigned = {}
             self._iter_buffer.clear()
+            if self._member is not None:
+                self._member.stop()
+
+    def _leave_group(self, autocommit: bool = True) -> None:
+        """Leave at once (committing when auto-commit is on): the others rebalance now."""
+        member, self._member = self._member, None
+        if member is None:
+            return
+        commits = (self._position_rows(set(self._assigned))
+                   if autocommit and self.enable_auto_commit else [])
+        if self._listener is not None and self._assigned:
+            self._listener.on_partitions_revoked(set(self._assigned))
+        member.leave(commits)
+        self._pending = set()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from engine import batch as batch_codec
 from engine.catalog import PartitionletRow
 from engine.records import ConsumerRecord, OffsetAndTimestamp
-from engine.volume import ACTIVE
+from engine.volume import ACTIVE, DELETED
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
@@ -105,7 +105,7 @@ class PartitionLog:
         while len(records) < max_records:
             d = self._decoded
             if d is None or not d.base <= position <= d.last:
-                d = self._fetch(position)
+                d, position = self._fetch(position)
                 if d is None:
                     break
                 if position < d.base:
@@ -141,13 +141,15 @@ class PartitionLog:
             records = [r for r in records if r.timestamp >= cutoff_ms]
         return records, next_position
 
-    def _fetch(self, position: int) -> _Decoded | None:
-        """The first batch holding an offset >= `position`, walking the chain."""
-        for _ in range(3):
+    def _fetch(self, position: int) -> tuple[_Decoded | None, int]:
+        """The first batch holding an offset >= `position`, walking the chain, and the
+        position moved past partitionlets found empty (compaction) on the way."""
+        refreshes = 0
+        while refreshes < 3:
             self._ensure_chain()
             pl = self._locate(position)
             if pl is None:
-                return None
+                return None, position
             if self._ahead_pl != pl.id or not self._ahead or self._ahead[0][1] < position:
                 self._ahead = self._cluster._volume(pl.volume_id).read(
                     pl.id, position, FETCH_BATCHES
@@ -157,17 +159,30 @@ class PartitionLog:
             while self._ahead and self._ahead[-1][1] < position:
                 self._ahead.pop()
             if self._ahead:
-                return _Decoded(pl.id, self._ahead.pop())
+                return _Decoded(pl.id, self._ahead.pop()), position
             # Nothing at or after `position` in this partitionlet.
-            if pl.end_offset is not None:
-                position = max(position, pl.end_offset)
-                continue
             state = self._cluster._volume(pl.volume_id).state(pl.id)
+            if pl.end_offset is not None:
+                if state is None or state.state == DELETED:
+                    # Moved to another volume (rebalance) or dropped (retention) since
+                    # the chain was read: read the chain again before skipping anything.
+                    refreshes += 1
+                    if not self._moved(pl):
+                        position = max(position, pl.end_offset)
+                    continue
+                position = max(position, pl.end_offset)  # emptied by compaction
+                continue
             if state is not None and state.state != ACTIVE and position >= state.next_offset:
+                refreshes += 1
                 self.refresh()  # another writer rolled it: learn the successor
                 continue
-            return None
-        return None
+            return None, position
+        return None, position
+
+    def _moved(self, pl: PartitionletRow) -> bool:
+        """Re-read the chain; True if `pl` now lives elsewhere (or is gone)."""
+        self.refresh()
+        return all(p.id != pl.id or p.volume_id != pl.volume_id for p in self._chain)
 
     def _locate(self, position: int) -> PartitionletRow | None:
         chain = self._chain

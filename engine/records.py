@@ -129,3 +129,49 @@ class VolumeInfo:
     partitionlets: int
     active_partitionlets: int
     recent_write_bytes: int  # written in the last placement window
+
+
+@dataclass(frozen=True)
+class MemberInfo:
+    """A live member of a consumer group."""
+
+    member_id: str
+    client_id: str
+    host: str  # hostname and process id of the member
+    assignment: tuple[TopicPartition, ...]
+    last_heartbeat_ms: int
+
+
+@dataclass(frozen=True)
+class GroupPartitionInfo:
+    """A group's committed offset in one partition, and how far behind the log end it is."""
+
+    topic: str
+    partition: int
+    committed: int | None
+    log_end_offset: int
+    metadata: str = ""
+
+    @property
+    def lag(self) -> int:
+        return self.log_end_offset - (self.committed or 0)
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A consumer group: members, generation and committed offsets with lag.
+
+    `state` is Kafka's: "Empty" (no member), "PreparingRebalance" (members are joining or
+    leaving), "Stable".
+    """
+
+    group_id: str
+    state: str
+    generation: int
+    protocol: str  # the partition assignment strategy: "range" or "roundrobin"
+    members: list[MemberInfo]
+    partitions: list[GroupPartitionInfo]
+
+    @property
+    def lag(self) -> int:
+        return sum(p.lag for p in self.partitions)

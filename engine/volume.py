@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.connection import ThreadConnections, read_transaction, translate, write_transaction
@@ -111,6 +111,19 @@ class Append:
     offset: int | None = None
     # Set when the partitionlet is sealed: the offset its successor starts at.
     sealed_at: int | None = None
+
+
+@dataclass(frozen=True)
+class BatchRewrite:
+    """A compacted batch for `Volume.rewrite_batches`: its new payload (None deletes it)."""
+
+    batch_id: int
+    expect_count: int  # the batch's count when the rewrite was planned
+    payload: bytes | None
+    count: int
+    first_ts: int
+    max_ts: int
+    tombstones: int = 0  # tombstones among the removed messages (for reports)
 
 
 class Volume:
@@ -293,6 +306,150 @@ class Volume:
                     "ON CONFLICT (id) DO UPDATE SET state = excluded.state, bytes = 0, batches = 0",
                     (pl_id, DELETED, now),
                 )
+
+    # --- maintenance (engine.retention) ---------------------------------------------------
+
+    def seal_expired(self, pl_id: int, cutoff_ms: int) -> PartitionletState | None:
+        """Seal the active partitionlet `pl_id` if it took appends and every message it
+        stores is older than `cutoff_ms` (or compaction left none).
+
+        Check and seal happen in one write transaction, so no append slips in between: an
+        append that comes later finds the partitionlet sealed and goes to its successor.
+        Returns the state afterwards (None if the volume has no row for it): SEALED when
+        this call or an earlier roll sealed it, else ACTIVE (or DELETED).
+        """
+        conn = self.conn
+        with write_transaction(conn, self.path, "volume"):
+            row = conn.execute(
+                f"SELECT {_STATE_COLUMNS} FROM partitionlets WHERE id = ?", (pl_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            st = PartitionletState(*row)
+            if (st.state == ACTIVE and st.next_offset > st.base_offset
+                    and (st.max_ts is None or st.max_ts < cutoff_ms)):
+                conn.execute("UPDATE partitionlets SET state = ? WHERE id = ?", (SEALED, pl_id))
+                st = replace(st, state=SEALED)
+        return st
+
+    def drop(self, pl_ids: list[int]) -> dict[int, tuple[int, int]]:
+        """What `purge` does, in one transaction, returning the (messages, bytes) each
+        partitionlet freed (0, 0 for one purged already)."""
+        freed: dict[int, tuple[int, int]] = {}
+        if not pl_ids:
+            return freed
+        now = time.time_ns() // 1_000_000
+        conn = self.conn
+        with write_transaction(conn, self.path, "volume"):
+            for pl_id in pl_ids:
+                row = conn.execute(
+                    "SELECT stream_id, coalesce(sum(b.count), 0), coalesce(sum(b.bytes), 0) "
+                    "FROM partitionlets p LEFT JOIN batches b ON b.partitionlet = p.id "
+                    "WHERE p.id = ? GROUP BY p.id",
+                    (pl_id,),
+                ).fetchone()
+                if row is not None:
+                    conn.execute(
+                        "UPDATE stream_usage SET messages = messages - ?, bytes = bytes - ? "
+                        "WHERE stream_id = ?",
+                        (row[1], row[2], row[0]),
+                    )
+                freed[pl_id] = (row[1], row[2]) if row is not None else (0, 0)
+                conn.execute("DELETE FROM batches WHERE partitionlet = ?", (pl_id,))
+                conn.execute(
+                    "INSERT INTO partitionlets (id, stream_id, topic_id, partition, base_offset, "
+                    "next_offset, state, created_ms) VALUES (?, -1, -1, -1, 0, 0, ?, ?) "
+                    "ON CONFLICT (id) DO UPDATE SET state = excluded.state, bytes = 0, "
+                    "batches = 0, messages = 0",
+                    (pl_id, DELETED, now),
+                )
+        return freed
+
+    def batch_rows(self, pl_id: int, after_offset: int, limit: int) -> list[tuple]:
+        """Batches whose last offset is > `after_offset`, in offset order, as tuples of
+        (batch id, base_offset, last_offset, count, payload)."""
+        try:
+            return self.conn.execute(
+                "SELECT id, base_offset, last_offset, count, payload FROM batches "
+                "WHERE partitionlet = ? AND last_offset > ? ORDER BY last_offset LIMIT ?",
+                (pl_id, after_offset, limit),
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+
+    def rewrite_batches(self, pl_id: int,
+                        rewrites: list[BatchRewrite]) -> tuple[list[BatchRewrite], int]:
+        """Replace or delete batches of one partitionlet in one write transaction
+        (compaction); returns the rewrites applied and the bytes they freed.
+
+        A rewrite applies only if its batch still holds `expect_count` messages (batches
+        only ever shrink, so an equal count means nobody rewrote it since it was planned);
+        the others are skipped, as is everything of a dropped partitionlet. Rows keep their
+        base and last offsets, so readers still find every offset. The partitionlet's
+        counters, the stream's usage and the batches' running time index (`ts_high`) are
+        brought up to date in the same transaction; appends that came after the plan are
+        untouched.
+        """
+        conn = self.conn
+        applied: list[BatchRewrite] = []
+        freed_bytes = removed = deleted = 0
+        with write_transaction(conn, self.path, "volume"):
+            row = conn.execute(
+                "SELECT stream_id, state FROM partitionlets WHERE id = ?", (pl_id,)
+            ).fetchone()
+            if row is None or row[1] == DELETED:
+                return applied, 0
+            stream_id = row[0]
+            for rw in rewrites:
+                cur = conn.execute(
+                    "SELECT count, bytes FROM batches WHERE id = ? AND partitionlet = ?",
+                    (rw.batch_id, pl_id),
+                ).fetchone()
+                if cur is None or cur[0] != rw.expect_count:
+                    continue
+                if rw.payload is None:
+                    conn.execute("DELETE FROM batches WHERE id = ?", (rw.batch_id,))
+                    deleted += 1
+                    freed_bytes += cur[1]
+                    removed += cur[0]
+                else:
+                    conn.execute(
+                        "UPDATE batches SET payload = ?, count = ?, first_ts = ?, max_ts = ?, "
+                        "bytes = ? WHERE id = ?",
+                        (rw.payload, rw.count, rw.first_ts, rw.max_ts, len(rw.payload),
+                         rw.batch_id),
+                    )
+                    freed_bytes += cur[1] - len(rw.payload)
+                    removed += cur[0] - rw.count
+                applied.append(rw)
+            if not applied:
+                return applied, 0
+            # ts_high is the running max of max_ts in offset order (the time index of
+            # `first_batch_at_time`); recompute it over what is left, and the partitionlet's
+            # first and max timestamps with it.
+            running = first = None
+            fixes = []
+            for batch_id, first_ts, max_ts, ts_high in conn.execute(
+                "SELECT id, first_ts, max_ts, ts_high FROM batches WHERE partitionlet = ? "
+                "ORDER BY last_offset",
+                (pl_id,),
+            ):
+                running = max_ts if running is None or max_ts > running else running
+                first = first_ts if first is None or first_ts < first else first
+                if ts_high != running:
+                    fixes.append((running, batch_id))
+            conn.executemany("UPDATE batches SET ts_high = ? WHERE id = ?", fixes)
+            conn.execute(
+                "UPDATE partitionlets SET bytes = bytes - ?, messages = messages - ?, "
+                "batches = batches - ?, first_ts = ?, max_ts = ? WHERE id = ?",
+                (freed_bytes, removed, deleted, first, running, pl_id),
+            )
+            conn.execute(
+                "UPDATE stream_usage SET messages = messages - ?, bytes = bytes - ? "
+                "WHERE stream_id = ?",
+                (removed, freed_bytes, stream_id),
+            )
+        return applied, freed_bytes
 
     # --- reading --------------------------------------------------------------------------
 

@@ -1,0 +1,319 @@
+"""Consumer groups across processes, coordinated through the catalog (no broker).
+
+The catalog holds, per group: the live members with their subscriptions and last
+heartbeat (`group_members`), the target assignment of the current generation (`groups`),
+and which member owns each partition right now (`group_owners`). Any member may compute
+the assignment, inside a catalog write transaction, whenever what it depends on changed
+(a member joined, left or died, a subscription or a partition count changed); the
+computation is deterministic, so it does not matter who does it.
+
+No partition is ever read by two members at once: a member starts reading a partition
+only after it has claimed it in `group_owners`, which succeeds only if nobody else owns
+it (or its owner left the group), and it releases a partition (committing its position
+in the same transaction when auto-commit is on) before it stops reading it. A killed
+member's partitions are freed when its heartbeat is older than its session timeout.
+
+Heartbeats come from a thread per member; the consumer applies assignment changes in
+`poll()` (its own thread), where it also calls the rebalance listener, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from engine.errors import InvalidArgument
+from engine.records import TopicPartition
+
+if TYPE_CHECKING:
+    from engine.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+STRATEGIES = ("range", "roundrobin")
+_STRATEGY_ALIASES = {"range": "range", "roundrobin": "roundrobin", "round_robin": "roundrobin",
+                     "RangeAssignor": "range", "RoundRobinAssignor": "roundrobin"}
+
+TopicPart = tuple[int, int]  # (topic_id, partition)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def strategy_name(value: object) -> str:
+    """'range' or 'roundrobin' from a name (or kafka-python assignor class/name)."""
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise InvalidArgument("partition_assignment_strategy must name a strategy")
+        value = value[0]
+    name = getattr(value, "name", None) or getattr(value, "__name__", None) or value
+    if name not in _STRATEGY_ALIASES:
+        raise InvalidArgument(
+            f"partition_assignment_strategy must be 'range' or 'roundrobin', got {value!r}"
+        )
+    return _STRATEGY_ALIASES[name]
+
+
+# --- assignment strategies -----------------------------------------------------------------
+
+
+def assign(strategy: str, members: dict[str, list[int]],
+           partitions: dict[int, int]) -> dict[str, list[TopicPart]]:
+    """Target assignment: member id -> [(topic_id, partition)].
+
+    `members` maps each member to the topic ids it subscribes to; `partitions` gives each
+    topic's partition count. Range splits each topic's partitions into contiguous runs
+    over its subscribers (sorted by member id); round-robin deals all partitions, sorted,
+    to the members that subscribe to each, in turn.
+    """
+    result: dict[str, list[TopicPart]] = {m: [] for m in members}
+    if strategy == "range":
+        for topic_id in sorted(partitions):
+            subs = sorted(m for m, topics in members.items() if topic_id in topics)
+            if not subs:
+                continue
+            count = partitions[topic_id]
+            per, extra = divmod(count, len(subs))
+            start = 0
+            for i, member in enumerate(subs):
+                n = per + (1 if i < extra else 0)
+                result[member].extend((topic_id, p) for p in range(start, start + n))
+                start += n
+    else:
+        order = sorted(members)
+        turn = 0
+        for topic_id in sorted(partitions):
+            for p in range(partitions[topic_id]):
+                for _ in range(len(order)):
+                    member = order[turn % len(order)]
+                    turn += 1
+                    if topic_id in members[member]:
+                        result[member].append((topic_id, p))
+                        break
+    return result
+
+
+# --- one member -------------------------------------------------------------------------
+
+
+class GroupMember:
+    """This consumer's membership of a group. The consumer's thread calls `sync`, `release`
+    and `leave`; the heartbeat thread calls `heartbeat`. Each call is one short catalog
+    transaction."""
+
+    def __init__(self, catalog: Catalog, group_id: str, *, client_id: str, strategy: str,
+                 session_timeout_ms: int, heartbeat_interval_ms: int,
+                 max_poll_interval_ms: int) -> None:
+        self._catalog = catalog
+        self.group_id = group_id
+        self.client_id = client_id
+        self.member_id = f"{client_id}-{uuid.uuid4()}"
+        self.host = f"{socket.gethostname()}:{os.getpid()}"
+        self.strategy = strategy
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self.generation = -1
+        self.topics: list[int] = []
+        self.last_poll = time.monotonic()
+        self._changed = threading.Event()  # the heartbeat saw a new generation
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- joining and leaving --------------------------------------------------------------
+
+    def join(self, topic_ids: Iterable[int]) -> None:
+        """Enter the group (or change the subscription) and start heartbeating."""
+        self.topics = sorted(set(topic_ids))
+        with self._catalog.write():
+            self._catalog.conn.execute(
+                "INSERT INTO group_members (group_id, member_id, client_id, host, strategy, "
+                "topics, session_ms, heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (group_id, member_id) DO UPDATE SET topics = excluded.topics, "
+                "heartbeat_ms = excluded.heartbeat_ms",
+                (self.group_id, self.member_id, self.client_id, self.host, self.strategy,
+                 json.dumps(self.topics), self.session_timeout_ms, now_ms()),
+            )
+            self._rebalance_if_needed()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="plet-group-heartbeat",
+                                            daemon=True)
+            self._thread.start()
+
+    def leave(self, commits: list[tuple[int, int, int, str]]) -> None:
+        """Leave at once: commit `commits`, free the partitions, reassign the rest."""
+        self._stop.set()
+        with self._catalog.write():
+            conn = self._catalog.conn
+            _commit_rows(conn, self.group_id, commits)
+            conn.execute("DELETE FROM group_owners WHERE group_id = ? AND member_id = ?",
+                         (self.group_id, self.member_id))
+            conn.execute("DELETE FROM group_members WHERE group_id = ? AND member_id = ?",
+                         (self.group_id, self.member_id))
+            self._rebalance_if_needed()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # --- the consumer's thread ------------------------------------------------------------
+
+    def changed(self) -> bool:
+        """True when the heartbeat saw a new generation since the last `sync`."""
+        return self._changed.is_set()
+
+    def target(self) -> set[TopicPart]:
+        """This member's share in the current assignment (rebalancing first if needed)."""
+        self._changed.clear()
+        with self._catalog.write():
+            self._touch()
+            self._rebalance_if_needed()
+            return set(self._my_assignment())
+
+    def release(self, parts: Iterable[TopicPart], commits: list[tuple[int, int, int, str]]) -> None:
+        """Commit `commits` and give up `parts`, in one transaction."""
+        parts = list(parts)
+        with self._catalog.write():
+            conn = self._catalog.conn
+            _commit_rows(conn, self.group_id, commits)
+            conn.executemany(
+                "DELETE FROM group_owners WHERE group_id = ? AND topic_id = ? AND partition = ? "
+                "AND member_id = ?",
+                [(self.group_id, t, p, self.member_id) for t, p in parts],
+            )
+
+    def claim(self, parts: Iterable[TopicPart]) -> set[TopicPart]:
+        """Take the partitions of `parts` that nobody (alive) owns; returns those taken."""
+        taken: set[TopicPart] = set()
+        parts = list(parts)
+        if not parts:
+            return taken
+        with self._catalog.write():
+            conn = self._catalog.conn
+            live = {m for (m,) in conn.execute(
+                "SELECT member_id FROM group_members WHERE group_id = ?", (self.group_id,))}
+            for topic_id, partition in parts:
+                row = conn.execute(
+                    "SELECT member_id FROM group_owners WHERE group_id = ? AND topic_id = ? "
+                    "AND partition = ?", (self.group_id, topic_id, partition),
+                ).fetchone()
+                if row is not None and row[0] != self.member_id and row[0] in live:
+                    continue  # its owner has not released it yet
+                conn.execute(
+                    "INSERT INTO group_owners (group_id, topic_id, partition, member_id) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (group_id, topic_id, partition) "
+                    "DO UPDATE SET member_id = excluded.member_id",
+                    (self.group_id, topic_id, partition, self.member_id),
+                )
+                taken.add((topic_id, partition))
+        return taken
+
+    # --- heartbeats -----------------------------------------------------------------------
+
+    def _beat(self) -> None:
+        interval = self.heartbeat_interval_ms / 1000
+        while not self._stop.wait(interval):
+            if (time.monotonic() - self.last_poll) * 1000 > self.max_poll_interval_ms:
+                # The application stopped polling: stop heartbeating so that the group
+                # moves this member's partitions elsewhere after the session timeout.
+                continue
+            try:
+                self.heartbeat()
+            except Exception:  # a locked catalog, a closed cluster: try again next beat
+                log.debug("heartbeat of %s failed", self.member_id, exc_info=True)
+
+    def heartbeat(self) -> None:
+        with self._catalog.write():
+            self._touch()
+            generation = self._rebalance_if_needed()
+        if generation != self.generation:
+            self._changed.set()
+
+    def _touch(self) -> None:
+        cur = self._catalog.conn.execute(
+            "UPDATE group_members SET heartbeat_ms = ? WHERE group_id = ? AND member_id = ?",
+            (now_ms(), self.group_id, self.member_id),
+        )
+        if cur.rowcount == 0:  # expired by the others (a long pause): join again
+            self._catalog.conn.execute(
+                "INSERT INTO group_members (group_id, member_id, client_id, host, strategy, "
+                "topics, session_ms, heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (self.group_id, self.member_id, self.client_id, self.host, self.strategy,
+                 json.dumps(self.topics), self.session_timeout_ms, now_ms()),
+            )
+
+    # --- the assignment (inside a write transaction) --------------------------------------
+
+    def _rebalance_if_needed(self) -> int:
+        """Expire dead members; recompute the assignment if its basis changed. Returns the
+        generation."""
+        conn = self._catalog.conn
+        now = now_ms()
+        dead = [m for (m,) in conn.execute(
+            "SELECT member_id FROM group_members WHERE group_id = ? AND heartbeat_ms + "
+            "session_ms < ?", (self.group_id, now))]
+        for member in dead:
+            conn.execute("DELETE FROM group_members WHERE group_id = ? AND member_id = ?",
+                         (self.group_id, member))
+            conn.execute("DELETE FROM group_owners WHERE group_id = ? AND member_id = ?",
+                         (self.group_id, member))
+        members = {m: json.loads(t) for m, t in conn.execute(
+            "SELECT member_id, topics FROM group_members WHERE group_id = ?", (self.group_id,))}
+        strategies = {s for (s,) in conn.execute(
+            "SELECT DISTINCT strategy FROM group_members WHERE group_id = ?", (self.group_id,))}
+        strategy = self.strategy if self.strategy in strategies or not strategies else min(
+            strategies)
+        topic_ids = sorted({t for topics in members.values() for t in topics})
+        partitions = {}
+        for topic_id in topic_ids:
+            row = conn.execute("SELECT partitions FROM topics WHERE id = ?", (topic_id,)).fetchone()
+            if row is not None:
+                partitions[topic_id] = row[0]
+        basis = json.dumps([strategy, sorted(members.items()), sorted(partitions.items())])
+        row = conn.execute("SELECT generation, basis FROM groups WHERE group_id = ?",
+                           (self.group_id,)).fetchone()
+        if row is not None and row[1] == basis:
+            return row[0]
+        generation = (row[0] if row else 0) + 1
+        plan = assign(strategy, members, partitions)
+        conn.execute(
+            "INSERT INTO groups (group_id, generation, protocol, assignment, basis, updated_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (group_id) DO UPDATE SET "
+            "generation = excluded.generation, protocol = excluded.protocol, "
+            "assignment = excluded.assignment, basis = excluded.basis, "
+            "updated_ms = excluded.updated_ms",
+            (self.group_id, generation, strategy, json.dumps(plan), basis, now),
+        )
+        return generation
+
+    def _my_assignment(self) -> list[TopicPart]:
+        row = self._catalog.conn.execute(
+            "SELECT generation, assignment FROM groups WHERE group_id = ?", (self.group_id,)
+        ).fetchone()
+        if row is None:
+            return []
+        self.generation = row[0]
+        return [tuple(tp) for tp in json.loads(row[1]).get(self.member_id, [])]
+
+
+def _commit_rows(conn, group_id: str, commits: list[tuple[int, int, int, str]]) -> None:
+    if commits:
+        ms = now_ms()
+        conn.executemany(
+            'INSERT INTO group_offsets (group_id, topic_id, partition, "offset", metadata, '
+            "commit_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (group_id, topic_id, partition) "
+            'DO UPDATE SET "offset" = excluded."offset", metadata = excluded.metadata, '
+            "commit_ms = excluded.commit_ms",
+            [(group_id, t, p, o, m, ms) for t, p, o, m in commits],
+        )
+
+
+def topic_partition(names: dict[int, str], part: TopicPart) -> TopicPartition:
+    return TopicPartition(names[part[0]], part[1])
