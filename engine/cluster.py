@@ -37,6 +37,7 @@ from engine.errors import (
     StorageError,
     UnknownGroup,
 )
+from engine.heat import HeatMap, heat_map
 from engine.log import PartitionLog
 from engine.partitionlet import Placement
 from engine.principal import Principal
@@ -374,6 +375,12 @@ class Cluster:
             infos.append(VolumeInfo(volume_id, str(vol.path), vol.file_bytes(), data_bytes,
                                     count, active, vol.recent_write_bytes()))
         return infos
+
+    def heat(self, window_s: int = 300) -> HeatMap:
+        """Messages and bytes written and read per second over the last `window_s`
+        seconds, per volume, topic, partition and partitionlet, and per time bucket."""
+        self._check_open()
+        return heat_map(self, window_s)
 
     # --- consumer groups ------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from engine.errors import (
     UnknownStream,
     UnknownTopic,
 )
+from engine.heat import ReadCounter
 from engine.log import PartitionLog
 from engine.principal import Principal
 from engine.records import (
@@ -143,6 +144,7 @@ class Consumer:
         self._versions = (-1, -1)
         self._next_commit = time.monotonic() + auto_commit_interval_ms / 1000
         self._iter_buffer: deque[ConsumerRecord] = deque()
+        self._reads = ReadCounter(cluster)
         self._member: groups.GroupMember | None = None  # with a group_id and subscribe()
         self._pending: set[tuple[int, int]] = set()  # assigned to us, not yet released
         self._next_group_check = 0.0
@@ -345,7 +347,8 @@ class Consumer:
 
     def _new_assigned(self, tp: TopicPartition) -> _Assigned:
         meta = self._topic_meta(tp.topic)
-        return _Assigned(PartitionLog(self._cluster, meta.topic_id, tp.partition, tp.topic), meta)
+        log = PartitionLog(self._cluster, meta.topic_id, tp.partition, tp.topic, self._reads)
+        return _Assigned(log, meta)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Read exactly these partitions, outside any group rebalancing."""
@@ -561,6 +564,7 @@ class Consumer:
             self._refresh_metadata()
             self._maybe_sync_group()
             self._maybe_auto_commit()
+            self._reads.maybe_flush()
             seq = cluster._append_seq
             records = self._fetch(limit)
             if records:
@@ -633,6 +637,7 @@ class Consumer:
                 self._leave_group(autocommit)
             elif autocommit and self.enable_auto_commit and self._assigned:
                 self._commit_positions(set(self._assigned))
+            self._reads.flush()
         finally:
             self._closed = True
             self._assigned = {}

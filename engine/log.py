@@ -24,6 +24,7 @@ from engine.volume import ACTIVE, DELETED
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
+    from engine.heat import ReadCounter
 
 # One C call per record (zip's tuple into a ConsumerRecord), no Python frame.
 _record = partial(tuple.__new__, ConsumerRecord)
@@ -35,11 +36,15 @@ FETCH_BATCHES = 16
 
 
 class _Decoded:
-    __slots__ = ("pl_id", "base", "last", "ts_type", "first_ts", "max_ts", "batch")
+    __slots__ = ("pl_id", "volume_id", "base", "last", "ts_type", "first_ts", "max_ts",
+                 "batch", "byte_share")
 
-    def __init__(self, pl_id: int, row: tuple) -> None:
+    def __init__(self, pl: PartitionletRow, row: tuple) -> None:
         base, last, ts_type, first_ts, max_ts, payload = row
-        self.pl_id = pl_id
+        self.pl_id = pl.id
+        self.volume_id = pl.volume_id
+        # stored bytes per message of this batch: read heat counts bytes without a loop
+        self.byte_share = len(payload) / max(1, last - base + 1)
         self.base = base
         self.last = last
         self.ts_type = ts_type
@@ -49,8 +54,10 @@ class _Decoded:
 
 
 class PartitionLog:
-    def __init__(self, cluster: Cluster, topic_id: int, partition: int, topic: str) -> None:
+    def __init__(self, cluster: Cluster, topic_id: int, partition: int, topic: str,
+                 counter: ReadCounter | None = None) -> None:
         self._cluster = cluster
+        self._counter = counter
         self.topic_id = topic_id
         self.partition = partition
         self.topic = topic
@@ -114,9 +121,13 @@ class PartitionLog:
             if cutoff_ms is not None and d.max_ts < cutoff_ms:
                 position = d.last + 1  # the whole batch has expired
                 continue
-            got = self._records(d, position, max_records - len(records), cutoff_ms)
-            position = got[1]
-            records.extend(got[0])
+            got, next_position = self._records(d, position, max_records - len(records),
+                                               cutoff_ms)
+            if self._counter is not None and got:
+                self._counter.add(d.volume_id, d.pl_id, len(got),
+                                  int((next_position - position) * d.byte_share))
+            position = next_position
+            records.extend(got)
         return records, position
 
     def _records(self, d: _Decoded, position: int, limit: int,
@@ -159,7 +170,7 @@ class PartitionLog:
             while self._ahead and self._ahead[-1][1] < position:
                 self._ahead.pop()
             if self._ahead:
-                return _Decoded(pl.id, self._ahead.pop()), position
+                return _Decoded(pl, self._ahead.pop()), position
             # Nothing at or after `position` in this partitionlet.
             state = self._cluster._volume(pl.volume_id).state(pl.id)
             if pl.end_offset is not None:

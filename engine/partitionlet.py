@@ -30,7 +30,8 @@ MAX_ROLL_RETRIES = 8
 
 
 class Placement:
-    """Chooses the volume of a new partitionlet: the one with the least recent write load.
+    """Chooses the volume of a new partitionlet: the one with the least recent heat
+    (bytes written and read in the last five minutes).
 
     Heat is read from the volumes at most once a second; between two reads, placements
     are spread round-robin, coolest first, so a burst of new partitions does not pile
@@ -49,8 +50,7 @@ class Placement:
             now = time.monotonic()
             if now - self._read_at > HEAT_REFRESH_S or not self._heat:
                 self._heat = {
-                    vid: vol.recent_write_bytes()
-                    for vid, vol in self._cluster._volumes.items()
+                    vid: sum(vol.recent_bytes()) for vid, vol in self._cluster._volumes.items()
                 }
                 self._placed = dict.fromkeys(self._heat, 0)
                 self._read_at = now

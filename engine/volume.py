@@ -66,12 +66,22 @@ CREATE TABLE IF NOT EXISTS stream_usage (  -- so a stream's size needs no scan o
     messages  INTEGER NOT NULL,
     bytes     INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS write_heat (
-    minute   INTEGER PRIMARY KEY,      -- unix time // 60
-    messages INTEGER NOT NULL,
-    bytes    INTEGER NOT NULL
-);
+-- Heat (engine.heat): messages and bytes written and read per partitionlet, in buckets
+-- of HEAT_BUCKET_S seconds. Writes are counted in the append's own transaction; readers
+-- count in memory and add theirs every few seconds.
+CREATE TABLE IF NOT EXISTS heat (
+    bucket       INTEGER NOT NULL,     -- unix time // HEAT_BUCKET_S
+    partitionlet INTEGER NOT NULL,
+    w_messages   INTEGER NOT NULL DEFAULT 0,
+    w_bytes      INTEGER NOT NULL DEFAULT 0,
+    r_messages   INTEGER NOT NULL DEFAULT 0,
+    r_bytes      INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (bucket, partitionlet)
+) WITHOUT ROWID;
 """
+HEAT_BUCKET_S = 10
+# Heat older than this is deleted now and then by the writer (it only feeds recent views).
+HEAT_KEEP_S = 86400
 
 
 @dataclass(frozen=True)
@@ -253,12 +263,18 @@ class Volume:
                      for pl_id, s in states.items() if s[9]],
                 )
                 if total_msgs:
-                    conn.execute(
-                        "INSERT INTO write_heat (minute, messages, bytes) VALUES (?, ?, ?) "
-                        "ON CONFLICT (minute) DO UPDATE SET messages = messages + excluded.messages, "
-                        "bytes = bytes + excluded.bytes",
-                        (now // 60000, total_msgs, total_bytes),
+                    bucket = now // (HEAT_BUCKET_S * 1000)
+                    conn.executemany(
+                        "INSERT INTO heat (bucket, partitionlet, w_messages, w_bytes) "
+                        "VALUES (?, ?, ?, ?) ON CONFLICT (bucket, partitionlet) DO UPDATE SET "
+                        "w_messages = w_messages + excluded.w_messages, "
+                        "w_bytes = w_bytes + excluded.w_bytes",
+                        [(bucket, a.pl_id, a.count, len(a.payload))
+                         for a in appends if a.offset is not None],
                     )
+                    if bucket % 360 == 0:  # about once an hour of appends: forget old heat
+                        conn.execute("DELETE FROM heat WHERE bucket < ?",
+                                     (bucket - HEAT_KEEP_S // HEAT_BUCKET_S,))
                     conn.executemany(
                         "INSERT INTO stream_usage (stream_id, messages, bytes) VALUES (?, ?, ?) "
                         "ON CONFLICT (stream_id) DO UPDATE SET "
@@ -501,12 +517,45 @@ class Volume:
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
 
+    def recent_bytes(self, window_s: int = 300) -> tuple[int, int]:
+        """(bytes written, bytes read) here in the last `window_s` seconds."""
+        since = (time.time_ns() // 1_000_000 - window_s * 1000) // (HEAT_BUCKET_S * 1000)
+        try:
+            row = self.conn.execute(
+                "SELECT coalesce(sum(w_bytes), 0), coalesce(sum(r_bytes), 0) FROM heat "
+                "WHERE bucket >= ?", (since,)
+            ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+        return row[0], row[1]
+
     def recent_write_bytes(self, window_s: int = 300) -> int:
-        since = (time.time_ns() // 1_000_000 - window_s * 1000) // 60000
-        row = self.conn.execute(
-            "SELECT coalesce(sum(bytes), 0) FROM write_heat WHERE minute >= ?", (since,)
-        ).fetchone()
-        return row[0]
+        return self.recent_bytes(window_s)[0]
+
+    def add_read_heat(self, rows: list[tuple[int, int, int, int]]) -> None:
+        """Add readers' counts: (bucket, partitionlet, messages, bytes)."""
+        with write_transaction(self.conn, self.path, "volume"):
+            self.conn.executemany(
+                "INSERT INTO heat (bucket, partitionlet, r_messages, r_bytes) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (bucket, partitionlet) DO UPDATE SET "
+                "r_messages = r_messages + excluded.r_messages, "
+                "r_bytes = r_bytes + excluded.r_bytes",
+                rows,
+            )
+
+    def heat_rows(self, since_bucket: int) -> list[tuple[int, int, int, int, int, int, int, int]]:
+        """(bucket, partitionlet, topic_id, partition, w_messages, w_bytes, r_messages,
+        r_bytes) since a bucket; topic_id is -1 for a partitionlet no longer here."""
+        try:
+            return self.conn.execute(
+                "SELECT h.bucket, h.partitionlet, coalesce(p.topic_id, -1), "
+                "coalesce(p.partition, -1), h.w_messages, h.w_bytes, h.r_messages, h.r_bytes "
+                "FROM heat h LEFT JOIN partitionlets p ON p.id = h.partitionlet "
+                "WHERE h.bucket >= ? ORDER BY h.bucket",
+                (since_bucket,),
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
 
     def sizes(self) -> tuple[int, int, int]:
         """(data bytes, partitionlets, active partitionlets) stored here."""
@@ -529,3 +578,116 @@ class Volume:
             if p.exists():
                 total += p.stat().st_size
         return total
+
+    # --- moving partitionlets between volumes (engine.balance) ---------------------------
+
+    def live_partitionlets(self) -> dict[int, tuple[int, int]]:
+        """{partitionlet id: (state, bytes)} of every row here that is not a tombstone."""
+        try:
+            rows = self.conn.execute(
+                "SELECT id, state, bytes FROM partitionlets WHERE state != ?", (DELETED,)
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+        return {pl_id: (state, nbytes) for pl_id, state, nbytes in rows}
+
+    def copy_partitionlet_from(self, source: Volume, pl_id: int, *, sync: bool = True,
+                               chunk: int = 64) -> PartitionletState | None:
+        """Copy the sealed partitionlet `pl_id` of `source` into this volume.
+
+        The source is read in one read transaction (a consistent snapshot, so a concurrent
+        compaction or purge is seen entirely or not at all) and everything is written here
+        in one write transaction: the row, in state SEALED, its batches (`chunk` at a time,
+        so a large partitionlet is never held in memory whole) and the stream usage. Any row
+        of that id this volume held before is replaced: a tombstone left when the
+        partitionlet moved away earlier, or an orphan copy left by a move that died before
+        the catalog switched to it. Ids are never reused, so such a row can only be a
+        remnant of this very partitionlet, and a tombstone is only needed where the
+        partitionlet was once active (a sealed row keeps stale writers out just as well).
+
+        `sync=True` makes the commit durable against a machine crash, as it must be before
+        the catalog points at the copy and the source is purged. Returns the state of the
+        copy, or None, writing nothing, when `source` holds no sealed partitionlet `pl_id`.
+        """
+        from engine.errors import InvalidArgument
+
+        if source is self or source.path == self.path:
+            raise InvalidArgument(f"partitionlet {pl_id}: source and target are one volume")
+        src = source.conn
+        conn = self.conn
+        try:
+            with read_transaction(src):
+                row = src.execute(
+                    "SELECT id, stream_id, topic_id, partition, base_offset, next_offset, state, "
+                    "bytes, batches, messages, first_ts, max_ts, created_ms "
+                    "FROM partitionlets WHERE id = ?",
+                    (pl_id,),
+                ).fetchone()
+                if row is None or row[6] != SEALED:
+                    return None
+                stream_id = row[1]
+                if sync:
+                    conn.execute("PRAGMA synchronous=FULL")
+                try:
+                    with write_transaction(conn, self.path, "volume"):
+                        self._drop_for_copy(pl_id)
+                        conn.execute(
+                            "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
+                            "base_offset, next_offset, state, bytes, batches, messages, first_ts, "
+                            "max_ts, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            row,
+                        )
+                        cursor = src.execute(
+                            "SELECT base_offset, last_offset, count, first_ts, max_ts, ts_high, "
+                            "ts_type, append_ms, origin, bytes, payload FROM batches "
+                            "WHERE partitionlet = ? ORDER BY last_offset",
+                            (pl_id,),
+                        )
+                        messages = nbytes = 0
+                        while True:
+                            rows = cursor.fetchmany(chunk)
+                            if not rows:
+                                break
+                            conn.executemany(
+                                "INSERT INTO batches (partitionlet, base_offset, last_offset, "
+                                "count, first_ts, max_ts, ts_high, ts_type, append_ms, origin, "
+                                "bytes, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                [(pl_id, *r) for r in rows],
+                            )
+                            messages += sum(r[2] for r in rows)
+                            nbytes += sum(r[9] for r in rows)
+                        if messages or nbytes:
+                            conn.execute(
+                                "INSERT INTO stream_usage (stream_id, messages, bytes) "
+                                "VALUES (?, ?, ?) ON CONFLICT (stream_id) DO UPDATE SET "
+                                "messages = messages + excluded.messages, "
+                                "bytes = bytes + excluded.bytes",
+                                (stream_id, messages, nbytes),
+                            )
+                finally:
+                    if sync:
+                        conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, source.path, "volume") from exc
+        return self.state(pl_id)
+
+    def _drop_for_copy(self, pl_id: int) -> None:
+        """Inside a write transaction: remove any row and batches of `pl_id`, keeping the
+        stream usage right (a tombstone has no batches left to count)."""
+        conn = self.conn
+        row = conn.execute(
+            "SELECT p.stream_id, coalesce(sum(b.count), 0), coalesce(sum(b.bytes), 0) "
+            "FROM partitionlets p LEFT JOIN batches b ON b.partitionlet = p.id "
+            "WHERE p.id = ? GROUP BY p.id",
+            (pl_id,),
+        ).fetchone()
+        if row is None:
+            return
+        if row[1] or row[2]:
+            conn.execute(
+                "UPDATE stream_usage SET messages = messages - ?, bytes = bytes - ? "
+                "WHERE stream_id = ?",
+                (row[1], row[2], row[0]),
+            )
+        conn.execute("DELETE FROM batches WHERE partitionlet = ?", (pl_id,))
+        conn.execute("DELETE FROM partitionlets WHERE id = ?", (pl_id,))
