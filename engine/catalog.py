@@ -126,6 +126,11 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _chunks(items: list, size: int = 500) -> list[list]:
+    """Pieces small enough for one statement's host parameters."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
 @dataclass(frozen=True)
 class StreamRow:
     id: int
@@ -554,18 +559,71 @@ class Catalog:
 
     def active_partitionlets(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], PartitionletRow]:
         """Active partitionlet of each (topic_id, partition) that has one."""
+        wanted = set(keys)
+        topic_ids = sorted({t for t, _ in wanted})
         result: dict[tuple[int, int], PartitionletRow] = {}
-        conn = self.conn
         with self.read():
-            for key in keys:
-                row = conn.execute(
+            for chunk in _chunks(topic_ids):
+                marks = ",".join("?" * len(chunk))
+                for row in self.conn.execute(
                     f"SELECT {_PL_COLUMNS} FROM partitionlets "
-                    "WHERE topic_id = ? AND partition = ? AND end_offset IS NULL",
-                    key,
-                ).fetchone()
-                if row is not None:
-                    result[key] = PartitionletRow(*row)
+                    f"WHERE topic_id IN ({marks}) AND end_offset IS NULL",
+                    chunk,
+                ):
+                    pl = PartitionletRow(*row)
+                    if (pl.topic_id, pl.partition) in wanted:
+                        result[(pl.topic_id, pl.partition)] = pl
         return result
+
+    def add_first_partitionlets(
+        self, wanted: list[tuple[int, int, int]]
+    ) -> dict[tuple[int, int], PartitionletRow]:
+        """The first partitionlet (base offset 0) of each (topic_id, partition, volume_id)
+        that has none yet, in one transaction; returns the active one of every key.
+
+        OR IGNORE on the one-active-per-partition index: when another writer made one
+        first, that one stays. A deleted topic gets none.
+        """
+        created_ms = now_ms()
+        with self.write():
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO partitionlets (topic_id, partition, volume_id, "
+                "base_offset, created_ms) SELECT ?, ?, ?, 0, ? "
+                "WHERE EXISTS (SELECT 1 FROM topics WHERE id = ?)",
+                [(t, p, v, created_ms, t) for t, p, v in wanted],
+            )
+        return self.active_partitionlets([(t, p) for t, p, _ in wanted])
+
+    def ensure_topics(self, stream_id: int, names_: list[str],
+                      partitions: int) -> dict[str, tuple[int, int]]:
+        """Create the topics of `names_` that do not exist (with `partitions` each), in one
+        transaction; returns {name: (topic id, partition count)} of all that exist after
+        (a name is missing only if its stream was deleted)."""
+        created_ms = now_ms()
+        with self.write():
+            conn = self.conn
+            if conn.execute("SELECT 1 FROM streams WHERE id = ?", (stream_id,)).fetchone() is None:
+                return {}
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO topics (stream_id, name, partitions, created_ms) "
+                "VALUES (?, ?, ?, ?)",
+                [(stream_id, n, partitions, created_ms) for n in names_],
+            )
+            created = conn.total_changes - before
+            if created:
+                conn.execute("UPDATE streams SET topic_count = topic_count + ? WHERE id = ?",
+                             (created, stream_id))
+                self.bump_topics()
+            found = {}
+            for chunk in _chunks(names_):
+                marks = ",".join("?" * len(chunk))
+                for topic_id, name, count in conn.execute(
+                    f"SELECT id, name, partitions FROM topics WHERE stream_id = ? "
+                    f"AND name IN ({marks})", (stream_id, *chunk),
+                ):
+                    found[name] = (topic_id, count)
+        return found
 
     def add_partitionlets(
         self, wanted: list[tuple[int, int, int, int, int | None]]
@@ -671,3 +729,40 @@ class Catalog:
             "WHERE group_id = ? ORDER BY topic_id, partition",
             (group_id,),
         )
+
+    # --- moving partitionlets between volumes (engine.balance) ---------------------------
+
+    def partitionlet(self, pl_id: int) -> PartitionletRow | None:
+        rows = self._query(f"SELECT {_PL_COLUMNS} FROM partitionlets WHERE id = ?", (pl_id,))
+        return PartitionletRow(*rows[0]) if rows else None
+
+    def partitionlet_volumes(self) -> dict[int, int]:
+        """{partitionlet id: volume id} of every partitionlet, read in one statement."""
+        return dict(self._query("SELECT id, volume_id FROM partitionlets"))
+
+    def move_partitionlet(self, pl_id: int, from_volume: int, to_volume: int, *,
+                          sync: bool = True) -> bool:
+        """Point the sealed partitionlet `pl_id` at `to_volume`, if it is still sealed and
+        still on `from_volume`; True if it was switched.
+
+        One transaction, which also bumps the topology version so that readers re-read
+        their chains. `sync=True` makes the commit durable against a machine crash before
+        the caller purges the source copy (engine.balance).
+        """
+        conn = self.conn
+        if sync:
+            conn.execute("PRAGMA synchronous=FULL")
+        try:
+            with self.write():
+                cur = conn.execute(
+                    "UPDATE partitionlets SET volume_id = ? "
+                    "WHERE id = ? AND volume_id = ? AND end_offset IS NOT NULL",
+                    (to_volume, pl_id, from_volume),
+                )
+                moved = cur.rowcount == 1
+                if moved:
+                    self.bump_topology()
+        finally:
+            if sync:
+                conn.execute("PRAGMA synchronous=NORMAL")
+        return moved

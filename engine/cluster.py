@@ -529,7 +529,10 @@ class Cluster:
 
 
 def _refuse_foreign(root: Path) -> None:
-    others = sorted(p.name for p in root.iterdir() if p.name != LOCK_FILE)
+    # Our own names are not foreign: another process may be creating this cluster now.
+    ours = {LOCK_FILE, VOLUME_DIR, CATALOG_FILE, f"{CATALOG_FILE}-wal", f"{CATALOG_FILE}-shm",
+            f"{CATALOG_FILE}-journal"}
+    others = sorted(p.name for p in root.iterdir() if p.name not in ours)
     if others:
         raise NotACluster(
             f"{root} is not empty and has no {CATALOG_FILE}: it is not a Partitionlet "

@@ -46,6 +46,10 @@ class Placement:
         self._read_at = 0.0
 
     def choose(self) -> int:
+        return self.choose_many(1)[0]
+
+    def choose_many(self, count: int) -> list[int]:
+        """Volumes for `count` new partitionlets, coolest first, spread round-robin."""
         with self._lock:
             now = time.monotonic()
             if now - self._read_at > HEAT_REFRESH_S or not self._heat:
@@ -54,11 +58,15 @@ class Placement:
                 }
                 self._placed = dict.fromkeys(self._heat, 0)
                 self._read_at = now
-            volume_id = min(
-                self._heat, key=lambda v: (self._placed[v], self._heat[v], random.random())
-            )
-            self._placed[volume_id] += 1
-            return volume_id
+            chosen = []
+            order = sorted(self._heat, key=lambda v: (self._placed[v], self._heat[v],
+                                                      random.random()))
+            while len(chosen) < count:
+                # each round gives one to every volume, least placed and coolest first
+                for volume_id in order[: count - len(chosen)]:
+                    self._placed[volume_id] += 1
+                    chosen.append(volume_id)
+            return chosen
 
 
 @dataclass
@@ -75,6 +83,7 @@ class BatchWrite:
     max_ts: int
     ts_type: int
     origin: str
+    new_topic: bool = False  # created by this writer just now: no partitionlet yet
     offset: int | None = None
     error: BaseException | None = None
 
@@ -104,7 +113,8 @@ class Appender:
         cluster = self._cluster
         pending = writes
         for _ in range(MAX_ROLL_RETRIES):
-            self._load_active({w.key for w in pending if w.key not in self._active})
+            self._load_active({w.key for w in pending if w.key not in self._active},
+                              {w.key for w in pending if w.new_topic})
             by_volume: dict[int, list[tuple[BatchWrite, Append]]] = defaultdict(list)
             for w in pending:
                 pl = self._active.get(w.key)
@@ -148,16 +158,18 @@ class Appender:
                 f"writer ({MAX_ROLL_RETRIES} tries); try again"
             )
 
-    def _load_active(self, keys: set[tuple[int, int]]) -> None:
+    def _load_active(self, keys: set[tuple[int, int]], new: set[tuple[int, int]]) -> None:
+        """Learn (or make) the active partitionlet of each key; `new` are partitions of
+        topics this writer has just created, which cannot have one yet."""
         if not keys:
             return
         catalog = self._cluster._catalog
-        found = catalog.active_partitionlets(sorted(keys))
-        missing = [k for k in keys if k not in found]
+        found = catalog.active_partitionlets(sorted(keys - new)) if keys - new else {}
+        missing = sorted(k for k in keys if k not in found)
         if missing:
-            placement = self._cluster._placement
-            found.update(catalog.add_partitionlets(
-                [(tid, part, placement.choose(), 0, None) for tid, part in sorted(missing)]
+            volumes = self._cluster._placement.choose_many(len(missing))
+            found.update(catalog.add_first_partitionlets(
+                [(tid, part, vid) for (tid, part), vid in zip(missing, volumes, strict=True)]
             ))
         self._active.update(found)
 
@@ -165,9 +177,11 @@ class Appender:
         """Give each sealed partitionlet its successor (or learn the one another made)."""
         cluster = self._cluster
         catalog = cluster._catalog
+        volumes = cluster._placement.choose_many(len(sealed))
         wanted = [
-            (tid, part, cluster._placement.choose(), end, pl_id)
-            for (tid, part), (pl_id, end, _) in sorted(sealed.items())
+            (tid, part, vid, end, pl_id)
+            for ((tid, part), (pl_id, end, _)), vid in zip(sorted(sealed.items()), volumes,
+                                                            strict=True)
         ]
         for key in sealed:
             self._active.pop(key, None)

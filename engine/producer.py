@@ -26,6 +26,7 @@ from typing import Any
 
 from engine import batch as batch_codec
 from engine import names
+from engine.catalog import StreamRow
 from engine.errors import (
     Closed,
     InvalidArgument,
@@ -33,6 +34,7 @@ from engine.errors import (
     MessageTooLarge,
     PartitionletError,
     Timeout,
+    UnknownStream,
     UnknownTopic,
 )
 from engine.partitioner import partition_for_key
@@ -60,6 +62,7 @@ class _TopicState:
 
     __slots__ = (
         "full",
+        "name",
         "stream_id",
         "topic_id",
         "partitions",
@@ -74,14 +77,15 @@ class _TopicState:
         self,
         full: str,
         stream_id: int,
-        topic_id: int,
+        topic_id: int | None,
         partitions: int,
         max_bytes: int,
         ts_type: int,
     ) -> None:
         self.full = full
+        self.name = full.rpartition(":")[2]
         self.stream_id = stream_id
-        self.topic_id = topic_id
+        self.topic_id = topic_id  # None until the sender has created the topic
         self.partitions = partitions
         self.max_bytes = max_bytes
         self.ts_type = ts_type
@@ -108,7 +112,7 @@ class _Batch:
         "offset",
         "error",
         "callbacks",
-        "done",
+        "finished",
         "append_ts",
     )
 
@@ -123,7 +127,7 @@ class _Batch:
         self.offset = -1
         self.error: BaseException | None = None
         self.callbacks: list[tuple[int, Callable[..., Any], tuple, bool]] = []
-        self.done = threading.Event()
+        self.finished = False  # resolved and its callbacks have run (Producer._finished)
         self.append_ts = 0
 
 
@@ -155,7 +159,8 @@ class FutureRecordMetadata(tuple):
         return RecordMetadata(b.topic.full, b.partition, offset, ts)
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
-        if not self._batch.done.wait(timeout):
+        b = self._batch
+        if not b.finished and not b.producer._wait_finished([b], timeout):
             raise Timeout(f"no answer for this message within {timeout} s")
         if self._batch.error is not None:
             raise self._batch.error
@@ -265,7 +270,9 @@ class Producer:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the sender waits on it
         self._space = threading.Condition(self._lock)  # send() waits on it when full
+        self._finished = threading.Condition()  # futures and flush wait on it
         self._topics: dict[str, _TopicState] = {}
+        self._streams: dict[str, StreamRow] = {}
         self._batches: list[_Batch] = []  # not yet taken by the sender, in creation order
         self._in_flight: list[_Batch] = []
         self._buffered = 0
@@ -321,6 +328,7 @@ class Producer:
             if self._changes_seen != self._cluster._changes:
                 self._changes_seen = self._cluster._changes
                 self._topics.clear()  # re-resolved on use: partitions or policies changed
+                self._streams.clear()
             ts = self._topics.get(topic) or self._topic_state(topic)
             if size > ts.max_bytes:
                 raise MessageTooLarge(
@@ -395,32 +403,60 @@ class Producer:
         self._wake.notify()
 
     def _topic_state(self, topic: str) -> _TopicState:
-        """Resolve `topic`, creating it when the stream auto-creates (lock held)."""
+        """Resolve `topic` (lock held). A topic to be auto-created is created later by the
+        sender, many at a time, so a producer can create topics at a high rate."""
         full = names.resolve(topic, self.default_stream)
         stream_path, name = names.split_full_name(full)
         catalog = self._cluster._catalog
-        stream = catalog.stream(stream_path)
+        stream = self._streams.get(stream_path)
+        if stream is None:
+            stream = self._streams[stream_path] = catalog.stream(stream_path)
+        policies = stream.policies
+        ts_type = LOG_APPEND_TIME if policies["timestamp_type"] == "log_append" else CREATE_TIME
         row = catalog.topic_or_none(stream.id, name)
-        if row is None:
-            if not stream.policies["auto_create"]:
-                raise UnknownTopic(
-                    f"topic {full} does not exist and stream {stream_path} does not create "
-                    "topics on first produce (auto_create is off)"
-                )
-            catalog.create_topics(
-                stream.id, [(name, stream.policies["default_partitions"])], exist_ok=True
+        if row is not None:
+            state = _TopicState(full, stream.id, row.id, row.partitions,
+                                policies["max_message_bytes"], ts_type)
+        elif policies["auto_create"]:
+            state = _TopicState(full, stream.id, None, policies["default_partitions"],
+                                policies["max_message_bytes"], ts_type)
+        else:
+            raise UnknownTopic(
+                f"topic {full} does not exist and stream {stream_path} does not create "
+                "topics on first produce (auto_create is off)"
             )
-            row = catalog.topic_or_none(stream.id, name)
-            if row is None:  # deleted again at once by someone else
-                raise UnknownTopic(f"topic {full} was deleted while being created")
-        ts_type = (
-            LOG_APPEND_TIME if stream.policies["timestamp_type"] == "log_append" else (CREATE_TIME)
-        )
-        state = _TopicState(
-            full, stream.id, row.id, row.partitions, stream.policies["max_message_bytes"], ts_type
-        )
         self._topics[topic] = state
         return state
+
+    def _create_pending_topics(self, taken: list[_Batch]) -> set[int]:
+        """Create the auto-created topics of these batches, one transaction per stream."""
+        pending: dict[int, dict[str, _TopicState]] = {}
+        for b in taken:
+            if b.topic.topic_id is None:
+                pending.setdefault(b.topic.stream_id, {})[b.topic.name] = b.topic
+        catalog = self._cluster._catalog
+        new_ids: set[int] = set()
+        for stream_id, states in pending.items():
+            count = next(iter(states.values())).partitions
+            found = catalog.ensure_topics(stream_id, sorted(states), count)
+            with self._lock:
+                for name, ts in states.items():
+                    if name not in found:
+                        continue  # the stream was deleted: its batches fail below
+                    ts.topic_id, actual = found[name]
+                    new_ids.add(ts.topic_id)  # skip the lookup of its first partitionlets
+                    if actual > ts.partitions:  # made by someone else meanwhile
+                        ts.open.extend([None] * (actual - ts.partitions))
+                    ts.partitions = actual
+        for b in taken:
+            if b.topic.topic_id is None:
+                b.error = UnknownStream(f"the stream of {b.topic.full} was deleted")
+            elif b.partition >= b.topic.partitions:
+                b.error = InvalidPartition(
+                    f"topic {b.topic.full} was created elsewhere with {b.topic.partitions} "
+                    f"partitions, not the {b.partition + 1} or more this message assumed"
+                )
+        return new_ids
 
     def _wait_for_space(self) -> None:
         deadline = time.monotonic() + self._max_block_s
@@ -443,11 +479,17 @@ class Producer:
             waiting = self._in_flight + self._batches
             self._urgent = True
             self._wake.notify()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for b in waiting:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not b.done.wait(left):
-                raise Timeout(f"flush did not finish within {timeout} s")
+        if not self._wait_finished(waiting, timeout):
+            raise Timeout(f"flush did not finish within {timeout} s")
+
+    def _wait_finished(self, batches: list[_Batch], timeout: float | None) -> bool:
+        """Wait until every batch of `batches` is finished; False on timeout.
+
+        One condition for the whole producer rather than an Event per batch: a batch is
+        made per partition and cycle, and an Event costs more than the messages in a
+        small batch."""
+        with self._finished:
+            return self._finished.wait_for(lambda: all(b.finished for b in batches), timeout)
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, then stop the sender. Further sends raise `errors.Closed`."""
@@ -504,9 +546,11 @@ class Producer:
     def _write(self, appender: Appender, taken: list[_Batch]) -> None:
         try:
             self._refresh_metadata(appender)
+            new_ids = self._create_pending_topics(taken)
             now = _now_ms()
             writes = []
-            for b in taken:
+            ready = [b for b in taken if b.error is None]
+            for b in ready:
                 records = b.records
                 values, keys, headers, stamps = (list(map(g, records)) for g in _COLUMNS)
                 count = len(values)
@@ -530,10 +574,11 @@ class Producer:
                         max(stamps),
                         b.topic.ts_type,
                         self._cluster.id,
+                        b.topic.topic_id in new_ids,
                     )
                 )
             appender.write(writes, sync=self.acks == "all")
-            for b, w in zip(taken, writes, strict=True):
+            for b, w in zip(ready, writes, strict=True):
                 if w.error is not None:
                     b.error = w.error
                     if isinstance(w.error, UnknownTopic):
@@ -565,8 +610,10 @@ class Producer:
             for index, f, args, errback in b.callbacks:
                 _call_back(_future((b, index)), f, args, errback)
             b.callbacks = []
-        for b in taken:
-            b.done.set()
+        with self._finished:
+            for b in taken:
+                b.finished = True
+            self._finished.notify_all()
 
     def _refresh_metadata(self, appender: Appender) -> None:
         """Drop cached metadata when topics, partitions or policies changed anywhere."""
@@ -577,6 +624,7 @@ class Producer:
         appender.forget()
         with self._lock:
             self._topics.clear()  # batches already open keep their (older) metadata
+            self._streams.clear()
 
     def _forget_topic(self, ts: _TopicState) -> None:
         with self._lock:

@@ -189,36 +189,38 @@ class Volume:
         `sync=True` makes this commit durable against a machine crash (fsync of the WAL).
         A partitionlet that reached `roll_bytes` or `roll_ms` of age is sealed here, in the
         same transaction as its last append, so its end offset is fixed in one place.
+        Statements are issued per kind, not per batch (one read of the partitionlets, one
+        executemany each for batches, partitionlets, heat and usage), so appending to many
+        partitions at once, as a producer creating topics does, stays cheap.
         """
         conn = self.conn
         now = time.time_ns() // 1_000_000
-        total_msgs = total_bytes = 0
-        per_stream: dict[int, list[int]] = {}
         if sync:
             conn.execute("PRAGMA synchronous=FULL")
         try:
             with write_transaction(conn, self.path, "volume"):
+                # [next_offset, state, bytes, created_ms, base, first_ts, max_ts, batches,
+                #  messages, changed, Append that created it or None]
                 states: dict[int, list] = {}
+                ids = sorted({a.pl_id for a in appends})
+                for i in range(0, len(ids), 500):
+                    chunk = ids[i : i + 500]
+                    for row in conn.execute(
+                        "SELECT id, next_offset, state, bytes, created_ms, base_offset, "
+                        "first_ts, max_ts, batches, messages FROM partitionlets "
+                        f"WHERE id IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    ):
+                        states[row[0]] = [*row[1:], False, None]
+                batch_rows = []
+                heat_rows = []
+                per_stream: dict[int, list[int]] = {}
                 for a in appends:
                     st = states.get(a.pl_id)
-                    if st is None:
-                        row = conn.execute(
-                            "SELECT next_offset, state, bytes, created_ms, base_offset, first_ts, "
-                            "max_ts, batches, messages FROM partitionlets WHERE id = ?",
-                            (a.pl_id,),
-                        ).fetchone()
-                        if row is None:
-                            conn.execute(
-                                "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
-                                "base_offset, next_offset, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                (a.pl_id, a.stream_id, a.topic_id, a.partition, a.pl_base_offset,
-                                 a.pl_base_offset, now),
-                            )
-                            row = (a.pl_base_offset, ACTIVE, 0, now, a.pl_base_offset, None, None,
-                                   0, 0)
-                        st = states[a.pl_id] = list(row) + [False]  # [9] = changed
-                    (next_offset, state, nbytes, created_ms, base, first_ts, max_ts, nbatches,
-                     nmessages, _) = st
+                    if st is None:  # its first append: the row is made below
+                        st = states[a.pl_id] = [a.pl_base_offset, ACTIVE, 0, now,
+                                                a.pl_base_offset, None, None, 0, 0, True, a]
+                    next_offset, state, nbytes, created_ms, base, first_ts, max_ts = st[:7]
                     if state != ACTIVE:
                         a.sealed_at = next_offset
                         continue
@@ -230,23 +232,18 @@ class Volume:
                         continue
                     size = len(a.payload)
                     ts_high = a.max_ts if max_ts is None or a.max_ts > max_ts else max_ts
-                    conn.execute(
-                        "INSERT INTO batches (partitionlet, base_offset, last_offset, count, "
-                        "first_ts, max_ts, ts_high, ts_type, append_ms, origin, bytes, payload) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (a.pl_id, next_offset, next_offset + a.count - 1, a.count, a.first_ts,
-                         a.max_ts, ts_high, a.ts_type, now, a.origin, size, a.payload),
-                    )
+                    batch_rows.append((a.pl_id, next_offset, next_offset + a.count - 1, a.count,
+                                       a.first_ts, a.max_ts, ts_high, a.ts_type, now, a.origin,
+                                       size, a.payload))
+                    heat_rows.append((a.pl_id, a.count, size))
                     a.offset = next_offset
                     st[0] = next_offset + a.count
                     st[2] = nbytes + size
                     st[5] = a.first_ts if first_ts is None else min(first_ts, a.first_ts)
                     st[6] = ts_high
-                    st[7] = nbatches + 1
-                    st[8] = nmessages + a.count
+                    st[7] += 1
+                    st[8] += a.count
                     st[9] = True
-                    total_msgs += a.count
-                    total_bytes += size
                     usage = per_stream.get(a.stream_id)
                     if usage is None:
                         per_stream[a.stream_id] = [a.count, size]
@@ -257,20 +254,32 @@ class Volume:
                         st[1] = SEALED
                         a.sealed_at = st[0]
                 conn.executemany(
+                    "INSERT INTO batches (partitionlet, base_offset, last_offset, count, "
+                    "first_ts, max_ts, ts_high, ts_type, append_ms, origin, bytes, payload) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    batch_rows,
+                )
+                made = [(pl_id, st[10]) for pl_id, st in states.items() if st[10] is not None]
+                conn.executemany(
+                    "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
+                    "base_offset, next_offset, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(pl_id, a.stream_id, a.topic_id, a.partition, a.pl_base_offset,
+                      a.pl_base_offset, now) for pl_id, a in made],
+                )
+                conn.executemany(
                     "UPDATE partitionlets SET next_offset = ?, state = ?, bytes = ?, first_ts = ?, "
                     "max_ts = ?, batches = ?, messages = ? WHERE id = ?",
-                    [(s[0], s[1], s[2], s[5], s[6], s[7], s[8], pl_id)
-                     for pl_id, s in states.items() if s[9]],
+                    [(st[0], st[1], st[2], st[5], st[6], st[7], st[8], pl_id)
+                     for pl_id, st in states.items() if st[9]],
                 )
-                if total_msgs:
+                if batch_rows:
                     bucket = now // (HEAT_BUCKET_S * 1000)
                     conn.executemany(
                         "INSERT INTO heat (bucket, partitionlet, w_messages, w_bytes) "
                         "VALUES (?, ?, ?, ?) ON CONFLICT (bucket, partitionlet) DO UPDATE SET "
                         "w_messages = w_messages + excluded.w_messages, "
                         "w_bytes = w_bytes + excluded.w_bytes",
-                        [(bucket, a.pl_id, a.count, len(a.payload))
-                         for a in appends if a.offset is not None],
+                        [(bucket, *row) for row in heat_rows],
                     )
                     if bucket % 360 == 0:  # about once an hour of appends: forget old heat
                         conn.execute("DELETE FROM heat WHERE bucket < ?",
@@ -592,6 +601,7 @@ class Volume:
         return {pl_id: (state, nbytes) for pl_id, state, nbytes in rows}
 
     def copy_partitionlet_from(self, source: Volume, pl_id: int, *, sync: bool = True,
+                               expect_here: PartitionletState | None = None,
                                chunk: int = 64) -> PartitionletState | None:
         """Copy the sealed partitionlet `pl_id` of `source` into this volume.
 
@@ -606,8 +616,11 @@ class Volume:
         partitionlet was once active (a sealed row keeps stale writers out just as well).
 
         `sync=True` makes the commit durable against a machine crash, as it must be before
-        the catalog points at the copy and the source is purged. Returns the state of the
-        copy, or None, writing nothing, when `source` holds no sealed partitionlet `pl_id`.
+        the catalog points at the copy and the source is purged. With `expect_here`, the
+        copy replaces only a row here in exactly that state (a refresh of an earlier copy
+        that nobody has rewritten since). Returns the state of the copy, or None, writing
+        nothing, when `source` holds no sealed partitionlet `pl_id` or the row here is not
+        as expected.
         """
         from engine.errors import InvalidArgument
 
@@ -630,6 +643,13 @@ class Volume:
                     conn.execute("PRAGMA synchronous=FULL")
                 try:
                     with write_transaction(conn, self.path, "volume"):
+                        if expect_here is not None:
+                            here = conn.execute(
+                                f"SELECT {_STATE_COLUMNS} FROM partitionlets WHERE id = ?",
+                                (pl_id,),
+                            ).fetchone()
+                            if here is None or PartitionletState(*here) != expect_here:
+                                return None
                         self._drop_for_copy(pl_id)
                         conn.execute(
                             "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
@@ -691,3 +711,36 @@ class Volume:
             )
         conn.execute("DELETE FROM batches WHERE partitionlet = ?", (pl_id,))
         conn.execute("DELETE FROM partitionlets WHERE id = ?", (pl_id,))
+
+    def purge_if_unchanged(self, pl_id: int, expected: PartitionletState) -> bool:
+        """What `purge` does to one partitionlet, but only if its row is still exactly in
+        the `expected` state (checked in the same transaction); True if purged.
+
+        A move (engine.balance) deletes its source this way, so that a compaction that
+        rewrote the source after the copy was taken is noticed instead of lost.
+        """
+        conn = self.conn
+        with write_transaction(conn, self.path, "volume"):
+            row = conn.execute(
+                f"SELECT {_STATE_COLUMNS} FROM partitionlets WHERE id = ?", (pl_id,)
+            ).fetchone()
+            if row is None or PartitionletState(*row) != expected:
+                return False
+            usage = conn.execute(
+                "SELECT p.stream_id, coalesce(sum(b.count), 0), coalesce(sum(b.bytes), 0) "
+                "FROM partitionlets p LEFT JOIN batches b ON b.partitionlet = p.id "
+                "WHERE p.id = ? GROUP BY p.id",
+                (pl_id,),
+            ).fetchone()
+            conn.execute(
+                "UPDATE stream_usage SET messages = messages - ?, bytes = bytes - ? "
+                "WHERE stream_id = ?",
+                (usage[1], usage[2], usage[0]),
+            )
+            conn.execute("DELETE FROM batches WHERE partitionlet = ?", (pl_id,))
+            conn.execute(
+                "UPDATE partitionlets SET state = ?, bytes = 0, batches = 0, messages = 0 "
+                "WHERE id = ?",
+                (DELETED, pl_id),
+            )
+        return True
