@@ -25,9 +25,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine import names, policies
+from engine import acl, names, policies
 from engine.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.errors import (
+    AccessDenied,
     Closed,
     IllegalState,
     InvalidArgument,
@@ -219,6 +220,7 @@ class Cluster:
         self._check_open()
         names.validate_stream_path(path)
         row = self._catalog.stream(path)
+        self._authorize(row, "admin_perm")
         self._catalog.set_policies(path, policies.validate(stream_policies, base=row.policies))
         self._changes += 1
         return self.stream(path)
@@ -227,6 +229,7 @@ class Cluster:
         """Delete the stream with all its topics, messages and committed offsets."""
         self._check_open()
         names.validate_stream_path(path)
+        self._authorize(self._catalog.stream(path), "admin_perm")
         self._purge(self._catalog.delete_stream(path))
         self._changes += 1
 
@@ -263,6 +266,7 @@ class Cluster:
         self._check_open()
         stream_path, topic = names.split_full_name(name)
         row = self._catalog.stream(stream_path)
+        self._authorize(row, "topic_perm")
         count = row.policies["default_partitions"] if partitions is None else partitions
         _check_partition_count(count)
         self._catalog.create_topics(row.id, [(topic, count)], exist_ok=False)
@@ -272,13 +276,17 @@ class Cluster:
     def delete_topic(self, name: str) -> None:
         """Delete the topic with its messages and committed offsets."""
         self._check_open()
-        self._purge(self._catalog.delete_topic(self._topic_row(name)))
+        row = self._topic_row(name)
+        self._authorize(self._catalog.stream_by_id(row.stream_id), "topic_perm")
+        self._purge(self._catalog.delete_topic(row))
         self._changes += 1
 
     def add_partitions(self, name: str, count: int) -> TopicInfo:
         """Grow the topic to `count` partitions in all (never fewer)."""
         self._check_open()
         row = self._topic_row(name)
+        self._authorize(self._catalog.stream_by_id(row.stream_id), "topic_perm",
+                        what="add partitions to topics of")
         _check_partition_count(count)
         if count < row.partitions:
             raise InvalidPartition(
@@ -441,6 +449,8 @@ class Cluster:
         if not isinstance(group_id, str) or not group_id:
             raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
         row = self._topic_row(topic)
+        self._authorize(self._catalog.stream_by_id(row.stream_id), "admin_perm",
+                        what="reset group offsets on")
         now = time.time_ns() // 1_000_000
         members = self._catalog.group_members(group_id, now)
         if members:
@@ -503,6 +513,22 @@ class Cluster:
 
         return balance.rebalance(self)
 
+    # --- access control -------------------------------------------------------------------
+
+    def _authorize(self, stream: StreamRow, perm: str, principal: Principal | None = None,
+                   what: str | None = None) -> None:
+        """Raise `AccessDenied` unless `principal` (default: the cluster's) satisfies the
+        stream's ACE `perm` (produce_perm, consume_perm, topic_perm, copy_perm,
+        admin_perm)."""
+        who = principal or self.principal
+        ace = stream.policies[perm]
+        if not acl.check(ace, who, stream.creator, policy=perm):
+            verb = what or _PERM_VERBS[perm]
+            raise AccessDenied(
+                f"user {who.user!r} may not {verb} stream {stream.path}: {perm} is "
+                f"{ace!r} (creator {stream.creator!r})"
+            )
+
     # --- internals shared by producers and consumers --------------------------------------
 
     def _volume(self, volume_id: int) -> Volume:
@@ -526,6 +552,15 @@ class Cluster:
             if self._append_seq == seq:
                 self._appended.wait(timeout)
             return self._append_seq
+
+
+_PERM_VERBS = {
+    "produce_perm": "produce to",
+    "consume_perm": "consume from",
+    "topic_perm": "create or delete topics of",
+    "copy_perm": "copy (replicate) the whole of",
+    "admin_perm": "administer",
+}
 
 
 def _refuse_foreign(root: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from engine import groups, names
 from engine.errors import (
+    AccessDenied,
     Closed,
     IllegalState,
     InvalidArgument,
@@ -159,11 +160,13 @@ class Consumer:
         return names.resolve(topic, self.default_stream)
 
     def _topic_meta(self, full: str) -> _TopicMeta:
+        """What the consumer needs of a topic; checks the consume permission first."""
         meta = self._meta.get(full)
         if meta is None:
             stream_path, name = names.split_full_name(full)
             row = self._cluster._catalog.topic(stream_path, name)
             stream = self._cluster._catalog.stream_by_id(row.stream_id)
+            self._cluster._authorize(stream, "consume_perm", self.principal)
             meta = self._meta[full] = _TopicMeta(row.id, row.stream_id, row.partitions,
                                                  stream.policies["ttl"])
         return meta
@@ -221,7 +224,13 @@ class Consumer:
         if bool(topics) == bool(pattern):
             raise IllegalState("subscribe() takes either topics or a pattern, exactly one")
         self._manual = False
-        self._subscription = {self._full(t) for t in topics}
+        subscription = {self._full(t) for t in topics}
+        for full in subscription:  # an explicit topic that exists must be readable
+            try:
+                self._topic_meta(full)
+            except (UnknownTopic, UnknownStream):
+                pass  # assigned once it is created
+        self._subscription = subscription
         self._pattern = self._compile_pattern(pattern) if pattern else None
         self._listener = listener
         self._update_subscription()
@@ -251,6 +260,11 @@ class Consumer:
                 stream_id = self._cluster._catalog.stream(stream).id
             except UnknownStream:
                 return wanted
+            stream = self._cluster._catalog.stream_by_id(stream_id)
+            try:
+                self._cluster._authorize(stream, "consume_perm", self.principal)
+            except AccessDenied:
+                return wanted  # a pattern matches only what the principal may read
             for row in self._cluster._catalog.topics(stream_id, None, None, 0):
                 if regex.fullmatch(row.name):
                     wanted.add(row.full_name)

@@ -413,7 +413,11 @@ class Producer:
             stream = self._streams[stream_path] = catalog.stream(stream_path)
         policies = stream.policies
         ts_type = LOG_APPEND_TIME if policies["timestamp_type"] == "log_append" else CREATE_TIME
+        self._cluster._authorize(stream, "produce_perm", self.principal)
         row = catalog.topic_or_none(stream.id, name)
+        if row is None and policies["auto_create"]:
+            self._cluster._authorize(stream, "topic_perm", self.principal,
+                                     what="create topics (auto-create on produce) in")
         if row is not None:
             state = _TopicState(full, stream.id, row.id, row.partitions,
                                 policies["max_message_bytes"], ts_type)
