@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine import acl, names, policies
+from engine import acl, names, policies, retention
 from engine.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.errors import (
     AccessDenied,
@@ -53,6 +53,7 @@ from engine.records import (
     TopicPartition,
     VolumeInfo,
 )
+from engine.retention import CompactionReport, RetentionReport
 from engine.volume import ACTIVE, PartitionletState, Volume
 
 CATALOG_FILE = "catalog.db"
@@ -492,18 +493,14 @@ class Cluster:
 
     # --- maintenance ----------------------------------------------------------------------
 
-    def enforce_retention(self) -> Any:
+    def enforce_retention(self) -> RetentionReport:
         """Drop partitionlets whose messages have all expired (the streams' `ttl`)."""
         self._check_open()
-        from engine import retention
-
         return retention.enforce_retention(self)
 
-    def compact(self) -> Any:
+    def compact(self) -> CompactionReport:
         """Keep the latest message per key in the partitionlets of compacted streams."""
         self._check_open()
-        from engine import retention
-
         return retention.compact(self)
 
     def rebalance(self) -> Any:

@@ -85,6 +85,9 @@ class PartitionInfo:
 
     @property
     def messages(self) -> int:
+        """Messages stored: fewer than the offset range after compaction."""
+        if self.partitionlets:
+            return sum(p.messages for p in self.partitionlets)
         return self.log_end_offset - self.log_start_offset
 
 

@@ -1,0 +1,113 @@
+"""Background maintenance of a long-lived process: retention and compaction on a timer.
+
+`Maintenance(cluster).start()` runs `enforce_retention` and `compact` every `interval_s`
+seconds in a thread of its own, never on the path of `send` or `poll`. A failing pass is
+logged and the next one runs on time. Several processes may each run one on the same
+cluster: every change is its own short transaction (engine.retention).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from engine import retention
+from engine.errors import Closed, InvalidArgument
+
+if TYPE_CHECKING:
+    from engine.cluster import Cluster
+
+log = logging.getLogger(__name__)
+
+
+class Maintenance:
+    """Runs retention and compaction of one cluster in a daemon thread.
+
+    `run_once()` runs both passes now, in the calling thread, and returns their reports
+    (None for a pass that failed). `last_retention`, `last_compaction` and `last_error`
+    keep the latest outcomes for a console to show.
+    """
+
+    def __init__(self, cluster: Cluster, interval_s: float = 60, *,
+                 retention_enabled: bool = True, compaction_enabled: bool = True) -> None:
+        if isinstance(interval_s, bool) or not isinstance(interval_s, int | float) or (
+            interval_s <= 0
+        ):
+            raise InvalidArgument(f"interval_s must be a positive number, got {interval_s!r}")
+        self.cluster = cluster
+        self.interval_s = float(interval_s)
+        self.retention_enabled = retention_enabled
+        self.compaction_enabled = compaction_enabled
+        self.runs = 0
+        self.last_retention: retention.RetentionReport | None = None
+        self.last_compaction: retention.CompactionReport | None = None
+        self.last_error: BaseException | None = None
+        self._stop = threading.Event()
+        self._pass = threading.Lock()  # one pass at a time (the thread or run_once)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Maintenance:
+        """Start the thread; the first pass runs after one interval."""
+        if self._thread is not None and self._thread.is_alive():
+            return self
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="plet-maintenance",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = 30) -> None:
+        """Stop the thread, waiting up to `timeout` seconds for a running pass to end."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> Maintenance:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def run_once(self) -> tuple[retention.RetentionReport | None,
+                                retention.CompactionReport | None]:
+        """Enforce retention, then compact; errors are logged, not raised."""
+        with self._pass:
+            kept = compacted = None
+            if self.retention_enabled:
+                kept = self._guarded("retention", retention.enforce_retention)
+                if kept is not None:
+                    self.last_retention = kept
+            if self.compaction_enabled:
+                compacted = self._guarded("compaction", retention.compact)
+                if compacted is not None:
+                    self.last_compaction = compacted
+            self.runs += 1
+            return kept, compacted
+
+    def _guarded(self, what: str, job):
+        if self.cluster.closed:
+            return None
+        try:
+            report = job(self.cluster)
+        except Exception as exc:  # a background job: log and try again next time
+            if self.cluster.closed or isinstance(exc, Closed):
+                return None
+            self.last_error = exc
+            log.exception("%s of cluster %s failed; it runs again in %.0f s", what,
+                          self.cluster.path, self.interval_s)
+            return None
+        log.debug("%s of cluster %s: %s", what, self.cluster.path, report)
+        return report
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            if self.cluster.closed:
+                return
+            self.run_once()

@@ -1,0 +1,442 @@
+"""Retention (the streams' `ttl`) and compaction (their `compact` policy).
+
+`enforce_retention(cluster)` drops whole partitionlets whose messages have all expired.
+Readers hide an expired message at once (engine.log); this is where its storage goes.
+A partitionlet is expired when its largest timestamp, as readers see it (create time or
+log-append time, per batch), is older than `now - ttl`. A sealed one is purged from its
+volume and then removed from the catalog; the active one is first sealed in its volume's
+write transaction (`Volume.seal_expired`, so no append slips in) and given a successor
+at its end offset, so the partition's offsets go on where they stopped. The last
+partitionlet of a chain is never dropped: it carries the log end offset. The partition's
+`log_start_offset`, the base offset of its first partitionlet, moves up by itself.
+
+Volume first, catalog second: a crash in between leaves a catalog row whose volume row
+is a DELETED tombstone; readers skip it (engine.log) and the next run removes the row.
+Nothing is leaked and nothing readable is lost.
+
+`compact(cluster)` keeps, in every partition of a compacted stream, only the latest
+message per key, across the whole partition (a key written again in a later partitionlet
+goes from the earlier ones), the active partitionlet included:
+
+- a message without a key is always kept;
+- a message newer than `min_compaction_lag_ms` is kept, and counts as the latest of its key
+  (older messages of that key go);
+- a tombstone (value None) that is the latest of its key goes once it is older than
+  `delete_retention_ms`; until then it stays (and the key's older messages go).
+
+Kept messages keep their offsets: a batch is rewritten with offset deltas over the same
+offset range, and one left empty is deleted. Each partitionlet is rewritten in one
+BEGIN IMMEDIATE transaction of its volume (`Volume.rewrite_batches`), so a reader sees
+either the old batches or the new ones, and appends made meanwhile are untouched (they
+come after the plan, so they are never removed). Partitionlets are rewritten in offset
+order, so a crash half-way never removes a tombstone before what it deletes.
+
+Both passes walk the catalog a page of topics at a time, so no read transaction stays
+open long; they may run in several processes at once.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from engine import batch as batch_codec
+from engine.catalog import PartitionletRow
+from engine.connection import translate
+from engine.volume import ACTIVE, DELETED, SEALED, BatchRewrite, PartitionletState
+
+if TYPE_CHECKING:
+    from engine.cluster import Cluster
+
+# Topics read from the catalog at a time (one short read each).
+PAGE_TOPICS = 500
+# Batches read from a volume at a time while compacting.
+READ_BATCHES = 16
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# --- reports -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicRetention:
+    """What retention freed in one topic."""
+
+    partitionlets: int = 0
+    messages: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class RetentionReport:
+    """The outcome of one `enforce_retention` pass.
+
+    `partitionlets_sealed` counts active partitionlets that had expired and were sealed (and
+    given a successor) so that they could be dropped; `by_topic` maps full topic names to
+    what was freed there.
+    """
+
+    partitionlets_dropped: int = 0
+    messages_freed: int = 0
+    bytes_freed: int = 0
+    partitionlets_sealed: int = 0
+    by_topic: dict[str, TopicRetention] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class TopicCompaction:
+    """What compaction removed in one topic."""
+
+    messages_removed: int = 0
+    tombstones_removed: int = 0
+    bytes_freed: int = 0
+    batches_rewritten: int = 0
+    batches_deleted: int = 0
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    """The outcome of one `compact` pass; `by_topic` maps full topic names (of the topics
+    where something was removed) to what was removed there."""
+
+    partitions: int = 0  # partitions examined
+    partitionlets_rewritten: int = 0
+    batches_rewritten: int = 0
+    batches_deleted: int = 0
+    messages_removed: int = 0
+    tombstones_removed: int = 0
+    bytes_freed: int = 0
+    by_topic: dict[str, TopicCompaction] = field(default_factory=dict, hash=False)
+
+
+# --- walking the catalog -------------------------------------------------------------------
+
+
+@dataclass
+class _Partition:
+    topic: str  # full name
+    topic_id: int
+    partition: int
+    policies: dict[str, Any]
+    chain: list[PartitionletRow]
+
+
+def _query(cluster: Cluster, sql: str, args: tuple) -> list[tuple]:
+    catalog = cluster._catalog
+    try:
+        return catalog.conn.execute(sql, args).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise translate(exc, catalog.path, "catalog") from exc
+
+
+def _pages(cluster: Cluster, where: str) -> Iterator[list[_Partition]]:
+    """The partitions (with their chains) of the topics whose stream matches `where`, a
+    page of topics at a time.
+
+    This query is not in engine.catalog: it filters streams on their policies inside
+    SQLite (json_extract), so that a catalog of many streams is walked without parsing
+    every stream's policies in Python.
+    """
+    after = 0
+    policies: dict[int, dict[str, Any]] = {}
+    while True:
+        rows = _query(
+            cluster,
+            "SELECT t.id, s.id, s.path, t.name, s.policies FROM topics t "
+            f"JOIN streams s ON s.id = t.stream_id WHERE t.id > ? AND ({where}) "
+            "ORDER BY t.id LIMIT ?",
+            (after, PAGE_TOPICS),
+        )
+        if not rows:
+            return
+        after = rows[-1][0]
+        names = {}
+        for topic_id, stream_id, path, name, text in rows:
+            if stream_id not in policies:
+                policies[stream_id] = json.loads(text)
+            names[topic_id] = (f"{path}:{name}", policies[stream_id])
+        chains: dict[tuple[int, int], list[PartitionletRow]] = defaultdict(list)
+        for pl in cluster._catalog.chains(list(names)):
+            chains[(pl.topic_id, pl.partition)].append(pl)
+        yield [
+            _Partition(names[tid][0], tid, part, names[tid][1], chain)
+            for (tid, part), chain in sorted(chains.items())
+        ]
+
+
+def _states(cluster: Cluster, pls: list[PartitionletRow]) -> dict[int, PartitionletState]:
+    by_volume: dict[int, list[int]] = defaultdict(list)
+    for pl in pls:
+        by_volume[pl.volume_id].append(pl.id)
+    states: dict[int, PartitionletState] = {}
+    for volume_id, ids in by_volume.items():
+        states.update(cluster._volume(volume_id).states(ids))
+    return states
+
+
+# --- retention -------------------------------------------------------------------------------
+
+
+def enforce_retention(cluster: Cluster) -> RetentionReport:
+    """Drop every partitionlet whose messages have all expired, in streams with ttl > 0."""
+    dropped = messages = nbytes = sealed = 0
+    by_topic: dict[str, list[int]] = {}
+    for page in _pages(cluster, "json_extract(s.policies, '$.ttl') > 0"):
+        now = _now_ms()
+        drops, n_sealed = _expired(cluster, page, now)
+        sealed += n_sealed
+        if not drops:
+            continue
+        for topic, _pl, freed in _drop(cluster, drops):
+            got = by_topic.setdefault(topic, [0, 0, 0])
+            got[0] += 1
+            got[1] += freed[0]
+            got[2] += freed[1]
+            dropped += 1
+            messages += freed[0]
+            nbytes += freed[1]
+    return RetentionReport(
+        dropped, messages, nbytes, sealed,
+        {t: TopicRetention(*v) for t, v in sorted(by_topic.items())},
+    )
+
+
+def _expired(cluster: Cluster, page: list[_Partition],
+             now: int) -> tuple[list[tuple[str, PartitionletRow]], int]:
+    """The partitionlets of `page` to drop, as (topic, row), sealing expired active ones
+    (and giving them successors) on the way; and how many were sealed."""
+    cutoffs = {}
+    maybe: list[tuple[_Partition, PartitionletRow]] = []
+    for p in page:
+        cutoff = cutoffs[(p.topic_id, p.partition)] = now - int(p.policies["ttl"]) * 1000
+        for pl in p.chain:
+            # The catalog's max_ts of a sealed partitionlet is copied from its volume when
+            # it rolls, and only ever lowered since (compaction): trust it to skip.
+            if pl.end_offset is None or pl.max_ts is None or pl.max_ts < cutoff:
+                maybe.append((p, pl))
+    if not maybe:
+        return [], 0
+    states = _states(cluster, [pl for _, pl in maybe])
+    drops: list[tuple[str, PartitionletRow]] = []
+    successors: list[tuple[int, int, int, int, int | None]] = []
+    rolled: list[tuple[str, PartitionletRow, PartitionletState]] = []
+    for p, pl in maybe:
+        st = states.get(pl.id)
+        if st is None:
+            continue  # nothing appended yet, or on its way to another volume
+        cutoff = cutoffs[(p.topic_id, p.partition)]
+        if pl.end_offset is not None:
+            # (A sealed catalog row always has a sealed volume row: the catalog seals only
+            # after the volume did. Never drop one that still looks active.)
+            if st.state == DELETED or (st.state == SEALED and _all_expired(st, cutoff)):
+                drops.append((p.topic, pl))
+            continue
+        # The active partitionlet: seal it (in its volume) if all of it has expired.
+        if st.state == ACTIVE:
+            if not _all_expired(st, cutoff):
+                continue
+            st = cluster._volume(pl.volume_id).seal_expired(pl.id, cutoff)
+            if st is None or st.state != SEALED:
+                continue  # an append came first
+        if st.state == SEALED:
+            # Sealed now, or rolled by a writer that has not told the catalog yet: the
+            # catalog learns the end offset and a successor starts there (or the one
+            # another writer made is kept).
+            successors.append((pl.topic_id, pl.partition, cluster._placement.choose(),
+                               st.next_offset, pl.id))
+            rolled.append((p.topic, pl, st))
+    n_sealed = 0
+    if successors:
+        cluster._catalog.add_partitionlets(successors)
+        for topic, pl, st in rolled:
+            if _all_expired(st, cutoffs[(pl.topic_id, pl.partition)]):
+                n_sealed += 1
+                drops.append((topic, replace(pl, end_offset=st.next_offset)))
+    return drops, n_sealed
+
+
+def _all_expired(st: PartitionletState, cutoff: int) -> bool:
+    if st.next_offset <= st.base_offset:
+        return False  # never written to
+    return st.max_ts is None or st.max_ts < cutoff  # None: compaction emptied it
+
+
+def _drop(cluster: Cluster,
+          drops: list[tuple[str, PartitionletRow]]
+          ) -> list[tuple[str, PartitionletRow, tuple[int, int]]]:
+    """Purge these sealed partitionlets from their volumes, then remove their catalog rows
+    (bumping the topology version so readers and writers drop cached chains).
+
+    Returns what was dropped, with (messages, bytes) freed.
+    """
+    by_volume: dict[int, list[int]] = defaultdict(list)
+    for _, pl in drops:
+        by_volume[pl.volume_id].append(pl.id)
+    freed: dict[int, tuple[int, int]] = {}
+    for volume_id, ids in by_volume.items():
+        freed.update(cluster._volume(volume_id).drop(ids))
+    catalog = cluster._catalog
+    done = []
+    with catalog.write():
+        conn = catalog.conn
+        for topic, pl in drops:
+            row = conn.execute(
+                "SELECT volume_id, end_offset FROM partitionlets WHERE id = ?", (pl.id,)
+            ).fetchone()
+            if row is None or row[1] is None or row[0] != pl.volume_id:
+                # Gone already (another process), or moved to another volume since the
+                # chain was read: its copy there is dropped on the next run.
+                continue
+            # Keep the end of the chain: it carries the log end offset.
+            later = conn.execute(
+                "SELECT 1 FROM partitionlets WHERE topic_id = ? AND partition = ? "
+                "AND base_offset >= ? AND id != ? LIMIT 1",
+                (pl.topic_id, pl.partition, row[1], pl.id),
+            ).fetchone()
+            if later is None:
+                continue
+            conn.execute("DELETE FROM partitionlets WHERE id = ?", (pl.id,))
+            done.append((topic, pl, freed.get(pl.id, (0, 0))))
+        if done:
+            catalog.bump_topology()
+    return done
+
+
+# --- compaction ------------------------------------------------------------------------------
+
+
+def compact(cluster: Cluster) -> CompactionReport:
+    """Keep only the latest message per key in every partition of compacted streams."""
+    totals = defaultdict(int)
+    by_topic: dict[str, dict[str, int]] = {}
+    for page in _pages(cluster, "json_extract(s.policies, '$.compact') = 1"):
+        for p in page:
+            totals["partitions"] += 1
+            for key, value in _compact_partition(cluster, p).items():
+                totals[key] += value
+                if key != "partitionlets_rewritten":
+                    by_topic.setdefault(p.topic, defaultdict(int))[key] += value
+    return CompactionReport(
+        partitions=totals["partitions"],
+        partitionlets_rewritten=totals["partitionlets_rewritten"],
+        batches_rewritten=totals["batches_rewritten"],
+        batches_deleted=totals["batches_deleted"],
+        messages_removed=totals["messages_removed"],
+        tombstones_removed=totals["tombstones_removed"],
+        bytes_freed=totals["bytes_freed"],
+        by_topic={
+            t: TopicCompaction(**v) for t, v in sorted(by_topic.items())
+            if v.get("messages_removed")
+        },
+    )
+
+
+def _batches(cluster: Cluster, pl: PartitionletRow) -> Iterator[tuple]:
+    """(batch id, base_offset, last_offset, count, payload) of a partitionlet, in offset
+    order, read a few at a time (each read is one consistent statement)."""
+    vol = cluster._volume(pl.volume_id)
+    after = -1
+    while True:
+        rows = vol.batch_rows(pl.id, after, READ_BATCHES)
+        if not rows:
+            return
+        yield from rows
+        after = rows[-1][2]
+
+
+def _compact_partition(cluster: Cluster, p: _Partition) -> dict[str, int]:
+    now = _now_ms()
+    lag = int(p.policies["min_compaction_lag_ms"])
+    # Newer than this (strictly): not compacted away, and the latest of its key.
+    protect_after = now - lag if lag > 0 else None
+    tombstone_before = now - int(p.policies["delete_retention_ms"])
+
+    # Pass 1: the latest offset of every key over the whole partition.
+    latest: dict[bytes | None, int] = {}
+    keyed: set[int] = set()  # partitionlets holding any key
+    for pl in p.chain:
+        for _, base, _, _, payload in _batches(cluster, pl):
+            b = batch_codec.decode(payload, base)
+            if b.keys.count(None) != len(b.keys):
+                latest.update(zip(b.keys, b.offsets, strict=True))
+                keyed.add(pl.id)
+    latest.pop(None, None)
+    stats: dict[str, int] = defaultdict(int)
+    if not latest:
+        return stats
+
+    # Pass 2: rewrite, a partitionlet at a time, in offset order.
+    for pl in p.chain:
+        if pl.id not in keyed:
+            continue
+        plan = []
+        for batch_id, base, _, count, payload in _batches(cluster, pl):
+            rw = _plan(batch_id, base, count, payload, latest, protect_after, tombstone_before)
+            if rw is not None:
+                plan.append(rw)
+        if not plan:
+            continue
+        applied, freed = cluster._volume(pl.volume_id).rewrite_batches(pl.id, plan)
+        if not applied:
+            continue
+        stats["partitionlets_rewritten"] += 1
+        stats["bytes_freed"] += freed
+        for rw in applied:
+            stats["messages_removed"] += rw.expect_count - rw.count
+            stats["tombstones_removed"] += rw.tombstones
+            stats["batches_deleted" if rw.payload is None else "batches_rewritten"] += 1
+        if pl.end_offset is not None:
+            # Keep the catalog's copy of a sealed partitionlet's statistics true (listings
+            # and retention read it).
+            st = cluster._volume(pl.volume_id).state(pl.id)
+            if st is not None and st.state != DELETED:
+                cluster._catalog.record_sealed_stats(pl.id, st.bytes, st.first_ts, st.max_ts)
+    return stats
+
+
+def _plan(batch_id: int, base: int, count: int, payload: bytes,
+          latest: dict[bytes | None, int], protect_after: int | None,
+          tombstone_before: int) -> BatchRewrite | None:
+    """The compacted form of one batch, or None when it keeps every message."""
+    b = batch_codec.decode(payload, base)
+    if b.keys.count(None) == count:
+        return None  # no keys: nothing to compact
+    keep: list[int] = []
+    tombstones = 0
+    for i, (offset, key, ts, value) in enumerate(
+        zip(b.offsets, b.keys, b.timestamps, b.values, strict=True)
+    ):
+        if key is None or (protect_after is not None and ts > protect_after):
+            keep.append(i)
+            continue
+        last = latest.get(key)
+        if last is None or offset > last:
+            keep.append(i)  # written after the map was made: nothing supersedes it yet
+        elif offset == last and (value is not None or ts >= tombstone_before):
+            keep.append(i)  # the latest of its key (a tombstone still within retention)
+        elif value is None:
+            tombstones += 1
+    if len(keep) == count:
+        return None
+    if not keep:
+        return BatchRewrite(batch_id, count, None, 0, 0, 0, tombstones)
+    stamps = [b.timestamps[i] for i in keep]
+    keys = [b.keys[i] for i in keep]
+    deltas = [b.offsets[i] - base for i in keep]
+    new_payload = batch_codec.encode(
+        [b.values[i] for i in keep],
+        stamps,
+        None if keys.count(None) == len(keys) else keys,
+        None if b.headers is None else [b.headers[i] for i in keep],
+        None if deltas[-1] == len(deltas) - 1 else deltas,
+    )
+    return BatchRewrite(batch_id, count, new_payload, len(keep), min(stamps), max(stamps),
+                        tombstones)
