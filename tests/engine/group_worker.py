@@ -27,9 +27,14 @@ def main() -> None:
     path, group, topic, stop_file = sys.argv[1:5]
     pattern = "--pattern" in sys.argv
     with Cluster.open(path) as cluster:
-        consumer = Consumer(cluster, group_id=group, auto_offset_reset="earliest",
-                            enable_auto_commit=False, session_timeout_ms=2000,
-                            heartbeat_interval_ms=200)
+        consumer = Consumer(
+            cluster,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=2000,
+            heartbeat_interval_ms=200,
+        )
         if pattern:
             consumer.subscribe(pattern=topic, listener=Listener())
         else:
@@ -44,8 +49,12 @@ def main() -> None:
                 shown = now
             for tp, records in batch.items():
                 for r in records:
-                    print(json.dumps({"t": tp.topic, "p": r.partition, "o": r.offset,
-                                      "v": r.value.decode()}), flush=True)
+                    print(
+                        json.dumps(
+                            {"t": tp.topic, "p": r.partition, "o": r.offset, "v": r.value.decode()}
+                        ),
+                        flush=True,
+                    )
             if batch:
                 consumer.commit()
         consumer.close()

@@ -15,9 +15,14 @@ MALLORY = Principal("mallory", ())
 @pytest.fixture
 def as_alice(cluster_path):
     with Cluster.open(cluster_path, principal=ALICE) as c:
-        c.create_stream("/s", ttl=0, produce_perm="u:<creator> | g:ops",
-                        consume_perm="g:dev | g:ops", topic_perm="u:<creator>",
-                        admin_perm="u:<creator>")
+        c.create_stream(
+            "/s",
+            ttl=0,
+            produce_perm="u:<creator> | g:ops",
+            consume_perm="g:dev | g:ops",
+            topic_perm="u:<creator>",
+            admin_perm="u:<creator>",
+        )
         c.create_topic("/s:t", partitions=2)
         yield c
 

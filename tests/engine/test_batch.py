@@ -44,7 +44,7 @@ def batches(draw):
     return values, timestamps, keys, headers, deltas, base_offset
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(batches())
 def test_round_trip(args):
     values, timestamps, keys, headers, deltas, base_offset = args
@@ -69,7 +69,7 @@ def test_round_trip(args):
         assert v is None or type(v) is bytes
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(batches())
 def test_decode_from_a_database_blob(args):
     """A payload read back from SQLite decodes the same (sqlite returns bytes)."""

@@ -25,8 +25,9 @@ FAST = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 200}
 def produce(cluster, topic, n, start=0, partitions=None):
     producer = Producer(cluster, acks=1)
     for i in range(start, start + n):
-        producer.send(topic, value=f"m{i}".encode(),
-                      partition=None if partitions is None else i % partitions)
+        producer.send(
+            topic, value=f"m{i}".encode(), partition=None if partitions is None else i % partitions
+        )
     producer.flush()
     producer.close()
 
@@ -112,8 +113,14 @@ def test_two_members_split_then_one_leaves(cluster, topic):
 
 def test_group_view_members_lag_and_state(cluster, topic):
     produce(cluster, topic, 40, partitions=4)
-    consumer = Consumer(cluster, topic, group_id="view", auto_offset_reset="earliest",
-                        enable_auto_commit=False, **FAST)
+    consumer = Consumer(
+        cluster,
+        topic,
+        group_id="view",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **FAST,
+    )
     got = 0
     deadline = time.monotonic() + 10
     while got < 20 and time.monotonic() < deadline:
@@ -218,6 +225,7 @@ def test_members_in_separate_processes_split_without_overlap(cluster_path, tmp_p
     stop = tmp_path / "stop"
     workers = [Worker(cluster_path, "proc", "/s:t", stop) for _ in range(members)]
     try:
+
         def settled():
             parts = [tuple(map(tuple, w.assignment())) for w in workers]
             flat = [p for ps in parts for p in ps]
@@ -252,8 +260,10 @@ def test_kill_9_of_a_member_hands_its_partitions_over(cluster_path, tmp_path):
     a = Worker(cluster_path, "kill", "/s:t", stop)
     b = Worker(cluster_path, "kill", "/s:t", stop)
     try:
-        wait_for(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2,
-                 what="two members with two partitions each")
+        wait_for(
+            lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2,
+            what="two members with two partitions each",
+        )
         os.kill(b.proc.pid, signal.SIGKILL)
         b.proc.wait(timeout=10)
         killed_at = time.monotonic()

@@ -52,8 +52,10 @@ def test_heat_matches_a_known_load(cluster):
         assert len(series) == len(heat.buckets) == 6
     assert sum(s.write_messages for ss in heat.volume_series.values() for s in ss) == 350
     assert heat.topics["/h:a"].write_messages_per_s == pytest.approx(300 / 60)
-    assert heat.hottest_partitions(1)[0][0] in (TopicPartition("/h:a", 0),
-                                                TopicPartition("/h:a", 1))
+    assert heat.hottest_partitions(1)[0][0] in (
+        TopicPartition("/h:a", 0),
+        TopicPartition("/h:a", 1),
+    )
 
 
 def test_heat_window_is_checked(cluster):

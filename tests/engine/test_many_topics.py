@@ -16,8 +16,7 @@ def many(tmp_path_factory):
     with Cluster.open(path) as cluster:
         cluster.create_stream("/fleet", ttl=0, default_partitions=1)
         producer = Producer(cluster, acks=1)
-        futures = [producer.send(f"/fleet:car-{i:06d}", value=str(i).encode())
-                   for i in range(N)]
+        futures = [producer.send(f"/fleet:car-{i:06d}", value=str(i).encode()) for i in range(N)]
         producer.flush()
         producer.close()
         assert {f.get(timeout=30).offset for f in futures} == {0}

@@ -1164,3 +1164,76 @@ def test_tailing_consumer_follows_rolls_made_by_another_handle(cluster_path):
             b"%02d-%d" % (r, i) for r in range(10) for i in range(5)
         ]
         assert len(reader.topic(T).partitions[0].partitionlets) >= 5
+
+
+# --- options ---------------------------------------------------------------------------------
+
+
+def test_serializers_and_deserializers(stream):
+    import json
+
+    from engine.partitioner import partition_for_key
+
+    stream.create_topic(T, partitions=5)
+    producer = Producer(
+        stream,
+        acks=1,
+        key_serializer=str.encode,
+        value_serializer=lambda v: json.dumps(v).encode(),
+    )
+    metas = [producer.send(T, value={"n": i}, key=f"user-{i}").get(timeout=10) for i in range(10)]
+    producer.close()
+    for i, meta in enumerate(metas):
+        assert meta.partition == partition_for_key(f"user-{i}".encode(), 5)  # serialized key
+    consumer = Consumer(
+        stream,
+        auto_offset_reset="earliest",
+        key_deserializer=bytes.decode,
+        value_deserializer=json.loads,
+    )
+    consumer.assign([TopicPartition(T, p) for p in range(5)])
+    records = drain(consumer)
+    consumer.close()
+    assert sorted((r.key, r.value["n"]) for r in records) == sorted(
+        (f"user-{i}", i) for i in range(10)
+    )
+
+
+def test_custom_partitioner(stream):
+    stream.create_topic(T, partitions=4)
+    seen = []
+
+    def last(key, all_partitions, available):
+        seen.append(key)
+        return all_partitions[-1]
+
+    producer = Producer(stream, acks=1, partitioner=last)
+    metas = [producer.send(T, value=b"v", key=k).get(timeout=10) for k in (b"a", b"b", None)]
+    producer.close()
+    assert [m.partition for m in metas] == [3, 3, 3]
+    assert seen[:2] == [b"a", b"b"]
+
+
+def test_poll_without_topics_is_illegal(stream):
+    consumer = Consumer(stream)
+    with pytest.raises(errors.IllegalState):
+        consumer.poll(timeout_ms=0)
+    consumer.close()
+
+
+def test_volumes_at_chosen_paths(tmp_path):
+    disk_a, disk_b = tmp_path / "disk-a", tmp_path / "disk-b"
+    paths = [str(disk_a / "v1.db"), str(disk_b / "v2.db"), "local/v3.db"]
+    with Cluster.open(tmp_path / "c", volumes=paths) as cluster:
+        cluster.create_stream("/s", ttl=0)
+        cluster.create_topic(T, partitions=6)
+        produce(cluster, T, [b"%d" % i for i in range(60)], key=None)
+        volumes = cluster.volumes()
+        assert len(volumes) == 3
+    assert (disk_a / "v1.db").exists() and (disk_b / "v2.db").exists()
+    assert (tmp_path / "c" / "local" / "v3.db").exists()
+    with Cluster.open(tmp_path / "c") as cluster:
+        assert len(cluster.volumes()) == 3
+        consumer = assigned(cluster, T, auto_offset_reset="earliest")
+        assert sorted(int(r.value) for r in drain(consumer)) == list(range(60))
+        consumer.close()

@@ -173,8 +173,8 @@ class Log(RuleBasedStateMachine):
 
 
 Log.TestCase.settings = settings(
-    max_examples=20,
-    stateful_step_count=40,
+    max_examples=15,
+    stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
