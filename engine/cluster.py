@@ -312,6 +312,16 @@ class Cluster:
         row = self._catalog.stream(stream)
         return self._topic_infos(self._catalog.topics(row.id, prefix, limit, offset))
 
+    def topic_names(self, stream: str, prefix: str | None = None, limit: int | None = None,
+                    offset: int = 0) -> list[str]:
+        """Full names of the topics of `stream`, ordered; cheaper than `topics()`, which
+        also reads every partition's offsets."""
+        self._check_open()
+        names.validate_stream_path(stream)
+        _check_paging(limit, offset)
+        row = self._catalog.stream(stream)
+        return [t.full_name for t in self._catalog.topics(row.id, prefix, limit, offset)]
+
     def topic_count(self, stream: str, prefix: str | None = None) -> int:
         self._check_open()
         names.validate_stream_path(stream)

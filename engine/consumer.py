@@ -21,6 +21,7 @@ from engine import groups, names
 from engine.errors import (
     AccessDenied,
     Closed,
+    CommitFailed,
     IllegalState,
     InvalidArgument,
     InvalidOffset,
@@ -510,15 +511,19 @@ class Consumer:
 
     # --- committed offsets ----------------------------------------------------------------
 
-    def committed(self, partition: TopicPartition) -> int | None:
-        """The group's committed offset for `partition`, or None."""
+    def committed(self, partition: TopicPartition,
+                  metadata: bool = False) -> int | OffsetAndMetadata | None:
+        """The group's committed offset for `partition` (with its metadata string, as an
+        `OffsetAndMetadata`, when `metadata` is true), or None."""
         self._check_open()
         if self.group_id is None:
             return None
         tp = self._check_tp(partition)
         row = self._cluster._catalog.committed(self.group_id, self._topic_meta(tp.topic).topic_id,
                                                tp.partition)
-        return None if row is None else row[0]
+        if row is None:
+            return None
+        return OffsetAndMetadata(row[0], row[1]) if metadata else row[0]
 
     def commit(self, offsets: dict[TopicPartition, Any] | None = None) -> None:
         """Commit `offsets` ({tp: OffsetAndMetadata or int}), or every current position."""
@@ -531,6 +536,11 @@ class Consumer:
         rows = []
         for tp, value in offsets.items():
             full = self._check_tp(tp)
+            if self._member is not None and full not in self._assigned:
+                raise CommitFailed(
+                    f"{full.topic} partition {full.partition} is not assigned to this member "
+                    f"of group {self.group_id!r} (any more): another member may be reading it"
+                )
             if isinstance(value, OffsetAndMetadata):
                 offset, metadata = value.offset, value.metadata or ""
             else:
@@ -563,9 +573,20 @@ class Consumer:
 
     # --- reading --------------------------------------------------------------------------
 
-    def poll(self, timeout_ms: int = 0,
-             max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Records of the assigned, unpaused partitions; waits up to `timeout_ms` for some."""
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None,
+             update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records of the assigned, unpaused partitions; waits up to `timeout_ms` for some.
+
+        With `update_offsets=False` the positions stay where they were (a peek)."""
+        if not update_offsets:
+            before = {tp: state.position for tp, state in self._assigned.items()}
+            try:
+                return self.poll(timeout_ms, max_records)
+            finally:
+                for tp, position in before.items():
+                    state = self._assigned.get(tp)
+                    if state is not None and position is not None:
+                        state.position = position
         self._check_open()
         if not self._assigned and not self._subscription and not self._pattern:
             raise IllegalState("poll() needs subscribe() or assign() first")

@@ -101,6 +101,10 @@ class NoOffsetForPartition(IllegalState):
     """`auto_offset_reset="none"` and the group has no committed offset for a partition."""
 
 
+class CommitFailed(IllegalState):
+    """A group member committed a partition that the group has given to another member."""
+
+
 # --- files -------------------------------------------------------------------------------
 
 

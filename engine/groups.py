@@ -268,8 +268,10 @@ class GroupMember:
             "SELECT member_id, topics FROM group_members WHERE group_id = ?", (self.group_id,))}
         strategies = {s for (s,) in conn.execute(
             "SELECT DISTINCT strategy FROM group_members WHERE group_id = ?", (self.group_id,))}
-        strategy = self.strategy if self.strategy in strategies or not strategies else min(
-            strategies)
+        # The same choice whoever computes it: members that disagree must not take turns
+        # rewriting the assignment. One strategy for all when they agree, else the first
+        # by name.
+        strategy = min(strategies) if strategies else self.strategy
         topic_ids = sorted({t for topics in members.values() for t in topics})
         partitions = {}
         for topic_id in topic_ids:

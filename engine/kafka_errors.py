@@ -130,19 +130,29 @@ class BrokerResponseError(KafkaError):
         return f"{text}: {self.args[0]}" if self.args else text
 
 
-def _code(name: str, errno: int, *, retriable: bool = False, invalid_metadata: bool = False,
-          description: str = "") -> type[BrokerResponseError]:
+def _code(
+    name: str,
+    errno: int,
+    *,
+    retriable: bool = False,
+    invalid_metadata: bool = False,
+    description: str = "",
+) -> type[BrokerResponseError]:
     """A BrokerResponseError subclass for one protocol error code."""
-    cls = type(name, (BrokerResponseError,), {
-        "errno": errno,
-        "message": _protocol_name(name),
-        "description": description,
-        "retriable": retriable,
-        "invalid_metadata": invalid_metadata,
-        "__module__": __name__,
-        "__qualname__": name,
-        "__doc__": description or None,
-    })
+    cls = type(
+        name,
+        (BrokerResponseError,),
+        {
+            "errno": errno,
+            "message": _protocol_name(name),
+            "description": description,
+            "retriable": retriable,
+            "invalid_metadata": invalid_metadata,
+            "__module__": __name__,
+            "__qualname__": name,
+            "__doc__": description or None,
+        },
+    )
     return cls
 
 
@@ -169,13 +179,14 @@ OffsetOutOfRangeError = _code(
 )
 CorruptRecordException = _code("CorruptRecordException", 2, description="A record is corrupt.")
 UnknownTopicOrPartitionError = _code(
-    "UnknownTopicOrPartitionError", 3, retriable=True, invalid_metadata=True,
+    "UnknownTopicOrPartitionError",
+    3,
+    retriable=True,
+    invalid_metadata=True,
     description="The topic or partition does not exist.",
 )
 InvalidFetchRequestError = _code("InvalidFetchRequestError", 4)
-LeaderNotAvailableError = _code(
-    "LeaderNotAvailableError", 5, retriable=True, invalid_metadata=True
-)
+LeaderNotAvailableError = _code("LeaderNotAvailableError", 5, retriable=True, invalid_metadata=True)
 NotLeaderForPartitionError = _code(
     "NotLeaderForPartitionError", 6, retriable=True, invalid_metadata=True
 )
@@ -183,25 +194,22 @@ RequestTimedOutError = _code("RequestTimedOutError", 7, retriable=True)
 BrokerNotAvailableError = _code("BrokerNotAvailableError", 8)
 ReplicaNotAvailableError = _code("ReplicaNotAvailableError", 9)
 MessageSizeTooLargeError = _code(
-    "MessageSizeTooLargeError", 10,
+    "MessageSizeTooLargeError",
+    10,
     description="The message is larger than the largest message the topic accepts.",
 )
 StaleControllerEpochError = _code("StaleControllerEpochError", 11)
 OffsetMetadataTooLargeError = _code("OffsetMetadataTooLargeError", 12)
 StaleLeaderEpochCodeError = _code("StaleLeaderEpochCodeError", 13)
 GroupLoadInProgressError = _code("GroupLoadInProgressError", 14, retriable=True)
-GroupCoordinatorNotAvailableError = _code(
-    "GroupCoordinatorNotAvailableError", 15, retriable=True
-)
+GroupCoordinatorNotAvailableError = _code("GroupCoordinatorNotAvailableError", 15, retriable=True)
 NotCoordinatorForGroupError = _code("NotCoordinatorForGroupError", 16, retriable=True)
 InvalidTopicError = _code(
     "InvalidTopicError", 17, description="The topic name is not a valid name."
 )
 RecordListTooLargeError = _code("RecordListTooLargeError", 18)
 NotEnoughReplicasError = _code("NotEnoughReplicasError", 19, retriable=True)
-NotEnoughReplicasAfterAppendError = _code(
-    "NotEnoughReplicasAfterAppendError", 20, retriable=True
-)
+NotEnoughReplicasAfterAppendError = _code("NotEnoughReplicasAfterAppendError", 20, retriable=True)
 InvalidRequiredAcksError = _code("InvalidRequiredAcksError", 21)
 IllegalGenerationError = _code("IllegalGenerationError", 22)
 InconsistentGroupProtocolError = _code("InconsistentGroupProtocolError", 23)
@@ -211,11 +219,13 @@ InvalidSessionTimeoutError = _code("InvalidSessionTimeoutError", 26)
 RebalanceInProgressError = _code("RebalanceInProgressError", 27)
 InvalidCommitOffsetSizeError = _code("InvalidCommitOffsetSizeError", 28)
 TopicAuthorizationFailedError = _code(
-    "TopicAuthorizationFailedError", 29,
+    "TopicAuthorizationFailedError",
+    29,
     description="The principal may not perform this operation on the topic.",
 )
 GroupAuthorizationFailedError = _code(
-    "GroupAuthorizationFailedError", 30,
+    "GroupAuthorizationFailedError",
+    30,
     description="The principal may not perform this operation on the group.",
 )
 ClusterAuthorizationFailedError = _code("ClusterAuthorizationFailedError", 31)
