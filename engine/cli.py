@@ -1168,6 +1168,137 @@ def _sample(cluster: Cluster, name: str, count: int) -> list[Any]:
         consumer.close()
 
 
+# --- volumes, partitionlets and rebalancing ----------------------------------------------
+
+
+@cli.group()
+def volume() -> None:
+    """List the volumes: the SQLite files that store the messages."""
+
+
+@volume.command("list")
+@cluster_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def volume_list(ctx: click.Context, as_json: bool) -> None:
+    """List the volumes with their sizes, partitionlets and recent write load."""
+    infos = open_cluster(ctx).volumes()
+    if as_json:
+        _echo_json([asdict(info) for info in infos])
+        return
+    echo_table(
+        ("VOLUME", "PATH", "FILE SIZE", "DATA", "PARTITIONLETS", "ACTIVE", "WRITTEN (5m)"),
+        (
+            (
+                info.id,
+                info.path,
+                format_bytes(info.bytes),
+                format_bytes(info.data_bytes),
+                f"{info.partitionlets:,}",
+                f"{info.active_partitionlets:,}",
+                format_bytes(info.recent_write_bytes),
+            )
+            for info in infos
+        ),
+    )
+
+
+@cli.group()
+def partitionlet() -> None:
+    """List partitionlets: the slices of partitions, each stored in one volume."""
+
+
+@partitionlet.command("list")
+@cluster_option
+@click.argument("topic_name", metavar="[TOPIC]", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def partitionlet_list(ctx: click.Context, topic_name: str | None, as_json: bool) -> None:
+    """List the partitionlets of TOPIC (a full name), or of every topic.
+
+    \b
+    Example:
+      plet partitionlet list /apps/sensors:car-17
+    """
+    infos = open_cluster(ctx).partitionlets(topic_name)
+    if as_json:
+        _echo_json([asdict(info) for info in infos])
+        return
+    echo_table(
+        ("PARTITIONLET", "TOPIC", "PARTITION", "VOLUME", "BASE_OFFSET", "LAST_OFFSET", "ACTIVE",
+         "MESSAGES", "SIZE"),
+        (
+            (
+                info.id,
+                info.topic,
+                info.partition,
+                info.volume,
+                info.base_offset,
+                info.last_offset,
+                "yes" if info.active else "no",
+                f"{info.messages:,}",
+                format_bytes(info.bytes),
+            )
+            for info in infos
+        ),
+    )
+
+
+@cli.command()
+@cluster_option
+@click.option("--dry-run", is_flag=True, help="Only show what would move.")
+@click.option("--max-moves", type=click.IntRange(min=0), metavar="N",
+              help="Move at most N partitionlets.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def rebalance(ctx: click.Context, dry_run: bool, max_moves: int | None, as_json: bool) -> None:
+    """Move sealed partitionlets between volumes to even out bytes and heat.
+
+    Active partitionlets never move; readers and writers carry on meanwhile. Copies left
+    by an interrupted earlier run are removed first.
+
+    \b
+    Example:
+      plet rebalance --dry-run
+    """
+    from engine import balance
+
+    report = balance.rebalance(open_cluster(ctx), dry_run=dry_run, max_moves=max_moves)
+    if as_json:
+        data = asdict(report)
+        data["bytes_moved"] = report.bytes_moved
+        _echo_json(data)
+        return
+    if report.orphans:
+        verb = "would remove" if dry_run else "removed"
+        count = len(report.orphans)
+        click.echo(f"{verb} {count:,} orphan {'copy' if count == 1 else 'copies'} left by "
+                   "an interrupted move")
+    if not report.moves:
+        click.echo("volumes are balanced: nothing to move")
+    else:
+        verb = "would move" if dry_run else "moved"
+        click.echo(f"{verb} {_plural(len(report.moves), 'partitionlet')} "
+                   f"({format_bytes(report.bytes_moved)})")
+        click.echo()
+        echo_table(
+            ("PARTITIONLET", "TOPIC", "PARTITION", "FROM", "TO", "SIZE"),
+            ((m.partitionlet, m.topic, m.partition, m.from_volume, m.to_volume,
+              format_bytes(m.bytes)) for m in report.moves),
+        )
+    if report.skipped:
+        click.echo(f"left {_plural(len(report.skipped), 'partitionlet')} alone: "
+                   "changed before its turn")
+    click.echo()
+    echo_table(
+        ("VOLUME", "BEFORE", "AFTER (projected)" if dry_run else "AFTER", "HEAT (5m)",
+         "SCORE BEFORE", "SCORE AFTER"),
+        ((v.volume, format_bytes(v.bytes_before), format_bytes(v.bytes_after),
+          format_bytes(v.heat), format_bytes(v.score_before), format_bytes(v.score_after))
+         for v in report.volumes),
+    )
+
+
 # --- entry point -------------------------------------------------------------------------
 
 

@@ -25,7 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine import acl, names, policies, retention
+from engine import acl, balance, names, policies, retention
+from engine.balance import RebalanceReport
 from engine.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.errors import (
     AccessDenied,
@@ -513,12 +514,11 @@ class Cluster:
         self._check_open()
         return retention.compact(self)
 
-    def rebalance(self) -> Any:
-        """Move sealed partitionlets between volumes to even out bytes and heat."""
+    def rebalance(self, *, dry_run: bool = False, max_moves: int | None = None) -> RebalanceReport:
+        """Move sealed partitionlets between volumes to even out bytes and heat; report
+        what moved (or, with `dry_run`, what would)."""
         self._check_open()
-        from engine import balance
-
-        return balance.rebalance(self)
+        return balance.rebalance(self, dry_run=dry_run, max_moves=max_moves)
 
     # --- access control -------------------------------------------------------------------
 

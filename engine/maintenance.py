@@ -12,7 +12,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from engine import retention
+from engine import balance, retention
 from engine.errors import Closed, InvalidArgument
 
 if TYPE_CHECKING:
@@ -88,6 +88,8 @@ class Maintenance:
                 compacted = self._guarded("compaction", retention.compact)
                 if compacted is not None:
                     self.last_compaction = compacted
+            # copies left by a rebalance that died midway: they only cost disk space
+            self._guarded("orphan clean-up", balance.clean_orphans)
             self.runs += 1
             return kept, compacted
 

@@ -10,15 +10,18 @@ first, the catalog returns that one instead.
 
 from __future__ import annotations
 
+import fcntl
 import random
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.catalog import PartitionletRow
-from engine.errors import PartitionletError, StorageError, UnknownTopic
+from engine.errors import FileLocked, PartitionletError, StorageError, UnknownTopic
 from engine.volume import Append
 
 if TYPE_CHECKING:
@@ -191,3 +194,35 @@ class Appender:
             if state is not None:  # statistics for listings that read no volume
                 catalog.record_sealed_stats(pl_id, state.bytes, state.first_ts, state.max_ts)
 
+
+# Serializes the jobs that rewrite chains behind readers' backs (rebalance moves, orphan
+# clean-up, compaction, retention) across threads and processes.
+CHAIN_LOCK_FILE = ".chains.lock"
+CHAIN_LOCK_TIMEOUT_S = 30.0
+
+
+@contextmanager
+def chain_lock(cluster: Cluster, timeout_s: float | None = None) -> Iterator[None]:
+    """An flock on a file of the cluster directory (released if the process dies): a
+    move in progress looks like an orphan, and a compaction must not rewrite a
+    partitionlet that a move is copying."""
+    if timeout_s is None:
+        timeout_s = CHAIN_LOCK_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
+    with open(cluster.path / CHAIN_LOCK_FILE, "a") as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise FileLocked(
+                        f"another maintenance job (rebalance, compaction or retention) of "
+                        f"{cluster.path} has held its lock for more than {timeout_s:.0f} s; "
+                        "try again when it has finished"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

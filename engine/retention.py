@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from engine import batch as batch_codec
 from engine.catalog import PartitionletRow
 from engine.connection import translate
+from engine.partitionlet import chain_lock
 from engine.volume import ACTIVE, DELETED, SEALED, BatchRewrite, PartitionletState
 
 if TYPE_CHECKING:
@@ -187,6 +188,11 @@ def _states(cluster: Cluster, pls: list[PartitionletRow]) -> dict[int, Partition
 
 def enforce_retention(cluster: Cluster) -> RetentionReport:
     """Drop every partitionlet whose messages have all expired, in streams with ttl > 0."""
+    with chain_lock(cluster):
+        return _enforce_retention(cluster)
+
+
+def _enforce_retention(cluster: Cluster) -> RetentionReport:
     dropped = messages = nbytes = sealed = 0
     by_topic: dict[str, list[int]] = {}
     for page in _pages(cluster, "json_extract(s.policies, '$.ttl') > 0"):
@@ -315,6 +321,11 @@ def _drop(cluster: Cluster,
 
 def compact(cluster: Cluster) -> CompactionReport:
     """Keep only the latest message per key in every partition of compacted streams."""
+    with chain_lock(cluster):  # a rebalance must not move a partitionlet under it
+        return _compact(cluster)
+
+
+def _compact(cluster: Cluster) -> CompactionReport:
     totals = defaultdict(int)
     by_topic: dict[str, dict[str, int]] = {}
     for page in _pages(cluster, "json_extract(s.policies, '$.compact') = 1"):
