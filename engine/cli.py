@@ -1261,9 +1261,7 @@ def rebalance(ctx: click.Context, dry_run: bool, max_moves: int | None, as_json:
     Example:
       plet rebalance --dry-run
     """
-    from engine import balance
-
-    report = balance.rebalance(open_cluster(ctx), dry_run=dry_run, max_moves=max_moves)
+    report = open_cluster(ctx).rebalance(dry_run=dry_run, max_moves=max_moves)
     if as_json:
         data = asdict(report)
         data["bytes_moved"] = report.bytes_moved
@@ -1297,6 +1295,201 @@ def rebalance(ctx: click.Context, dry_run: bool, max_moves: int | None, as_json:
           format_bytes(v.heat), format_bytes(v.score_before), format_bytes(v.score_after))
          for v in report.volumes),
     )
+
+
+# --- consumer groups ---------------------------------------------------------------------
+
+
+@cli.group()
+def group() -> None:
+    """List and describe consumer groups, and reset their offsets."""
+
+
+@group.command("list")
+@cluster_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def group_list(ctx: click.Context, as_json: bool) -> None:
+    """List the groups with their state, members and total lag."""
+    infos = open_cluster(ctx).groups()
+    if as_json:
+        _echo_json([_group_json(info) for info in infos])
+        return
+    echo_table(
+        ("GROUP", "STATE", "GENERATION", "STRATEGY", "MEMBERS", "PARTITIONS", "LAG"),
+        ((g.group_id, g.state, g.generation, g.protocol or "-", len(g.members),
+          len(g.partitions), f"{g.lag:,}") for g in infos),
+    )
+
+
+@group.command("describe")
+@cluster_option
+@click.argument("group_id", metavar="GROUP")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def group_describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
+    """Show GROUP's members and, per partition, its committed offset and lag.
+
+    \b
+    Example:
+      plet group describe dash
+    """
+    info = open_cluster(ctx).group(group_id)
+    if as_json:
+        _echo_json(_group_json(info))
+        return
+    click.echo(f"group {info.group_id}: {info.state}, generation {info.generation}, "
+               f"strategy {info.protocol or '-'}, lag {info.lag:,}")
+    click.echo()
+    echo_table(
+        ("MEMBER", "CLIENT", "HOST", "PARTITIONS", "LAST HEARTBEAT"),
+        ((m.member_id, m.client_id, m.host,
+          ", ".join(f"{tp.topic}[{tp.partition}]" for tp in m.assignment) or "-",
+          format_ms(m.last_heartbeat_ms)) for m in info.members),
+    )
+    owner = {tp: m.member_id for m in info.members for tp in m.assignment}
+    click.echo()
+    echo_table(
+        ("TOPIC", "PARTITION", "COMMITTED", "LOG END", "LAG", "MEMBER"),
+        ((p.topic, p.partition, "-" if p.committed is None else f"{p.committed:,}",
+          f"{p.log_end_offset:,}", f"{p.lag:,}",
+          owner.get(TopicPartition(p.topic, p.partition), "-")) for p in info.partitions),
+    )
+
+
+@group.command("reset")
+@cluster_option
+@click.argument("group_id", metavar="GROUP")
+@click.argument("topic_name", metavar="TOPIC")
+@click.option("--to-earliest", "to", flag_value="earliest", help="The oldest message.")
+@click.option("--to-latest", "to", flag_value="latest", help="After the newest message.")
+@click.option("--to-offset", type=click.IntRange(min=0), metavar="N",
+              help="Offset N in every partition (clamped to what exists).")
+@click.option("--to-time", callback=_parse_time, metavar="ISO8601",
+              help="The first message at or after this time (or epoch ms).")
+@click.pass_context
+def group_reset(ctx: click.Context, group_id: str, topic_name: str, to: str | None,
+                to_offset: int | None, to_time: int | None) -> None:
+    """Set GROUP's committed offsets in every partition of TOPIC.
+
+    The group must have no live members (stop its consumers first), as in Kafka.
+
+    \b
+    Examples:
+      plet group reset dash /apps/clicks:web --to-earliest
+      plet group reset dash /apps/clicks:web --to-time 2024-05-01T12:00:00Z
+    """
+    chosen = [x for x in (to, to_offset, to_time) if x is not None]
+    if len(chosen) != 1:
+        raise click.UsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset and --to-time",
+            ctx=ctx,
+        )
+    target: str | int | datetime
+    if to_time is not None:
+        target = datetime.fromtimestamp(to_time / 1000, tz=UTC)
+    else:
+        target = chosen[0]
+    result = open_cluster(ctx).reset_offsets(group_id, topic_name, target)
+    echo_table(("TOPIC", "PARTITION", "NEW OFFSET"),
+               ((tp.topic, tp.partition, f"{offset:,}") for tp, offset in sorted(result.items())))
+
+
+def _group_json(info: Any) -> dict[str, Any]:
+    return {
+        "group_id": info.group_id,
+        "state": info.state,
+        "generation": info.generation,
+        "protocol": info.protocol,
+        "lag": info.lag,
+        "members": [
+            {"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
+             "assignment": [[tp.topic, tp.partition] for tp in m.assignment],
+             "last_heartbeat_ms": m.last_heartbeat_ms}
+            for m in info.members
+        ],
+        "partitions": [
+            {"topic": p.topic, "partition": p.partition, "committed": p.committed,
+             "log_end_offset": p.log_end_offset, "lag": p.lag, "metadata": p.metadata}
+            for p in info.partitions
+        ],
+    }
+
+
+# --- heat and maintenance ----------------------------------------------------------------
+
+
+@cli.command()
+@cluster_option
+@click.option("--window", "window_s", type=int, default=300, show_default=True,
+              metavar="SECONDS", help="How far back to look.")
+@click.option("--top", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many of the hottest partitions to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def heat(ctx: click.Context, window_s: int, top: int, as_json: bool) -> None:
+    """Show recent load: messages and bytes written and read per second, per volume and
+    for the hottest partitions.
+
+    \b
+    Example:
+      plet heat --window 60 --top 10
+    """
+    result = open_cluster(ctx).heat(window_s)
+    hottest = result.hottest_partitions(top)
+    if as_json:
+        _echo_json({
+            "window_s": result.window_s,
+            "bucket_s": result.bucket_s,
+            "buckets": result.buckets,
+            "volumes": {str(v): asdict(load) for v, load in result.volumes.items()},
+            "volume_series": {str(v): [asdict(x) for x in series]
+                              for v, series in result.volume_series.items()},
+            "partitions": [{"topic": tp.topic, "partition": tp.partition, **asdict(load)}
+                           for tp, load in hottest],
+        })
+        return
+
+    def rates(load: Any) -> tuple[str, str, str, str]:
+        return (f"{load.write_messages_per_s:,.1f}", format_bytes(int(load.write_bytes_per_s)),
+                f"{load.read_messages_per_s:,.1f}", format_bytes(int(load.read_bytes_per_s)))
+
+    click.echo(f"load over the last {format_seconds(result.window_s)} (per second)")
+    click.echo()
+    echo_table(("VOLUME", "WRITE MSG/S", "WRITE B/S", "READ MSG/S", "READ B/S"),
+               ((v, *rates(load)) for v, load in sorted(result.volumes.items())))
+    click.echo()
+    echo_table(("TOPIC", "PARTITION", "WRITE MSG/S", "WRITE B/S", "READ MSG/S", "READ B/S"),
+               ((tp.topic, tp.partition, *rates(load)) for tp, load in hottest))
+
+
+@cli.command()
+@cluster_option
+@click.pass_context
+def retention(ctx: click.Context) -> None:
+    """Drop the partitionlets whose messages have all expired (the streams' ttl) now.
+
+    Long-lived processes (plet web, plet replicate) do this in the background.
+    """
+    report = open_cluster(ctx).enforce_retention()
+    click.echo(f"dropped {_plural(report.partitionlets_dropped, 'partitionlet')}, "
+               f"{_plural(report.messages_freed, 'message')}, "
+               f"{format_bytes(report.bytes_freed)}")
+
+
+@cli.command()
+@cluster_option
+@click.pass_context
+def compact(ctx: click.Context) -> None:
+    """Compact the streams with compact=true now: keep the latest message per key.
+
+    Long-lived processes (plet web, plet replicate) do this in the background.
+    """
+    report = open_cluster(ctx).compact()
+    click.echo(f"compacted {_plural(report.partitions, 'partition')}: removed "
+               f"{_plural(report.messages_removed, 'message')} "
+               f"({_plural(report.tombstones_removed, 'tombstone')}), "
+               f"freed {format_bytes(report.bytes_freed)}")
 
 
 # --- entry point -------------------------------------------------------------------------
