@@ -353,7 +353,9 @@ class Producer:
             if b.nbytes >= self.batch_size:
                 self._close_full(b)
             if self.acks == 0:
-                return _done_future(ts.full, b.partition, timestamp_ms, ts.ts_type)
+                # log-append time is not known yet: -1, as kafka-python reports it
+                return _DoneFuture((ts.full, b.partition,
+                                    -1 if ts.ts_type == LOG_APPEND_TIME else timestamp_ms))
             return FutureRecordMetadata((b, len(records) - 1))
         finally:
             lock.release()
@@ -668,16 +670,16 @@ def _wrap(exc: BaseException) -> PartitionletError:
     return error
 
 
-class _DoneFuture:
-    """The future of an acks=0 send: resolved at once, offset -1 (as in kafka-python)."""
+class _DoneFuture(tuple):
+    """The future of an acks=0 send: resolved at once, offset -1 (as in kafka-python).
 
-    __slots__ = ("_metadata",)
+    A (topic, partition, timestamp) tuple, for the same reason as FutureRecordMetadata:
+    acks=0 is chosen for speed, so its future must cost no more than the other one."""
 
-    def __init__(self, metadata: RecordMetadata) -> None:
-        self._metadata = metadata
+    __slots__ = ()
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
-        return self._metadata
+        return RecordMetadata(self[0], self[1], -1, self[2])
 
     is_done = True
     exception = None
@@ -690,11 +692,11 @@ class _DoneFuture:
 
     @property
     def value(self) -> RecordMetadata:
-        return self._metadata
+        return self.get()
 
     def add_callback(self, f: Callable[..., Any], *args: Any) -> _DoneFuture:
         try:
-            f(*args, self._metadata)
+            f(*args, self.get())
         except Exception:
             log.exception("producer callback %r failed", f)
         return self
@@ -704,8 +706,3 @@ class _DoneFuture:
 
     def add_both(self, f: Callable[..., Any], *args: Any) -> _DoneFuture:
         return self.add_callback(f, *args)
-
-
-def _done_future(topic: str, partition: int, timestamp_ms: int, ts_type: int) -> _DoneFuture:
-    ts = -1 if ts_type == LOG_APPEND_TIME else timestamp_ms
-    return _DoneFuture(RecordMetadata(topic, partition, -1, ts))
