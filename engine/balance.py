@@ -156,16 +156,19 @@ class Candidate:
 # --- the entry points --------------------------------------------------------------------
 
 
-def rebalance(cluster: Cluster, *, dry_run: bool = False,
-              max_moves: int | None = None) -> RebalanceReport:
+def rebalance(
+    cluster: Cluster, *, dry_run: bool = False, max_moves: int | None = None
+) -> RebalanceReport:
     """Move sealed partitionlets between the volumes of `cluster` to even out their loads
     (see the module docstring); at most `max_moves` of them when given. With `dry_run`,
     plan and report only: nothing is written, orphans included."""
     cluster._check_open()
-    if max_moves is not None and (isinstance(max_moves, bool) or not isinstance(max_moves, int)
-                                  or max_moves < 0):
-        raise InvalidArgument(f"max_moves must be a non-negative integer or None, got "
-                              f"{max_moves!r}")
+    if max_moves is not None and (
+        isinstance(max_moves, bool) or not isinstance(max_moves, int) or max_moves < 0
+    ):
+        raise InvalidArgument(
+            f"max_moves must be a non-negative integer or None, got {max_moves!r}"
+        )
     with chain_lock(cluster):
         orphans, live = _find_orphans(cluster)
         if not dry_run:
@@ -177,8 +180,9 @@ def rebalance(cluster: Cluster, *, dry_run: bool = False,
             for vid, rows in live.items()
         }
         read_heat = _read_heat(cluster)
-        write_heat = {vid: vol.recent_write_bytes(HEAT_WINDOW_S)
-                      for vid, vol in cluster._volumes.items()}
+        write_heat = {
+            vid: vol.recent_write_bytes(HEAT_WINDOW_S) for vid, vol in cluster._volumes.items()
+        }
         placed = catalog.partitionlet_volumes()
         heat = dict(write_heat)
         for pl_id, vid in placed.items():
@@ -191,10 +195,16 @@ def rebalance(cluster: Cluster, *, dry_run: bool = False,
             state = live.get(row.volume_id, {}).get(row.id)
             if row.active or state is None or state[0] != SEALED:
                 continue
-            candidates.append(Candidate(
-                row.id, row.volume_id, state[1] + _scaled(read_heat.get(row.id, 0)),
-                state[1], row.topic_id, row.partition,
-            ))
+            candidates.append(
+                Candidate(
+                    row.id,
+                    row.volume_id,
+                    state[1] + _scaled(read_heat.get(row.id, 0)),
+                    state[1],
+                    row.topic_id,
+                    row.partition,
+                )
+            )
         planned = plan(loads, candidates, max_moves=max_moves)
 
         names: dict[int, str | None] = {}
@@ -231,7 +241,10 @@ def rebalance(cluster: Cluster, *, dry_run: bool = False,
             after = {vid: vol.sizes()[0] for vid, vol in cluster._volumes.items()}
         volumes = tuple(
             VolumeBalance(
-                vid, volume_bytes[vid], after[vid], heat[vid],
+                vid,
+                volume_bytes[vid],
+                after[vid],
+                heat[vid],
                 volume_bytes[vid] + _scaled(heat[vid]),
                 after[vid] + _scaled(heat[vid] + moved_heat[vid]),
             )
@@ -253,16 +266,18 @@ def move(cluster: Cluster, partitionlet: int, to_volume: int) -> Move | None:
         if row is None:
             return None
         if row.active:
-            raise InvalidPartition(f"partitionlet {partitionlet} is active: only sealed "
-                                   "partitionlets move")
+            raise InvalidPartition(
+                f"partitionlet {partitionlet} is active: only sealed partitionlets move"
+            )
         if row.volume_id == to_volume:
             return None
         topic = catalog.topic_by_id(row.topic_id)
         state = cluster._volume(row.volume_id).state(partitionlet)
         if topic is None or state is None or state.state != SEALED:
             return None
-        result = Move(partitionlet, topic.full_name, row.partition, row.volume_id, to_volume,
-                      state.bytes)
+        result = Move(
+            partitionlet, topic.full_name, row.partition, row.volume_id, to_volume, state.bytes
+        )
         return result if _execute(cluster, result) else None
 
 
@@ -278,9 +293,13 @@ def clean_orphans(cluster: Cluster) -> list[Orphan]:
 # --- planning ----------------------------------------------------------------------------
 
 
-def plan(loads: dict[int, int], candidates: list[Candidate], *,
-         max_moves: int | None = None,
-         balanced_fraction: float = BALANCED_FRACTION) -> list[tuple[Candidate, int]]:
+def plan(
+    loads: dict[int, int],
+    candidates: list[Candidate],
+    *,
+    max_moves: int | None = None,
+    balanced_fraction: float = BALANCED_FRACTION,
+) -> list[tuple[Candidate, int]]:
     """The moves (candidate, target volume) that even out `loads`, greedily (see the module
     docstring). Pure: changes neither argument."""
     loads = dict(loads)

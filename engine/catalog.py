@@ -245,7 +245,9 @@ class Catalog:
             rows = conn.execute("SELECT key, value FROM meta").fetchall()
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
-                raise NotACluster(f"{path} is an SQLite file but not a Partitionlet catalog") from exc
+                raise NotACluster(
+                    f"{path} is an SQLite file but not a Partitionlet catalog"
+                ) from exc
             raise translate(exc, path, "catalog") from exc
         except sqlite3.DatabaseError as exc:
             raise translate(exc, path, "catalog") from exc
@@ -267,7 +269,9 @@ class Catalog:
             raise translate(exc, self.path, "catalog") from exc
         meta = dict(rows)
         if meta.get("format") != FORMAT:
-            raise NotACluster(f"{self.path} is not a Partitionlet catalog (format {meta.get('format')!r})")
+            raise NotACluster(
+                f"{self.path} is not a Partitionlet catalog (format {meta.get('format')!r})"
+            )
         if int(meta.get("schema_version", 0)) > SCHEMA_VERSION:
             raise CorruptFile(
                 f"{self.path} was written by a newer Partitionlet (schema "
@@ -332,8 +336,9 @@ class Catalog:
                     )
 
     def volume_in_use(self, volume_id: int) -> bool:
-        return bool(self._query("SELECT 1 FROM partitionlets WHERE volume_id = ? LIMIT 1",
-                                (volume_id,)))
+        return bool(
+            self._query("SELECT 1 FROM partitionlets WHERE volume_id = ? LIMIT 1", (volume_id,))
+        )
 
     # --- streams --------------------------------------------------------------------------
 
@@ -439,7 +444,10 @@ class Catalog:
     ) -> None:
         """Create topics in one transaction (auto-create batches them this way)."""
         with self.write():
-            if self.conn.execute("SELECT 1 FROM streams WHERE id = ?", (stream_id,)).fetchone() is None:
+            if (
+                self.conn.execute("SELECT 1 FROM streams WHERE id = ?", (stream_id,)).fetchone()
+                is None
+            ):
                 raise UnknownStream(f"stream #{stream_id} was deleted")
             created_ms = now_ms()
             verb = "INSERT OR IGNORE" if exist_ok else "INSERT"
@@ -505,7 +513,10 @@ class Catalog:
 
     def delete_topic(self, topic: TopicRow) -> list[PartitionletRow]:
         with self.write():
-            if self.conn.execute("SELECT 1 FROM topics WHERE id = ?", (topic.id,)).fetchone() is None:
+            if (
+                self.conn.execute("SELECT 1 FROM topics WHERE id = ?", (topic.id,)).fetchone()
+                is None
+            ):
                 raise UnknownTopic(f"topic {topic.full_name} does not exist")
             pls = [
                 PartitionletRow(*r)
@@ -557,7 +568,9 @@ class Catalog:
             )
         ]
 
-    def active_partitionlets(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], PartitionletRow]:
+    def active_partitionlets(
+        self, keys: list[tuple[int, int]]
+    ) -> dict[tuple[int, int], PartitionletRow]:
         """Active partitionlet of each (topic_id, partition) that has one."""
         wanted = set(keys)
         topic_ids = sorted({t for t, _ in wanted})
@@ -594,8 +607,9 @@ class Catalog:
             )
         return self.active_partitionlets([(t, p) for t, p, _ in wanted])
 
-    def ensure_topics(self, stream_id: int, names_: list[str],
-                      partitions: int) -> dict[str, tuple[int, int]]:
+    def ensure_topics(
+        self, stream_id: int, names_: list[str], partitions: int
+    ) -> dict[str, tuple[int, int]]:
         """Create the topics of `names_` that do not exist (with `partitions` each), in one
         transaction; returns {name: (topic id, partition count)} of all that exist after
         (a name is missing only if its stream was deleted)."""
@@ -612,15 +626,18 @@ class Catalog:
             )
             created = conn.total_changes - before
             if created:
-                conn.execute("UPDATE streams SET topic_count = topic_count + ? WHERE id = ?",
-                             (created, stream_id))
+                conn.execute(
+                    "UPDATE streams SET topic_count = topic_count + ? WHERE id = ?",
+                    (created, stream_id),
+                )
                 self.bump_topics()
             found = {}
             for chunk in _chunks(names_):
                 marks = ",".join("?" * len(chunk))
                 for topic_id, name, count in conn.execute(
                     f"SELECT id, name, partitions FROM topics WHERE stream_id = ? "
-                    f"AND name IN ({marks})", (stream_id, *chunk),
+                    f"AND name IN ({marks})",
+                    (stream_id, *chunk),
                 ):
                     found[name] = (topic_id, count)
         return found
@@ -653,7 +670,10 @@ class Catalog:
                         "UPDATE partitionlets SET end_offset = ?, sealed_ms = ? WHERE id = ?",
                         (base_offset, created_ms, sealed_id),
                     )
-                if conn.execute("SELECT 1 FROM topics WHERE id = ?", (topic_id,)).fetchone() is None:
+                if (
+                    conn.execute("SELECT 1 FROM topics WHERE id = ?", (topic_id,)).fetchone()
+                    is None
+                ):
                     continue  # the topic was deleted meanwhile
                 conn.execute(
                     "INSERT INTO partitionlets (topic_id, partition, volume_id, base_offset, "
@@ -662,7 +682,9 @@ class Catalog:
                 )
         return self.active_partitionlets([(w[0], w[1]) for w in wanted])
 
-    def record_sealed_stats(self, pl_id: int, nbytes: int, first_ts: int | None, max_ts: int | None) -> None:
+    def record_sealed_stats(
+        self, pl_id: int, nbytes: int, first_ts: int | None, max_ts: int | None
+    ) -> None:
         with self.write():
             self.conn.execute(
                 "UPDATE partitionlets SET bytes = ?, first_ts = ?, max_ts = ? WHERE id = ?",
@@ -694,10 +716,13 @@ class Catalog:
     # --- consumer groups (read side; engine.groups writes) ---------------------------------
 
     def group_ids(self) -> list[str]:
-        return [g for (g,) in self._query(
-            "SELECT group_id FROM group_members UNION SELECT group_id FROM groups "
-            "UNION SELECT group_id FROM group_offsets ORDER BY 1"
-        )]
+        return [
+            g
+            for (g,) in self._query(
+                "SELECT group_id FROM group_members UNION SELECT group_id FROM groups "
+                "UNION SELECT group_id FROM group_offsets ORDER BY 1"
+            )
+        ]
 
     def group_state(self, group_id: str) -> tuple[int, str, dict[str, list]] | None:
         """(generation, protocol, assignment) of a group that has had members, else None."""
@@ -717,10 +742,13 @@ class Catalog:
         )
 
     def group_owners(self, group_id: str) -> dict[tuple[int, int], str]:
-        return {(t, p): m for t, p, m in self._query(
-            "SELECT topic_id, partition, member_id FROM group_owners WHERE group_id = ?",
-            (group_id,),
-        )}
+        return {
+            (t, p): m
+            for t, p, m in self._query(
+                "SELECT topic_id, partition, member_id FROM group_owners WHERE group_id = ?",
+                (group_id,),
+            )
+        }
 
     def group_offsets(self, group_id: str) -> list[tuple[int, int, int, str]]:
         """(topic_id, partition, offset, metadata) committed by the group."""
@@ -740,8 +768,9 @@ class Catalog:
         """{partitionlet id: volume id} of every partitionlet, read in one statement."""
         return dict(self._query("SELECT id, volume_id FROM partitionlets"))
 
-    def move_partitionlet(self, pl_id: int, from_volume: int, to_volume: int, *,
-                          sync: bool = True) -> bool:
+    def move_partitionlet(
+        self, pl_id: int, from_volume: int, to_volume: int, *, sync: bool = True
+    ) -> bool:
         """Point the sealed partitionlet `pl_id` at `to_volume`, if it is still sealed and
         still on `from_volume`; True if it was switched.
 

@@ -1225,8 +1225,17 @@ def partitionlet_list(ctx: click.Context, topic_name: str | None, as_json: bool)
         _echo_json([asdict(info) for info in infos])
         return
     echo_table(
-        ("PARTITIONLET", "TOPIC", "PARTITION", "VOLUME", "BASE_OFFSET", "LAST_OFFSET", "ACTIVE",
-         "MESSAGES", "SIZE"),
+        (
+            "PARTITIONLET",
+            "TOPIC",
+            "PARTITION",
+            "VOLUME",
+            "BASE_OFFSET",
+            "LAST_OFFSET",
+            "ACTIVE",
+            "MESSAGES",
+            "SIZE",
+        ),
         (
             (
                 info.id,
@@ -1247,8 +1256,9 @@ def partitionlet_list(ctx: click.Context, topic_name: str | None, as_json: bool)
 @cli.command()
 @cluster_option
 @click.option("--dry-run", is_flag=True, help="Only show what would move.")
-@click.option("--max-moves", type=click.IntRange(min=0), metavar="N",
-              help="Move at most N partitionlets.")
+@click.option(
+    "--max-moves", type=click.IntRange(min=0), metavar="N", help="Move at most N partitionlets."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def rebalance(ctx: click.Context, dry_run: bool, max_moves: int | None, as_json: bool) -> None:
@@ -1270,30 +1280,58 @@ def rebalance(ctx: click.Context, dry_run: bool, max_moves: int | None, as_json:
     if report.orphans:
         verb = "would remove" if dry_run else "removed"
         count = len(report.orphans)
-        click.echo(f"{verb} {count:,} orphan {'copy' if count == 1 else 'copies'} left by "
-                   "an interrupted move")
+        click.echo(
+            f"{verb} {count:,} orphan {'copy' if count == 1 else 'copies'} left by "
+            "an interrupted move"
+        )
     if not report.moves:
         click.echo("volumes are balanced: nothing to move")
     else:
         verb = "would move" if dry_run else "moved"
-        click.echo(f"{verb} {_plural(len(report.moves), 'partitionlet')} "
-                   f"({format_bytes(report.bytes_moved)})")
+        click.echo(
+            f"{verb} {_plural(len(report.moves), 'partitionlet')} "
+            f"({format_bytes(report.bytes_moved)})"
+        )
         click.echo()
         echo_table(
             ("PARTITIONLET", "TOPIC", "PARTITION", "FROM", "TO", "SIZE"),
-            ((m.partitionlet, m.topic, m.partition, m.from_volume, m.to_volume,
-              format_bytes(m.bytes)) for m in report.moves),
+            (
+                (
+                    m.partitionlet,
+                    m.topic,
+                    m.partition,
+                    m.from_volume,
+                    m.to_volume,
+                    format_bytes(m.bytes),
+                )
+                for m in report.moves
+            ),
         )
     if report.skipped:
-        click.echo(f"left {_plural(len(report.skipped), 'partitionlet')} alone: "
-                   "changed before its turn")
+        click.echo(
+            f"left {_plural(len(report.skipped), 'partitionlet')} alone: changed before its turn"
+        )
     click.echo()
     echo_table(
-        ("VOLUME", "BEFORE", "AFTER (projected)" if dry_run else "AFTER", "HEAT (5m)",
-         "SCORE BEFORE", "SCORE AFTER"),
-        ((v.volume, format_bytes(v.bytes_before), format_bytes(v.bytes_after),
-          format_bytes(v.heat), format_bytes(v.score_before), format_bytes(v.score_after))
-         for v in report.volumes),
+        (
+            "VOLUME",
+            "BEFORE",
+            "AFTER (projected)" if dry_run else "AFTER",
+            "HEAT (5m)",
+            "SCORE BEFORE",
+            "SCORE AFTER",
+        ),
+        (
+            (
+                v.volume,
+                format_bytes(v.bytes_before),
+                format_bytes(v.bytes_after),
+                format_bytes(v.heat),
+                format_bytes(v.score_before),
+                format_bytes(v.score_after),
+            )
+            for v in report.volumes
+        ),
     )
 
 
@@ -1317,8 +1355,18 @@ def group_list(ctx: click.Context, as_json: bool) -> None:
         return
     echo_table(
         ("GROUP", "STATE", "GENERATION", "STRATEGY", "MEMBERS", "PARTITIONS", "LAG"),
-        ((g.group_id, g.state, g.generation, g.protocol or "-", len(g.members),
-          len(g.partitions), f"{g.lag:,}") for g in infos),
+        (
+            (
+                g.group_id,
+                g.state,
+                g.generation,
+                g.protocol or "-",
+                len(g.members),
+                len(g.partitions),
+                f"{g.lag:,}",
+            )
+            for g in infos
+        ),
     )
 
 
@@ -1338,22 +1386,39 @@ def group_describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
     if as_json:
         _echo_json(_group_json(info))
         return
-    click.echo(f"group {info.group_id}: {info.state}, generation {info.generation}, "
-               f"strategy {info.protocol or '-'}, lag {info.lag:,}")
+    click.echo(
+        f"group {info.group_id}: {info.state}, generation {info.generation}, "
+        f"strategy {info.protocol or '-'}, lag {info.lag:,}"
+    )
     click.echo()
     echo_table(
         ("MEMBER", "CLIENT", "HOST", "PARTITIONS", "LAST HEARTBEAT"),
-        ((m.member_id, m.client_id, m.host,
-          ", ".join(f"{tp.topic}[{tp.partition}]" for tp in m.assignment) or "-",
-          format_ms(m.last_heartbeat_ms)) for m in info.members),
+        (
+            (
+                m.member_id,
+                m.client_id,
+                m.host,
+                ", ".join(f"{tp.topic}[{tp.partition}]" for tp in m.assignment) or "-",
+                format_ms(m.last_heartbeat_ms),
+            )
+            for m in info.members
+        ),
     )
     owner = {tp: m.member_id for m in info.members for tp in m.assignment}
     click.echo()
     echo_table(
         ("TOPIC", "PARTITION", "COMMITTED", "LOG END", "LAG", "MEMBER"),
-        ((p.topic, p.partition, "-" if p.committed is None else f"{p.committed:,}",
-          f"{p.log_end_offset:,}", f"{p.lag:,}",
-          owner.get(TopicPartition(p.topic, p.partition), "-")) for p in info.partitions),
+        (
+            (
+                p.topic,
+                p.partition,
+                "-" if p.committed is None else f"{p.committed:,}",
+                f"{p.log_end_offset:,}",
+                f"{p.lag:,}",
+                owner.get(TopicPartition(p.topic, p.partition), "-"),
+            )
+            for p in info.partitions
+        ),
     )
 
 
@@ -1363,13 +1428,27 @@ def group_describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
 @click.argument("topic_name", metavar="TOPIC")
 @click.option("--to-earliest", "to", flag_value="earliest", help="The oldest message.")
 @click.option("--to-latest", "to", flag_value="latest", help="After the newest message.")
-@click.option("--to-offset", type=click.IntRange(min=0), metavar="N",
-              help="Offset N in every partition (clamped to what exists).")
-@click.option("--to-time", callback=_parse_time, metavar="ISO8601",
-              help="The first message at or after this time (or epoch ms).")
+@click.option(
+    "--to-offset",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Offset N in every partition (clamped to what exists).",
+)
+@click.option(
+    "--to-time",
+    callback=_parse_time,
+    metavar="ISO8601",
+    help="The first message at or after this time (or epoch ms).",
+)
 @click.pass_context
-def group_reset(ctx: click.Context, group_id: str, topic_name: str, to: str | None,
-                to_offset: int | None, to_time: int | None) -> None:
+def group_reset(
+    ctx: click.Context,
+    group_id: str,
+    topic_name: str,
+    to: str | None,
+    to_offset: int | None,
+    to_time: int | None,
+) -> None:
     """Set GROUP's committed offsets in every partition of TOPIC.
 
     The group must have no live members (stop its consumers first), as in Kafka.
@@ -1391,8 +1470,10 @@ def group_reset(ctx: click.Context, group_id: str, topic_name: str, to: str | No
     else:
         target = chosen[0]
     result = open_cluster(ctx).reset_offsets(group_id, topic_name, target)
-    echo_table(("TOPIC", "PARTITION", "NEW OFFSET"),
-               ((tp.topic, tp.partition, f"{offset:,}") for tp, offset in sorted(result.items())))
+    echo_table(
+        ("TOPIC", "PARTITION", "NEW OFFSET"),
+        ((tp.topic, tp.partition, f"{offset:,}") for tp, offset in sorted(result.items())),
+    )
 
 
 def _group_json(info: Any) -> dict[str, Any]:
@@ -1403,14 +1484,24 @@ def _group_json(info: Any) -> dict[str, Any]:
         "protocol": info.protocol,
         "lag": info.lag,
         "members": [
-            {"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
-             "assignment": [[tp.topic, tp.partition] for tp in m.assignment],
-             "last_heartbeat_ms": m.last_heartbeat_ms}
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "assignment": [[tp.topic, tp.partition] for tp in m.assignment],
+                "last_heartbeat_ms": m.last_heartbeat_ms,
+            }
             for m in info.members
         ],
         "partitions": [
-            {"topic": p.topic, "partition": p.partition, "committed": p.committed,
-             "log_end_offset": p.log_end_offset, "lag": p.lag, "metadata": p.metadata}
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "committed": p.committed,
+                "log_end_offset": p.log_end_offset,
+                "lag": p.lag,
+                "metadata": p.metadata,
+            }
             for p in info.partitions
         ],
     }
@@ -1421,10 +1512,22 @@ def _group_json(info: Any) -> dict[str, Any]:
 
 @cli.command()
 @cluster_option
-@click.option("--window", "window_s", type=int, default=300, show_default=True,
-              metavar="SECONDS", help="How far back to look.")
-@click.option("--top", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many of the hottest partitions to show.")
+@click.option(
+    "--window",
+    "window_s",
+    type=int,
+    default=300,
+    show_default=True,
+    metavar="SECONDS",
+    help="How far back to look.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="How many of the hottest partitions to show.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def heat(ctx: click.Context, window_s: int, top: int, as_json: bool) -> None:
@@ -1438,29 +1541,43 @@ def heat(ctx: click.Context, window_s: int, top: int, as_json: bool) -> None:
     result = open_cluster(ctx).heat(window_s)
     hottest = result.hottest_partitions(top)
     if as_json:
-        _echo_json({
-            "window_s": result.window_s,
-            "bucket_s": result.bucket_s,
-            "buckets": result.buckets,
-            "volumes": {str(v): asdict(load) for v, load in result.volumes.items()},
-            "volume_series": {str(v): [asdict(x) for x in series]
-                              for v, series in result.volume_series.items()},
-            "partitions": [{"topic": tp.topic, "partition": tp.partition, **asdict(load)}
-                           for tp, load in hottest],
-        })
+        _echo_json(
+            {
+                "window_s": result.window_s,
+                "bucket_s": result.bucket_s,
+                "buckets": result.buckets,
+                "volumes": {str(v): asdict(load) for v, load in result.volumes.items()},
+                "volume_series": {
+                    str(v): [asdict(x) for x in series]
+                    for v, series in result.volume_series.items()
+                },
+                "partitions": [
+                    {"topic": tp.topic, "partition": tp.partition, **asdict(load)}
+                    for tp, load in hottest
+                ],
+            }
+        )
         return
 
     def rates(load: Any) -> tuple[str, str, str, str]:
-        return (f"{load.write_messages_per_s:,.1f}", format_bytes(int(load.write_bytes_per_s)),
-                f"{load.read_messages_per_s:,.1f}", format_bytes(int(load.read_bytes_per_s)))
+        return (
+            f"{load.write_messages_per_s:,.1f}",
+            format_bytes(int(load.write_bytes_per_s)),
+            f"{load.read_messages_per_s:,.1f}",
+            format_bytes(int(load.read_bytes_per_s)),
+        )
 
     click.echo(f"load over the last {format_seconds(result.window_s)} (per second)")
     click.echo()
-    echo_table(("VOLUME", "WRITE MSG/S", "WRITE B/S", "READ MSG/S", "READ B/S"),
-               ((v, *rates(load)) for v, load in sorted(result.volumes.items())))
+    echo_table(
+        ("VOLUME", "WRITE MSG/S", "WRITE B/S", "READ MSG/S", "READ B/S"),
+        ((v, *rates(load)) for v, load in sorted(result.volumes.items())),
+    )
     click.echo()
-    echo_table(("TOPIC", "PARTITION", "WRITE MSG/S", "WRITE B/S", "READ MSG/S", "READ B/S"),
-               ((tp.topic, tp.partition, *rates(load)) for tp, load in hottest))
+    echo_table(
+        ("TOPIC", "PARTITION", "WRITE MSG/S", "WRITE B/S", "READ MSG/S", "READ B/S"),
+        ((tp.topic, tp.partition, *rates(load)) for tp, load in hottest),
+    )
 
 
 @cli.command()
@@ -1472,9 +1589,11 @@ def retention(ctx: click.Context) -> None:
     Long-lived processes (plet web, plet replicate) do this in the background.
     """
     report = open_cluster(ctx).enforce_retention()
-    click.echo(f"dropped {_plural(report.partitionlets_dropped, 'partitionlet')}, "
-               f"{_plural(report.messages_freed, 'message')}, "
-               f"{format_bytes(report.bytes_freed)}")
+    click.echo(
+        f"dropped {_plural(report.partitionlets_dropped, 'partitionlet')}, "
+        f"{_plural(report.messages_freed, 'message')}, "
+        f"{format_bytes(report.bytes_freed)}"
+    )
 
 
 @cli.command()
@@ -1486,10 +1605,12 @@ def compact(ctx: click.Context) -> None:
     Long-lived processes (plet web, plet replicate) do this in the background.
     """
     report = open_cluster(ctx).compact()
-    click.echo(f"compacted {_plural(report.partitions, 'partition')}: removed "
-               f"{_plural(report.messages_removed, 'message')} "
-               f"({_plural(report.tombstones_removed, 'tombstone')}), "
-               f"freed {format_bytes(report.bytes_freed)}")
+    click.echo(
+        f"compacted {_plural(report.partitions, 'partition')}: removed "
+        f"{_plural(report.messages_removed, 'message')} "
+        f"({_plural(report.tombstones_removed, 'tombstone')}), "
+        f"freed {format_bytes(report.bytes_freed)}"
+    )
 
 
 # --- entry point -------------------------------------------------------------------------

@@ -70,8 +70,14 @@ MAX_VOLUMES = 256
 class Cluster:
     """An open cluster directory. Use `Cluster.open(path)`; close it (or use `with`)."""
 
-    def __init__(self, path: Path, catalog: Catalog, volumes: dict[int, Volume],
-                 settings: dict[str, str], principal: Principal) -> None:
+    def __init__(
+        self,
+        path: Path,
+        catalog: Catalog,
+        volumes: dict[int, Volume],
+        settings: dict[str, str],
+        principal: Principal,
+    ) -> None:
         self.path = path
         self.id: str = settings["cluster_id"]
         self.name: str = settings["name"]
@@ -115,10 +121,13 @@ class Cluster:
         if root.exists() and not root.is_dir():
             raise NotACluster(f"{root} is a file, not a cluster directory")
         volume_paths = _volume_paths(volumes)
-        for value, what in ((partitionlet_bytes, "partitionlet_bytes"),
-                            (partitionlet_ms, "partitionlet_ms")):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 1):
+        for value, what in (
+            (partitionlet_bytes, "partitionlet_bytes"),
+            (partitionlet_ms, "partitionlet_ms"),
+        ):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
                 raise InvalidArgument(f"{what} must be a positive integer, got {value!r}")
         catalog_path = root / CATALOG_FILE
         if root.is_dir() and not catalog_path.exists():
@@ -132,13 +141,17 @@ class Cluster:
                 if not catalog_path.exists():
                     _refuse_foreign(root)
                     catalog = Catalog(catalog_path)
-                    catalog.initialize({
-                        "cluster_id": str(uuid.uuid4()),
-                        "name": name or root.resolve().name,
-                        "partitionlet_bytes": str(partitionlet_bytes or DEFAULT_PARTITIONLET_BYTES),
-                        "partitionlet_ms": str(partitionlet_ms or DEFAULT_PARTITIONLET_MS),
-                        "created_ms": str(time.time_ns() // 1_000_000),
-                    })
+                    catalog.initialize(
+                        {
+                            "cluster_id": str(uuid.uuid4()),
+                            "name": name or root.resolve().name,
+                            "partitionlet_bytes": str(
+                                partitionlet_bytes or DEFAULT_PARTITIONLET_BYTES
+                            ),
+                            "partitionlet_ms": str(partitionlet_ms or DEFAULT_PARTITIONLET_MS),
+                            "created_ms": str(time.time_ns() // 1_000_000),
+                        }
+                    )
                     (root / VOLUME_DIR).mkdir(exist_ok=True)
                     catalog.add_volumes(volume_paths)
                 else:
@@ -146,8 +159,10 @@ class Cluster:
                     catalog = Catalog(catalog_path)
                     catalog.ensure_schema()
                 settings = catalog.settings()
-                for key, value in (("partitionlet_bytes", partitionlet_bytes),
-                                   ("partitionlet_ms", partitionlet_ms)):
+                for key, value in (
+                    ("partitionlet_bytes", partitionlet_bytes),
+                    ("partitionlet_ms", partitionlet_ms),
+                ):
                     if value is not None and settings.get(key) != str(value):
                         catalog.set_setting(key, str(value))
                         settings[key] = str(value)
@@ -240,8 +255,9 @@ class Cluster:
         names.validate_stream_path(path)
         return self._stream_info(self._catalog.stream(path))
 
-    def streams(self, prefix: str | None = None, limit: int | None = None,
-                offset: int = 0) -> list[StreamInfo]:
+    def streams(
+        self, prefix: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[StreamInfo]:
         """Streams ordered by path; `prefix` keeps those whose path starts with it."""
         self._check_open()
         _check_paging(limit, offset)
@@ -257,8 +273,15 @@ class Cluster:
             m, b = vol.stream_usage(row.id)
             messages += m
             nbytes += b
-        return StreamInfo(row.path, dict(row.policies), row.creator, row.created_ms,
-                          row.topic_count, nbytes, messages)
+        return StreamInfo(
+            row.path,
+            dict(row.policies),
+            row.creator,
+            row.created_ms,
+            row.topic_count,
+            nbytes,
+            messages,
+        )
 
     # --- topics ---------------------------------------------------------------------------
 
@@ -287,8 +310,11 @@ class Cluster:
         """Grow the topic to `count` partitions in all (never fewer)."""
         self._check_open()
         row = self._topic_row(name)
-        self._authorize(self._catalog.stream_by_id(row.stream_id), "topic_perm",
-                        what="add partitions to topics of")
+        self._authorize(
+            self._catalog.stream_by_id(row.stream_id),
+            "topic_perm",
+            what="add partitions to topics of",
+        )
         _check_partition_count(count)
         if count < row.partitions:
             raise InvalidPartition(
@@ -304,8 +330,9 @@ class Cluster:
         self._check_open()
         return self._topic_infos([self._topic_row(name)])[0]
 
-    def topics(self, stream: str, prefix: str | None = None, limit: int | None = None,
-               offset: int = 0) -> list[TopicInfo]:
+    def topics(
+        self, stream: str, prefix: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[TopicInfo]:
         """Topics of `stream` ordered by name; `prefix` keeps names that start with it."""
         self._check_open()
         names.validate_stream_path(stream)
@@ -313,8 +340,9 @@ class Cluster:
         row = self._catalog.stream(stream)
         return self._topic_infos(self._catalog.topics(row.id, prefix, limit, offset))
 
-    def topic_names(self, stream: str, prefix: str | None = None, limit: int | None = None,
-                    offset: int = 0) -> list[str]:
+    def topic_names(
+        self, stream: str, prefix: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[str]:
         """Full names of the topics of `stream`, ordered; cheaper than `topics()`, which
         also reads every partition's offsets."""
         self._check_open()
@@ -341,8 +369,10 @@ class Cluster:
         for row in rows:
             parts = []
             for number in range(row.partitions):
-                lets = [self._partitionlet_info(row.full_name, pl, states.get(pl.id))
-                        for pl in chains.get((row.id, number), ())]
+                lets = [
+                    self._partitionlet_info(row.full_name, pl, states.get(pl.id))
+                    for pl in chains.get((row.id, number), ())
+                ]
                 parts.append(_partition_info(row.full_name, number, lets))
             infos.append(TopicInfo(row.full_name, row.stream, row.name, parts, row.created_ms))
         return infos
@@ -357,16 +387,40 @@ class Cluster:
         return states
 
     @staticmethod
-    def _partitionlet_info(topic: str, pl: PartitionletRow,
-                           state: PartitionletState | None) -> PartitionletInfo:
+    def _partitionlet_info(
+        topic: str, pl: PartitionletRow, state: PartitionletState | None
+    ) -> PartitionletInfo:
         if state is None:  # created in the catalog, nothing appended yet
             end = pl.end_offset if pl.end_offset is not None else pl.base_offset
-            return PartitionletInfo(pl.id, topic, pl.partition, pl.volume_id, pl.base_offset,
-                                    end - 1, pl.active, 0, 0, None, None, pl.created_ms)
+            return PartitionletInfo(
+                pl.id,
+                topic,
+                pl.partition,
+                pl.volume_id,
+                pl.base_offset,
+                end - 1,
+                pl.active,
+                0,
+                0,
+                None,
+                None,
+                pl.created_ms,
+            )
         end = state.next_offset if pl.end_offset is None else pl.end_offset
-        return PartitionletInfo(pl.id, topic, pl.partition, pl.volume_id, pl.base_offset,
-                                end - 1, pl.active and state.state == ACTIVE, state.bytes,
-                                state.messages, state.first_ts, state.max_ts, state.created_ms)
+        return PartitionletInfo(
+            pl.id,
+            topic,
+            pl.partition,
+            pl.volume_id,
+            pl.base_offset,
+            end - 1,
+            pl.active and state.state == ACTIVE,
+            state.bytes,
+            state.messages,
+            state.first_ts,
+            state.max_ts,
+            state.created_ms,
+        )
 
     # --- partitionlets and volumes --------------------------------------------------------
 
@@ -384,16 +438,28 @@ class Cluster:
                 if t is not None:
                     topic_names[topic_id] = t.full_name
         states = self._volume_states(rows)
-        return [self._partitionlet_info(topic_names[pl.topic_id], pl, states.get(pl.id))
-                for pl in rows if pl.topic_id in topic_names]
+        return [
+            self._partitionlet_info(topic_names[pl.topic_id], pl, states.get(pl.id))
+            for pl in rows
+            if pl.topic_id in topic_names
+        ]
 
     def volumes(self) -> list[VolumeInfo]:
         self._check_open()
         infos = []
         for volume_id, vol in sorted(self._volumes.items()):
             data_bytes, count, active = vol.sizes()
-            infos.append(VolumeInfo(volume_id, str(vol.path), vol.file_bytes(), data_bytes,
-                                    count, active, vol.recent_write_bytes()))
+            infos.append(
+                VolumeInfo(
+                    volume_id,
+                    str(vol.path),
+                    vol.file_bytes(),
+                    data_bytes,
+                    count,
+                    active,
+                    vol.recent_write_bytes(),
+                )
+            )
         return infos
 
     def heat(self, window_s: int = 300) -> HeatMap:
@@ -432,7 +498,8 @@ class Cluster:
         infos = []
         for member_id, client_id, host, heartbeat in members:
             owned = sorted(
-                TopicPartition(name, p) for (t, p), m in owners.items()
+                TopicPartition(name, p)
+                for (t, p), m in owners.items()
                 if m == member_id and (name := name_of(t)) is not None
             )
             infos.append(MemberInfo(member_id, client_id, host, tuple(owned), heartbeat))
@@ -447,13 +514,15 @@ class Cluster:
             offset, meta = offsets.get((topic_id, partition), (None, ""))
             partitions.append(GroupPartitionInfo(name, partition, offset, end, meta))
         live = {m[0] for m in members}
-        settled = all(owners.get(tuple(k)) == m for m, parts in plan.items() if m in live
-                      for k in parts)
+        settled = all(
+            owners.get(tuple(k)) == m for m, parts in plan.items() if m in live for k in parts
+        )
         status = "Empty" if not members else ("Stable" if settled else "PreparingRebalance")
         return GroupInfo(group_id, status, generation, protocol, infos, partitions)
 
-    def reset_offsets(self, group_id: str, topic: str,
-                      to: str | int | datetime) -> dict[TopicPartition, int]:
+    def reset_offsets(
+        self, group_id: str, topic: str, to: str | int | datetime
+    ) -> dict[TopicPartition, int]:
         """Set the group's committed offsets in every partition of `topic` to "earliest",
         "latest", an offset or the first message at or after a time. The group must have
         no live members (as Kafka requires), so nobody commits over the reset."""
@@ -461,8 +530,9 @@ class Cluster:
         if not isinstance(group_id, str) or not group_id:
             raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
         row = self._topic_row(topic)
-        self._authorize(self._catalog.stream_by_id(row.stream_id), "admin_perm",
-                        what="reset group offsets on")
+        self._authorize(
+            self._catalog.stream_by_id(row.stream_id), "admin_perm", what="reset group offsets on"
+        )
         now = time.time_ns() // 1_000_000
         members = self._catalog.group_members(group_id, now)
         if members:
@@ -522,8 +592,13 @@ class Cluster:
 
     # --- access control -------------------------------------------------------------------
 
-    def _authorize(self, stream: StreamRow, perm: str, principal: Principal | None = None,
-                   what: str | None = None) -> None:
+    def _authorize(
+        self,
+        stream: StreamRow,
+        perm: str,
+        principal: Principal | None = None,
+        what: str | None = None,
+    ) -> None:
         """Raise `AccessDenied` unless `principal` (default: the cluster's) satisfies the
         stream's ACE `perm` (produce_perm, consume_perm, topic_perm, copy_perm,
         admin_perm)."""
@@ -572,8 +647,14 @@ _PERM_VERBS = {
 
 def _refuse_foreign(root: Path) -> None:
     # Our own names are not foreign: another process may be creating this cluster now.
-    ours = {LOCK_FILE, VOLUME_DIR, CATALOG_FILE, f"{CATALOG_FILE}-wal", f"{CATALOG_FILE}-shm",
-            f"{CATALOG_FILE}-journal"}
+    ours = {
+        LOCK_FILE,
+        VOLUME_DIR,
+        CATALOG_FILE,
+        f"{CATALOG_FILE}-wal",
+        f"{CATALOG_FILE}-shm",
+        f"{CATALOG_FILE}-journal",
+    }
     others = sorted(p.name for p in root.iterdir() if p.name not in ours)
     if others:
         raise NotACluster(
@@ -596,8 +677,10 @@ def _volume_paths(volumes: int | Sequence[str | os.PathLike[str]]) -> list[str]:
 
 
 def _check_partition_count(count: object) -> None:
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= (
-        policies.MAX_PARTITIONS
+    if (
+        isinstance(count, bool)
+        or not isinstance(count, int)
+        or not 1 <= count <= (policies.MAX_PARTITIONS)
     ):
         raise InvalidPartition(
             f"a partition count must be from 1 to {policies.MAX_PARTITIONS}, got {count!r}"
@@ -617,8 +700,12 @@ def _partition_info(topic: str, number: int, lets: list[PartitionletInfo]) -> Pa
     firsts = [p.first_timestamp for p in lets if p.first_timestamp is not None]
     lasts = [p.last_timestamp for p in lets if p.last_timestamp is not None]
     return PartitionInfo(
-        topic, number, lets[0].base_offset, lets[-1].last_offset + 1,
-        min(firsts) if firsts else None, max(lasts) if lasts else None,
-        sum(p.bytes for p in lets), lets,
+        topic,
+        number,
+        lets[0].base_offset,
+        lets[-1].last_offset + 1,
+        min(firsts) if firsts else None,
+        max(lasts) if lasts else None,
+        sum(p.bytes for p in lets),
+        lets,
     )
-

@@ -58,7 +58,11 @@ def translate(exc: sqlite3.Error, path: Path | str, what: str) -> StorageError:
     """A clear engine error for an SQLite failure on a data file."""
     text = str(exc)
     name = getattr(exc, "sqlite_errorname", "")
-    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "not a database" in text or "malformed" in text:
+    if (
+        name in ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+        or "not a database" in text
+        or "malformed" in text
+    ):
         return CorruptFile(
             f"{what} {path} is not a readable SQLite database ({text}); restore it from a "
             "replica or backup, or move it aside"

@@ -40,8 +40,13 @@ from engine.records import (
     TopicPartition,
 )
 
-_RESETS = {"earliest": "earliest", "smallest": "earliest", "latest": "latest",
-           "largest": "latest", "none": "none"}
+_RESETS = {
+    "earliest": "earliest",
+    "smallest": "earliest",
+    "latest": "latest",
+    "largest": "latest",
+    "none": "none",
+}
 # How often a group member checks for a new generation or a freed partition it waits for.
 _GROUP_CHECK_S = 0.1
 # Longest sleep between two looks at the volumes while waiting for messages written by
@@ -120,10 +125,12 @@ class Consumer:
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.max_poll_records = max_poll_records
         self.consumer_timeout_ms = consumer_timeout_ms
-        for name, value in (("session_timeout_ms", session_timeout_ms),
-                            ("heartbeat_interval_ms", heartbeat_interval_ms),
-                            ("max_poll_interval_ms", max_poll_interval_ms),
-                            ("auto_commit_interval_ms", auto_commit_interval_ms)):
+        for name, value in (
+            ("session_timeout_ms", session_timeout_ms),
+            ("heartbeat_interval_ms", heartbeat_interval_ms),
+            ("max_poll_interval_ms", max_poll_interval_ms),
+            ("auto_commit_interval_ms", auto_commit_interval_ms),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(f"{name} must be a positive int, got {value!r}")
         self.session_timeout_ms = session_timeout_ms
@@ -168,8 +175,9 @@ class Consumer:
             row = self._cluster._catalog.topic(stream_path, name)
             stream = self._cluster._catalog.stream_by_id(row.stream_id)
             self._cluster._authorize(stream, "consume_perm", self.principal)
-            meta = self._meta[full] = _TopicMeta(row.id, row.stream_id, row.partitions,
-                                                 stream.policies["ttl"])
+            meta = self._meta[full] = _TopicMeta(
+                row.id, row.stream_id, row.partitions, stream.policies["ttl"]
+            )
         return meta
 
     def _check_tp(self, tp: Any) -> TopicPartition:
@@ -212,8 +220,9 @@ class Consumer:
         if not self._manual and (self._subscription or self._pattern):
             self._update_subscription()
 
-    def subscribe(self, topics: Iterable[str] = (), pattern: str | None = None,
-                  listener: Any = None) -> None:
+    def subscribe(
+        self, topics: Iterable[str] = (), pattern: str | None = None, listener: Any = None
+    ) -> None:
         """Read every partition of these topics (or of the topics whose names match
         `pattern`) as a member of the consumer's group."""
         self._check_open()
@@ -285,7 +294,9 @@ class Consumer:
             topic_ids = sorted(self._topic_names)
             if self._member is None:
                 self._member = groups.GroupMember(
-                    self._cluster._catalog, self.group_id, client_id=self.client_id,
+                    self._cluster._catalog,
+                    self.group_id,
+                    client_id=self.client_id,
                     strategy=self.partition_assignment_strategy,
                     session_timeout_ms=self.session_timeout_ms,
                     heartbeat_interval_ms=self.heartbeat_interval_ms,
@@ -296,12 +307,12 @@ class Consumer:
                 self._member.join(topic_ids)
             self._sync_group()
             return
-        target = {TopicPartition(full, p) for full, meta in metas.items()
-                  for p in range(meta.partitions)}
+        target = {
+            TopicPartition(full, p) for full, meta in metas.items() for p in range(meta.partitions)
+        }
         self._change_assignment(set(self._assigned) - target, target - set(self._assigned))
 
-    def _change_assignment(self, revoked: set[TopicPartition],
-                           added: set[TopicPartition]) -> None:
+    def _change_assignment(self, revoked: set[TopicPartition], added: set[TopicPartition]) -> None:
         if revoked:
             if self._listener is not None:
                 self._listener.on_partitions_revoked(revoked)
@@ -405,8 +416,9 @@ class Consumer:
 
     def _reset_position(self, tp: TopicPartition, state: _Assigned) -> int:
         if self.group_id is not None:
-            committed = self._cluster._catalog.committed(self.group_id, state.meta.topic_id,
-                                                         tp.partition)
+            committed = self._cluster._catalog.committed(
+                self.group_id, state.meta.topic_id, tp.partition
+            )
             if committed is not None:
                 return committed[0]
         if self.auto_offset_reset == "earliest":
@@ -511,16 +523,18 @@ class Consumer:
 
     # --- committed offsets ----------------------------------------------------------------
 
-    def committed(self, partition: TopicPartition,
-                  metadata: bool = False) -> int | OffsetAndMetadata | None:
+    def committed(
+        self, partition: TopicPartition, metadata: bool = False
+    ) -> int | OffsetAndMetadata | None:
         """The group's committed offset for `partition` (with its metadata string, as an
         `OffsetAndMetadata`, when `metadata` is true), or None."""
         self._check_open()
         if self.group_id is None:
             return None
         tp = self._check_tp(partition)
-        row = self._cluster._catalog.committed(self.group_id, self._topic_meta(tp.topic).topic_id,
-                                               tp.partition)
+        row = self._cluster._catalog.committed(
+            self.group_id, self._topic_meta(tp.topic).topic_id, tp.partition
+        )
         if row is None:
             return None
         return OffsetAndMetadata(row[0], row[1]) if metadata else row[0]
@@ -547,8 +561,7 @@ class Consumer:
                 offset, metadata = value, ""
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                 raise InvalidOffset(f"offset for {tp!r} must be a non-negative int")
-            rows.append((self._topic_meta(full.topic).topic_id, full.partition, offset,
-                         metadata))
+            rows.append((self._topic_meta(full.topic).topic_id, full.partition, offset, metadata))
         self._cluster._catalog.commit_offsets(self.group_id, rows)
 
     def _position_rows(self, tps: set[TopicPartition]) -> list[tuple[int, int, int, str]]:
@@ -573,8 +586,9 @@ class Consumer:
 
     # --- reading --------------------------------------------------------------------------
 
-    def poll(self, timeout_ms: int = 0, max_records: int | None = None,
-             update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
+    def poll(
+        self, timeout_ms: int = 0, max_records: int | None = None, update_offsets: bool = True
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records of the assigned, unpaused partitions; waits up to `timeout_ms` for some.
 
         With `update_offsets=False` the positions stay where they were (a peek)."""
@@ -685,8 +699,11 @@ class Consumer:
         member, self._member = self._member, None
         if member is None:
             return
-        commits = (self._position_rows(set(self._assigned))
-                   if autocommit and self.enable_auto_commit else [])
+        commits = (
+            self._position_rows(set(self._assigned))
+            if autocommit and self.enable_auto_commit
+            else []
+        )
         if self._listener is not None and self._assigned:
             self._listener.on_partitions_revoked(set(self._assigned))
         member.leave(commits)

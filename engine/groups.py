@@ -38,8 +38,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STRATEGIES = ("range", "roundrobin")
-_STRATEGY_ALIASES = {"range": "range", "roundrobin": "roundrobin", "round_robin": "roundrobin",
-                     "RangeAssignor": "range", "RoundRobinAssignor": "roundrobin"}
+_STRATEGY_ALIASES = {
+    "range": "range",
+    "roundrobin": "roundrobin",
+    "round_robin": "roundrobin",
+    "RangeAssignor": "range",
+    "RoundRobinAssignor": "roundrobin",
+}
 
 TopicPart = tuple[int, int]  # (topic_id, partition)
 
@@ -65,8 +70,9 @@ def strategy_name(value: object) -> str:
 # --- assignment strategies -----------------------------------------------------------------
 
 
-def assign(strategy: str, members: dict[str, list[int]],
-           partitions: dict[int, int]) -> dict[str, list[TopicPart]]:
+def assign(
+    strategy: str, members: dict[str, list[int]], partitions: dict[int, int]
+) -> dict[str, list[TopicPart]]:
     """Target assignment: member id -> [(topic_id, partition)].
 
     `members` maps each member to the topic ids it subscribes to; `partitions` gives each
@@ -109,9 +115,17 @@ class GroupMember:
     and `leave`; the heartbeat thread calls `heartbeat`. Each call is one short catalog
     transaction."""
 
-    def __init__(self, catalog: Catalog, group_id: str, *, client_id: str, strategy: str,
-                 session_timeout_ms: int, heartbeat_interval_ms: int,
-                 max_poll_interval_ms: int) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        group_id: str,
+        *,
+        client_id: str,
+        strategy: str,
+        session_timeout_ms: int,
+        heartbeat_interval_ms: int,
+        max_poll_interval_ms: int,
+    ) -> None:
         self._catalog = catalog
         self.group_id = group_id
         self.client_id = client_id
@@ -139,13 +153,22 @@ class GroupMember:
                 "topics, session_ms, heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (group_id, member_id) DO UPDATE SET topics = excluded.topics, "
                 "heartbeat_ms = excluded.heartbeat_ms",
-                (self.group_id, self.member_id, self.client_id, self.host, self.strategy,
-                 json.dumps(self.topics), self.session_timeout_ms, now_ms()),
+                (
+                    self.group_id,
+                    self.member_id,
+                    self.client_id,
+                    self.host,
+                    self.strategy,
+                    json.dumps(self.topics),
+                    self.session_timeout_ms,
+                    now_ms(),
+                ),
             )
             self._rebalance_if_needed()
         if self._thread is None:
-            self._thread = threading.Thread(target=self._beat, name="plet-group-heartbeat",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._beat, name="plet-group-heartbeat", daemon=True
+            )
             self._thread.start()
 
     def leave(self, commits: list[tuple[int, int, int, str]]) -> None:
@@ -154,10 +177,14 @@ class GroupMember:
         with self._catalog.write():
             conn = self._catalog.conn
             _commit_rows(conn, self.group_id, commits)
-            conn.execute("DELETE FROM group_owners WHERE group_id = ? AND member_id = ?",
-                         (self.group_id, self.member_id))
-            conn.execute("DELETE FROM group_members WHERE group_id = ? AND member_id = ?",
-                         (self.group_id, self.member_id))
+            conn.execute(
+                "DELETE FROM group_owners WHERE group_id = ? AND member_id = ?",
+                (self.group_id, self.member_id),
+            )
+            conn.execute(
+                "DELETE FROM group_members WHERE group_id = ? AND member_id = ?",
+                (self.group_id, self.member_id),
+            )
             self._rebalance_if_needed()
 
     def stop(self) -> None:
@@ -197,12 +224,17 @@ class GroupMember:
             return taken
         with self._catalog.write():
             conn = self._catalog.conn
-            live = {m for (m,) in conn.execute(
-                "SELECT member_id FROM group_members WHERE group_id = ?", (self.group_id,))}
+            live = {
+                m
+                for (m,) in conn.execute(
+                    "SELECT member_id FROM group_members WHERE group_id = ?", (self.group_id,)
+                )
+            }
             for topic_id, partition in parts:
                 row = conn.execute(
                     "SELECT member_id FROM group_owners WHERE group_id = ? AND topic_id = ? "
-                    "AND partition = ?", (self.group_id, topic_id, partition),
+                    "AND partition = ?",
+                    (self.group_id, topic_id, partition),
                 ).fetchone()
                 if row is not None and row[0] != self.member_id and row[0] in live:
                     continue  # its owner has not released it yet
@@ -245,8 +277,16 @@ class GroupMember:
             self._catalog.conn.execute(
                 "INSERT INTO group_members (group_id, member_id, client_id, host, strategy, "
                 "topics, session_ms, heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (self.group_id, self.member_id, self.client_id, self.host, self.strategy,
-                 json.dumps(self.topics), self.session_timeout_ms, now_ms()),
+                (
+                    self.group_id,
+                    self.member_id,
+                    self.client_id,
+                    self.host,
+                    self.strategy,
+                    json.dumps(self.topics),
+                    self.session_timeout_ms,
+                    now_ms(),
+                ),
             )
 
     # --- the assignment (inside a write transaction) --------------------------------------
@@ -256,18 +296,35 @@ class GroupMember:
         generation."""
         conn = self._catalog.conn
         now = now_ms()
-        dead = [m for (m,) in conn.execute(
-            "SELECT member_id FROM group_members WHERE group_id = ? AND heartbeat_ms + "
-            "session_ms < ?", (self.group_id, now))]
+        dead = [
+            m
+            for (m,) in conn.execute(
+                "SELECT member_id FROM group_members WHERE group_id = ? AND heartbeat_ms + "
+                "session_ms < ?",
+                (self.group_id, now),
+            )
+        ]
         for member in dead:
-            conn.execute("DELETE FROM group_members WHERE group_id = ? AND member_id = ?",
-                         (self.group_id, member))
-            conn.execute("DELETE FROM group_owners WHERE group_id = ? AND member_id = ?",
-                         (self.group_id, member))
-        members = {m: json.loads(t) for m, t in conn.execute(
-            "SELECT member_id, topics FROM group_members WHERE group_id = ?", (self.group_id,))}
-        strategies = {s for (s,) in conn.execute(
-            "SELECT DISTINCT strategy FROM group_members WHERE group_id = ?", (self.group_id,))}
+            conn.execute(
+                "DELETE FROM group_members WHERE group_id = ? AND member_id = ?",
+                (self.group_id, member),
+            )
+            conn.execute(
+                "DELETE FROM group_owners WHERE group_id = ? AND member_id = ?",
+                (self.group_id, member),
+            )
+        members = {
+            m: json.loads(t)
+            for m, t in conn.execute(
+                "SELECT member_id, topics FROM group_members WHERE group_id = ?", (self.group_id,)
+            )
+        }
+        strategies = {
+            s
+            for (s,) in conn.execute(
+                "SELECT DISTINCT strategy FROM group_members WHERE group_id = ?", (self.group_id,)
+            )
+        }
         # The same choice whoever computes it: members that disagree must not take turns
         # rewriting the assignment. One strategy for all when they agree, else the first
         # by name.
@@ -279,8 +336,9 @@ class GroupMember:
             if row is not None:
                 partitions[topic_id] = row[0]
         basis = json.dumps([strategy, sorted(members.items()), sorted(partitions.items())])
-        row = conn.execute("SELECT generation, basis FROM groups WHERE group_id = ?",
-                           (self.group_id,)).fetchone()
+        row = conn.execute(
+            "SELECT generation, basis FROM groups WHERE group_id = ?", (self.group_id,)
+        ).fetchone()
         if row is not None and row[1] == basis:
             return row[0]
         generation = (row[0] if row else 0) + 1

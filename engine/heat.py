@@ -37,10 +37,13 @@ class Load:
     seconds: float = HEAT_BUCKET_S
 
     def __add__(self, other: Load) -> Load:
-        return Load(self.write_messages + other.write_messages,
-                    self.write_bytes + other.write_bytes,
-                    self.read_messages + other.read_messages,
-                    self.read_bytes + other.read_bytes, self.seconds)
+        return Load(
+            self.write_messages + other.write_messages,
+            self.write_bytes + other.write_bytes,
+            self.read_messages + other.read_messages,
+            self.read_bytes + other.read_bytes,
+            self.seconds,
+        )
 
     @property
     def write_messages_per_s(self) -> float:
@@ -89,8 +92,9 @@ class HeatMap:
         return result
 
     def hottest_partitions(self, n: int = 20) -> list[tuple[TopicPartition, Load]]:
-        ranked = sorted(self.partitions.items(),
-                        key=lambda item: (-item[1].messages_per_s, item[0]))
+        ranked = sorted(
+            self.partitions.items(), key=lambda item: (-item[1].messages_per_s, item[0])
+        )
         return ranked[:n]
 
 
@@ -135,8 +139,10 @@ class ReadCounter:
 
 def heat_map(cluster: Cluster, window_s: int = 300) -> HeatMap:
     """Sum the volumes' heat buckets of the last `window_s` seconds."""
-    if isinstance(window_s, bool) or not isinstance(window_s, int) or not (
-        HEAT_BUCKET_S <= window_s <= MAX_WINDOW_S
+    if (
+        isinstance(window_s, bool)
+        or not isinstance(window_s, int)
+        or not (HEAT_BUCKET_S <= window_s <= MAX_WINDOW_S)
     ):
         raise InvalidArgument(
             f"window_s must be from {HEAT_BUCKET_S} to {MAX_WINDOW_S} seconds, got {window_s!r}"
@@ -185,6 +191,7 @@ def heat_map(cluster: Cluster, window_s: int = 300) -> HeatMap:
         result.partitions[tp] = load = total(series)
         result.topics[tp.topic] = result.topics.get(tp.topic, Load(seconds=window)) + load
     for pl_id, load in list(result.partitionlets.items()):
-        result.partitionlets[pl_id] = Load(load.write_messages, load.write_bytes,
-                                           load.read_messages, load.read_bytes, window)
+        result.partitionlets[pl_id] = Load(
+            load.write_messages, load.write_bytes, load.read_messages, load.read_bytes, window
+        )
     return result

@@ -36,8 +36,17 @@ FETCH_BATCHES = 16
 
 
 class _Decoded:
-    __slots__ = ("pl_id", "volume_id", "base", "last", "ts_type", "first_ts", "max_ts",
-                 "batch", "byte_share")
+    __slots__ = (
+        "pl_id",
+        "volume_id",
+        "base",
+        "last",
+        "ts_type",
+        "first_ts",
+        "max_ts",
+        "batch",
+        "byte_share",
+    )
 
     def __init__(self, pl: PartitionletRow, row: tuple) -> None:
         base, last, ts_type, first_ts, max_ts, payload = row
@@ -54,8 +63,14 @@ class _Decoded:
 
 
 class PartitionLog:
-    def __init__(self, cluster: Cluster, topic_id: int, partition: int, topic: str,
-                 counter: ReadCounter | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        topic_id: int,
+        partition: int,
+        topic: str,
+        counter: ReadCounter | None = None,
+    ) -> None:
         self._cluster = cluster
         self._counter = counter
         self.topic_id = topic_id
@@ -102,8 +117,9 @@ class PartitionLog:
 
     # --- reading --------------------------------------------------------------------------
 
-    def read(self, position: int, max_records: int,
-             cutoff_ms: int | None) -> tuple[list[ConsumerRecord], int]:
+    def read(
+        self, position: int, max_records: int, cutoff_ms: int | None
+    ) -> tuple[list[ConsumerRecord], int]:
         """Up to `max_records` records at offsets >= `position`, and the next position.
 
         Records older than `cutoff_ms` (expired by the stream's ttl) are skipped.
@@ -121,17 +137,18 @@ class PartitionLog:
             if cutoff_ms is not None and d.max_ts < cutoff_ms:
                 position = d.last + 1  # the whole batch has expired
                 continue
-            got, next_position = self._records(d, position, max_records - len(records),
-                                               cutoff_ms)
+            got, next_position = self._records(d, position, max_records - len(records), cutoff_ms)
             if self._counter is not None and got:
-                self._counter.add(d.volume_id, d.pl_id, len(got),
-                                  int((next_position - position) * d.byte_share))
+                self._counter.add(
+                    d.volume_id, d.pl_id, len(got), int((next_position - position) * d.byte_share)
+                )
             position = next_position
             records.extend(got)
         return records, position
 
-    def _records(self, d: _Decoded, position: int, limit: int,
-                 cutoff_ms: int | None) -> tuple[list[ConsumerRecord], int]:
+    def _records(
+        self, d: _Decoded, position: int, limit: int, cutoff_ms: int | None
+    ) -> tuple[list[ConsumerRecord], int]:
         b = d.batch
         offsets = b.offsets
         if isinstance(offsets, range):
@@ -142,11 +159,21 @@ class PartitionLog:
         if start >= end:
             return [], d.last + 1
         headers = b.headers[start:end] if b.headers is not None else repeat(NO_HEADERS)
-        records = list(map(_record, zip(
-            repeat(self.topic), repeat(self.partition), offsets[start:end],
-            b.timestamps[start:end], repeat(d.ts_type), b.keys[start:end], b.values[start:end],
-            headers,
-        )))
+        records = list(
+            map(
+                _record,
+                zip(
+                    repeat(self.topic),
+                    repeat(self.partition),
+                    offsets[start:end],
+                    b.timestamps[start:end],
+                    repeat(d.ts_type),
+                    b.keys[start:end],
+                    b.values[start:end],
+                    headers,
+                ),
+            )
+        )
         next_position = offsets[end - 1] + 1 if end < len(offsets) else d.last + 1
         if cutoff_ms is not None and d.first_ts < cutoff_ms:
             records = [r for r in records if r.timestamp >= cutoff_ms]
@@ -214,8 +241,9 @@ class PartitionLog:
 
     # --- time -----------------------------------------------------------------------------
 
-    def offset_for_time(self, timestamp_ms: int,
-                        cutoff_ms: int | None) -> OffsetAndTimestamp | None:
+    def offset_for_time(
+        self, timestamp_ms: int, cutoff_ms: int | None
+    ) -> OffsetAndTimestamp | None:
         """The earliest offset whose timestamp is >= `timestamp_ms`, or None."""
         self._ensure_chain()
         target = timestamp_ms if cutoff_ms is None else max(timestamp_ms, cutoff_ms)

@@ -29,10 +29,18 @@ class Maintenance:
     keep the latest outcomes for a console to show.
     """
 
-    def __init__(self, cluster: Cluster, interval_s: float = 60, *,
-                 retention_enabled: bool = True, compaction_enabled: bool = True) -> None:
-        if isinstance(interval_s, bool) or not isinstance(interval_s, int | float) or (
-            interval_s <= 0
+    def __init__(
+        self,
+        cluster: Cluster,
+        interval_s: float = 60,
+        *,
+        retention_enabled: bool = True,
+        compaction_enabled: bool = True,
+    ) -> None:
+        if (
+            isinstance(interval_s, bool)
+            or not isinstance(interval_s, int | float)
+            or (interval_s <= 0)
         ):
             raise InvalidArgument(f"interval_s must be a positive number, got {interval_s!r}")
         self.cluster = cluster
@@ -52,8 +60,7 @@ class Maintenance:
         if self._thread is not None and self._thread.is_alive():
             return self
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="plet-maintenance",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="plet-maintenance", daemon=True)
         self._thread.start()
         return self
 
@@ -75,8 +82,9 @@ class Maintenance:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def run_once(self) -> tuple[retention.RetentionReport | None,
-                                retention.CompactionReport | None]:
+    def run_once(
+        self,
+    ) -> tuple[retention.RetentionReport | None, retention.CompactionReport | None]:
         """Enforce retention, then compact; errors are logged, not raised."""
         with self._pass:
             kept = compacted = None
@@ -102,8 +110,12 @@ class Maintenance:
             if self.cluster.closed or isinstance(exc, Closed):
                 return None
             self.last_error = exc
-            log.exception("%s of cluster %s failed; it runs again in %.0f s", what,
-                          self.cluster.path, self.interval_s)
+            log.exception(
+                "%s of cluster %s failed; it runs again in %.0f s",
+                what,
+                self.cluster.path,
+                self.interval_s,
+            )
             return None
         log.debug("%s of cluster %s: %s", what, self.cluster.path, report)
         return report

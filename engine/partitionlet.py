@@ -62,8 +62,9 @@ class Placement:
                 self._placed = dict.fromkeys(self._heat, 0)
                 self._read_at = now
             chosen = []
-            order = sorted(self._heat, key=lambda v: (self._placed[v], self._heat[v],
-                                                      random.random()))
+            order = sorted(
+                self._heat, key=lambda v: (self._placed[v], self._heat[v], random.random())
+            )
             while len(chosen) < count:
                 # each round gives one to every volume, least placed and coolest first
                 for volume_id in order[: count - len(chosen)]:
@@ -116,8 +117,10 @@ class Appender:
         cluster = self._cluster
         pending = writes
         for _ in range(MAX_ROLL_RETRIES):
-            self._load_active({w.key for w in pending if w.key not in self._active},
-                              {w.key for w in pending if w.new_topic})
+            self._load_active(
+                {w.key for w in pending if w.key not in self._active},
+                {w.key for w in pending if w.new_topic},
+            )
             by_volume: dict[int, list[tuple[BatchWrite, Append]]] = defaultdict(list)
             for w in pending:
                 pl = self._active.get(w.key)
@@ -127,17 +130,33 @@ class Appender:
                         "(deleted while writing)"
                     )
                     continue
-                by_volume[pl.volume_id].append((w, Append(
-                    pl.id, w.stream_id, w.topic_id, w.partition, pl.base_offset, w.payload,
-                    w.count, w.first_ts, w.max_ts, w.ts_type, w.origin,
-                )))
+                by_volume[pl.volume_id].append(
+                    (
+                        w,
+                        Append(
+                            pl.id,
+                            w.stream_id,
+                            w.topic_id,
+                            w.partition,
+                            pl.base_offset,
+                            w.payload,
+                            w.count,
+                            w.first_ts,
+                            w.max_ts,
+                            w.ts_type,
+                            w.origin,
+                        ),
+                    )
+                )
             retry: list[BatchWrite] = []
             sealed: dict[tuple[int, int], tuple[int, int, int]] = {}
             for volume_id, pairs in by_volume.items():
                 try:
                     cluster._volume(volume_id).append(
-                        [a for _, a in pairs], sync=sync,
-                        roll_bytes=cluster.partitionlet_bytes, roll_ms=cluster.partitionlet_ms,
+                        [a for _, a in pairs],
+                        sync=sync,
+                        roll_bytes=cluster.partitionlet_bytes,
+                        roll_ms=cluster.partitionlet_ms,
                     )
                 except PartitionletError as exc:
                     for w, _ in pairs:
@@ -171,9 +190,11 @@ class Appender:
         missing = sorted(k for k in keys if k not in found)
         if missing:
             volumes = self._cluster._placement.choose_many(len(missing))
-            found.update(catalog.add_first_partitionlets(
-                [(tid, part, vid) for (tid, part), vid in zip(missing, volumes, strict=True)]
-            ))
+            found.update(
+                catalog.add_first_partitionlets(
+                    [(tid, part, vid) for (tid, part), vid in zip(missing, volumes, strict=True)]
+                )
+            )
         self._active.update(found)
 
     def _roll(self, sealed: dict[tuple[int, int], tuple[int, int, int]]) -> None:
@@ -183,8 +204,9 @@ class Appender:
         volumes = cluster._placement.choose_many(len(sealed))
         wanted = [
             (tid, part, vid, end, pl_id)
-            for ((tid, part), (pl_id, end, _)), vid in zip(sorted(sealed.items()), volumes,
-                                                            strict=True)
+            for ((tid, part), (pl_id, end, _)), vid in zip(
+                sorted(sealed.items()), volumes, strict=True
+            )
         ]
         for key in sealed:
             self._active.pop(key, None)

@@ -79,9 +79,7 @@ def _check(name: str, value: Any) -> Any:
             return value
         acl.parse(value, policy=name)
         return value
-    raise InvalidPolicy(
-        f"unknown policy {name!r}; known policies: {', '.join(sorted(DEFAULTS))}"
-    )
+    raise InvalidPolicy(f"unknown policy {name!r}; known policies: {', '.join(sorted(DEFAULTS))}")
 
 
 def validate(policies: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -354,8 +354,9 @@ class Producer:
                 self._close_full(b)
             if self.acks == 0:
                 # log-append time is not known yet: -1, as kafka-python reports it
-                return _DoneFuture((ts.full, b.partition,
-                                    -1 if ts.ts_type == LOG_APPEND_TIME else timestamp_ms))
+                return _DoneFuture(
+                    (ts.full, b.partition, -1 if ts.ts_type == LOG_APPEND_TIME else timestamp_ms)
+                )
             return FutureRecordMetadata((b, len(records) - 1))
         finally:
             lock.release()
@@ -418,14 +419,25 @@ class Producer:
         self._cluster._authorize(stream, "produce_perm", self.principal)
         row = catalog.topic_or_none(stream.id, name)
         if row is None and policies["auto_create"]:
-            self._cluster._authorize(stream, "topic_perm", self.principal,
-                                     what="create topics (auto-create on produce) in")
+            self._cluster._authorize(
+                stream,
+                "topic_perm",
+                self.principal,
+                what="create topics (auto-create on produce) in",
+            )
         if row is not None:
-            state = _TopicState(full, stream.id, row.id, row.partitions,
-                                policies["max_message_bytes"], ts_type)
+            state = _TopicState(
+                full, stream.id, row.id, row.partitions, policies["max_message_bytes"], ts_type
+            )
         elif policies["auto_create"]:
-            state = _TopicState(full, stream.id, None, policies["default_partitions"],
-                                policies["max_message_bytes"], ts_type)
+            state = _TopicState(
+                full,
+                stream.id,
+                None,
+                policies["default_partitions"],
+                policies["max_message_bytes"],
+                ts_type,
+            )
         else:
             raise UnknownTopic(
                 f"topic {full} does not exist and stream {stream_path} does not create "

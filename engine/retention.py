@@ -210,13 +210,17 @@ def _enforce_retention(cluster: Cluster) -> RetentionReport:
             messages += freed[0]
             nbytes += freed[1]
     return RetentionReport(
-        dropped, messages, nbytes, sealed,
+        dropped,
+        messages,
+        nbytes,
+        sealed,
         {t: TopicRetention(*v) for t, v in sorted(by_topic.items())},
     )
 
 
-def _expired(cluster: Cluster, page: list[_Partition],
-             now: int) -> tuple[list[tuple[str, PartitionletRow]], int]:
+def _expired(
+    cluster: Cluster, page: list[_Partition], now: int
+) -> tuple[list[tuple[str, PartitionletRow]], int]:
     """The partitionlets of `page` to drop, as (topic, row), sealing expired active ones
     (and giving them successors) on the way; and how many were sealed."""
     cutoffs = {}
@@ -256,8 +260,9 @@ def _expired(cluster: Cluster, page: list[_Partition],
             # Sealed now, or rolled by a writer that has not told the catalog yet: the
             # catalog learns the end offset and a successor starts there (or the one
             # another writer made is kept).
-            successors.append((pl.topic_id, pl.partition, cluster._placement.choose(),
-                               st.next_offset, pl.id))
+            successors.append(
+                (pl.topic_id, pl.partition, cluster._placement.choose(), st.next_offset, pl.id)
+            )
             rolled.append((p.topic, pl, st))
     n_sealed = 0
     if successors:
@@ -275,9 +280,9 @@ def _all_expired(st: PartitionletState, cutoff: int) -> bool:
     return st.max_ts is None or st.max_ts < cutoff  # None: compaction emptied it
 
 
-def _drop(cluster: Cluster,
-          drops: list[tuple[str, PartitionletRow]]
-          ) -> list[tuple[str, PartitionletRow, tuple[int, int]]]:
+def _drop(
+    cluster: Cluster, drops: list[tuple[str, PartitionletRow]]
+) -> list[tuple[str, PartitionletRow, tuple[int, int]]]:
     """Purge these sealed partitionlets from their volumes, then remove their catalog rows
     (bumping the topology version so readers and writers drop cached chains).
 
@@ -344,7 +349,8 @@ def _compact(cluster: Cluster) -> CompactionReport:
         tombstones_removed=totals["tombstones_removed"],
         bytes_freed=totals["bytes_freed"],
         by_topic={
-            t: TopicCompaction(**v) for t, v in sorted(by_topic.items())
+            t: TopicCompaction(**v)
+            for t, v in sorted(by_topic.items())
             if v.get("messages_removed")
         },
     )
@@ -413,9 +419,15 @@ def _compact_partition(cluster: Cluster, p: _Partition) -> dict[str, int]:
     return stats
 
 
-def _plan(batch_id: int, base: int, count: int, payload: bytes,
-          latest: dict[bytes | None, int], protect_after: int | None,
-          tombstone_before: int) -> BatchRewrite | None:
+def _plan(
+    batch_id: int,
+    base: int,
+    count: int,
+    payload: bytes,
+    latest: dict[bytes | None, int],
+    protect_after: int | None,
+    tombstone_before: int,
+) -> BatchRewrite | None:
     """The compacted form of one batch, or None when it keeps every message."""
     b = batch_codec.decode(payload, base)
     if b.keys.count(None) == count:
@@ -449,5 +461,6 @@ def _plan(batch_id: int, base: int, count: int, payload: bytes,
         None if b.headers is None else [b.headers[i] for i in keep],
         None if deltas[-1] == len(deltas) - 1 else deltas,
     )
-    return BatchRewrite(batch_id, count, new_payload, len(keep), min(stamps), max(stamps),
-                        tombstones)
+    return BatchRewrite(
+        batch_id, count, new_payload, len(keep), min(stamps), max(stamps), tombstones
+    )

@@ -218,8 +218,19 @@ class Volume:
                 for a in appends:
                     st = states.get(a.pl_id)
                     if st is None:  # its first append: the row is made below
-                        st = states[a.pl_id] = [a.pl_base_offset, ACTIVE, 0, now,
-                                                a.pl_base_offset, None, None, 0, 0, True, a]
+                        st = states[a.pl_id] = [
+                            a.pl_base_offset,
+                            ACTIVE,
+                            0,
+                            now,
+                            a.pl_base_offset,
+                            None,
+                            None,
+                            0,
+                            0,
+                            True,
+                            a,
+                        ]
                     next_offset, state, nbytes, created_ms, base, first_ts, max_ts = st[:7]
                     if state != ACTIVE:
                         a.sealed_at = next_offset
@@ -232,9 +243,22 @@ class Volume:
                         continue
                     size = len(a.payload)
                     ts_high = a.max_ts if max_ts is None or a.max_ts > max_ts else max_ts
-                    batch_rows.append((a.pl_id, next_offset, next_offset + a.count - 1, a.count,
-                                       a.first_ts, a.max_ts, ts_high, a.ts_type, now, a.origin,
-                                       size, a.payload))
+                    batch_rows.append(
+                        (
+                            a.pl_id,
+                            next_offset,
+                            next_offset + a.count - 1,
+                            a.count,
+                            a.first_ts,
+                            a.max_ts,
+                            ts_high,
+                            a.ts_type,
+                            now,
+                            a.origin,
+                            size,
+                            a.payload,
+                        )
+                    )
                     heat_rows.append((a.pl_id, a.count, size))
                     a.offset = next_offset
                     st[0] = next_offset + a.count
@@ -263,14 +287,27 @@ class Volume:
                 conn.executemany(
                     "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
                     "base_offset, next_offset, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(pl_id, a.stream_id, a.topic_id, a.partition, a.pl_base_offset,
-                      a.pl_base_offset, now) for pl_id, a in made],
+                    [
+                        (
+                            pl_id,
+                            a.stream_id,
+                            a.topic_id,
+                            a.partition,
+                            a.pl_base_offset,
+                            a.pl_base_offset,
+                            now,
+                        )
+                        for pl_id, a in made
+                    ],
                 )
                 conn.executemany(
                     "UPDATE partitionlets SET next_offset = ?, state = ?, bytes = ?, first_ts = ?, "
                     "max_ts = ?, batches = ?, messages = ? WHERE id = ?",
-                    [(st[0], st[1], st[2], st[5], st[6], st[7], st[8], pl_id)
-                     for pl_id, st in states.items() if st[9]],
+                    [
+                        (st[0], st[1], st[2], st[5], st[6], st[7], st[8], pl_id)
+                        for pl_id, st in states.items()
+                        if st[9]
+                    ],
                 )
                 if batch_rows:
                     bucket = now // (HEAT_BUCKET_S * 1000)
@@ -282,8 +319,10 @@ class Volume:
                         [(bucket, *row) for row in heat_rows],
                     )
                     if bucket % 360 == 0:  # about once an hour of appends: forget old heat
-                        conn.execute("DELETE FROM heat WHERE bucket < ?",
-                                     (bucket - HEAT_KEEP_S // HEAT_BUCKET_S,))
+                        conn.execute(
+                            "DELETE FROM heat WHERE bucket < ?",
+                            (bucket - HEAT_KEEP_S // HEAT_BUCKET_S,),
+                        )
                     conn.executemany(
                         "INSERT INTO stream_usage (stream_id, messages, bytes) VALUES (?, ?, ?) "
                         "ON CONFLICT (stream_id) DO UPDATE SET "
@@ -301,8 +340,15 @@ class Volume:
             self.conn.execute(
                 "INSERT OR IGNORE INTO partitionlets (id, stream_id, topic_id, partition, "
                 "base_offset, next_offset, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (pl_id, stream_id, topic_id, partition, base_offset, base_offset,
-                 time.time_ns() // 1_000_000),
+                (
+                    pl_id,
+                    stream_id,
+                    topic_id,
+                    partition,
+                    base_offset,
+                    base_offset,
+                    time.time_ns() // 1_000_000,
+                ),
             )
 
     def purge(self, pl_ids: list[int]) -> None:
@@ -351,8 +397,11 @@ class Volume:
             if row is None:
                 return None
             st = PartitionletState(*row)
-            if (st.state == ACTIVE and st.next_offset > st.base_offset
-                    and (st.max_ts is None or st.max_ts < cutoff_ms)):
+            if (
+                st.state == ACTIVE
+                and st.next_offset > st.base_offset
+                and (st.max_ts is None or st.max_ts < cutoff_ms)
+            ):
                 conn.execute("UPDATE partitionlets SET state = ? WHERE id = ?", (SEALED, pl_id))
                 st = replace(st, state=SEALED)
         return st
@@ -402,8 +451,9 @@ class Volume:
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
 
-    def rewrite_batches(self, pl_id: int,
-                        rewrites: list[BatchRewrite]) -> tuple[list[BatchRewrite], int]:
+    def rewrite_batches(
+        self, pl_id: int, rewrites: list[BatchRewrite]
+    ) -> tuple[list[BatchRewrite], int]:
         """Replace or delete batches of one partitionlet in one write transaction
         (compaction); returns the rewrites applied and the bytes they freed.
 
@@ -441,8 +491,14 @@ class Volume:
                     conn.execute(
                         "UPDATE batches SET payload = ?, count = ?, first_ts = ?, max_ts = ?, "
                         "bytes = ? WHERE id = ?",
-                        (rw.payload, rw.count, rw.first_ts, rw.max_ts, len(rw.payload),
-                         rw.batch_id),
+                        (
+                            rw.payload,
+                            rw.count,
+                            rw.first_ts,
+                            rw.max_ts,
+                            len(rw.payload),
+                            rw.batch_id,
+                        ),
                     )
                     freed_bytes += cur[1] - len(rw.payload)
                     removed += cur[0] - rw.count
@@ -532,7 +588,8 @@ class Volume:
         try:
             row = self.conn.execute(
                 "SELECT coalesce(sum(w_bytes), 0), coalesce(sum(r_bytes), 0) FROM heat "
-                "WHERE bucket >= ?", (since,)
+                "WHERE bucket >= ?",
+                (since,),
             ).fetchone()
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
@@ -600,9 +657,15 @@ class Volume:
             raise translate(exc, self.path, "volume") from exc
         return {pl_id: (state, nbytes) for pl_id, state, nbytes in rows}
 
-    def copy_partitionlet_from(self, source: Volume, pl_id: int, *, sync: bool = True,
-                               expect_here: PartitionletState | None = None,
-                               chunk: int = 64) -> PartitionletState | None:
+    def copy_partitionlet_from(
+        self,
+        source: Volume,
+        pl_id: int,
+        *,
+        sync: bool = True,
+        expect_here: PartitionletState | None = None,
+        chunk: int = 64,
+    ) -> PartitionletState | None:
         """Copy the sealed partitionlet `pl_id` of `source` into this volume.
 
         The source is read in one read transaction (a consistent snapshot, so a concurrent

@@ -106,6 +106,9 @@ def test_quick_run_reports_every_system_with_ratios(tmp_path):
     assert [t["target"] for t in data["targets"]] == [t.label for t in report.TARGETS]
     assert all(t["met"] in (True, False) for t in data["targets"])
     assert data["settings"]["messages"] == {"100": QUICK_MESSAGES, "1024": QUICK_MESSAGES}
+    assert re.fullmatch(
+        r"[\d.]+ before, [\d.]+ after \(1-minute average\)", data["machine"]["load"]
+    )
 
     # the text report on stdout: one row per case, ratio cells on Partitionlet rows
     stdout = result.stdout
@@ -150,7 +153,7 @@ def test_plet_bench_runs_through_the_cli_group(tmp_path):
     assert cases == [
         "partitionlet produce 100 B acks=1",
         "partitionlet produce 100 B acks=all linger_ms=5",
-        "partitionlet consume 100 B poll max_records=100,000",
+        "partitionlet consume 100 B poll max_records=500",
         "sqlite produce 100 B synchronous=NORMAL, 10,000 rows/txn",
         "sqlite produce 100 B synchronous=FULL, 10,000 rows/txn",
         "sqlite consume 100 B SELECT cursor",
@@ -225,6 +228,7 @@ def test_no_partitionlet_case_gives_exit_code_1(tmp_path, monkeypatch):
         (["--messages", "lots"], "'lots' is not a message count"),
         (["--messages", "-5"], "is not a message count"),
         (["--quick", "--messages", "10"], "--quick and --messages cannot be used together"),
+        (["--max-records", "0"], "0 is not in the range x>=1"),
         (["--json", "no/such/dir/run.json"], "does not exist"),
         (["--bogus"], "No such option"),
     ],
@@ -315,7 +319,7 @@ def test_make_workdir_is_fresh_each_time(tmp_path):
 
 
 def test_quick_measurement_settings(tmp_path, monkeypatch):
-    """--quick, --sizes and --acks become the run's Settings."""
+    """--quick, --sizes and --acks become the run's Settings (and --max-records has a default)."""
     seen = {}
 
     def fake_run(settings, progress):
@@ -332,5 +336,20 @@ def test_quick_measurement_settings(tmp_path, monkeypatch):
     settings = seen["settings"]
     assert settings.sizes == (100,) and settings.acks == (1,)
     assert settings.messages_for(100) == QUICK_MESSAGES and settings.redis is True
+    assert settings.consume_max_records == 500  # the Consumer's default max_poll_records
     assert not settings.workdir.exists()  # removed after the run
     assert "partitionlet produce 100 B acks=1" in result.stdout
+
+
+def test_max_records_and_no_redis_reach_the_settings(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(settings, progress):
+        seen["settings"] = settings
+        return command.Run(settings, {"cpu": "test"})
+
+    monkeypatch.setattr(command, "run_benchmark", fake_run)
+    _invoke(["-n", "20k", "--max-records", "2000", "--no-redis", "--dir", str(tmp_path)])
+    settings = seen["settings"]
+    assert settings.consume_max_records == 2000 and settings.redis is False
+    assert settings.messages == {100: 20_000, 1024: 20_000}

@@ -46,8 +46,14 @@ def pile_on(cluster: Cluster, monkeypatch: pytest.MonkeyPatch, volume: int = 1) 
     monkeypatch.setattr(cluster._placement, "choose_many", lambda count: [volume] * count)
 
 
-def produce(cluster: Cluster, count: int, partitions: int = 1, start: int = 0,
-            flush_every: int = 1, keys: int | None = None) -> list[tuple[int, int, bytes]]:
+def produce(
+    cluster: Cluster,
+    count: int,
+    partitions: int = 1,
+    start: int = 0,
+    flush_every: int = 1,
+    keys: int | None = None,
+) -> list[tuple[int, int, bytes]]:
     """Send `count` messages of about 60 bytes, round-robin over partitions; returns
     (partition, offset, value) of each, from its metadata."""
     producer = Producer(cluster, acks=1, linger_ms=0)
@@ -56,8 +62,9 @@ def produce(cluster: Cluster, count: int, partitions: int = 1, start: int = 0,
         for i in range(start, start + count):
             value = f"message-{i:06d}-".encode() + b"x" * 40
             key = None if keys is None else f"k{i % keys}".encode()
-            futures.append((producer.send(T, value=value, key=key, partition=i % partitions),
-                            value))
+            futures.append(
+                (producer.send(T, value=value, key=key, partition=i % partitions), value)
+            )
             if (i + 1) % flush_every == 0:
                 producer.flush()
         producer.flush()
@@ -210,9 +217,11 @@ def test_heat_is_the_second_term(cluster_path, monkeypatch):
         # volume 1 took every recent write: it keeps fewer stored bytes than the others
         assert hot[1].bytes_after < min(hot[v].bytes_after for v in (2, 3, 4))
         spread_before = max(v.score_before for v in report.volumes) - min(
-            v.score_before for v in report.volumes)
+            v.score_before for v in report.volumes
+        )
         spread_after = max(v.score_after for v in report.volumes) - min(
-            v.score_after for v in report.volumes)
+            v.score_after for v in report.volumes
+        )
         assert spread_after < spread_before
         assert all(v.score_after == v.bytes_after + v.heat for v in report.volumes)
         assert_consistent(cluster)
@@ -262,7 +271,8 @@ def test_dry_run_changes_nothing(cluster_path, monkeypatch):
         # the real run does what the dry run announced
         real = balance.rebalance(cluster)
         assert [(m.partitionlet, m.to_volume) for m in real.moves] == [
-            (m.partitionlet, m.to_volume) for m in report.moves]
+            (m.partitionlet, m.to_volume) for m in report.moves
+        ]
         assert real.bytes_after == report.bytes_after
         assert read_all(cluster, 2) == expected(sent, 2)
 
@@ -390,8 +400,7 @@ def test_producer_during_rebalance_loses_nothing(cluster_path, monkeypatch):
             try:
                 start = 0
                 while not stop.is_set():
-                    sent.extend(produce(cluster, 30, partitions=3, start=start,
-                                        flush_every=3))
+                    sent.extend(produce(cluster, 30, partitions=3, start=start, flush_every=3))
                     start += 30
             except BaseException as exc:
                 failure.append(exc)
@@ -504,14 +513,19 @@ sys.exit("the move finished")
 """
 
 
-def die_during_move(tmp_path: Path, cluster_path: Path, where: str, pl_id: int,
-                    target: int) -> None:
+def die_during_move(
+    tmp_path: Path, cluster_path: Path, where: str, pl_id: int, target: int
+) -> None:
     script = tmp_path / "crash.py"
     script.write_text(textwrap.dedent(CRASH))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(
         [sys.executable, str(script), str(cluster_path), where, str(pl_id), str(target)],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
     )
     assert proc.returncode == 17, proc.stderr
 
@@ -596,8 +610,9 @@ def test_rebalances_are_serialized(cluster_path, monkeypatch):
 
 
 def plet(*args: object) -> str:
-    result = CliRunner().invoke(cli, [str(a) for a in args], env={"PLET_CLUSTER": None},
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli, [str(a) for a in args], env={"PLET_CLUSTER": None}, catch_exceptions=False
+    )
     assert result.exit_code == 0, (result.stdout, result.stderr)
     return result.stdout
 
@@ -623,8 +638,11 @@ def test_cli_volume_and_partitionlet_list(cluster_path, monkeypatch):
     assert json.loads(plet("--cluster", cluster_path, "partitionlet", "list", "--json")) == lets
     text = plet("--cluster", cluster_path, "partitionlet", "list")
     assert text.splitlines()[0].startswith("PARTITIONLET") and T in text
-    result = CliRunner().invoke(cli, ["--cluster", str(cluster_path), "partitionlet", "list",
-                                      "/s:nope"], env={"PLET_CLUSTER": None})
+    result = CliRunner().invoke(
+        cli,
+        ["--cluster", str(cluster_path), "partitionlet", "list", "/s:nope"],
+        env={"PLET_CLUSTER": None},
+    )
     assert result.exit_code == 1 and result.stderr.startswith("error: ")
 
 
@@ -639,7 +657,8 @@ def test_cli_rebalance(cluster_path, monkeypatch):
     assert dry["dry_run"] is True and len(dry["moves"]) > 2
     assert dry["bytes_moved"] == sum(m["bytes"] for m in dry["moves"])
     assert {"partitionlet", "topic", "partition", "from_volume", "to_volume", "bytes"} == set(
-        dry["moves"][0])
+        dry["moves"][0]
+    )
     text = plet("--cluster", cluster_path, "rebalance", "--dry-run")
     assert text.startswith("would move") and "AFTER (projected)" in text
     with Cluster.open(cluster_path) as cluster:
@@ -650,8 +669,11 @@ def test_cli_rebalance(cluster_path, monkeypatch):
     text = plet("--cluster", cluster_path, "rebalance")
     assert text.startswith("moved ")
     assert "volumes are balanced" in plet("--cluster", cluster_path, "rebalance")
-    bad = CliRunner().invoke(cli, ["--cluster", str(cluster_path), "rebalance", "--max-moves",
-                                   "-1"], env={"PLET_CLUSTER": None})
+    bad = CliRunner().invoke(
+        cli,
+        ["--cluster", str(cluster_path), "rebalance", "--max-moves", "-1"],
+        env={"PLET_CLUSTER": None},
+    )
     assert bad.exit_code == 2
     with Cluster.open(cluster_path) as cluster:
         # volume 1 took every write: the others hold the sealed data now

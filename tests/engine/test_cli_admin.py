@@ -20,8 +20,9 @@ def seeded(cluster_path):
         for i in range(20):
             p.send("/s:t", key=b"k%d" % (i % 3), value=b"v%d" % i, partition=i % 2)
         p.close()
-        consumer = Consumer(c, "/s:t", group_id="dash", auto_offset_reset="earliest",
-                            enable_auto_commit=False)
+        consumer = Consumer(
+            c, "/s:t", group_id="dash", auto_offset_reset="earliest", enable_auto_commit=False
+        )
         got = 0
         while got < 20:
             got += sum(len(r) for r in consumer.poll(timeout_ms=200).values())
@@ -42,7 +43,9 @@ def test_group_list_and_describe(seeded):
     data = json.loads(run("group", "describe", "dash", "--json", "--cluster", seeded))
     assert data["lag"] == 0
     assert sorted((p["partition"], p["committed"]) for p in data["partitions"]) == [
-        (0, 10), (1, 10)]
+        (0, 10),
+        (1, 10),
+    ]
     out = run("group", "describe", "nobody", "--cluster", seeded, code=1)
     assert "does not exist" in out
 
@@ -55,14 +58,23 @@ def test_group_reset(seeded):
     run("group", "reset", "dash", "/s:t", "--to-offset", "4", "--cluster", seeded)
     data = json.loads(run("group", "describe", "dash", "--json", "--cluster", seeded))
     assert data["lag"] == 12
-    run("group", "reset", "dash", "/s:t", "--to-time", "2000-01-01T00:00:00Z",
-        "--cluster", seeded)
+    run("group", "reset", "dash", "/s:t", "--to-time", "2000-01-01T00:00:00Z", "--cluster", seeded)
     data = json.loads(run("group", "describe", "dash", "--json", "--cluster", seeded))
     assert data["lag"] == 20
     out = run("group", "reset", "dash", "/s:t", "--cluster", seeded, code=2)
     assert "exactly one" in out
-    run("group", "reset", "dash", "/s:t", "--to-latest", "--to-offset", "1",
-        "--cluster", seeded, code=2)
+    run(
+        "group",
+        "reset",
+        "dash",
+        "/s:t",
+        "--to-latest",
+        "--to-offset",
+        "1",
+        "--cluster",
+        seeded,
+        code=2,
+    )
 
 
 def test_heat(seeded):

@@ -38,8 +38,9 @@ def read_all(cluster, topic=T) -> list[tuple[int, bytes | None, bytes | None]]:
 
 def send_each(producer, topic, messages, **kwargs) -> list[int]:
     """(key, value) pairs, one batch each; their offsets."""
-    return [producer.send(topic, key=k, value=v, **kwargs).get(timeout=10).offset
-            for k, v in messages]
+    return [
+        producer.send(topic, key=k, value=v, **kwargs).get(timeout=10).offset for k, v in messages
+    ]
 
 
 def stored(cluster, topic=T) -> tuple[int, int]:
@@ -58,16 +59,26 @@ def test_latest_per_key_offsets_unchanged_in_the_active_partitionlet(cluster):
     # One batch of many messages (the producer lingers until the flush), rewritten with
     # offset deltas...
     with Producer(cluster, acks=1, linger_ms=60_000) as producer:
-        futures = [producer.send(T, key=k, value=v, headers=h) for k, v, h in [
-            (b"a", b"a0", [("n", b"0")]), (b"b", b"b1", None), (None, b"free2", None),
-            (b"a", b"a3", [("n", b"3")]), (b"c", b"c4", None), (None, None, None),
-        ]]
+        futures = [
+            producer.send(T, key=k, value=v, headers=h)
+            for k, v, h in [
+                (b"a", b"a0", [("n", b"0")]),
+                (b"b", b"b1", None),
+                (None, b"free2", None),
+                (b"a", b"a3", [("n", b"3")]),
+                (b"c", b"c4", None),
+                (None, None, None),
+            ]
+        ]
         producer.flush()
         assert [f.get(timeout=10).offset for f in futures] == list(range(6))
     # ...then single batches, one of which goes whole.
     with Producer(cluster, acks=1) as producer:
-        send_each(producer, T, [(b"b", b"b6"), (b"a", b"a7"), (None, b"free8"), (b"d", b"d9"),
-                                (b"d", b"d10")])
+        send_each(
+            producer,
+            T,
+            [(b"b", b"b6"), (b"a", b"a7"), (None, b"free8"), (b"d", b"d9"), (b"d", b"d10")],
+        )
     assert len(cluster.partitionlets(T)) == 1  # all of it in the active partitionlet
     before = stored(cluster)
     assert cluster.stream("/k").messages == 11
@@ -78,8 +89,15 @@ def test_latest_per_key_offsets_unchanged_in_the_active_partitionlet(cluster):
     assert report.messages_removed == 4 and report.tombstones_removed == 0
     assert report.batches_deleted == 1 and report.batches_rewritten == 1
     assert report.by_topic[T].messages_removed == 4
-    expected = [(2, None, b"free2"), (4, b"c", b"c4"), (5, None, None), (6, b"b", b"b6"),
-                (7, b"a", b"a7"), (8, None, b"free8"), (10, b"d", b"d10")]
+    expected = [
+        (2, None, b"free2"),
+        (4, b"c", b"c4"),
+        (5, None, None),
+        (6, b"b", b"b6"),
+        (7, b"a", b"a7"),
+        (8, None, b"free8"),
+        (10, b"d", b"d10"),
+    ]
     assert read_all(cluster) == expected
     after = stored(cluster)
     assert after[0] == 7 and before[1] - after[1] == report.bytes_freed > 0
@@ -139,11 +157,17 @@ def test_min_compaction_lag_is_respected(cluster):
     compacted_stream(cluster, min_compaction_lag_ms=HOUR_MS, delete_retention_ms=0)
     old, new = now_ms() - 2 * HOUR_MS, now_ms()
     messages = [
-        (b"a", b"a0", old), (b"a", b"a1", old), (b"a", b"a2", new),  # 0, 1 go: 2 is latest
-        (b"b", b"b3", new), (b"b", b"b4", new),  # both within the lag: kept
-        (b"c", b"c5", new), (b"c", b"c6", old),  # 5 within the lag, 6 the latest: kept
-        (b"d", b"d7", old), (b"d", b"d8", old),  # 7 goes
-        (b"e", b"e9", old), (b"e", None, new),  # 9 goes; the fresh tombstone stays
+        (b"a", b"a0", old),
+        (b"a", b"a1", old),
+        (b"a", b"a2", new),  # 0, 1 go: 2 is latest
+        (b"b", b"b3", new),
+        (b"b", b"b4", new),  # both within the lag: kept
+        (b"c", b"c5", new),
+        (b"c", b"c6", old),  # 5 within the lag, 6 the latest: kept
+        (b"d", b"d7", old),
+        (b"d", b"d8", old),  # 7 goes
+        (b"e", b"e9", old),
+        (b"e", None, new),  # 9 goes; the fresh tombstone stays
     ]
     with Producer(cluster, acks=1) as producer:
         for k, v, ts in messages:
@@ -159,8 +183,11 @@ def test_a_key_written_again_in_a_later_partitionlet(cluster_path):
     with Cluster.open(cluster_path, partitionlet_bytes=1) as cluster:
         compacted_stream(cluster)
         with Producer(cluster, acks=1) as producer:
-            send_each(producer, T, [(b"a", b"a0"), (b"b", b"b1"), (b"a", b"a2"), (b"b", b"b3"),
-                                    (b"c", b"c4")])
+            send_each(
+                producer,
+                T,
+                [(b"a", b"a0"), (b"b", b"b1"), (b"a", b"a2"), (b"b", b"b3"), (b"c", b"c4")],
+            )
         lets = cluster.partitionlets(T)
         assert [p.base_offset for p in lets] == [0, 1, 2, 3, 4, 5]
         report = cluster.compact()

@@ -55,8 +55,12 @@ def test_ttl_log_append_time_hides_at_once_then_drops_and_offsets_go_on(cluster_
         cluster.create_topic(T, partitions=1)
         producer = Producer(cluster, acks=1)
         # Log-append time: the producer's (far future) timestamps are replaced.
-        metas = send_each(producer, T, [b"%03d" % i + b"x" * 60 for i in range(22)],
-                          timestamp_ms=now_ms() + 24 * HOUR_MS)
+        metas = send_each(
+            producer,
+            T,
+            [b"%03d" % i + b"x" * 60 for i in range(22)],
+            timestamp_ms=now_ms() + 24 * HOUR_MS,
+        )
         assert [m.offset for m in metas] == list(range(22))
         consumer = reader(cluster)
         assert [r.offset for r in drain(consumer)] == list(range(22))
@@ -92,8 +96,7 @@ def test_ttl_log_append_time_hides_at_once_then_drops_and_offsets_go_on(cluster_
         producer.close()
         with Producer(cluster, acks=1) as other:
             assert other.send(T, value=b"again").get(timeout=10).offset == 23
-        assert [(r.offset, r.value) for r in drain(consumer)] == [(22, b"after"),
-                                                                 (23, b"again")]
+        assert [(r.offset, r.value) for r in drain(consumer)] == [(22, b"after"), (23, b"again")]
         fresh = reader(cluster)
         assert fresh.beginning_offsets([TopicPartition(T, 0)]) == {TopicPartition(T, 0): 22}
         assert [r.offset for r in drain(fresh)] == [22, 23]
@@ -113,8 +116,11 @@ def test_ttl_create_time_old_timestamp_expires_at_once(cluster):
 
         report = cluster.enforce_retention()
         # All three sat in the active partitionlet: sealed, given a successor, dropped.
-        assert (report.partitionlets_dropped, report.partitionlets_sealed,
-                report.messages_freed) == (1, 1, 3)
+        assert (
+            report.partitionlets_dropped,
+            report.partitionlets_sealed,
+            report.messages_freed,
+        ) == (1, 1, 3)
         info = partition(cluster)
         assert (info.log_start_offset, info.log_end_offset) == (3, 3)
 
@@ -151,9 +157,7 @@ def test_only_expired_partitionlets_go_even_in_the_middle(cluster_path):
         assert (info.log_start_offset, info.log_end_offset) == (2, 7)
         assert [p.base_offset for p in cluster.partitionlets(T)] == [2, 4, 5, 7]
         # The reader had the whole chain cached: it skips the gaps, offsets unchanged.
-        assert [(r.offset, r.value) for r in drain(consumer)] == [
-            (i, b"%d" % i) for i in expected
-        ]
+        assert [(r.offset, r.value) for r in drain(consumer)] == [(i, b"%d" % i) for i in expected]
         assert [r.offset for r in drain(reader(cluster))] == expected
         assert cluster.stream("/r").messages == len(expected)
         consumer.close()
@@ -253,8 +257,15 @@ def test_retention_while_a_producer_appends_loses_nothing_live(cluster_path):
             with Producer(cluster, acks=1) as producer:
                 for n in range(600):
                     fresh = n % 40 == 39
-                    futures.append((n, fresh, producer.send(
-                        T, value=b"%d" % n, timestamp_ms=now_ms() if fresh else 1)))
+                    futures.append(
+                        (
+                            n,
+                            fresh,
+                            producer.send(
+                                T, value=b"%d" % n, timestamp_ms=now_ms() if fresh else 1
+                            ),
+                        )
+                    )
                     if n % 5 == 4:
                         producer.flush()
                         time.sleep(0.001)
