@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import click
 
 from bench import report
+from bench import topics as many_topics
 from bench.cases import DEFAULT_ACKS, DEFAULT_SIZES, QUICK_MESSAGES, Case, Result, Settings
 from bench.cases import format_size as _format_size
 from bench.engine_cases import SYSTEM as PARTITIONLET
@@ -29,6 +31,11 @@ from bench.suite import Run, run_benchmark
 MAX_SIZE = 1024 * 1024  # the default max_message_bytes of a stream
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
 WORKDIR_PREFIX = "plet-bench-"
+# Records per poll when consuming: the Consumer's default max_poll_records (as kafka-python's).
+# Larger polls are slower, not faster: the records of one poll live long enough for the
+# cyclic garbage collector to scan them again and again (100,000 per poll reads ~40% fewer
+# messages per second than 500 on the machine of docs/BENCHMARKS.md).
+CONSUME_MAX_RECORDS = 500
 
 _SIZE = re.compile(r"(\d+)\s*(b|k|kib|m|mib)?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024 * 1024, "mib": 1024 * 1024}
@@ -154,6 +161,14 @@ def _progress():
     return progress
 
 
+def _load() -> str:
+    """The 1-minute load average, or '' where the OS does not tell."""
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except (AttributeError, OSError):
+        return ""
+
+
 def _describe(settings: Settings) -> str:
     sizes = ", ".join(
         f"{_format_size(size)} x {settings.messages_for(size):,}" for size in settings.sizes
@@ -208,12 +223,28 @@ def _problems(run: Run) -> list[str]:
     help="Produce durability levels, a comma-separated subset of 0, 1, all. [default: 0,1,all]",
 )
 @click.option(
+    "--max-records",
+    metavar="N",
+    type=click.IntRange(min=1),
+    default=CONSUME_MAX_RECORDS,
+    show_default=True,
+    help="max_records of each Partitionlet poll() when consuming; the default is the "
+    "Consumer's own max_poll_records.",
+)
+@click.option(
     "--dir",
     "base",
     metavar="PATH",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where to make the run's work directory; use a real disk, not tmpfs. "
     "[default: the temp directory if it is on disk, else /var/tmp]",
+)
+@click.option(
+    "--topics",
+    metavar="N",
+    callback=_param(parse_count),
+    help="Also run the many-topics case: N topics made by producing one message to each "
+    "(1M takes a few minutes), their listing and reopening. [default: not run]",
 )
 @click.option("--keep", is_flag=True, help="Keep the work directory (it is removed by default).")
 @click.option("--no-redis", is_flag=True, help="Leave out the Redis Streams peer.")
@@ -238,6 +269,8 @@ def bench_command(
     messages: int | None,
     sizes: tuple[int, ...] | None,
     acks: tuple[int | str, ...] | None,
+    max_records: int,
+    topics: int | None,
     base: Path | None,
     keep: bool,
     no_redis: bool,
@@ -276,10 +309,18 @@ def bench_command(
         acks=acks or DEFAULT_ACKS,
         messages={size: count for size in sizes} if count else {},
         redis=not no_redis,
+        consume_max_records=max_records,
     )
     click.echo(_describe(settings), err=True)
+    load_before = _load()
     try:
         run = run_benchmark(settings, progress=_progress())
+        many = None
+        if topics:
+            click.echo(f"many topics: {topics:,} ...", err=True)
+            many = many_topics.run(workdir, topics)
+        if load_before:  # other work on the machine skews the numbers: say how much there was
+            run.machine["load"] = f"{load_before} before, {_load()} after (1-minute average)"
     finally:
         if keep:
             click.echo(f"work directory kept: {workdir}", err=True)
@@ -288,11 +329,25 @@ def bench_command(
 
     click.echo()
     click.echo(run.text(), nl=False)
+    if many is not None:
+        click.echo()
+        click.echo(many.text())
     if json_path is not None:
-        json_path.write_text(json.dumps(run.to_json(), indent=2) + "\n", encoding="utf-8")
+        data = run.to_json()
+        if many is not None:
+            data["many_topics"] = {
+                **asdict(many),
+                "topics_per_s": many.topics_per_s,
+                "one_topic_per_s": many.one_topic_per_s,
+                "ratio": many.ratio,
+            }
+        json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_path}", err=True)
     if markdown_path is not None:
-        markdown_path.write_text(_markdown(run), encoding="utf-8")
+        text = _markdown(run)
+        if many is not None:
+            text += "\n" + many.markdown() + "\n"
+        markdown_path.write_text(text, encoding="utf-8")
         click.echo(f"wrote {markdown_path}", err=True)
     problems = _problems(run)
     if problems:
