@@ -148,22 +148,7 @@ class GroupMember:
         """Enter the group (or change the subscription) and start heartbeating."""
         self.topics = sorted(set(topic_ids))
         with self._catalog.write():
-            self._catalog.conn.execute(
-                "INSERT INTO group_members (group_id, member_id, client_id, host, strategy, "
-                "topics, session_ms, heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (group_id, member_id) DO UPDATE SET topics = excluded.topics, "
-                "heartbeat_ms = excluded.heartbeat_ms",
-                (
-                    self.group_id,
-                    self.member_id,
-                    self.client_id,
-                    self.host,
-                    self.strategy,
-                    json.dumps(self.topics),
-                    self.session_timeout_ms,
-                    now_ms(),
-                ),
-            )
+            self._register()
             self._rebalance_if_needed()
         if self._thread is None:
             self._thread = threading.Thread(
@@ -274,20 +259,27 @@ class GroupMember:
             (now_ms(), self.group_id, self.member_id),
         )
         if cur.rowcount == 0:  # expired by the others (a long pause): join again
-            self._catalog.conn.execute(
-                "INSERT INTO group_members (group_id, member_id, client_id, host, strategy, "
-                "topics, session_ms, heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    self.group_id,
-                    self.member_id,
-                    self.client_id,
-                    self.host,
-                    self.strategy,
-                    json.dumps(self.topics),
-                    self.session_timeout_ms,
-                    now_ms(),
-                ),
-            )
+            self._register()
+
+    def _register(self) -> None:
+        """Insert this member (or update its subscription and heartbeat); in a write
+        transaction."""
+        self._catalog.conn.execute(
+            "INSERT INTO group_members (group_id, member_id, client_id, host, strategy, "
+            "topics, session_ms, heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (group_id, member_id) DO UPDATE SET topics = excluded.topics, "
+            "heartbeat_ms = excluded.heartbeat_ms",
+            (
+                self.group_id,
+                self.member_id,
+                self.client_id,
+                self.host,
+                self.strategy,
+                json.dumps(self.topics),
+                self.session_timeout_ms,
+                now_ms(),
+            ),
+        )
 
     # --- the assignment (inside a write transaction) --------------------------------------
 
