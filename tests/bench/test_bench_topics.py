@@ -19,9 +19,21 @@ def test_run_makes_every_topic_and_measures_pages(tmp_path):
 
 
 def test_bench_command_runs_the_many_topics_case(tmp_path):
-    out = CliRunner().invoke(bench_command, ["--quick", "--no-redis", "--sizes", "100",
-                                             "--acks", "1", "--topics", "300",
-                                             "--dir", str(tmp_path)])
+    out = CliRunner().invoke(
+        bench_command,
+        [
+            "--quick",
+            "--no-redis",
+            "--sizes",
+            "100",
+            "--acks",
+            "1",
+            "--topics",
+            "300",
+            "--dir",
+            str(tmp_path),
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "many topics: 300 topics" in out.output
     assert "create by producing" in out.output

@@ -43,6 +43,9 @@ def test_pages_are_ordered_and_complete(many):
         page = cluster.topics("/fleet", limit=50, offset=70_000)
         assert [t.topic for t in page] == [f"car-{i:06d}" for i in range(70_000, 70_050)]
         assert all(t.messages == 1 for t in page)
+        after = cluster.topics("/fleet", limit=50, after="car-069999")
+        assert [t.topic for t in after] == [t.topic for t in page]
+        assert cluster.topic_names("/fleet", limit=2, after="car-099998") == ["/fleet:car-099999"]
         last = cluster.topics("/fleet", limit=50, offset=N - 10)
         assert len(last) == 10
         assert cluster.topic_count("/fleet", prefix="car-0999") == 100
