@@ -331,17 +331,32 @@ class Cluster:
         return self._topic_infos([self._topic_row(name)])[0]
 
     def topics(
-        self, stream: str, prefix: str | None = None, limit: int | None = None, offset: int = 0
+        self,
+        stream: str,
+        prefix: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        *,
+        after: str | None = None,
     ) -> list[TopicInfo]:
-        """Topics of `stream` ordered by name; `prefix` keeps names that start with it."""
+        """Topics of `stream` ordered by name; `prefix` keeps names that start with it.
+
+        Page with `offset`, or with `after` (the last name of the previous page, within the
+        stream), which costs the same on every page of a stream of millions."""
         self._check_open()
         names.validate_stream_path(stream)
         _check_paging(limit, offset)
         row = self._catalog.stream(stream)
-        return self._topic_infos(self._catalog.topics(row.id, prefix, limit, offset))
+        return self._topic_infos(self._catalog.topics(row.id, prefix, limit, offset, after))
 
     def topic_names(
-        self, stream: str, prefix: str | None = None, limit: int | None = None, offset: int = 0
+        self,
+        stream: str,
+        prefix: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        *,
+        after: str | None = None,
     ) -> list[str]:
         """Full names of the topics of `stream`, ordered; cheaper than `topics()`, which
         also reads every partition's offsets."""
@@ -349,7 +364,8 @@ class Cluster:
         names.validate_stream_path(stream)
         _check_paging(limit, offset)
         row = self._catalog.stream(stream)
-        return [t.full_name for t in self._catalog.topics(row.id, prefix, limit, offset)]
+        rows = self._catalog.topics(row.id, prefix, limit, offset, after)
+        return [t.full_name for t in rows]
 
     def topic_count(self, stream: str, prefix: str | None = None) -> int:
         self._check_open()
