@@ -119,6 +119,55 @@ CREATE TABLE IF NOT EXISTS group_owners (
     member_id TEXT NOT NULL,
     PRIMARY KEY (group_id, topic_id, partition)
 ) WITHOUT ROWID;
+-- Replication (engine.replication). A link out of a stream of this cluster: its target
+-- (a directory, or later an http(s) address), the stream there, and what the last run
+-- of a replicator found. How far each partition got is not stored: it is the target's log
+-- end offset, read from the target every time (one fact, one file).
+CREATE TABLE IF NOT EXISTS replicas (
+    stream_id     INTEGER NOT NULL,
+    target        TEXT NOT NULL,       -- normalized: absolute directory path or URL
+    target_stream TEXT NOT NULL,
+    target_id     TEXT,                -- uuid of the target cluster, once known
+    paused        INTEGER NOT NULL DEFAULT 0,
+    error         TEXT,                -- why the last run failed (state broken)
+    conflict      TEXT,                -- JSON {topic, partition, offset, ...} (state conflict)
+    created_ms    INTEGER NOT NULL,
+    last_run_ms   INTEGER,
+    copied_messages INTEGER NOT NULL DEFAULT 0,
+    copied_bytes  INTEGER NOT NULL DEFAULT 0,
+    rate_messages REAL NOT NULL DEFAULT 0,   -- messages/s of the last run that moved any
+    rate_bytes    REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (stream_id, target)
+) WITHOUT ROWID;
+-- The links into a stream of this cluster, as the sources registered them.
+CREATE TABLE IF NOT EXISTS upstreams (
+    stream_id     INTEGER NOT NULL,
+    source        TEXT NOT NULL,       -- the source cluster's directory (or URL)
+    source_stream TEXT NOT NULL,
+    source_id     TEXT NOT NULL,       -- uuid of the source cluster
+    created_ms    INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, source_id, source_stream)
+) WITHOUT ROWID;
+-- Replay jobs (spark_tasks.jobs): a job runs in its own process and keeps its record here,
+-- so that every process that opens the cluster (CLI, consoles) can list, watch and cancel
+-- it. The engine itself never reads or writes this table.
+CREATE TABLE IF NOT EXISTS jobs (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind             TEXT NOT NULL,
+    params           TEXT NOT NULL,             -- JSON
+    state            TEXT NOT NULL,             -- queued, running, succeeded, failed, cancelled
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    pid              INTEGER,
+    tasks_done       INTEGER NOT NULL DEFAULT 0,
+    tasks_total      INTEGER NOT NULL DEFAULT 0,
+    submitted_ms     INTEGER NOT NULL,
+    started_ms       INTEGER,
+    ended_ms         INTEGER,
+    result           TEXT,                      -- JSON summary
+    error            TEXT,
+    log_path         TEXT,
+    log_tail         TEXT NOT NULL DEFAULT ''
+);
 """
 
 
@@ -818,3 +867,130 @@ class Catalog:
             if sync:
                 conn.execute("PRAGMA synchronous=NORMAL")
         return moved
+
+    # --- replication links (engine.replication) -------------------------------------------
+
+    _REPLICA_COLUMNS = (
+        "r.stream_id, s.path, r.target, r.target_stream, r.target_id, r.paused, r.error, "
+        "r.conflict, r.created_ms, r.last_run_ms, r.copied_messages, r.copied_bytes, "
+        "r.rate_messages, r.rate_bytes"
+    )
+
+    def add_replica(self, stream_id: int, target: str, target_stream: str, paused: bool) -> bool:
+        """Register a link out of the stream; False if it exists already (left as it is)."""
+        with self.write():
+            cur = self.conn.execute(
+                "INSERT OR IGNORE INTO replicas (stream_id, target, target_stream, paused, "
+                "created_ms) VALUES (?, ?, ?, ?, ?)",
+                (stream_id, target, target_stream, int(paused), now_ms()),
+            )
+            return cur.rowcount == 1
+
+    def replica_rows(self, stream_id: int | None = None) -> list[tuple]:
+        """Links out (of one stream, or of all), in the order of `_REPLICA_COLUMNS`."""
+        sql = f"SELECT {self._REPLICA_COLUMNS} FROM replicas r JOIN streams s ON s.id = r.stream_id"
+        args: tuple = ()
+        if stream_id is not None:
+            sql += " WHERE r.stream_id = ?"
+            args = (stream_id,)
+        return self._query(sql + " ORDER BY s.path, r.target", args)
+
+    def update_replica(self, stream_id: int, target: str, **fields: Any) -> bool:
+        """Set some columns of a link; False if the link does not exist."""
+        allowed = {
+            "target_id",
+            "paused",
+            "error",
+            "conflict",
+            "last_run_ms",
+            "rate_messages",
+            "rate_bytes",
+        }
+        if not fields or not set(fields) <= allowed:
+            raise ValueError(f"cannot set {sorted(set(fields) - allowed)} of a replica link")
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        with self.write():
+            cur = self.conn.execute(
+                f"UPDATE replicas SET {sets} WHERE stream_id = ? AND target = ?",
+                (*fields.values(), stream_id, target),
+            )
+            return cur.rowcount == 1
+
+    def count_replicated(self, stream_id: int, target: str, messages: int, nbytes: int) -> None:
+        with self.write():
+            self.conn.execute(
+                "UPDATE replicas SET copied_messages = copied_messages + ?, "
+                "copied_bytes = copied_bytes + ? WHERE stream_id = ? AND target = ?",
+                (messages, nbytes, stream_id, target),
+            )
+
+    def remove_replica(self, stream_id: int, target: str) -> bool:
+        with self.write():
+            cur = self.conn.execute(
+                "DELETE FROM replicas WHERE stream_id = ? AND target = ?", (stream_id, target)
+            )
+            return cur.rowcount == 1
+
+    def add_upstream(self, stream_id: int, source: str, source_stream: str, source_id: str) -> None:
+        with self.write():
+            self.conn.execute(
+                "INSERT INTO upstreams (stream_id, source, source_stream, source_id, created_ms) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (stream_id, source_id, source_stream) "
+                "DO UPDATE SET source = excluded.source",
+                (stream_id, source, source_stream, source_id, now_ms()),
+            )
+
+    def remove_upstream(self, stream_id: int, source_id: str, source_stream: str) -> None:
+        with self.write():
+            self.conn.execute(
+                "DELETE FROM upstreams WHERE stream_id = ? AND source_id = ? AND source_stream = ?",
+                (stream_id, source_id, source_stream),
+            )
+
+    def upstream_rows(self, stream_id: int) -> list[tuple[str, str, str, int]]:
+        """(source, source_stream, source_id, created_ms) of the links into the stream."""
+        return self._query(
+            "SELECT source, source_stream, source_id, created_ms FROM upstreams "
+            "WHERE stream_id = ? ORDER BY source, source_stream",
+            (stream_id,),
+        )
+
+    def all_group_offsets(self, topic_ids: list[int]) -> list[tuple[str, int, int, int, str, int]]:
+        """(group_id, topic_id, partition, offset, metadata, commit_ms) of these topics."""
+        rows: list[tuple] = []
+        for chunk in _chunks(topic_ids):
+            marks = ",".join("?" * len(chunk))
+            rows += self._query(
+                'SELECT group_id, topic_id, partition, "offset", metadata, commit_ms '
+                f"FROM group_offsets WHERE topic_id IN ({marks})",
+                tuple(chunk),
+            )
+        return rows
+
+    def merge_offsets(self, rows: list[tuple[str, int, int, int, str, int]], now: int) -> int:
+        """Committed offsets copied from another cluster: (group_id, topic_id, partition,
+        offset, metadata, commit_ms). A row replaces the one here only if it was committed
+        later (so copies going round a cycle settle), and never for a group with live
+        members here (they commit their own). Returns the rows changed."""
+        changed = 0
+        with self.write():
+            live = {
+                g
+                for (g,) in self.conn.execute(
+                    "SELECT DISTINCT group_id FROM group_members WHERE heartbeat_ms + session_ms >= ?",
+                    (now,),
+                )
+            }
+            for row in rows:
+                if row[0] in live:
+                    continue
+                cur = self.conn.execute(
+                    'INSERT INTO group_offsets (group_id, topic_id, partition, "offset", metadata, '
+                    "commit_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (group_id, topic_id, "
+                    'partition) DO UPDATE SET "offset" = excluded."offset", '
+                    "metadata = excluded.metadata, commit_ms = excluded.commit_ms "
+                    "WHERE excluded.commit_ms > group_offsets.commit_ms",
+                    row,
+                )
+                changed += cur.rowcount
+        return changed

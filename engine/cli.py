@@ -79,6 +79,7 @@ class PletGroup(click.Group):
 
     lazy_commands: dict[str, tuple[str, str]] = {
         "bench": ("bench.command", "bench_command"),
+        "replay": ("spark_tasks.cli", "replay_group"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -1611,6 +1612,157 @@ def compact(ctx: click.Context) -> None:
         f"({_plural(report.tombstones_removed, 'tombstone')}), "
         f"freed {format_bytes(report.bytes_freed)}"
     )
+
+
+# --- replication -------------------------------------------------------------------------
+
+
+@cli.group()
+def replica() -> None:
+    """Replicate streams to other clusters: add, list, pause, resume and remove links."""
+
+
+@replica.command("add")
+@cluster_option
+@click.argument("stream_path", metavar="STREAM")
+@click.argument("target", metavar="TARGET")
+@click.option("--target-stream", metavar="PATH", help="Stream in the target (default: STREAM).")
+@click.option("--paused", is_flag=True, help="Register the link without copying yet.")
+@click.pass_context
+def replica_add(
+    ctx: click.Context, stream_path: str, target: str, target_stream: str | None, paused: bool
+) -> None:
+    """Replicate STREAM to the cluster directory TARGET.
+
+    The target stream is created with the same policies when missing, what exists is copied
+    now (unless --paused), and `plet replicate` follows from then on.
+    """
+    info = open_cluster(ctx).add_replica(stream_path, target, target_stream, paused=paused)
+    click.echo(
+        f"replicating {stream_path} to {info.target_stream} at {info.target}: {info.state}"
+        + (f", lag {info.lag_messages:,} messages" if info.lag_messages else "")
+    )
+
+
+@replica.command("list")
+@cluster_option
+@click.argument("stream_path", metavar="STREAM")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def replica_list(ctx: click.Context, stream_path: str, as_json: bool) -> None:
+    """List the links out of STREAM (with state and lag) and the links into it."""
+    cluster = open_cluster(ctx)
+    outs = cluster.replicas(stream_path)
+    ins = cluster.upstreams(stream_path)
+    if as_json:
+        _echo_json({"replicas": [asdict(r) for r in outs], "upstreams": [asdict(u) for u in ins]})
+        return
+    echo_table(
+        ("TARGET", "TARGET STREAM", "STATE", "LAG MSGS", "LAG S", "MSG/S", "ERROR"),
+        (
+            (
+                r.target,
+                r.target_stream,
+                r.state,
+                f"{r.lag_messages:,}",
+                f"{r.lag_seconds:.1f}",
+                f"{r.throughput_messages:,.0f}",
+                r.error
+                or (
+                    "; ".join(
+                        f"{c['topic']} partition {c['partition']} offset {c['offset']}"
+                        for c in r.conflict
+                    )
+                    if r.conflict
+                    else "-"
+                ),
+            )
+            for r in outs
+        ),
+    )
+    if ins:
+        click.echo()
+        echo_table(
+            ("UPSTREAM", "SOURCE STREAM", "SOURCE CLUSTER"),
+            ((u.source, u.source_stream, u.source_id) for u in ins),
+        )
+
+
+@replica.command("pause")
+@cluster_option
+@click.argument("stream_path", metavar="STREAM")
+@click.argument("target", metavar="TARGET")
+@click.pass_context
+def replica_pause(ctx: click.Context, stream_path: str, target: str) -> None:
+    """Stop copying STREAM to TARGET until it is resumed."""
+    open_cluster(ctx).pause_replica(stream_path, target)
+    click.echo(f"paused the replica of {stream_path} at {target}")
+
+
+@replica.command("resume")
+@cluster_option
+@click.argument("stream_path", metavar="STREAM")
+@click.argument("target", metavar="TARGET")
+@click.pass_context
+def replica_resume(ctx: click.Context, stream_path: str, target: str) -> None:
+    """Resume a paused link (also re-checks a link in conflict once it is resolved)."""
+    open_cluster(ctx).resume_replica(stream_path, target)
+    click.echo(f"resumed the replica of {stream_path} at {target}")
+
+
+@replica.command("remove")
+@cluster_option
+@click.argument("stream_path", metavar="STREAM")
+@click.argument("target", metavar="TARGET")
+@click.pass_context
+def replica_remove(ctx: click.Context, stream_path: str, target: str) -> None:
+    """Remove the link; the replica keeps what it received."""
+    open_cluster(ctx).remove_replica(stream_path, target)
+    click.echo(f"removed the replica of {stream_path} at {target}")
+
+
+@cli.command()
+@cluster_option
+@click.option("--once", is_flag=True, help="Move what is pending, then exit.")
+@click.option(
+    "--interval",
+    "interval_s",
+    type=click.FloatRange(min=0.01),
+    default=0.5,
+    show_default=True,
+    help="Seconds between passes when idle.",
+)
+@click.option(
+    "--max-batches",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Batches copied per transaction.",
+)
+@click.pass_context
+def replicate(ctx: click.Context, once: bool, interval_s: float, max_batches: int) -> None:
+    """Copy the streams of this cluster to their replicas, and keep following.
+
+    Runs retention and compaction in the background too, unless --once.
+    """
+    from engine.maintenance import Maintenance
+    from engine.replication import Replicator
+
+    cluster = open_cluster(ctx)
+    replicator = Replicator(cluster, max_batches=max_batches)
+    if once:
+        with replicator:
+            moved = replicator.run_once()
+        click.echo(f"replicated {_plural(moved, 'message')}")
+        return
+    maintenance = Maintenance(cluster).start()
+    try:
+        replicator.run_forever(interval_s=interval_s)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        replicator.stop()
+        maintenance.stop()
 
 
 # --- entry point -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
@@ -92,10 +93,10 @@ class Cluster:
         # processes notice new data by polling (engine.log).
         self._appended = threading.Condition()
         self._append_seq = 0
-        # Bumped by every change of topics, partitions or policies made through this
-        # object, so that its producers see them at their next send (other processes'
-        # changes arrive through the catalog's topology version).
-        self._changes = 0
+        # Producers of this object drop their cached topics and policies at once when it
+        # changes them (other processes' changes arrive through the catalog's topology
+        # version, which each producer's sender checks), so `send` checks nothing.
+        self._producers: weakref.WeakSet[Any] = weakref.WeakSet()
 
     # --- opening and closing --------------------------------------------------------------
 
@@ -229,7 +230,7 @@ class Cluster:
         names.validate_stream_path(path)
         checked = policies.validate(stream_policies)
         self._catalog.create_stream(path, checked, self.principal.user)
-        self._changes += 1
+        self._metadata_changed()
         return self.stream(path)
 
     def edit_stream(self, path: str, **stream_policies: Any) -> StreamInfo:
@@ -239,7 +240,7 @@ class Cluster:
         row = self._catalog.stream(path)
         self._authorize(row, "admin_perm")
         self._catalog.set_policies(path, policies.validate(stream_policies, base=row.policies))
-        self._changes += 1
+        self._metadata_changed()
         return self.stream(path)
 
     def delete_stream(self, path: str) -> None:
@@ -248,7 +249,7 @@ class Cluster:
         names.validate_stream_path(path)
         self._authorize(self._catalog.stream(path), "admin_perm")
         self._purge(self._catalog.delete_stream(path))
-        self._changes += 1
+        self._metadata_changed()
 
     def stream(self, path: str) -> StreamInfo:
         self._check_open()
@@ -295,7 +296,7 @@ class Cluster:
         count = row.policies["default_partitions"] if partitions is None else partitions
         _check_partition_count(count)
         self._catalog.create_topics(row.id, [(topic, count)], exist_ok=False)
-        self._changes += 1
+        self._metadata_changed()
         return self.topic(name)
 
     def delete_topic(self, name: str) -> None:
@@ -304,7 +305,7 @@ class Cluster:
         row = self._topic_row(name)
         self._authorize(self._catalog.stream_by_id(row.stream_id), "topic_perm")
         self._purge(self._catalog.delete_topic(row))
-        self._changes += 1
+        self._metadata_changed()
 
     def add_partitions(self, name: str, count: int) -> TopicInfo:
         """Grow the topic to `count` partitions in all (never fewer)."""
@@ -323,7 +324,7 @@ class Cluster:
             )
         if count > row.partitions:
             self._catalog.set_partitions(row.id, count)
-            self._changes += 1
+            self._metadata_changed()
         return self.topic(name)
 
     def topic(self, name: str) -> TopicInfo:
@@ -606,6 +607,58 @@ class Cluster:
         self._check_open()
         return balance.rebalance(self, dry_run=dry_run, max_moves=max_moves)
 
+    # --- replication (engine.replication) ------------------------------------------------
+
+    def add_replica(
+        self,
+        stream: str,
+        target: str | os.PathLike[str],
+        target_stream: str | None = None,
+        paused: bool = False,
+    ) -> Any:
+        """Replicate `stream` to `target` (another cluster's directory): create the target
+        stream with the same policies when missing, copy what exists (unless `paused`),
+        and let `engine.Replicator` follow. Needs copy_perm here and admin_perm on an
+        existing target stream. Returns the link's `ReplicaInfo`."""
+        self._check_open()
+        from engine import replication
+
+        return replication.add_replica(self, stream, target, target_stream, paused)
+
+    def replicas(self, stream: str) -> list[Any]:
+        """The links out of `stream` (`ReplicaInfo`: target, target_stream, state, lag,
+        error, conflict, throughput)."""
+        self._check_open()
+        from engine import replication
+
+        return replication.replicas(self, stream)
+
+    def upstreams(self, stream: str) -> list[Any]:
+        """The links into `stream` (`UpstreamInfo`: source, source_stream, source_id)."""
+        self._check_open()
+        from engine import replication
+
+        return replication.upstreams(self, stream)
+
+    def pause_replica(self, stream: str, target: str | os.PathLike[str]) -> None:
+        self._check_open()
+        from engine import replication
+
+        replication.pause_replica(self, stream, target)
+
+    def resume_replica(self, stream: str, target: str | os.PathLike[str]) -> None:
+        """Resume a paused link, or re-check one in conflict after it was resolved."""
+        self._check_open()
+        from engine import replication
+
+        replication.resume_replica(self, stream, target)
+
+    def remove_replica(self, stream: str, target: str | os.PathLike[str]) -> None:
+        self._check_open()
+        from engine import replication
+
+        replication.remove_replica(self, stream, target)
+
     # --- access control -------------------------------------------------------------------
 
     def _authorize(
@@ -627,7 +680,11 @@ class Cluster:
                 f"{ace!r} (creator {stream.creator!r})"
             )
 
-    # --- internals shared by producers and consumers --------------------------------------
+    # --- internals shared by producers and consumers ---------------------------------------
+
+    def _metadata_changed(self) -> None:
+        for producer in list(self._producers):
+            producer._forget_metadata()
 
     def _volume(self, volume_id: int) -> Volume:
         return self._volumes[volume_id]

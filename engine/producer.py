@@ -280,7 +280,7 @@ class Producer:
         self._closing = False
         self._closed = False
         self._topology = cluster._catalog.topology_version()
-        self._changes_seen = cluster._changes
+        cluster._producers.add(self)  # tells us when it changes topics or policies
         self._sender = threading.Thread(target=self._run, name="plet-producer-sender", daemon=True)
         self._sender.start()
         # Like kafka-python: buffered messages are written when the interpreter exits.
@@ -325,10 +325,6 @@ class Producer:
         lock = self._lock
         lock.acquire()
         try:
-            if self._changes_seen != self._cluster._changes:
-                self._changes_seen = self._cluster._changes
-                self._topics.clear()  # re-resolved on use: partitions or policies changed
-                self._streams.clear()
             ts = self._topics.get(topic) or self._topic_state(topic)
             if size > ts.max_bytes:
                 raise MessageTooLarge(
@@ -640,6 +636,10 @@ class Producer:
             return
         self._topology = version
         appender.forget()
+        self._forget_metadata()
+
+    def _forget_metadata(self) -> None:
+        """Drop cached topics and streams: re-resolved at their next send."""
         with self._lock:
             self._topics.clear()  # batches already open keep their (older) metadata
             self._streams.clear()

@@ -807,3 +807,223 @@ class Volume:
                 (DELETED, pl_id),
             )
         return True
+
+    # --- replication (engine.replication) ------------------------------------------------
+
+    def replica_batches(self, pl_id: int, from_offset: int, limit: int) -> list[ReplicaBatch]:
+        """Batches holding offsets >= `from_offset`, in offset order, with everything a
+        replica needs to store them as they are here (origin included)."""
+        try:
+            rows = self.conn.execute(
+                "SELECT base_offset, last_offset, count, first_ts, max_ts, ts_type, origin, "
+                "payload, append_ms FROM batches WHERE partitionlet = ? AND last_offset >= ? "
+                "ORDER BY last_offset LIMIT ?",
+                (pl_id, from_offset, limit),
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+        return [ReplicaBatch(*row) for row in rows]
+
+    def batch_at(self, pl_id: int, offset: int) -> tuple[int, int, str] | None:
+        """(base_offset, last_offset, origin) of the batch of `pl_id` holding `offset`."""
+        try:
+            row = self.conn.execute(
+                "SELECT base_offset, last_offset, origin FROM batches "
+                "WHERE partitionlet = ? AND last_offset >= ? ORDER BY last_offset LIMIT 1",
+                (pl_id, offset),
+            ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+        if row is None or row[0] > offset:
+            return None
+        return row[0], row[1], row[2]
+
+    def append_replicated(
+        self,
+        target: ReplicaTarget,
+        batches: list[ReplicaBatch],
+        *,
+        sync: bool,
+        roll_bytes: int,
+        roll_ms: int,
+    ) -> ReplicaAppend:
+        """Append batches copied from another cluster at their own offsets, in one
+        transaction, with their origin; the replication twin of `append`.
+
+        Each batch, in order, is compared with this partitionlet inside the transaction:
+        - it starts at or after the next offset: appended there (`applied`); offsets the
+          source does not hold (retention, compaction) stay a gap, as they are there;
+        - it lies below the next offset and a batch with the same offsets and origin is
+          here: it was applied before (`present`, a retry or a second route of a cycle);
+        - a batch with other offsets or another origin holds its first offset: `conflict`
+          (two clusters wrote the same offsets); nothing is changed;
+        - it lies below this partitionlet (`behind`): the caller looks in the chain.
+        The first batch that is neither applied nor present stops the call, as does a
+        partitionlet found sealed (`sealed`: the caller rolls and tries again).
+        """
+        conn = self.conn
+        now = time.time_ns() // 1_000_000
+        result = ReplicaAppend([])
+        if sync:
+            conn.execute("PRAGMA synchronous=FULL")
+        try:
+            with write_transaction(conn, self.path, "volume"):
+                row = conn.execute(
+                    "SELECT next_offset, state, bytes, created_ms, first_ts, max_ts, batches, "
+                    "messages FROM partitionlets WHERE id = ?",
+                    (target.pl_id,),
+                ).fetchone()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
+                        "base_offset, next_offset, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            target.pl_id,
+                            target.stream_id,
+                            target.topic_id,
+                            target.partition,
+                            target.pl_base_offset,
+                            target.pl_base_offset,
+                            now,
+                        ),
+                    )
+                    row = (target.pl_base_offset, ACTIVE, 0, now, None, None, 0, 0)
+                next_offset, state, nbytes, created_ms, first_ts, max_ts, count_b, count_m = row
+                rows = []
+                added_m = added_b = 0
+                for b in batches:
+                    if state != ACTIVE:
+                        result.statuses.append("sealed")
+                        break
+                    if b.base_offset < next_offset:
+                        if b.base_offset < target.pl_base_offset:
+                            result.statuses.append("behind")
+                            break
+                        here = conn.execute(
+                            "SELECT base_offset, last_offset, origin FROM batches "
+                            "WHERE partitionlet = ? AND last_offset >= ? "
+                            "ORDER BY last_offset LIMIT 1",
+                            (target.pl_id, b.base_offset),
+                        ).fetchone()
+                        if here is None or here[0] > b.last_offset:
+                            # Nothing here holds these offsets (compacted away): settled.
+                            result.statuses.append("present")
+                        elif (here[0], here[1], here[2]) == (
+                            b.base_offset,
+                            b.last_offset,
+                            b.origin,
+                        ):
+                            result.statuses.append("present")
+                        else:
+                            result.statuses.append("conflict")
+                            result.conflict_with = (here[0], here[1], here[2])
+                            break
+                        continue
+                    if next_offset > target.pl_base_offset and now - created_ms >= roll_ms:
+                        state = SEALED
+                        result.statuses.append("sealed")
+                        break
+                    size = len(b.payload)
+                    max_ts = b.max_ts if max_ts is None or b.max_ts > max_ts else max_ts
+                    first_ts = b.first_ts if first_ts is None else min(first_ts, b.first_ts)
+                    rows.append(
+                        (
+                            target.pl_id,
+                            b.base_offset,
+                            b.last_offset,
+                            b.count,
+                            b.first_ts,
+                            b.max_ts,
+                            max_ts,
+                            b.ts_type,
+                            now,
+                            b.origin,
+                            size,
+                            b.payload,
+                        )
+                    )
+                    next_offset = b.last_offset + 1
+                    nbytes += size
+                    count_b += 1
+                    count_m += b.count
+                    added_m += b.count
+                    added_b += size
+                    result.statuses.append("applied")
+                    if nbytes >= roll_bytes:
+                        state = SEALED
+                        result.sealed_at = next_offset
+                        break
+                if state == SEALED and result.sealed_at is None:
+                    result.sealed_at = next_offset
+                result.next_offset = next_offset
+                conn.executemany(
+                    "INSERT INTO batches (partitionlet, base_offset, last_offset, count, "
+                    "first_ts, max_ts, ts_high, ts_type, append_ms, origin, bytes, payload) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                conn.execute(
+                    "UPDATE partitionlets SET next_offset = ?, state = ?, bytes = ?, "
+                    "first_ts = ?, max_ts = ?, batches = ?, messages = ? WHERE id = ?",
+                    (next_offset, state, nbytes, first_ts, max_ts, count_b, count_m, target.pl_id),
+                )
+                if rows:
+                    bucket = now // (HEAT_BUCKET_S * 1000)
+                    conn.execute(
+                        "INSERT INTO heat (bucket, partitionlet, w_messages, w_bytes) "
+                        "VALUES (?, ?, ?, ?) ON CONFLICT (bucket, partitionlet) DO UPDATE SET "
+                        "w_messages = w_messages + excluded.w_messages, "
+                        "w_bytes = w_bytes + excluded.w_bytes",
+                        (bucket, target.pl_id, added_m, added_b),
+                    )
+                    conn.execute(
+                        "INSERT INTO stream_usage (stream_id, messages, bytes) VALUES (?, ?, ?) "
+                        "ON CONFLICT (stream_id) DO UPDATE SET "
+                        "messages = messages + excluded.messages, bytes = bytes + excluded.bytes",
+                        (target.stream_id, added_m, added_b),
+                    )
+        finally:
+            if sync:
+                conn.execute("PRAGMA synchronous=NORMAL")
+        result.messages = added_m
+        result.bytes = added_b
+        return result
+
+
+@dataclass(frozen=True)
+class ReplicaBatch:
+    """A stored batch as replication moves it: offsets, timestamps, origin and payload
+    exactly as in the source (`append_ms` is the source's, for lag)."""
+
+    base_offset: int
+    last_offset: int
+    count: int
+    first_ts: int
+    max_ts: int
+    ts_type: int
+    origin: str
+    payload: bytes
+    append_ms: int
+
+
+@dataclass(frozen=True)
+class ReplicaTarget:
+    """The active partitionlet a replicated batch goes to."""
+
+    pl_id: int
+    stream_id: int
+    topic_id: int
+    partition: int
+    pl_base_offset: int
+
+
+@dataclass
+class ReplicaAppend:
+    """What `Volume.append_replicated` did: one status per batch it looked at."""
+
+    statuses: list[str]
+    next_offset: int | None = None
+    sealed_at: int | None = None
+    conflict_with: tuple[int, int, str] | None = None
+    messages: int = 0
+    bytes: int = 0
