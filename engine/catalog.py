@@ -148,6 +148,21 @@ CREATE TABLE IF NOT EXISTS upstreams (
     created_ms    INTEGER NOT NULL,
     PRIMARY KEY (stream_id, source_id, source_stream)
 ) WITHOUT ROWID;
+-- Replication over HTTP (engine.replication_http). On a target: the tokens it issued, each
+-- good for replicating into one stream; only a SHA-256 of the token is kept.
+CREATE TABLE IF NOT EXISTS replication_tokens (
+    token_hash    TEXT PRIMARY KEY,    -- hex SHA-256 of the token
+    stream        TEXT NOT NULL,       -- the stream path it may write
+    created_ms    INTEGER NOT NULL
+) WITHOUT ROWID;
+-- On a source: the token of an http(s) link, sent with every request to its target (the
+-- source must present it, so it is kept as issued; the catalog file is the boundary).
+CREATE TABLE IF NOT EXISTS replica_tokens (
+    stream_id     INTEGER NOT NULL,
+    target        TEXT NOT NULL,       -- the link's normalized target (no token in it)
+    token         TEXT NOT NULL,
+    PRIMARY KEY (stream_id, target)
+) WITHOUT ROWID;
 -- Replay jobs (spark_tasks.jobs): a job runs in its own process and keeps its record here,
 -- so that every process that opens the cluster (CLI, consoles) can list, watch and cancel
 -- it. The engine itself never reads or writes this table.
@@ -548,6 +563,22 @@ class Catalog:
         Two steps: the page's ids come from the (stream_id, name) index alone, which a
         deep OFFSET walks without touching the table; then only those rows are read.
         """
+        if limit is not None and not prefix and after is None and offset:
+            total = self.topic_count(stream_id)
+            if offset > total // 2:
+                # A deep page: walk the index from the end, so no page walks more than
+                # half of it (a stream of a million topics: ~25 ms instead of ~50 ms).
+                skip = max(0, total - offset - limit)
+                take = max(0, min(limit, total - offset))
+                ids = [
+                    i
+                    for (i,) in self._query(
+                        "SELECT id FROM topics WHERE stream_id = ? ORDER BY name DESC "
+                        "LIMIT ? OFFSET ?",
+                        (stream_id, take, skip),
+                    )
+                ]
+                return self._topic_rows(ids)
         sql = "SELECT id FROM topics WHERE stream_id = ?"
         args: list[Any] = [stream_id]
         if prefix:
@@ -558,7 +589,10 @@ class Catalog:
             args.append(after)
         sql += " ORDER BY name LIMIT ? OFFSET ?"
         args += [-1 if limit is None else limit, offset]
-        ids = [i for (i,) in self._query(sql, tuple(args))]
+        return self._topic_rows([i for (i,) in self._query(sql, tuple(args))])
+
+    def _topic_rows(self, ids: list[int]) -> list[TopicRow]:
+        """The rows of these topic ids, ordered by name."""
         rows: list[TopicRow] = []
         for chunk in _chunks(ids):
             marks = ",".join("?" * len(chunk))
@@ -954,6 +988,43 @@ class Catalog:
             "WHERE stream_id = ? ORDER BY source, source_stream",
             (stream_id,),
         )
+
+    def add_replication_token(self, token_hash: str, stream: str) -> None:
+        """Record a token (its hash) a source may use to replicate into `stream`."""
+        with self.write():
+            self.conn.execute(
+                "INSERT INTO replication_tokens (token_hash, stream, created_ms) VALUES (?, ?, ?)",
+                (token_hash, stream, now_ms()),
+            )
+
+    def replication_token_stream(self, token_hash: str) -> str | None:
+        """The stream a token (by its hash) was issued for, or None."""
+        rows = self._query(
+            "SELECT stream FROM replication_tokens WHERE token_hash = ?", (token_hash,)
+        )
+        return rows[0][0] if rows else None
+
+    def set_replica_token(self, stream_id: int, target: str, token: str | None) -> None:
+        """Keep (or, with None, forget) the token of a link out of a stream."""
+        with self.write():
+            if token is None:
+                self.conn.execute(
+                    "DELETE FROM replica_tokens WHERE stream_id = ? AND target = ?",
+                    (stream_id, target),
+                )
+            else:
+                self.conn.execute(
+                    "INSERT INTO replica_tokens (stream_id, target, token) VALUES (?, ?, ?) "
+                    "ON CONFLICT (stream_id, target) DO UPDATE SET token = excluded.token",
+                    (stream_id, target, token),
+                )
+
+    def replica_token(self, stream_id: int, target: str) -> str | None:
+        rows = self._query(
+            "SELECT token FROM replica_tokens WHERE stream_id = ? AND target = ?",
+            (stream_id, target),
+        )
+        return rows[0][0] if rows else None
 
     def all_group_offsets(self, topic_ids: list[int]) -> list[tuple[str, int, int, int, str, int]]:
         """(group_id, topic_id, partition, offset, metadata, commit_ms) of these topics."""
