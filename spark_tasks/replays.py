@@ -1,0 +1,192 @@
+"""What each kind of replay job computes, given a SparkSession and the job's parameters.
+
+Every function returns a JSON-ready summary (the job's `result`). Common parameters:
+`source` (full topic name) or `stream` with `topic_pattern`; `from_offset` / `to_offset`
+(applied to every partition; `to_offset` exclusive); `from_time` / `to_time` (ms, inclusive);
+`principal`.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+from typing import Any
+
+from engine.cluster import Cluster
+from engine.errors import UnknownTopic
+
+RESULT_ROWS = 1000  # rows of a result table kept in the job's summary
+
+
+def source_frame(spark: Any, cluster: str, params: dict[str, Any]) -> Any:
+    reader = spark.read.format("partitionlet").option("cluster", cluster)
+    if params.get("source"):
+        reader = reader.option("topic", params["source"])
+    else:
+        reader = reader.option("stream", params["stream"])
+        if params.get("topic_pattern"):
+            reader = reader.option("topicPattern", params["topic_pattern"])
+    if params.get("principal"):
+        reader = reader.option("principal", params["principal"])
+    if "from_time" in params:
+        reader = reader.option("startingTimestamp", str(params["from_time"]))
+    if "to_time" in params:
+        # to_time is inclusive; the source's endingTimestamp, as Kafka's, is not
+        reader = reader.option("endingTimestamp", str(params["to_time"] + 1))
+    if "from_offset" in params or "to_offset" in params:
+        parts = _partitions(cluster, params)
+        if "from_offset" in params:
+            reader = reader.option("startingOffsets", _per_partition(parts, params["from_offset"]))
+        if "to_offset" in params:
+            reader = reader.option("endingOffsets", _per_partition(parts, params["to_offset"]))
+    return reader.load()
+
+
+def _partitions(cluster: str, params: dict[str, Any]) -> dict[str, int]:
+    with Cluster.open(cluster) as c:
+        if params.get("source"):
+            names = [params["source"]]
+        else:
+            import re
+
+            regex = re.compile(params.get("topic_pattern") or ".*")
+            names = [
+                n for n in c.topic_names(params["stream"]) if regex.fullmatch(n.rpartition(":")[2])
+            ]
+        return {n: c.topic(n).partition_count for n in names}
+
+
+def _per_partition(parts: dict[str, int], offset: int) -> str:
+    return json.dumps({t: {str(p): offset for p in range(n)} for t, n in parts.items()})
+
+
+def _ensure_target(cluster: str, target: str, partitions: int | None) -> int:
+    """The target topic's partition count, creating it like the source if missing."""
+    with Cluster.open(cluster) as c:
+        try:
+            return c.topic(target).partition_count
+        except UnknownTopic:
+            return c.create_topic(target, partitions=partitions).partition_count
+
+
+def _write_topic(df: Any, cluster: str, target: str, params: dict[str, Any]) -> None:
+    writer = df.write.format("partitionlet").option("cluster", cluster).option("topic", target)
+    if params.get("principal"):
+        writer = writer.option("principal", params["principal"])
+    writer.mode("append").save()
+
+
+def _rows(df: Any) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in df.limit(RESULT_ROWS).collect()]
+
+
+def copy(spark: Any, cluster: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Re-publish a topic's range into another topic: same keys, values, headers and
+    timestamps; the same partition when both topics have as many partitions."""
+    df = source_frame(spark, cluster, params)
+    source_parts = _partitions(cluster, params) if params.get("source") else {}
+    count = source_parts.get(params.get("source", ""), None)
+    target_parts = _ensure_target(cluster, params["target"], count)
+    columns = ["key", "value", "headers", "timestamp"]
+    if count is not None and count == target_parts and params.get("keep_partitions", True):
+        columns.append("partition")
+    df = df.select(*columns).cache()
+    messages = df.count()
+    _write_topic(df, cluster, params["target"], params)
+    df.unpersist()
+    return {"messages": messages, "target": params["target"]}
+
+
+def materialize(spark: Any, cluster: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The latest value of every key (by timestamp, then offset); keys whose latest
+    message is a tombstone (null value) are left out."""
+    from pyspark.sql import functions as F
+
+    df = source_frame(spark, cluster, params).where(F.col("key").isNotNull())
+    latest = (
+        df.groupBy("key")
+        .agg(
+            F.max_by(
+                F.struct("value", "headers", "timestamp", "topic", "partition", "offset"),
+                F.struct("timestamp", "offset"),
+            ).alias("m")
+        )
+        .select("key", "m.*")
+        .where(F.col("value").isNotNull())
+        .cache()
+    )
+    keys = latest.count()
+    result: dict[str, Any] = {"keys": keys}
+    if params.get("output"):
+        latest.write.mode("overwrite").parquet(params["output"])
+        result["output"] = params["output"]
+    if params.get("target"):
+        _ensure_target(cluster, params["target"], None)
+        _write_topic(latest.select("key", "value", "headers"), cluster, params["target"], params)
+        result["target"] = params["target"]
+    latest.unpersist()
+    return result
+
+
+def window_counts(spark: Any, cluster: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Messages and bytes (key + value) per time window and topic."""
+    from pyspark.sql import functions as F
+
+    df = source_frame(spark, cluster, params)
+    counts = (
+        df.groupBy(F.window("timestamp", params["window"]), "topic")
+        .agg(
+            F.count("*").alias("messages"),
+            F.sum(
+                F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+            ).alias("bytes"),
+        )
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "topic",
+            "messages",
+            "bytes",
+        )
+        .orderBy("window_start", "topic")
+        .cache()
+    )
+    result: dict[str, Any] = {"windows": counts.count(), "window": params["window"]}
+    if params.get("output"):
+        counts.write.mode("overwrite").parquet(params["output"])
+        result["output"] = params["output"]
+    result["rows"] = _rows(counts)
+    counts.unpersist()
+    return result
+
+
+def custom(spark: Any, cluster: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A user's Python file with a function DataFrame -> DataFrame (`function`, default
+    `transform`); the result goes to `output` (Parquet), to `target` (a topic: it needs a
+    `value` column) or, at most RESULT_ROWS rows of it, into the summary."""
+    namespace = runpy.run_path(params["file"], run_name="plet_custom_job")
+    func = namespace.get(params["function"])
+    if not callable(func):
+        raise ValueError(f"{params['file']} defines no function {params['function']!r}")
+    out = func(source_frame(spark, cluster, params))
+    if not hasattr(out, "schema") or not hasattr(out, "write"):
+        raise TypeError(f"{params['function']} returned {type(out).__name__}, not a DataFrame")
+    result: dict[str, Any] = {"columns": out.columns}
+    if params.get("output"):
+        out.write.mode("overwrite").parquet(params["output"])
+        result["output"] = params["output"]
+    elif params.get("target"):
+        _ensure_target(cluster, params["target"], None)
+        _write_topic(out, cluster, params["target"], params)
+        result["target"] = params["target"]
+    else:
+        result["rows"] = _rows(out)
+    return result
+
+
+KINDS = {
+    "copy": copy,
+    "materialize": materialize,
+    "window-counts": window_counts,
+    "custom": custom,
+}

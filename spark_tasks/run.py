@@ -1,0 +1,150 @@
+"""Run one replay job: `python -m spark_tasks.run CLUSTER JOB_ID` (started by jobs.submit).
+
+The runner claims the job (queued -> running), starts a SparkSession on the job's master,
+runs the job's kind under its own Spark job group, and meanwhile, every half second, copies
+the progress from Spark's status tracker (tasks done of total, over the group's jobs) into
+the job's record and looks for a cancel request, which cancels the job group. It ends the
+record as succeeded (with the kind's summary), failed (with the error) or cancelled, with
+the tail of its log.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from spark_tasks import jobs
+
+POLL_S = 0.5
+
+
+class Monitor(threading.Thread):
+    """Progress and cancellation, from a thread beside the job's driver code."""
+
+    def __init__(self, spark: Any, cluster: str, job_id: int, group: str) -> None:
+        super().__init__(name="plet-job-monitor", daemon=True)
+        self.spark = spark
+        self.cluster = cluster
+        self.job_id = job_id
+        self.group = group
+        self.cancelled = False
+        self.finished = threading.Event()
+        self._stages: dict[int, tuple[int, int]] = {}  # stage id -> (done, total)
+
+    def progress(self) -> tuple[int, int]:
+        tracker = self.spark.sparkContext.statusTracker()
+        for job_id in tracker.getJobIdsForGroup(self.group):
+            info = tracker.getJobInfo(job_id)
+            if info is None:
+                continue
+            for stage_id in info.stageIds:
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    self._stages[stage_id] = (stage.numCompletedTasks, stage.numTasks)
+        done = sum(d for d, _ in self._stages.values())
+        total = sum(t for _, t in self._stages.values())
+        return done, total
+
+    def tick(self) -> None:
+        done, total = self.progress()
+        jobs.update(self.cluster, self.job_id, tasks_done=done, tasks_total=total)
+        if not self.cancelled and jobs.cancel_requested(self.cluster, self.job_id):
+            self.cancelled = True
+            print(f"cancel requested: cancelling Spark job group {self.group}", flush=True)
+            self.spark.sparkContext.cancelJobGroup(self.group)
+
+    def run(self) -> None:
+        while not self.finished.wait(POLL_S):
+            try:
+                self.tick()
+            except Exception as exc:  # progress is best effort; the job goes on
+                print(f"progress monitor: {exc}", flush=True)
+
+
+class Cancelled(Exception):
+    pass
+
+
+def main(argv: list[str]) -> int:
+    cluster, job_id = argv[0], int(argv[1])
+    if not jobs.claim(cluster, job_id, os.getpid()):
+        print(f"job {job_id} is no longer queued (cancelled?): not running it", flush=True)
+        return 0
+    job = jobs.status(job_id, cluster=cluster)
+    params = job.params
+    print(f"job {job_id}: {job.kind} {params}", flush=True)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = monitor = None
+    state, result, error = jobs.FAILED, None, None
+    try:
+        from pyspark.sql import SparkSession
+
+        import spark_tasks
+        from spark_tasks import replays
+
+        builder = SparkSession.builder.master(params.get("master", jobs.DEFAULT_MASTER)).appName(
+            f"plet-replay-{job_id}-{job.kind}"
+        )
+        if str(params.get("master", "")).startswith("local"):
+            builder = builder.config("spark.ui.enabled", "false")
+        for key, value in (params.get("conf") or {}).items():
+            builder = builder.config(key, str(value))
+        spark = builder.getOrCreate()
+        spark_tasks.register(spark)
+        group = f"plet-job-{job_id}"
+        spark.sparkContext.setJobGroup(group, f"{job.kind} replay {job_id}", True)
+        monitor = Monitor(spark, cluster, job_id, group)
+        monitor.start()
+        if jobs.cancel_requested(cluster, job_id):
+            raise Cancelled()
+        result = replays.KINDS[job.kind](spark, cluster, params)
+        if monitor.cancelled:
+            raise Cancelled()
+        state = jobs.SUCCEEDED
+        print(f"job {job_id} succeeded: {result}", flush=True)
+    except BaseException as exc:
+        if isinstance(exc, Cancelled) or (monitor is not None and monitor.cancelled):
+            state = jobs.CANCELLED
+            print(f"job {job_id} cancelled", flush=True)
+        else:
+            traceback.print_exc()
+            error = f"{type(exc).__name__}: {exc}"[:4000]
+            sys.stdout.flush()
+    finally:
+        fields: dict[str, Any] = {}
+        if monitor is not None:
+            monitor.finished.set()
+            try:
+                done, total = monitor.progress()
+                if state == jobs.SUCCEEDED:
+                    done = total
+                fields.update(tasks_done=done, tasks_total=total)
+            except Exception:
+                pass
+        if spark is not None:
+            try:
+                spark.stop()
+            except Exception:
+                pass
+        sys.stdout.flush()
+        sys.stderr.flush()
+        time.sleep(0.1)
+        jobs.update(
+            cluster,
+            job_id,
+            state=state,
+            result=result,
+            error=error,
+            ended_ms=time.time_ns() // 1_000_000,
+            log_tail=jobs._tail(job.log_path),
+            **fields,
+        )
+    return 0 if state == jobs.SUCCEEDED else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,224 @@
+"""Replay jobs: every kind computed on the shared session, and real job processes end to end
+(submitted, watched, finished, cancelled) through the job API and `plet replay`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from engine import Cluster, Producer
+from spark_tasks import jobs
+
+pytestmark = pytest.mark.timeout(600)
+
+T0 = 1_700_000_000_000
+# Job processes on the small test machine: one core and little memory each.
+SMALL = {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "2"}
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    path = tmp_path_factory.mktemp("jobs") / "cluster"
+    with Cluster.open(path, name="jobs") as c:
+        c.create_stream("/h", ttl=0)
+        c.create_topic("/h:events", partitions=2)
+        producer = Producer(c, acks=1)
+        for i in range(200):
+            # keys k0..k9; the value grows with i, so the latest per key is known
+            producer.send(
+                "/h:events",
+                key=b"k%d" % (i % 10),
+                value=b"%04d" % i,
+                partition=i % 2,
+                timestamp_ms=T0 + i * 1000,  # one message a second, 200 s
+            )
+        producer.flush()
+        producer.close()
+    return str(path)
+
+
+def test_materialize_and_window_counts_and_custom(spark, history, tmp_path):
+    from spark_tasks import replays
+
+    out = tmp_path / "latest"
+    result = replays.materialize(spark, history, {"source": "/h:events", "output": str(out)})
+    assert result["keys"] == 10
+    latest = {bytes(r.key): bytes(r.value) for r in spark.read.parquet(str(out)).collect()}
+    assert latest == {b"k%d" % k: b"%04d" % (190 + k) for k in range(10)}
+
+    result = replays.window_counts(
+        spark, history, {"source": "/h:events", "window": "1 minute", "from_offset": 0}
+    )
+    assert sum(r["messages"] for r in result["rows"]) == 200
+    assert sum(r["bytes"] for r in result["rows"]) == 200 * (2 + 4)
+    assert all(r["topic"] == "/h:events" for r in result["rows"])
+    assert result["windows"] == len(result["rows"]) >= 4
+
+    script = tmp_path / "job.py"
+    script.write_text(
+        "def transform(df):\n    return df.groupBy('partition').count().orderBy('partition')\n"
+    )
+    result = replays.custom(
+        spark, history, {"source": "/h:events", "file": str(script), "function": "transform"}
+    )
+    assert [r["count"] for r in result["rows"]] and sum(r["count"] for r in result["rows"]) == 200
+    result = replays.custom(
+        spark,
+        history,
+        {
+            "source": "/h:events",
+            "file": str(script),
+            "function": "transform",
+            "from_time": T0 + 100_000,
+        },
+    )
+    assert sum(r["count"] for r in result["rows"]) == 100
+
+
+def test_submit_checks_parameters(history, tmp_path):
+    with pytest.raises(Exception, match="unknown job kind"):
+        jobs.submit(history, "nope", source="/h:events")
+    with pytest.raises(Exception, match="target"):
+        jobs.submit(history, "copy", source="/h:events")
+    with pytest.raises(Exception, match="Python file"):
+        jobs.submit(history, "custom", source="/h:events", file=str(tmp_path / "none.py"))
+    with pytest.raises(Exception, match="ISO"):
+        jobs.submit(history, "copy", source="/h:events", target="/h:x", from_time="yesterday")
+
+
+def test_jobs_end_to_end_and_cancel(history, tmp_path):
+    """A copy job, a window-counts job started with `plet replay`, and a slow custom job
+    that is cancelled while it runs: three processes at once."""
+    slow = tmp_path / "slow.py"
+    slow.write_text(
+        "import time\n"
+        "from pyspark.sql import functions as F\n\n"
+        "def transform(df):\n"
+        "    nap = F.udf(lambda v: time.sleep(2) or 1, 'int')\n"
+        "    return df.repartition(4).select(nap('value').alias('x'))\n"
+    )
+    common = {"master": "local[1]", "conf": SMALL}
+    copy_id = jobs.submit(
+        history, "copy", source="/h:events", target="/h:copy", from_offset=50, **common
+    )
+    slow_id = jobs.submit(history, "custom", source="/h:events", file=str(slow), **common)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "replay",
+            "window-counts",
+            "--cluster",
+            history,
+            "--source",
+            "/h:events",
+            "--window",
+            "100 seconds",
+            "--output",
+            str(tmp_path / "counts"),
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.driver.memory=512m",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    counts_id = json.loads(cli.stdout)["id"]
+
+    # The slow job runs; cancel it once Spark has planned its tasks.
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        job = jobs.status(slow_id, cluster=history)
+        if job.state == jobs.RUNNING and job.tasks_total:
+            break
+        assert not job.done, job
+        time.sleep(0.5)
+    assert job.state == jobs.RUNNING and job.tasks_done < job.tasks_total
+    listed = {j.id: j for j in jobs.list(cluster=history)}
+    assert {copy_id, slow_id, counts_id} <= set(listed)
+    jobs.cancel(slow_id, cluster=history)
+    cancelled = jobs.wait(slow_id, cluster=history, timeout=120)
+    assert cancelled.state == jobs.CANCELLED, cancelled.log_tail
+    assert cancelled.ended_ms and cancelled.result is None
+
+    copied = jobs.wait(copy_id, cluster=history, timeout=300)
+    assert copied.state == jobs.SUCCEEDED, copied.log_tail
+    assert copied.result == {"messages": 100, "target": "/h:copy"}
+    assert copied.tasks_total and copied.tasks_done == copied.tasks_total
+    assert copied.started_ms <= copied.ended_ms and "succeeded" in copied.log_tail
+    with Cluster.open(history) as c:
+        info = c.topic("/h:copy")
+        assert [p.log_end_offset for p in info.partitions] == [50, 50]
+
+    counted = jobs.wait(counts_id, cluster=history, timeout=300)
+    assert counted.state == jobs.SUCCEEDED, counted.log_tail
+    assert sum(r["messages"] for r in counted.result["rows"]) == 200
+    assert Path(tmp_path / "counts").is_dir()
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "replay",
+            "status",
+            str(copy_id),
+            "--cluster",
+            history,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0 and "succeeded" in out.stdout and "100" in out.stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "replay", "list", "--cluster", history],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "cancelled" in out.stdout and "window-counts" in out.stdout
+
+
+def test_cancel_queued_and_unknown(history):
+    with pytest.raises(jobs.UnknownJob):
+        jobs.status(10_000 + uuid.uuid4().int % 1000, cluster=history)
+    # A job cancelled before its process claims it never runs.
+    with jobs._connect(history, write=True) as conn:
+        cur = conn.execute(
+            "INSERT INTO jobs (kind, params, state, submitted_ms) VALUES (?, ?, ?, ?)",
+            ("copy", json.dumps({"source": "/h:events", "target": "/h:x"}), jobs.QUEUED, 0),
+        )
+        job_id = cur.lastrowid
+    assert jobs.cancel(job_id, cluster=history).state == jobs.CANCELLED
+    from spark_tasks import run
+
+    assert run.main([history, str(job_id)]) == 0  # the runner sees it and does nothing
+    assert jobs.status(job_id, cluster=history).state == jobs.CANCELLED
+
+
+def test_a_job_whose_process_died_is_failed(history):
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with jobs._connect(history, write=True) as conn:
+        cur = conn.execute(
+            "INSERT INTO jobs (kind, params, state, pid, host, submitted_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            ("copy", "{}", jobs.RUNNING, dead.pid, socket.gethostname(), 0),
+        )
+        job_id = cur.lastrowid
+    job = jobs.status(job_id, cluster=history)
+    assert job.state == jobs.FAILED and "died" in job.error
