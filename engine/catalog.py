@@ -172,7 +172,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     params           TEXT NOT NULL,             -- JSON
     state            TEXT NOT NULL,             -- queued, running, succeeded, failed, cancelled
     cancel_requested INTEGER NOT NULL DEFAULT 0,
-    pid              INTEGER,
+    pid              INTEGER,                   -- of the job's process, on host
+    host             TEXT,
     tasks_done       INTEGER NOT NULL DEFAULT 0,
     tasks_total      INTEGER NOT NULL DEFAULT 0,
     submitted_ms     INTEGER NOT NULL,

@@ -80,6 +80,7 @@ class PletGroup(click.Group):
     lazy_commands: dict[str, tuple[str, str]] = {
         "bench": ("bench.command", "bench_command"),
         "replay": ("spark_tasks.cli", "replay_group"),
+        "web": ("web.cli", "web_command"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -1632,7 +1633,8 @@ def replica() -> None:
 def replica_add(
     ctx: click.Context, stream_path: str, target: str, target_stream: str | None, paused: bool
 ) -> None:
-    """Replicate STREAM to the cluster directory TARGET.
+    """Replicate STREAM to TARGET: a cluster directory, or the http(s)://TOKEN@HOST:PORT
+    address of another cluster's `plet web` (TOKEN from `plet replica token` there).
 
     The target stream is created with the same policies when missing, what exists is copied
     now (unless --paused), and `plet replicate` follows from then on.
@@ -1642,6 +1644,17 @@ def replica_add(
         f"replicating {stream_path} to {info.target_stream} at {info.target}: {info.state}"
         + (f", lag {info.lag_messages:,} messages" if info.lag_messages else "")
     )
+
+
+@replica.command("token")
+@cluster_option
+@click.argument("stream_path", metavar="STREAM")
+@click.pass_context
+def replica_token(ctx: click.Context, stream_path: str) -> None:
+    """Issue a token with which another cluster may replicate into STREAM of this one over
+    HTTP (through `plet web`). Printed once; only its hash is kept. On the source:
+    `plet replica add --cluster SRC STREAM http://TOKEN@HOST:PORT`."""
+    click.echo(open_cluster(ctx).create_replication_token(stream_path))
 
 
 @replica.command("list")

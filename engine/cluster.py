@@ -659,6 +659,15 @@ class Cluster:
 
         replication.remove_replica(self, stream, target)
 
+    def create_replication_token(self, stream: str) -> str:
+        """Issue a token with which another cluster may replicate into `stream` of this one
+        over HTTP (through `plet web`); only its SHA-256 is stored. Needs admin_perm on the
+        stream when it exists. The source gives it as `https://TOKEN@host:port`."""
+        self._check_open()
+        from engine import replication_http
+
+        return replication_http.create_token(self, stream)
+
     # --- access control -------------------------------------------------------------------
 
     def _authorize(

@@ -30,8 +30,9 @@ already is never sent it again, a message moves at most once into each other clu
 at most (clusters - 1) times whatever the graph, cycles included.
 
 Transport: the replicator talks to a target through `Target` (a small interface keyed by
-names, not ids, so that it can be carried over HTTP later). `DirectoryTarget` opens another
-cluster directory in this process; an HTTP target will implement the same methods.
+names, not ids, so that it can be carried over HTTP). `DirectoryTarget` opens another
+cluster directory in this process; `engine.replication_http.HttpTarget` talks to the
+`/api/v1/replication/` endpoints of the target's `plet web` with a per-link token.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from engine import names
 from engine.errors import (
@@ -118,13 +120,27 @@ class ApplyResult:
 
 def normalize_target(target: str | os.PathLike[str]) -> str:
     """How a target is named in the catalog and in every call: an absolute directory path,
-    or an http(s) address without a trailing slash."""
+    or an http(s) address without a trailing slash and without a token (userinfo)."""
+    return split_target(target)[0]
+
+
+def split_target(target: str | os.PathLike[str]) -> tuple[str, str | None]:
+    """(normalized target, token): an http(s) target may carry its link token as userinfo,
+    `https://TOKEN@host:port`; the token is kept apart, never in the target's name."""
     text = os.fspath(target)
     if not isinstance(text, str) or not text:
         raise InvalidArgument(f"a replica target is a directory or an http(s) address: {target!r}")
     if _URL.match(text):
-        return text.rstrip("/")
-    return str(Path(text).expanduser().resolve())
+        parts = urlsplit(text)
+        if not parts.hostname:
+            raise InvalidArgument(f"no host in replica target {text!r}")
+        token = unquote(parts.username) if parts.username else None
+        if parts.password:
+            raise InvalidArgument("give a replica token as https://TOKEN@host, not user:password")
+        netloc = parts.netloc.rpartition("@")[2]
+        plain = urlunsplit((parts.scheme.lower(), netloc, parts.path, parts.query, ""))
+        return plain.rstrip("/"), token
+    return str(Path(text).expanduser().resolve()), None
 
 
 # --- transport -----------------------------------------------------------------------------
@@ -171,14 +187,37 @@ class Target(Protocol):
     def close(self) -> None: ...
 
 
-def open_target(target: str, principal: Any = None, *, sync: bool = False) -> Target:
-    """The transport for a normalized target."""
+def open_target(
+    target: str,
+    principal: Any = None,
+    *,
+    sync: bool = False,
+    token: str | None = None,
+    retries: int | None = None,
+) -> Target:
+    """The transport for a normalized target: a directory, or an http(s) address served by
+    the target's `plet web` (engine.replication_http), authenticated with `token` (each
+    request retried up to `retries` times, default DEFAULT_RETRIES)."""
     if _URL.match(target):
-        raise InvalidArgument(
-            f"replication over HTTP ({target}) is not available yet: give the target "
-            "cluster's directory"
-        )
+        from engine.replication_http import HttpTarget
+
+        if not token:
+            raise InvalidArgument(
+                f"replication over HTTP to {target} needs a token: create one on the target "
+                "(plet replica token STREAM) and give the target as http(s)://TOKEN@host:port"
+            )
+        if retries is None:
+            return HttpTarget(target, token)
+        return HttpTarget(target, token, retries=retries)
     return DirectoryTarget(target, principal, sync=sync)
+
+
+def _open_link_target(
+    cluster: Cluster, link: _Link, *, sync: bool = False, retries: int | None = None
+) -> Target:
+    """The transport of a stored link, with its token when it has one."""
+    token = cluster._catalog.replica_token(link.stream_id, link.target)
+    return open_target(link.target, cluster.principal, sync=sync, token=token, retries=retries)
 
 
 class DirectoryTarget:
@@ -470,14 +509,17 @@ def add_replica(
     names.validate_stream_path(stream)
     target_stream = stream if target_stream is None else target_stream
     names.validate_stream_path(target_stream)
-    key = normalize_target(target)
+    key, token = split_target(target)
     row = cluster._catalog.stream(stream)
     cluster._authorize(row, "copy_perm")
+    if token is None and _URL.match(key):
+        # A link that exists already keeps its token (add_replica called again).
+        token = cluster._catalog.replica_token(row.id, key)
     if not _URL.match(key) and Path(key) == cluster.path.resolve():
         raise InvalidArgument(
             f"a replica lives in another cluster: {key} is this cluster ({cluster.name})"
         )
-    tgt = open_target(key, cluster.principal)
+    tgt = open_target(key, cluster.principal, token=token)
     try:
         if tgt.cluster_id == cluster.id:
             raise InvalidArgument(f"{key} is this cluster ({cluster.name}), not another one")
@@ -494,6 +536,8 @@ def add_replica(
                     "already; remove that link first"
                 )
         cluster._catalog.update_replica(row.id, key, target_id=tgt.cluster_id)
+        if token is not None:
+            cluster._catalog.set_replica_token(row.id, key, token)
         tgt.add_upstream(target_stream, str(cluster.path.resolve()), stream, cluster.id)
     finally:
         tgt.close()
@@ -544,9 +588,11 @@ def remove_replica(cluster: Cluster, stream: str, target: str | os.PathLike[str]
     upstream when it can be opened."""
     link = _find_link(cluster, stream, target)
     cluster._authorize(cluster._catalog.stream_by_id(link.stream_id), "admin_perm")
+    token = cluster._catalog.replica_token(link.stream_id, link.target)
     cluster._catalog.remove_replica(link.stream_id, link.target)
+    cluster._catalog.set_replica_token(link.stream_id, link.target, None)
     try:
-        tgt = open_target(link.target, cluster.principal)
+        tgt = open_target(link.target, cluster.principal, token=token)
     except PartitionletError:
         return
     try:
@@ -562,7 +608,9 @@ def _status(cluster: Cluster, link: _Link) -> ReplicaInfo:
     error = link.error
     reachable = True
     try:
-        tgt = open_target(link.target, cluster.principal)
+        # A status is a look, not a copy: one retry, so a console does not wait long on a
+        # target that is down.
+        tgt = _open_link_target(cluster, link, retries=1)
     except PartitionletError as exc:
         reachable = False
         error = error or f"{type(exc).__name__}: {exc}"
@@ -707,11 +755,20 @@ class Replicator:
         self.runs += 1
         return total
 
+    @staticmethod
+    def _target_key(link: _Link) -> str:
+        # An http(s) target is reached with one token per link (a token is good for one
+        # stream), so each link to it has its own client.
+        if _URL.match(link.target):
+            return f"{link.target}\n{link.target_stream}"
+        return link.target
+
     def _target(self, link: _Link) -> Target:
-        tgt = self._targets.get(link.target)
+        key = self._target_key(link)
+        tgt = self._targets.get(key)
         if tgt is None:
-            tgt = open_target(link.target, self.cluster.principal, sync=self.sync)
-            self._targets[link.target] = tgt
+            tgt = _open_link_target(self.cluster, link, sync=self.sync)
+            self._targets[key] = tgt
         return tgt
 
     def run_link(self, link: _Link) -> int:
@@ -724,7 +781,7 @@ class Replicator:
             tgt = self._target(link)
             self._pass(link, tgt, stats, conflicts)
         except PartitionletError as exc:
-            bad = self._targets.pop(link.target, None)
+            bad = self._targets.pop(self._target_key(link), None)
             # Whatever this replicator believed about the target is to be read again.
             self._settled = {k: v for k, v in self._settled.items() if k[0] != link.target}
             self._sent_offsets = {
@@ -864,4 +921,5 @@ __all__ = [
     "UpstreamInfo",
     "normalize_target",
     "open_target",
+    "split_target",
 ]

@@ -475,10 +475,11 @@ def test_offsets_dropped_by_retention_stay_a_gap_in_the_replica(dirs):
         assert a.replicas("/s")[0].state == "in_sync"
 
 
-def test_http_targets_are_refused_until_the_transport_exists(dirs):
+def test_an_http_target_needs_a_token(dirs):
     a_dir, _, _ = dirs
     with Cluster.open(a_dir) as a:
         a.create_stream("/s")
+        # no TOKEN@ in the address: refused before anything is recorded or contacted
         with pytest.raises(errors.InvalidArgument, match="HTTP"):
             a.add_replica("/s", "https://dc2.example:5000/")
         assert a.replicas("/s") == []
