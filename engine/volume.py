@@ -353,30 +353,33 @@ class Volume:
 
     def purge(self, pl_ids: list[int]) -> None:
         """Delete the batches of these partitionlets; keep tombstones so nobody revives them."""
-        if not pl_ids:
-            return
-        now = time.time_ns() // 1_000_000
-        with write_transaction(self.conn, self.path, "volume"):
-            for pl_id in pl_ids:
-                row = self.conn.execute(
-                    "SELECT stream_id, coalesce(sum(b.count), 0), coalesce(sum(b.bytes), 0) "
-                    "FROM partitionlets p LEFT JOIN batches b ON b.partitionlet = p.id "
-                    "WHERE p.id = ? GROUP BY p.id",
-                    (pl_id,),
-                ).fetchone()
-                if row is not None:
-                    self.conn.execute(
-                        "UPDATE stream_usage SET messages = messages - ?, bytes = bytes - ? "
-                        "WHERE stream_id = ?",
-                        (row[1], row[2], row[0]),
-                    )
-                self.conn.execute("DELETE FROM batches WHERE partitionlet = ?", (pl_id,))
-                self.conn.execute(
-                    "INSERT INTO partitionlets (id, stream_id, topic_id, partition, base_offset, "
-                    "next_offset, state, created_ms) VALUES (?, -1, -1, -1, 0, 0, ?, ?) "
-                    "ON CONFLICT (id) DO UPDATE SET state = excluded.state, bytes = 0, batches = 0",
-                    (pl_id, DELETED, now),
-                )
+        self.drop(pl_ids)
+
+    def _purge_one(self, pl_id: int, now: int) -> tuple[int, int]:
+        """Inside a write transaction: delete a partitionlet's batches, take them off its
+        stream's usage, leave a DELETED tombstone row; returns the (messages, bytes) freed."""
+        conn = self.conn
+        row = conn.execute(
+            "SELECT stream_id, coalesce(sum(b.count), 0), coalesce(sum(b.bytes), 0) "
+            "FROM partitionlets p LEFT JOIN batches b ON b.partitionlet = p.id "
+            "WHERE p.id = ? GROUP BY p.id",
+            (pl_id,),
+        ).fetchone()
+        if row is not None:
+            conn.execute(
+                "UPDATE stream_usage SET messages = messages - ?, bytes = bytes - ? "
+                "WHERE stream_id = ?",
+                (row[1], row[2], row[0]),
+            )
+        conn.execute("DELETE FROM batches WHERE partitionlet = ?", (pl_id,))
+        conn.execute(
+            "INSERT INTO partitionlets (id, stream_id, topic_id, partition, base_offset, "
+            "next_offset, state, created_ms) VALUES (?, -1, -1, -1, 0, 0, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET state = excluded.state, bytes = 0, "
+            "batches = 0, messages = 0",
+            (pl_id, DELETED, now),
+        )
+        return (row[1], row[2]) if row is not None else (0, 0)
 
     # --- maintenance (engine.retention) ---------------------------------------------------
 
@@ -407,37 +410,13 @@ class Volume:
         return st
 
     def drop(self, pl_ids: list[int]) -> dict[int, tuple[int, int]]:
-        """What `purge` does, in one transaction, returning the (messages, bytes) each
-        partitionlet freed (0, 0 for one purged already)."""
-        freed: dict[int, tuple[int, int]] = {}
+        """Purge these partitionlets in one transaction, returning the (messages, bytes)
+        each one freed (0, 0 for one purged already)."""
         if not pl_ids:
-            return freed
+            return {}
         now = time.time_ns() // 1_000_000
-        conn = self.conn
-        with write_transaction(conn, self.path, "volume"):
-            for pl_id in pl_ids:
-                row = conn.execute(
-                    "SELECT stream_id, coalesce(sum(b.count), 0), coalesce(sum(b.bytes), 0) "
-                    "FROM partitionlets p LEFT JOIN batches b ON b.partitionlet = p.id "
-                    "WHERE p.id = ? GROUP BY p.id",
-                    (pl_id,),
-                ).fetchone()
-                if row is not None:
-                    conn.execute(
-                        "UPDATE stream_usage SET messages = messages - ?, bytes = bytes - ? "
-                        "WHERE stream_id = ?",
-                        (row[1], row[2], row[0]),
-                    )
-                freed[pl_id] = (row[1], row[2]) if row is not None else (0, 0)
-                conn.execute("DELETE FROM batches WHERE partitionlet = ?", (pl_id,))
-                conn.execute(
-                    "INSERT INTO partitionlets (id, stream_id, topic_id, partition, base_offset, "
-                    "next_offset, state, created_ms) VALUES (?, -1, -1, -1, 0, 0, ?, ?) "
-                    "ON CONFLICT (id) DO UPDATE SET state = excluded.state, bytes = 0, "
-                    "batches = 0, messages = 0",
-                    (pl_id, DELETED, now),
-                )
-        return freed
+        with write_transaction(self.conn, self.path, "volume"):
+            return {pl_id: self._purge_one(pl_id, now) for pl_id in pl_ids}
 
     def batch_rows(self, pl_id: int, after_offset: int, limit: int) -> list[tuple]:
         """Batches whose last offset is > `after_offset`, in offset order, as tuples of
@@ -789,23 +768,7 @@ class Volume:
             ).fetchone()
             if row is None or PartitionletState(*row) != expected:
                 return False
-            usage = conn.execute(
-                "SELECT p.stream_id, coalesce(sum(b.count), 0), coalesce(sum(b.bytes), 0) "
-                "FROM partitionlets p LEFT JOIN batches b ON b.partitionlet = p.id "
-                "WHERE p.id = ? GROUP BY p.id",
-                (pl_id,),
-            ).fetchone()
-            conn.execute(
-                "UPDATE stream_usage SET messages = messages - ?, bytes = bytes - ? "
-                "WHERE stream_id = ?",
-                (usage[1], usage[2], usage[0]),
-            )
-            conn.execute("DELETE FROM batches WHERE partitionlet = ?", (pl_id,))
-            conn.execute(
-                "UPDATE partitionlets SET state = ?, bytes = 0, batches = 0, messages = 0 "
-                "WHERE id = ?",
-                (DELETED, pl_id),
-            )
+            self._purge_one(pl_id, time.time_ns() // 1_000_000)
         return True
 
     # --- replication (engine.replication) ------------------------------------------------
