@@ -344,11 +344,7 @@ class Cluster:
 
         Page with `offset`, or with `after` (the last name of the previous page, within the
         stream), which costs the same on every page of a stream of millions."""
-        self._check_open()
-        names.validate_stream_path(stream)
-        _check_paging(limit, offset)
-        row = self._catalog.stream(stream)
-        return self._topic_infos(self._catalog.topics(row.id, prefix, limit, offset, after))
+        return self._topic_infos(self._topic_page(stream, prefix, limit, offset, after))
 
     def topic_names(
         self,
@@ -361,12 +357,16 @@ class Cluster:
     ) -> list[str]:
         """Full names of the topics of `stream`, ordered; cheaper than `topics()`, which
         also reads every partition's offsets."""
+        return [t.full_name for t in self._topic_page(stream, prefix, limit, offset, after)]
+
+    def _topic_page(
+        self, stream: str, prefix: str | None, limit: int | None, offset: int, after: str | None
+    ) -> list[TopicRow]:
         self._check_open()
         names.validate_stream_path(stream)
         _check_paging(limit, offset)
         row = self._catalog.stream(stream)
-        rows = self._catalog.topics(row.id, prefix, limit, offset, after)
-        return [t.full_name for t in rows]
+        return self._catalog.topics(row.id, prefix, limit, offset, after)
 
     def topic_count(self, stream: str, prefix: str | None = None) -> int:
         self._check_open()
