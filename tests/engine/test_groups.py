@@ -280,3 +280,22 @@ def test_kill_9_of_a_member_hands_its_partitions_over(cluster_path, tmp_path):
         a.proc.wait(timeout=30)
         if b.proc.poll() is None:
             b.proc.kill()
+
+
+def test_members_asking_for_different_strategies_agree_on_one(cluster, topic):
+    a = Consumer(cluster, topic, group_id="mixed", partition_assignment_strategy="range", **FAST)
+    b = Consumer(
+        cluster, topic, group_id="mixed", partition_assignment_strategy="roundrobin", **FAST
+    )
+    poll_until([a, b], lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2)
+    assert not a.assignment() & b.assignment()
+    generation = cluster.group("mixed").generation
+    time.sleep(1.0)  # several heartbeats: nobody rewrites the assignment any more
+    for c in (a, b):
+        c.poll(timeout_ms=10)
+    info = cluster.group("mixed")
+    assert info.generation == generation
+    assert info.state == "Stable"
+    assert info.protocol == "range"  # the same choice whoever computes it
+    a.close()
+    b.close()
