@@ -149,6 +149,13 @@ class Volume:
     def conn(self) -> sqlite3.Connection:
         return self._conns.get()
 
+    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        """One read statement, its rows, and SQLite's errors as the engine's."""
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+
     def close(self) -> None:
         self._conns.close()
 
@@ -421,14 +428,11 @@ class Volume:
     def batch_rows(self, pl_id: int, after_offset: int, limit: int) -> list[tuple]:
         """Batches whose last offset is > `after_offset`, in offset order, as tuples of
         (batch id, base_offset, last_offset, count, payload)."""
-        try:
-            return self.conn.execute(
-                "SELECT id, base_offset, last_offset, count, payload FROM batches "
-                "WHERE partitionlet = ? AND last_offset > ? ORDER BY last_offset LIMIT ?",
-                (pl_id, after_offset, limit),
-            ).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise translate(exc, self.path, "volume") from exc
+        return self._query(
+            "SELECT id, base_offset, last_offset, count, payload FROM batches "
+            "WHERE partitionlet = ? AND last_offset > ? ORDER BY last_offset LIMIT ?",
+            (pl_id, after_offset, limit),
+        )
 
     def rewrite_batches(
         self, pl_id: int, rewrites: list[BatchRewrite]
@@ -514,13 +518,8 @@ class Volume:
     # --- reading --------------------------------------------------------------------------
 
     def state(self, pl_id: int) -> PartitionletState | None:
-        try:
-            row = self.conn.execute(
-                f"SELECT {_STATE_COLUMNS} FROM partitionlets WHERE id = ?", (pl_id,)
-            ).fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise translate(exc, self.path, "volume") from exc
-        return PartitionletState(*row) if row else None
+        rows = self._query(f"SELECT {_STATE_COLUMNS} FROM partitionlets WHERE id = ?", (pl_id,))
+        return PartitionletState(*rows[0]) if rows else None
 
     def states(self, pl_ids: list[int]) -> dict[int, PartitionletState]:
         result = {}
@@ -540,39 +539,31 @@ class Volume:
     def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[tuple]:
         """Batches holding offsets >= `from_offset`, in offset order, as tuples of
         (base_offset, last_offset, ts_type, first_ts, max_ts, payload)."""
-        try:
-            return self.conn.execute(
-                "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload FROM batches "
-                "WHERE partitionlet = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?",
-                (pl_id, from_offset, max_batches),
-            ).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise translate(exc, self.path, "volume") from exc
+        return self._query(
+            "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload FROM batches "
+            "WHERE partitionlet = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?",
+            (pl_id, from_offset, max_batches),
+        )
 
     def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> tuple | None:
         """The first batch whose running max timestamp reaches `timestamp_ms`, in the form
         of `read`."""
-        try:
-            return self.conn.execute(
-                "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload FROM batches "
-                "WHERE partitionlet = ? AND ts_high >= ? ORDER BY ts_high, last_offset LIMIT 1",
-                (pl_id, timestamp_ms),
-            ).fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise translate(exc, self.path, "volume") from exc
+        rows = self._query(
+            "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload FROM batches "
+            "WHERE partitionlet = ? AND ts_high >= ? ORDER BY ts_high, last_offset LIMIT 1",
+            (pl_id, timestamp_ms),
+        )
+        return rows[0] if rows else None
 
     def recent_bytes(self, window_s: int = 300) -> tuple[int, int]:
         """(bytes written, bytes read) here in the last `window_s` seconds."""
         since = (time.time_ns() // 1_000_000 - window_s * 1000) // (HEAT_BUCKET_S * 1000)
-        try:
-            row = self.conn.execute(
-                "SELECT coalesce(sum(w_bytes), 0), coalesce(sum(r_bytes), 0) FROM heat "
-                "WHERE bucket >= ?",
-                (since,),
-            ).fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise translate(exc, self.path, "volume") from exc
-        return row[0], row[1]
+        ((written, read),) = self._query(
+            "SELECT coalesce(sum(w_bytes), 0), coalesce(sum(r_bytes), 0) FROM heat "
+            "WHERE bucket >= ?",
+            (since,),
+        )
+        return written, read
 
     def recent_write_bytes(self, window_s: int = 300) -> int:
         return self.recent_bytes(window_s)[0]
@@ -591,16 +582,13 @@ class Volume:
     def heat_rows(self, since_bucket: int) -> list[tuple[int, int, int, int, int, int, int, int]]:
         """(bucket, partitionlet, topic_id, partition, w_messages, w_bytes, r_messages,
         r_bytes) since a bucket; topic_id is -1 for a partitionlet no longer here."""
-        try:
-            return self.conn.execute(
-                "SELECT h.bucket, h.partitionlet, coalesce(p.topic_id, -1), "
-                "coalesce(p.partition, -1), h.w_messages, h.w_bytes, h.r_messages, h.r_bytes "
-                "FROM heat h LEFT JOIN partitionlets p ON p.id = h.partitionlet "
-                "WHERE h.bucket >= ? ORDER BY h.bucket",
-                (since_bucket,),
-            ).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise translate(exc, self.path, "volume") from exc
+        return self._query(
+            "SELECT h.bucket, h.partitionlet, coalesce(p.topic_id, -1), "
+            "coalesce(p.partition, -1), h.w_messages, h.w_bytes, h.r_messages, h.r_bytes "
+            "FROM heat h LEFT JOIN partitionlets p ON p.id = h.partitionlet "
+            "WHERE h.bucket >= ? ORDER BY h.bucket",
+            (since_bucket,),
+        )
 
     def sizes(self) -> tuple[int, int, int]:
         """(data bytes, partitionlets, active partitionlets) stored here."""
