@@ -163,6 +163,23 @@ CREATE TABLE IF NOT EXISTS replica_tokens (
     token         TEXT NOT NULL,
     PRIMARY KEY (stream_id, target)
 ) WITHOUT ROWID;
+-- Console users (engine.users): the web console's logins. Passwords are kept as scrypt
+-- hashes; API tokens as SHA-256 hashes (only the user sees a token, once).
+CREATE TABLE IF NOT EXISTS users (
+    name          TEXT PRIMARY KEY,
+    password_hash TEXT NOT NULL,       -- scrypt$n$r$p$salt_hex$hash_hex
+    groups        TEXT NOT NULL DEFAULT '',   -- comma-separated group names
+    admin         INTEGER NOT NULL DEFAULT 0,
+    created_ms    INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS api_tokens (
+    token_hash    TEXT PRIMARY KEY,    -- hex SHA-256 of the token
+    user          TEXT NOT NULL,
+    label         TEXT NOT NULL DEFAULT '',
+    created_ms    INTEGER NOT NULL,
+    last_used_ms  INTEGER
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS api_tokens_user ON api_tokens (user);
 -- Replay jobs (spark_tasks.jobs): a job runs in its own process and keeps its record here,
 -- so that every process that opens the cluster (CLI, consoles) can list, watch and cancel
 -- it. The engine itself never reads or writes this table.

@@ -1778,6 +1778,91 @@ def replicate(ctx: click.Context, once: bool, interval_s: float, max_batches: in
         maintenance.stop()
 
 
+# --- console users -----------------------------------------------------------------------
+
+
+@cli.group()
+def user() -> None:
+    """Users of the web console: add, list, change passwords, delete, API tokens."""
+
+
+def _password_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--password",
+        prompt=True,
+        hide_input=True,
+        confirmation_prompt=True,
+        help="The password (asked for when not given; at least 8 characters).",
+    )(func)
+
+
+@user.command("add")
+@cluster_option
+@click.argument("name")
+@_password_option
+@click.option("--group", "groups", multiple=True, help="A group of the user (repeatable).")
+@click.option("--admin", is_flag=True, help="An administrator: passes every ACE.")
+@click.pass_context
+def user_add(
+    ctx: click.Context, name: str, password: str, groups: tuple[str, ...], admin: bool
+) -> None:
+    """Add the console user NAME."""
+    info = open_cluster(ctx).add_user(name, password, groups=groups, admin=admin)
+    click.echo(
+        f"added user {info.name}"
+        + (f" (groups {', '.join(info.groups)})" if info.groups else "")
+        + (" as an administrator" if info.admin else "")
+    )
+
+
+@user.command("passwd")
+@cluster_option
+@click.argument("name")
+@_password_option
+@click.pass_context
+def user_passwd(ctx: click.Context, name: str, password: str) -> None:
+    """Set the password of the console user NAME."""
+    open_cluster(ctx).set_password(name, password)
+    click.echo(f"password of {name} changed")
+
+
+@user.command("delete")
+@cluster_option
+@click.argument("name")
+@click.pass_context
+def user_delete(ctx: click.Context, name: str) -> None:
+    """Delete the console user NAME and their API tokens."""
+    open_cluster(ctx).delete_user(name)
+    click.echo(f"deleted user {name}")
+
+
+@user.command("list")
+@cluster_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def user_list(ctx: click.Context, as_json: bool) -> None:
+    """List the console users."""
+    infos = open_cluster(ctx).users()
+    if as_json:
+        _echo_json([asdict(u) for u in infos])
+        return
+    echo_table(
+        ("USER", "GROUPS", "ADMIN"),
+        ((u.name, ",".join(u.groups) or "-", "yes" if u.admin else "no") for u in infos),
+    )
+
+
+@user.command("token")
+@cluster_option
+@click.argument("name")
+@click.option("--label", default="", help="What the token is for.")
+@click.pass_context
+def user_token(ctx: click.Context, name: str, label: str) -> None:
+    """Issue an API token for NAME (`Authorization: Bearer TOKEN` on /api/v1/). Printed
+    once; only its hash is kept."""
+    click.echo(open_cluster(ctx).create_api_token(name, label))
+
+
 # --- entry point -------------------------------------------------------------------------
 
 

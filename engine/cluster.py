@@ -14,6 +14,7 @@ uses its own connections.
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import os
 import threading
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import acl, balance, names, policies, retention
+from engine import users as user_store
 from engine.balance import RebalanceReport
 from engine.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.errors import (
@@ -97,6 +99,8 @@ class Cluster:
         # changes them (other processes' changes arrive through the catalog's topology
         # version, which each producer's sender checks), so `send` checks nothing.
         self._producers: weakref.WeakSet[Any] = weakref.WeakSet()
+        # Set on a view made by as_principal: the cluster whose files it shares.
+        self._view_of: Cluster | None = None
 
     # --- opening and closing --------------------------------------------------------------
 
@@ -199,8 +203,26 @@ class Cluster:
             raise
         return cls(root, catalog, vols, settings, principal or Principal.current())
 
+    def as_principal(self, principal: Principal) -> Cluster:
+        """A view of this open cluster that acts as `principal` in every ACE check (and
+        is the default principal of producers and consumers made on it).
+
+        The view shares this cluster's connections, so it costs nothing to make: the web
+        console makes one per request for the logged-in user. Closing the view leaves the
+        cluster open; closing the cluster closes its views too.
+        """
+        self._check_open()
+        if not isinstance(principal, Principal):
+            raise TypeError(f"a Principal is required, not {type(principal).__name__}")
+        view = copy.copy(self)
+        view.principal = principal
+        view._view_of = self._view_of or self
+        return view
+
     def close(self) -> None:
         self._closed = True
+        if self._view_of is not None:
+            return
         self._catalog.close()
         for vol in self._volumes.values():
             vol.close()
@@ -219,7 +241,7 @@ class Cluster:
         return f"<Cluster {self.name!r} {self.id} at {str(self.path)!r}>"
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._closed or (self._view_of is not None and self._view_of._closed):
             raise Closed(f"cluster {self.path} is closed")
 
     # --- streams --------------------------------------------------------------------------
@@ -667,6 +689,63 @@ class Cluster:
         from engine import replication_http
 
         return replication_http.create_token(self, stream)
+
+    # --- console users (engine/users.py) --------------------------------------------------
+
+    def add_user(
+        self,
+        name: str,
+        password: str,
+        *,
+        groups: tuple[str, ...] | list[str] | str = (),
+        admin: bool = False,
+    ) -> Any:
+        """Add a console user (`UserInfo`); an admin passes every ACE."""
+        self._check_open()
+        return user_store.add_user(self, name, password, groups=groups, admin=admin)
+
+    def user(self, name: str) -> Any:
+        self._check_open()
+        return user_store.user(self, name)
+
+    def users(self) -> list[Any]:
+        self._check_open()
+        return user_store.users(self)
+
+    def set_password(self, name: str, password: str) -> None:
+        self._check_open()
+        user_store.set_password(self, name, password)
+
+    def edit_user(self, name: str, *, groups: Any = None, admin: bool | None = None) -> Any:
+        self._check_open()
+        return user_store.edit_user(self, name, groups=groups, admin=admin)
+
+    def delete_user(self, name: str) -> None:
+        self._check_open()
+        user_store.delete_user(self, name)
+
+    def authenticate(self, name: str, password: str) -> Any:
+        """The `UserInfo` when `password` is the user's, else None."""
+        self._check_open()
+        return user_store.authenticate(self, name, password)
+
+    def create_api_token(self, name: str, label: str = "") -> str:
+        """A new API token for user `name`, returned once; only its hash is kept."""
+        self._check_open()
+        return user_store.create_api_token(self, name, label)
+
+    def api_tokens(self, name: str | None = None) -> list[Any]:
+        self._check_open()
+        return user_store.api_tokens(self, name)
+
+    def revoke_api_token(self, name: str, token_id: str) -> None:
+        self._check_open()
+        user_store.revoke_api_token(self, name, token_id)
+
+    def user_for_token(self, token: str) -> Any:
+        """The `UserInfo` an API token belongs to, or None."""
+        self._check_open()
+        return user_store.user_for_token(self, token)
 
     # --- access control -------------------------------------------------------------------
 

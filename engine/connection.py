@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -113,8 +114,28 @@ def read_transaction(conn: sqlite3.Connection) -> Iterator[None]:
             conn.execute("COMMIT")
 
 
+class _Held:
+    """A thread's connection, held by that thread's `threading.local` only: when the thread
+    ends, the holder goes and its finalizer closes the connection (web servers start a
+    thread per request, so connections of dead threads must not pile up)."""
+
+    __slots__ = ("conn", "__weakref__")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        weakref.finalize(self, _close_quietly, conn)
+
+
+def _close_quietly(conn: sqlite3.Connection) -> None:
+    try:
+        conn.close()
+    except sqlite3.Error:
+        pass
+
+
 class ThreadConnections:
-    """One connection per thread to one file, all closed together by `close()`.
+    """One connection per thread to one file, all closed together by `close()`, and each
+    closed on its own when its thread ends.
 
     sqlite3 connections must not be used by two threads at once; keeping one per thread
     avoids a lock around every statement and lets reads run in parallel.
@@ -126,13 +147,13 @@ class ThreadConnections:
         self.page_size = page_size
         self._setup = setup
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: weakref.WeakSet[_Held] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
 
     def get(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
+        held = getattr(self._local, "held", None)
+        if held is None:
             if self._closed:
                 from engine.errors import Closed
 
@@ -140,18 +161,15 @@ class ThreadConnections:
             conn = connect(self.path, what=self.what, page_size=self.page_size)
             if self._setup is not None:
                 self._setup(conn)
-            self._local.conn = conn
+            held = self._local.held = _Held(conn)
             with self._lock:
-                self._all.append(conn)
-        return conn
+                self._all.add(held)
+        return held.conn
 
     def close(self) -> None:
         self._closed = True
         with self._lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            try:
-                conn.close()
-            except sqlite3.Error:
-                pass
+            held, self._all = list(self._all), weakref.WeakSet()
+        for h in held:
+            _close_quietly(h.conn)
         self._local = threading.local()

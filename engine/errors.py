@@ -59,6 +59,10 @@ class UnknownGroup(NotFound):
     pass
 
 
+class UnknownUser(NotFound):
+    pass
+
+
 class UnknownJob(NotFound):
     pass
 

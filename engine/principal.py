@@ -10,8 +10,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Principal:
+    """`superuser` passes every ACE (Kafka's `super.users`): the web console's
+    administrators act with it."""
+
     user: str
     groups: tuple[str, ...] = ()
+    superuser: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.user, str) or not self.user:

@@ -1,21 +1,27 @@
-"""The web console and its JSON API (Flask).
+"""The web console and its JSON API (Flask + htmx).
 
-`create_app(cluster_path=...)` builds the app; today it serves the JSON API's replication
-endpoints under `/api/v1/replication/` (web/api.py), which other clusters' replicators call
-(engine/replication_http.py). The full console comes with issue 6.
+`create_app(cluster_path=...)` builds the app: one blueprint per resource (web/auth.py,
+web/overview.py, web/streams.py, ...), each page a template that includes the partial
+templates (`_name.html`) its htmx requests get back alone (web/pages.py decides which).
+Security (sessions, CSRF, headers) is set up in web/security.py; the logged-in user acts
+as an engine `Principal`, so stream ACEs decide what they see and change.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from flask import Flask
+from htmx_flask import Htmx
 
 from engine.replication_http import ReplicationService
 
 EXTENSION = "partitionlet"
+SECRET_FILE = "web-secret"
 
 
 @dataclass
@@ -38,24 +44,81 @@ class WebState:
         self.replication.close()
 
 
+def _secret_key(cluster_path: str) -> bytes:
+    """The key that signs session cookies, kept in the cluster directory (mode 0600) so
+    that sessions survive a restart and every `plet web` of one cluster agrees."""
+    path = Path(cluster_path) / SECRET_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_bytes()
+    with os.fdopen(fd, "wb") as f:
+        key = secrets.token_bytes(32)
+        f.write(key)
+    return key
+
+
 def create_app(
     cluster_path: str | os.PathLike[str], *, testing: bool = False, **config: Any
 ) -> Flask:
     """The Flask app for the cluster directory `cluster_path` (which must exist).
 
-    `config` goes into `app.config`. Close what the app holds with `close_app(app)`.
+    `config` goes into `app.config` (for example `WTF_CSRF_ENABLED=False` in a unit test).
+    Close what the app holds with `close_app(app)`.
     """
+    path = os.fspath(cluster_path)
     app = Flask(__name__)
     app.config["TESTING"] = testing
     app.config["JSON_SORT_KEYS"] = False
+    app.config["SECRET_KEY"] = _secret_key(path)
+    from web import filters, pages, security
+
+    app.config.update(security.CONFIG_DEFAULTS)
     app.config.update(config)
-    path = os.fspath(cluster_path)
     app.extensions[EXTENSION] = WebState(path, ReplicationService(path))
+    Htmx(app)
+
+    security.init_app(app)
+    filters.init_app(app)
+    pages.init_app(app)
 
     from web.api import api
+    from web.assets import assets
+    from web.auth import auth
+    from web.errors import register_error_handlers
+    from web.overview import overview
 
+    for blueprint in (assets, auth, overview):
+        app.register_blueprint(blueprint)
+    for module, name in _PAGE_BLUEPRINTS:
+        blueprint = _optional_blueprint(module, name)
+        if blueprint is not None:
+            app.register_blueprint(blueprint)
     app.register_blueprint(api, url_prefix="/api/v1")
+    security.exempt(api)
+    register_error_handlers(app)
     return app
+
+
+# The console's resource pages, one blueprint each (module, blueprint name).
+_PAGE_BLUEPRINTS = (
+    ("web.streams", "streams"),
+    ("web.topics", "topics"),
+    ("web.groups", "groups"),
+    ("web.replication", "replication"),
+    ("web.heat", "heat"),
+    ("web.replays", "replays"),
+    ("web.users", "users"),
+)
+
+
+def _optional_blueprint(module: str, name: str):
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        return None
+    return getattr(importlib.import_module(module), name)
 
 
 def state(app: Flask) -> WebState:

@@ -1,0 +1,89 @@
+"""End-to-end fixtures: the web console served from a thread over a seeded cluster, and
+Playwright driving Debian's Chromium (Playwright's own browsers cannot be downloaded here).
+
+Every test gets a page logged in as the administrator; `shot(page, name)` saves a
+screenshot under tests/artifacts/screenshots/ (ignored by git) for people to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("PLET_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
+ADMIN = "admin"
+ADMIN_PASSWORD = "admin-password-1"
+USER = "alice"
+USER_PASSWORD = "alice-password-1"
+
+
+@dataclass
+class LiveServer:
+    url: str
+    cluster_path: Path
+    cluster: object  # an engine Cluster of the test process, for setting up and checking
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    args = dict(browser_type_launch_args)
+    args["executable_path"] = CHROMIUM
+    # Chromium refuses its sandbox as root (CI runs as root)
+    args["args"] = [*args.get("args", []), "--no-sandbox"]
+    return args
+
+
+@pytest.fixture(scope="session")
+def live_server(tmp_path_factory):
+    """One console for the whole e2e session, over a cluster seeded with engine.demo."""
+    from werkzeug.serving import make_server
+
+    from engine import Cluster
+    from engine.demo import seed
+    from web import close_app, create_app
+
+    path = tmp_path_factory.mktemp("e2e") / "cluster"
+    cluster = Cluster.open(path, name="e2e")
+    seed(cluster)
+    cluster.add_user(ADMIN, ADMIN_PASSWORD, admin=True)
+    cluster.add_user(USER, USER_PASSWORD, groups=("analysts",))
+    app = create_app(path)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, name="e2e-web", daemon=True)
+    thread.start()
+    try:
+        yield LiveServer(f"http://127.0.0.1:{server.server_port}", path, cluster)
+    finally:
+        server.shutdown()
+        server.server_close()
+        close_app(app)
+        cluster.close()
+
+
+def log_in(page, server: LiveServer, name: str = ADMIN, password: str = ADMIN_PASSWORD):
+    page.goto(server.url + "/login")
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(lambda url: "/login" not in url)
+    return page
+
+
+@pytest.fixture
+def admin_page(page, live_server):
+    """A browser page logged in as the administrator."""
+    page.set_default_timeout(15_000)
+    return log_in(page, live_server)
+
+
+def shot(page, name: str) -> Path:
+    """Save a full-page screenshot as tests/artifacts/screenshots/NAME.png."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

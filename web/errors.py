@@ -1,0 +1,56 @@
+"""Engine errors as HTTP answers: 404 for what does not exist, 403 for what an ACE refuses,
+400 for bad input, 503 for storage trouble. A page gets an error page; an htmx request gets
+a short message in the page's error area (`#flash`), so a failed action never blanks the
+view."""
+
+from __future__ import annotations
+
+from flask import Flask, Response, jsonify, render_template, request
+from werkzeug.exceptions import HTTPException
+
+from engine import errors
+from web.pages import wants_partial
+
+_STATUS = (
+    (errors.NotFound, 404),
+    (errors.AccessDenied, 403),
+    (errors.AlreadyExists, 409),
+    (ValueError, 400),  # InvalidName, InvalidArgument, InvalidPolicy, MessageTooLarge ...
+    (errors.IllegalState, 409),
+    (errors.PartitionletError, 503),
+)
+
+
+def status_of(exc: BaseException) -> int:
+    for cls, status in _STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+def _answer(status: int, title: str, message: str) -> tuple[Response | str, int] | Response:
+    if request.path.startswith("/api/"):
+        return jsonify({"error": title, "message": message}), status
+    if wants_partial():
+        # htmx swaps only 2xx answers by default: send the message to #flash instead
+        response = Response(
+            render_template("errors/_flash.html", status=status, title=title, message=message),
+            status=200,
+        )
+        response.headers["HX-Retarget"] = "#flash"
+        response.headers["HX-Reswap"] = "innerHTML"
+        return response
+    return render_template("errors/error.html", status=status, title=title, message=message), status
+
+
+def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(errors.PartitionletError)
+    def engine_error(exc: errors.PartitionletError):
+        status = status_of(exc)
+        if status >= 500:
+            app.logger.warning("%s %s: %s", request.method, request.path, exc)
+        return _answer(status, type(exc).__name__, str(exc))
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException):
+        return _answer(exc.code or 500, exc.name, exc.description or "")

@@ -1,0 +1,44 @@
+"""The overview page: the cluster, its volumes and their sizes, totals, live throughput."""
+
+from __future__ import annotations
+
+from flask import Blueprint
+
+from web.pages import cluster, render
+
+overview = Blueprint("overview", __name__)
+
+# The window the live throughput is averaged over.
+THROUGHPUT_WINDOW_S = 30
+
+
+def _volumes_and_rates() -> dict:
+    c = cluster()
+    volumes = c.volumes()
+    heat = c.heat(THROUGHPUT_WINDOW_S)
+    return {
+        "volumes": volumes,
+        "heat": heat,
+        "window_s": THROUGHPUT_WINDOW_S,
+        "total_bytes": sum(v.bytes for v in volumes),
+    }
+
+
+@overview.route("/")
+def index():
+    c = cluster()
+    return render(
+        "overview/index.html",
+        "overview/_live.html",
+        cluster=c,
+        stream_count=c.stream_count(),
+        group_count=len(c.groups()),
+        **_volumes_and_rates(),
+    )
+
+
+@overview.route("/overview/live")
+def live():
+    return render(
+        "overview/index.html", "overview/_live.html", cluster=cluster(), **_volumes_and_rates()
+    )
