@@ -5,7 +5,10 @@ Measures, in one fresh cluster:
   against messages per second when the same N messages go to one topic (the issue's
   target: at least half that speed);
 - `topic_count()` and pages of `topics()` (first, middle, last, by prefix) on the full stream;
-- `Cluster.open` of the directory that holds them.
+- `Cluster.open` of the directory that holds them;
+- the floor: what any design must spend on a new topic on this machine, whatever its
+  storage (check the name as DESIGN requires, insert one indexed catalog row, no volume
+  write at all), and so the best ratio a design could reach here.
 
 Run it with `plet bench --topics N` (after the throughput cases) or on its own with
 `python -m bench.topics N`.
@@ -31,6 +34,13 @@ class TopicsResult:
     count_ms: float
     page_ms: dict[str, float]
     open_ms: float
+    floor_us: float = 0.0
+
+    @property
+    def best_ratio(self) -> float:
+        """The ratio if creating a topic cost only the floor on top of one message."""
+        per_message_us = 1e6 / self.one_topic_per_s
+        return per_message_us / (per_message_us + self.floor_us)
 
     @property
     def topics_per_s(self) -> float:
@@ -61,6 +71,8 @@ class TopicsResult:
                 + (f"  (over 50 ms: {', '.join(slow)})" if slow else "  (all under 50 ms)"),
                 f"  Cluster.open          {self.open_ms:>12.1f} ms"
                 + ("  (target < 1000 ms: met)" if self.open_ms < 1000 else "  (NOT MET)"),
+                f"  floor per new topic   {self.floor_us:>12.2f} us  (name check + one "
+                f"indexed row, no volume write): best possible ratio {self.best_ratio:.2f}",
             ]
         )
 
@@ -75,6 +87,11 @@ class TopicsResult:
                 for name, ms in self.page_ms.items()
             ),
             ("`Cluster.open` (target < 1 s)", f"{self.open_ms:.1f} ms"),
+            (
+                "floor per new topic in any design (name check + one indexed row)",
+                f"{self.floor_us:.2f} us",
+            ),
+            ("best ratio a design could reach here", f"{self.best_ratio:.2f}"),
         ]
         lines = [f"Stream of {self.topics:,} topics:", "", "| measure | value |", "| --- | ---: |"]
         lines += [f"| {a} | {b} |" for a, b in rows]
@@ -88,6 +105,44 @@ def _timed_ms(fn) -> float:
         fn()
         best = min(best, (time.perf_counter() - start) * 1000)
     return best
+
+
+def creation_floor_us(workdir: Path, topics: int) -> float:
+    """Microseconds per topic for the least any storage design must do to create a topic
+    named by a producer: resolve and check the name (engine.names, as DESIGN requires) and
+    insert one row into a table indexed by (stream, name), in raw SQLite with batched
+    transactions. No partition, offset or message is stored, so real designs cost more."""
+    import sqlite3
+
+    from engine import names as topic_names
+
+    count = min(topics, 200_000)
+    batch = [f"car-{i:07d}" for i in range(count)]
+    path = workdir / "floor.db"
+    path.unlink(missing_ok=True)
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute(
+            "CREATE TABLE topics (id INTEGER PRIMARY KEY, stream_id INTEGER, name TEXT, "
+            "partitions INTEGER, UNIQUE (stream_id, name))"
+        )
+        start = time.perf_counter()
+        for i in range(0, count, 5000):
+            rows = []
+            for name in batch[i : i + 5000]:
+                topic_names.split_full_name(topic_names.resolve(name, "/fleet"))
+                rows.append((name,))
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany(
+                "INSERT INTO topics (stream_id, name, partitions) VALUES (1, ?, 1)", rows
+            )
+            db.execute("COMMIT")
+        return (time.perf_counter() - start) / count * 1e6
+    finally:
+        db.close()
+        path.unlink(missing_ok=True)
 
 
 def run(workdir: Path, topics: int) -> TopicsResult:
@@ -135,7 +190,8 @@ def run(workdir: Path, topics: int) -> TopicsResult:
         Cluster.open(path).close()
 
     open_ms = _timed_ms(reopen)
-    return TopicsResult(topics, create_s, one_s, count_ms, page_ms, open_ms)
+    floor_us = creation_floor_us(workdir, topics)
+    return TopicsResult(topics, create_s, one_s, count_ms, page_ms, open_ms, floor_us)
 
 
 def main(argv: list[str]) -> None:

@@ -16,6 +16,10 @@ def test_run_makes_every_topic_and_measures_pages(tmp_path):
     assert set(result.page_ms) == {"first", "middle", "last", "prefix", "after a name"}
     assert "500 topics" in result.text()
     assert "| `Cluster.open` (target < 1 s) |" in result.markdown()
+    # the floor is measured, positive, and bounds the best ratio below 1
+    assert result.floor_us > 0
+    assert 0 < result.best_ratio < 1
+    assert "best possible ratio" in result.text()
 
 
 def test_bench_command_runs_the_many_topics_case(tmp_path):
