@@ -501,11 +501,13 @@ class Cluster:
             )
         return infos
 
-    def heat(self, window_s: int = 300) -> HeatMap:
+    def heat(self, window_s: int = 300, *, top: int | None = None) -> HeatMap:
         """Messages and bytes written and read per second over the last `window_s`
-        seconds, per volume, topic, partition and partitionlet, and per time bucket."""
+        seconds, per volume, topic, partition and partitionlet, and per time bucket.
+        With `top`, only the `top` hottest partitions (and their topics) are listed,
+        and no partitionlets."""
         self._check_open()
-        return heat_map(self, window_s)
+        return heat_map(self, window_s, top)
 
     # --- consumer groups ------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ volume, topic, partition and partitionlet, and per bucket for the heat maps.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -137,8 +138,21 @@ class ReadCounter:
                 pass  # heat is advisory: a busy volume must not fail a poll
 
 
-def heat_map(cluster: Cluster, window_s: int = 300) -> HeatMap:
-    """Sum the volumes' heat buckets of the last `window_s` seconds."""
+def _add(into: list[int], wm: int, wb: int, rm: int, rb: int) -> None:
+    into[0] += wm
+    into[1] += wb
+    into[2] += rm
+    into[3] += rb
+
+
+def heat_map(cluster: Cluster, window_s: int = 300, top: int | None = None) -> HeatMap:
+    """Sum the volumes' heat buckets of the last `window_s` seconds.
+
+    With `top`, only the `top` hottest partitions (by messages per second) are in
+    `partitions`, `partition_series` and `topics`, and `partitionlets` is left empty;
+    volumes stay complete.
+    A console asks for the hottest few, which stays fast when 100,000 partitions are warm.
+    """
     if (
         isinstance(window_s, bool)
         or not isinstance(window_s, int)
@@ -147,51 +161,58 @@ def heat_map(cluster: Cluster, window_s: int = 300) -> HeatMap:
         raise InvalidArgument(
             f"window_s must be from {HEAT_BUCKET_S} to {MAX_WINDOW_S} seconds, got {window_s!r}"
         )
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
+        raise InvalidArgument(f"top must be a count of partitions or None, got {top!r}")
     bucket_ms = HEAT_BUCKET_S * 1000
     now_bucket = time.time_ns() // 1_000_000 // bucket_ms
     count = window_s // HEAT_BUCKET_S
     first = now_bucket - count + 1
     buckets = [b * bucket_ms for b in range(first, now_bucket + 1)]
     empty = Load()
+    window = float(count * HEAT_BUCKET_S)
     result = HeatMap(window_s, HEAT_BUCKET_S, buckets)
-    names: dict[int, str | None] = {}
-    catalog = cluster._catalog
 
-    def topic_name(topic_id: int) -> str | None:
-        if topic_id not in names:
-            row = catalog.topic_by_id(topic_id) if topic_id >= 0 else None
-            names[topic_id] = row.full_name if row else None
-        return names[topic_id]
-
+    # SQLite sums per bucket, partitionlet and partition; Python merges the volumes (a
+    # partition's chain may span several) and builds Loads only for what is returned.
+    partition_sums: dict[tuple[int, int], list[int]] = {}
     for volume_id, vol in sorted(cluster._volumes.items()):
         series = [empty] * count
-        for bucket, pl_id, topic_id, partition, wm, wb, rm, rb in vol.heat_rows(first):
-            load = Load(wm, wb, rm, rb)
-            i = bucket - first
-            series[i] = series[i] + load
-            result.partitionlets[pl_id] = result.partitionlets.get(pl_id, empty) + load
-            name = topic_name(topic_id)
-            if name is None:
-                continue
-            tp = TopicPartition(name, partition)
-            part_series = result.partition_series.setdefault(tp, [empty] * count)
-            part_series[i] = part_series[i] + load
+        totals = [0, 0, 0, 0]
+        for bucket, wm, wb, rm, rb in vol.heat_by_bucket(first, now_bucket):
+            series[bucket - first] = Load(wm, wb, rm, rb)
+            _add(totals, wm, wb, rm, rb)
         result.volume_series[volume_id] = series
-    window = float(count * HEAT_BUCKET_S)
+        result.volumes[volume_id] = Load(*totals, window)
+        if top is None:  # a partitionlet lives in one volume: nothing to merge
+            for pl_id, wm, wb, rm, rb in vol.heat_by_partitionlet(first, now_bucket):
+                result.partitionlets[pl_id] = Load(wm, wb, rm, rb, window)
+        for topic_id, partition, wm, wb, rm, rb in vol.heat_by_partition(first, now_bucket):
+            _add(partition_sums.setdefault((topic_id, partition), [0, 0, 0, 0]), wm, wb, rm, rb)
 
-    def total(series: list[Load]) -> Load:
-        out = Load(seconds=window)
-        for load in series:
-            out = out + load
-        return out
-
-    for volume_id, series in result.volume_series.items():
-        result.volumes[volume_id] = total(series)
-    for tp, series in result.partition_series.items():
-        result.partitions[tp] = load = total(series)
-        result.topics[tp.topic] = result.topics.get(tp.topic, Load(seconds=window)) + load
-    for pl_id, load in list(result.partitionlets.items()):
-        result.partitionlets[pl_id] = Load(
-            load.write_messages, load.write_bytes, load.read_messages, load.read_bytes, window
-        )
+    keys = list(partition_sums)
+    if top is not None and len(keys) > top:
+        keys = heapq.nlargest(top, keys, key=lambda k: partition_sums[k][0] + partition_sums[k][2])
+    topic_ids = sorted({topic_id for topic_id, _ in keys})
+    names = {row.id: row.full_name for row in cluster._catalog._topic_rows(topic_ids)}
+    wanted = set(keys)
+    cells: dict[tuple[int, int], list[Load]] = {}
+    # only the buckets of the partitions shown (all of them when every one is)
+    shown = topic_ids if len(keys) < len(partition_sums) else None
+    cell_rows = [
+        r for vol in cluster._volumes.values() for r in vol.heat_cells(first, now_bucket, shown)
+    ]
+    for bucket, topic_id, partition, wm, wb, rm, rb in cell_rows:
+        key = (topic_id, partition)
+        if key not in wanted:
+            continue
+        series = cells.setdefault(key, [empty] * count)
+        series[bucket - first] = series[bucket - first] + Load(wm, wb, rm, rb)
+    for key in keys:
+        name = names.get(key[0])
+        if name is None:
+            continue  # the topic was deleted
+        tp = TopicPartition(name, key[1])
+        result.partition_series[tp] = cells.get(key) or [empty] * count
+        result.partitions[tp] = load = Load(*partition_sums[key], window)
+        result.topics[name] = result.topics.get(name, Load(seconds=window)) + load
     return result

@@ -76,3 +76,22 @@ def test_new_partitionlets_avoid_the_hot_volume(cluster):
     volumes = [p.partitionlets[0].volume for p in cluster.topic("/h:new").partitions]
     assert hot_volume not in volumes
     assert len(set(volumes)) == 3  # spread over the three cool volumes
+
+
+def test_top_lists_the_hottest_partitions_with_the_same_figures(cluster):
+    cluster.create_stream("/h", ttl=0)
+    for i, n in enumerate((5, 40, 20, 1, 30)):
+        cluster.create_topic(f"/h:t{i}", partitions=1)
+        load(cluster, f"/h:t{i}", n, 10, 1)
+    full = cluster.heat(window_s=60)
+    top = cluster.heat(window_s=60, top=3)
+    ranked = [tp.topic for tp, _ in top.hottest_partitions(10)]
+    assert ranked == ["/h:t1", "/h:t4", "/h:t2"]
+    for tp, load_ in top.partitions.items():
+        assert load_ == full.partitions[tp]
+        assert top.partition_series[tp] == full.partition_series[tp]
+    assert top.volumes == full.volumes
+    assert sum(x.write_messages for x in full.partitionlets.values()) == 96
+    assert top.partitionlets == {}
+    with pytest.raises(errors.InvalidArgument):
+        cluster.heat(window_s=60, top=-1)
