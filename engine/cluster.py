@@ -501,13 +501,21 @@ class Cluster:
             )
         return infos
 
-    def heat(self, window_s: int = 300, *, top: int | None = None) -> HeatMap:
+    def heat(
+        self,
+        window_s: int = 300,
+        *,
+        top: int | None = None,
+        by: str = "messages",
+        include: Sequence[TopicPartition] = (),
+    ) -> HeatMap:
         """Messages and bytes written and read per second over the last `window_s`
         seconds, per volume, topic, partition and partitionlet, and per time bucket.
-        With `top`, only the `top` hottest partitions (and their topics) are listed,
-        and no partitionlets."""
+        With `top`, only the `top` hottest partitions by `by` ("messages", "bytes",
+        "write_messages", ...) and those in `include` are listed, with their topics, and
+        no partitionlets: what a console shows, fast when 100,000 partitions are warm."""
         self._check_open()
-        return heat_map(self, window_s, top)
+        return heat_map(self, window_s, top, by, include)
 
     # --- consumer groups ------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -145,7 +146,36 @@ def _add(into: list[int], wm: int, wb: int, rm: int, rb: int) -> None:
     into[3] += rb
 
 
-def heat_map(cluster: Cluster, window_s: int = 300, top: int | None = None) -> HeatMap:
+# What `top` ranks partitions by: indexes into [w_messages, w_bytes, r_messages, r_bytes].
+RANK_BY = {
+    "messages": (0, 2),
+    "bytes": (1, 3),
+    "write_messages": (0,),
+    "write_bytes": (1,),
+    "read_messages": (2,),
+    "read_bytes": (3,),
+}
+
+
+def _stream_and_name(cluster: Cluster, full_name: str) -> tuple[int, str] | None:
+    """(stream id, topic name) of a full topic name, or None when it does not exist."""
+    from engine import names
+    from engine.errors import NotFound
+
+    try:
+        stream_path, name = names.split_full_name(full_name)
+        return cluster._catalog.stream(stream_path).id, name
+    except (NotFound, ValueError):
+        return None
+
+
+def heat_map(
+    cluster: Cluster,
+    window_s: int = 300,
+    top: int | None = None,
+    by: str = "messages",
+    include: Iterable[TopicPartition] = (),
+) -> HeatMap:
     """Sum the volumes' heat buckets of the last `window_s` seconds.
 
     With `top`, only the `top` hottest partitions (by messages per second) are in
@@ -163,6 +193,8 @@ def heat_map(cluster: Cluster, window_s: int = 300, top: int | None = None) -> H
         )
     if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
         raise InvalidArgument(f"top must be a count of partitions or None, got {top!r}")
+    if by not in RANK_BY:
+        raise InvalidArgument(f"by must be one of {', '.join(RANK_BY)}, got {by!r}")
     bucket_ms = HEAT_BUCKET_S * 1000
     now_bucket = time.time_ns() // 1_000_000 // bucket_ms
     count = window_s // HEAT_BUCKET_S
@@ -191,7 +223,14 @@ def heat_map(cluster: Cluster, window_s: int = 300, top: int | None = None) -> H
 
     keys = list(partition_sums)
     if top is not None and len(keys) > top:
-        keys = heapq.nlargest(top, keys, key=lambda k: partition_sums[k][0] + partition_sums[k][2])
+        columns = RANK_BY[by]
+        keys = heapq.nlargest(top, keys, key=lambda k: sum(partition_sums[k][c] for c in columns))
+        for tp in include:
+            found = _stream_and_name(cluster, tp.topic)
+            row = cluster._catalog.topic_or_none(*found) if found else None
+            key = (row.id, tp.partition) if row is not None else None
+            if key in partition_sums and key not in keys:
+                keys.append(key)
     topic_ids = sorted({topic_id for topic_id, _ in keys})
     names = {row.id: row.full_name for row in cluster._catalog._topic_rows(topic_ids)}
     wanted = set(keys)

@@ -93,5 +93,12 @@ def test_top_lists_the_hottest_partitions_with_the_same_figures(cluster):
     assert top.volumes == full.volumes
     assert sum(x.write_messages for x in full.partitionlets.values()) == 96
     assert top.partitionlets == {}
+    # ranked by bytes instead, and a cold partition asked for by name comes along
+    load(cluster, "/h:t3", 1, 5000, 1)
+    by_bytes = cluster.heat(window_s=60, top=1, by="bytes", include=[TopicPartition("/h:t0", 0)])
+    assert list(by_bytes.partitions) == [TopicPartition("/h:t3", 0), TopicPartition("/h:t0", 0)]
+    assert by_bytes.partitions[TopicPartition("/h:t0", 0)].write_messages == 5
     with pytest.raises(errors.InvalidArgument):
         cluster.heat(window_s=60, top=-1)
+    with pytest.raises(errors.InvalidArgument):
+        cluster.heat(window_s=60, top=3, by="heat")
