@@ -601,16 +601,79 @@ def remove_replica(cluster: Cluster, stream: str, target: str | os.PathLike[str]
         tgt.close()
 
 
-def _status(cluster: Cluster, link: _Link) -> ReplicaInfo:
-    """The link's state, with its lag measured now (source and target end offsets)."""
+def links(cluster: Cluster, *, measure: bool = True) -> list[ReplicaInfo]:
+    """Every link out of `cluster`, of all its streams, in one catalog read (`replicas`
+    gives one stream's), ordered by stream and target.
+
+    With `measure`, each state and lag is measured as `replicas` measures it, opening each
+    directory target once for all its links. Without, nothing is opened (no file, no
+    network): the state is what the catalog recorded, `paused`, `conflict`, `broken` (the
+    last run's error), else `in_sync` as of the last run (`pending` before the first), with
+    no lag: a cheap look at another cluster's links from afar.
+    """
+    cluster._check_open()
+    rows = _links(cluster)
+    if not measure:
+        return [_recorded(link) for link in rows]
+    opened: dict[str, Target | None] = {}
+    try:
+        result = []
+        for link in rows:
+            tgt = None
+            if not _URL.match(link.target):  # an http(s) link has its own token: not shared
+                if link.target not in opened:
+                    try:
+                        opened[link.target] = _open_link_target(cluster, link)
+                    except PartitionletError:
+                        opened[link.target] = None  # _status opens it again and says why
+                tgt = opened[link.target]
+            result.append(_status(cluster, link, tgt))
+        return result
+    finally:
+        for tgt in opened.values():
+            if tgt is not None:
+                tgt.close()
+
+
+def upstream_links(cluster: Cluster) -> list[UpstreamInfo]:
+    """Every link into `cluster`, of all its streams (`upstreams` gives one stream's)."""
+    cluster._check_open()
+    rows = cluster._catalog._query(
+        "SELECT s.path, u.source, u.source_stream, u.source_id, u.created_ms "
+        "FROM upstreams u JOIN streams s ON s.id = u.stream_id "
+        "ORDER BY s.path, u.source, u.source_stream"
+    )
+    return [UpstreamInfo(*r) for r in rows]
+
+
+def _recorded(link: _Link) -> ReplicaInfo:
+    """The link as its catalog row tells it, nothing measured."""
+    if link.paused:
+        state = "paused"
+    elif link.conflict:
+        state = "conflict"
+    elif link.error:
+        state = "broken"
+    elif link.last_run_ms is None:
+        state = "pending"
+    else:
+        state = "in_sync"
+    return _info(link, state, 0, 0.0, link.error)
+
+
+def _status(cluster: Cluster, link: _Link, tgt: Target | None = None) -> ReplicaInfo:
+    """The link's state, with its lag measured now (source and target end offsets), through
+    `tgt` when the caller has the target open already."""
     lag_messages = 0
     lag_seconds = 0.0
     error = link.error
     reachable = True
+    own = tgt is None
     try:
         # A status is a look, not a copy: one retry, so a console does not wait long on a
         # target that is down.
-        tgt = _open_link_target(cluster, link, retries=1)
+        if own:
+            tgt = _open_link_target(cluster, link, retries=1)
     except PartitionletError as exc:
         reachable = False
         error = error or f"{type(exc).__name__}: {exc}"
@@ -621,7 +684,8 @@ def _status(cluster: Cluster, link: _Link) -> ReplicaInfo:
             error = error or f"{type(exc).__name__}: {exc}"
             reachable = False
         finally:
-            tgt.close()
+            if own:
+                tgt.close()
     if link.paused:
         state = "paused"
     elif link.conflict:
@@ -632,6 +696,12 @@ def _status(cluster: Cluster, link: _Link) -> ReplicaInfo:
         state = "pending"
     else:
         state = "in_sync"
+    return _info(link, state, lag_messages, lag_seconds, error)
+
+
+def _info(
+    link: _Link, state: str, lag_messages: int, lag_seconds: float, error: str | None
+) -> ReplicaInfo:
     return ReplicaInfo(
         link.stream,
         link.target,
@@ -921,5 +991,7 @@ __all__ = [
     "UpstreamInfo",
     "normalize_target",
     "open_target",
+    "links",
     "split_target",
+    "upstream_links",
 ]
