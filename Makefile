@@ -1,6 +1,6 @@
 # Partitionlet: set-up, run, lint and test.
 #
-#   make run     set everything up, then seed a demo cluster and show a short tour
+#   make run     set everything up, then start the web console on a demo (three clusters)
 #   make test    set everything up for tests, then lint and run the whole pytest suite
 #
 # Set-up is idempotent: the virtual environment lives in .venv, and stamp files in it
@@ -15,8 +15,11 @@ VPY := $(BIN)/python
 LINT_PATHS := engine console web spark_tasks bench tests
 # extra arguments for pytest, e.g. make test PYTEST_ARGS="-x -k layout"
 PYTEST_ARGS ?=
-# where make run puts its demo cluster
+# where make run puts its demo: the clusters dc1, dc2 and dc3 in this directory
 DEMO_CLUSTER ?= data/demo
+# the web console's address (make run WEB_PORT=8080; WEB_HOST=0.0.0.0 to reach it from elsewhere)
+WEB_HOST ?= 127.0.0.1
+WEB_PORT ?= 5000
 
 PIP_INSTALL := $(VPY) -m pip install --disable-pip-version-check $(if $(CI),--progress-bar off,)
 
@@ -29,7 +32,8 @@ STAMP_NPM := node_modules/.stamp-npm
 .PHONY: help run test lint fmt setup setup-test system-run system-test web-assets clean distclean
 
 help:
-	@echo "make run         set up (.venv, Spark extra, web assets) and run: plet demo --cluster $(DEMO_CLUSTER)"
+	@echo "make run         set up (.venv, Spark extra, Java, web assets), then seed a demo in $(DEMO_CLUSTER)"
+	@echo "                 and serve its web console: plet web --demo --cluster $(DEMO_CLUSTER)"
 	@echo "make test        set up for tests (+ Java, Chromium, redis-server), lint, run pytest"
 	@echo "make lint        ruff check + ruff format --check over $(LINT_PATHS)"
 	@echo "make fmt         ruff format + ruff check --fix over the same"
@@ -41,7 +45,7 @@ help:
 
 run: setup
 	@mkdir -p $(dir $(DEMO_CLUSTER))
-	$(BIN)/plet demo --cluster $(DEMO_CLUSTER)
+	$(BIN)/plet web --demo --cluster $(DEMO_CLUSTER) --host $(WEB_HOST) --port $(WEB_PORT)
 
 test: setup-test lint
 	$(VPY) -m pytest $(PYTEST_ARGS)

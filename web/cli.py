@@ -1,11 +1,18 @@
 """`plet web`: serve the web console's app, with the replicator and maintenance running in
 background threads. Loaded lazily by engine/cli.py (`PletGroup.lazy_commands`), so that the
-engine never imports Flask."""
+engine never imports Flask.
+
+`plet web --demo` first makes (or finds) the demo of web/demo.py under the `--cluster`
+directory (default data/demo), serves its cluster dc1 and runs the demo's live load and the
+replicators of dc2 and dc3 too: `make run` is this command.
+"""
 
 from __future__ import annotations
 
+import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -37,32 +44,144 @@ class _ReplicatorThread:
     show_default=True,
     help="Run a replicator for the links out of this cluster.",
 )
+@click.option(
+    "--demo",
+    is_flag=True,
+    help="Set up (or reuse) the demo under --cluster (default data/demo; PLET_CLUSTER is "
+    "ignored): three clusters dc1..dc3 replicating in a ring, 100,000 topics in one stream, "
+    "a replay and a live load; serve dc1.",
+)
+# For tests and quick tries: a smaller demo, and none of Spark's start-up time.
+@click.option("--demo-topics", type=click.IntRange(0), default=None, hidden=True)
+@click.option("--demo-replay/--no-demo-replay", default=True, hidden=True)
 @click.pass_context
-def web_command(ctx: click.Context, host: str, port: int, replicate: bool) -> None:
-    """Serve the web console and its JSON API (today: the replication endpoints that other
-    clusters' replicators call), and run the replicator and maintenance in the background."""
+def web_command(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    replicate: bool,
+    demo: bool,
+    demo_topics: int | None,
+    demo_replay: bool,
+) -> None:
+    """Serve the web console and its JSON API, and run the replicator and maintenance in the
+    background. Without users yet, the first administrator 'admin' is made, with the
+    password from PLET_ADMIN_PASSWORD or a generated one, printed once."""
     from werkzeug.serving import make_server
 
-    from engine.cli import _fail, _require_path
+    from engine import Cluster
+    from engine.cli import _cluster_path, _fail, _require_path
     from engine.maintenance import Maintenance
     from engine.replication import Replicator
+    from engine.users import ensure_admin
     from web import close_app, create_app, state
 
-    path = _require_path(ctx)
-    if not Path(path).is_dir():
-        _fail(f"no cluster at {path!r}: create one with 'plet init --cluster {path}'")
+    prepared = None
+    if demo:
+        from web import demo as web_demo
+
+        # Like `plet demo`: the demo never lands in PLET_CLUSTER's real cluster by accident.
+        root = _cluster_path(ctx, use_env=False) or web_demo.DEFAULT_ROOT
+        # An engine error (say, the root is a cluster itself) becomes the CLI's message.
+        prepared = web_demo.prepare(
+            root,
+            topics=web_demo.TOPICS if demo_topics is None else demo_topics,
+            replay=demo_replay,
+            echo=click.echo,
+        )
+        path = str(prepared.primary)
+        admin = prepared.admin
+    else:
+        path = _require_path(ctx)
+        if not Path(path).is_dir():
+            _fail(f"no cluster at {path!r}: create one with 'plet init --cluster {path}'")
+        # Before the app exists: nobody can log in yet, and the password is printed once.
+        with Cluster.open(path) as cluster:
+            admin = ensure_admin(cluster)
+
     app = create_app(cluster_path=path)
-    web_state = state(app)
-    cluster = web_state.cluster
-    web_state.workers.append(Maintenance(cluster).start())
-    if replicate:
-        web_state.workers.append(_ReplicatorThread(Replicator(cluster)))
-    server = make_server(host, port, app, threaded=True)
-    click.echo(f"plet web: serving {path} at http://{host}:{server.server_port}/", err=True)
+    try:
+        web_state = state(app)
+        cluster = web_state.cluster
+        web_state.workers.append(Maintenance(cluster).start())
+        if replicate:
+            web_state.workers.append(_ReplicatorThread(Replicator(cluster)))
+        if prepared is not None:
+            web_state.workers.extend(web_demo.live_workers(prepared))
+        server = make_server(host, port, app, threaded=True)
+    except BaseException:
+        close_app(app)
+        raise
+    url = f"http://{_url_host(host)}:{server.server_port}/"
+    if prepared is not None:
+        _print_demo(prepared)
+    _print_login(url, path, admin, prepared)
+    # `kill PID` (SIGTERM, what service managers send) stops as cleanly as Ctrl+C: the
+    # workers are stopped and the clusters closed instead of the threads dying mid-write.
+    main = threading.current_thread() is threading.main_thread()  # signals need it
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
         server.server_close()
         close_app(app)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", "::", ""):  # listening everywhere: this machine answers locally
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def _print_demo(demo: Any) -> None:
+    from web import demo as web_demo
+
+    click.echo()
+    click.echo(click.style("Partitionlet demo", bold=True) + f" in {demo.root}")
+    click.echo(f"  clusters     {', '.join(f'{n} ({p})' for n, p in demo.clusters.items())}")
+    click.echo(f"  many topics  {demo.fleet_topics:,} topics in {web_demo.FLEET} (dc1)")
+    ring = ", ".join(f"{link}: {s}" for link, s in demo.ring.items())
+    click.echo(f"  ring         {web_demo.RING_STREAM}: {ring}")
+    if demo.replay_state == "succeeded":
+        click.echo(f"  replay       job {demo.replay_job} ({web_demo.REPLAY_KIND}) succeeded")
+    else:
+        click.echo(f"  replay       none ({demo.replay_note})")
+    click.echo("  live load    a producer in dc1 (and a trickle in dc2), so the heat map moves")
+    if demo.viewer_password:
+        click.echo(
+            f"  viewer       {web_demo.VIEWER} / {demo.viewer_password}  (group "
+            f"{web_demo.VIEWER_GROUP}; may consume {web_demo.ACE_STREAM}; printed once)"
+        )
+    else:
+        click.echo(
+            f"  viewer       {web_demo.VIEWER} (group {web_demo.VIEWER_GROUP}); its password "
+            f"was printed when it was made ('plet user passwd {web_demo.VIEWER} --cluster "
+            f"{demo.primary}' sets a new one)"
+        )
+
+
+def _print_login(url: str, path: str, admin: tuple[str, str | None], demo: Any) -> None:
+    name, password = admin
+    click.echo()
+    click.echo(click.style("Web console: ", bold=True) + url + f"  (cluster {path})")
+    if password:
+        click.echo(f"  log in as   {name} / {password}")
+        click.echo(
+            "  (the password is printed this once; change it with "
+            f"'plet user passwd {name} --cluster {path}')"
+        )
+    else:
+        click.echo(
+            f"  log in as   {name}, with the password in PLET_ADMIN_PASSWORD or the one "
+            "printed when it was created"
+        )
+        click.echo(f"  (forgotten? 'plet user passwd {name} --cluster {path}' sets a new one)")
+    click.echo("Press Ctrl+C to stop.")
