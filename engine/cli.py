@@ -81,6 +81,7 @@ class PletGroup(click.Group):
         "bench": ("bench.command", "bench_command"),
         "replay": ("spark_tasks.cli", "replay_group"),
         "web": ("web.cli", "web_command"),
+        "tui": ("console.cli", "tui_command"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -1861,6 +1862,57 @@ def user_token(ctx: click.Context, name: str, label: str) -> None:
     """Issue an API token for NAME (`Authorization: Bearer TOKEN` on /api/v1/). Printed
     once; only its hash is kept."""
     click.echo(open_cluster(ctx).create_api_token(name, label))
+
+
+@user.command("edit")
+@cluster_option
+@click.argument("name")
+@click.option("--group", "groups", multiple=True, help="Set the user's groups (repeatable).")
+@click.option("--no-groups", is_flag=True, help="Take every group away.")
+@click.option("--admin/--no-admin", default=None, help="Make or unmake an administrator.")
+@click.pass_context
+def user_edit(
+    ctx: click.Context, name: str, groups: tuple[str, ...], no_groups: bool, admin: bool | None
+) -> None:
+    """Change the groups or the administrator flag of the console user NAME."""
+    if groups and no_groups:
+        raise click.UsageError("use --group or --no-groups, not both", ctx=ctx)
+    new_groups: tuple[str, ...] | None = () if no_groups else (groups or None)
+    info = open_cluster(ctx).edit_user(name, groups=new_groups, admin=admin)
+    click.echo(
+        f"user {info.name}: groups {', '.join(info.groups) or '-'}"
+        + (", administrator" if info.admin else "")
+    )
+
+
+@user.command("tokens")
+@cluster_option
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def user_tokens(ctx: click.Context, name: str, as_json: bool) -> None:
+    """List the API tokens of NAME (their ids and labels; a token itself is never kept)."""
+    cluster = open_cluster(ctx)
+    cluster.user(name)  # an unknown user is an error, not an empty list
+    infos = cluster.api_tokens(name)
+    if as_json:
+        _echo_json([asdict(t) for t in infos])
+        return
+    echo_table(
+        ("ID", "LABEL", "CREATED", "LAST USED"),
+        ((t.id, t.label or "-", format_ms(t.created_ms), format_ms(t.last_used_ms)) for t in infos),
+    )
+
+
+@user.command("revoke")
+@cluster_option
+@click.argument("name")
+@click.argument("token_id")
+@click.pass_context
+def user_revoke(ctx: click.Context, name: str, token_id: str) -> None:
+    """Revoke the API token TOKEN_ID (as `plet user tokens` lists it) of NAME."""
+    open_cluster(ctx).revoke_api_token(name, token_id)
+    click.echo(f"revoked token {token_id} of {name}")
 
 
 # --- entry point -------------------------------------------------------------------------

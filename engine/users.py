@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.catalog import now_ms
-from engine.errors import InvalidArgument, InvalidName, UnknownUser
+from engine.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    InvalidName,
+    PartitionletError,
+    UnknownUser,
+)
 from engine.principal import Principal
 
 if TYPE_CHECKING:
@@ -39,6 +45,9 @@ _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**15, 8, 1
 _SCRYPT_MAXMEM = 64 * 1024 * 1024
 MIN_PASSWORD_LENGTH = 8
 MAX_PASSWORD_LENGTH = 1024
+# A token's last use is written at most this often: a busy API client must not turn every
+# request into a catalog write.
+LAST_USED_RESOLUTION_MS = 60_000
 
 _USER_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 _GROUP_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
@@ -80,10 +89,16 @@ def check_user_name(name: object) -> str:
 
 
 def _check_groups(groups: object) -> tuple[str, ...]:
+    if groups is None:
+        return ()
     if isinstance(groups, str):
         groups = [g.strip() for g in groups.split(",") if g.strip()]
+    if not isinstance(groups, (list, tuple, set, frozenset)):
+        raise InvalidArgument(
+            f"groups must be a list of names or a comma-separated string, not {groups!r}"
+        )
     result = []
-    for group in groups:  # type: ignore[union-attr]
+    for group in groups:
         if not isinstance(group, str) or not _GROUP_NAME.fullmatch(group):
             raise InvalidName(
                 f"invalid group name {group!r}: 1 to 64 characters of letters, digits and . _ @ -"
@@ -99,6 +114,10 @@ def _check_password(password: object) -> str:
         raise InvalidArgument(
             f"a password needs {MIN_PASSWORD_LENGTH} to {MAX_PASSWORD_LENGTH} characters"
         )
+    try:
+        password.encode()
+    except UnicodeEncodeError:  # a lone surrogate: it could never be typed again
+        raise InvalidArgument("a password must be valid Unicode text") from None
     return password
 
 
@@ -155,7 +174,7 @@ def add_user(
     catalog = cluster._catalog
     with catalog.write():
         if catalog.conn.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
-            raise InvalidArgument(f"user {name!r} exists already")
+            raise AlreadyExists(f"user {name!r} exists already")
         catalog.conn.execute(
             "INSERT INTO users (name, password_hash, groups, admin, created_ms) "
             "VALUES (?, ?, ?, ?, ?)",
@@ -266,7 +285,7 @@ def api_tokens(cluster: Cluster, name: str | None = None) -> list[ApiTokenInfo]:
     if name is not None:
         sql += " WHERE user = ?"
         args = (name,)
-    rows = cluster._catalog._query(sql + " ORDER BY created_ms", args)
+    rows = cluster._catalog._query(sql + " ORDER BY created_ms, token_hash", args)
     return [ApiTokenInfo(h[:12], u, label, c, last) for h, u, label, c, last in rows]
 
 
@@ -284,15 +303,34 @@ def revoke_api_token(cluster: Cluster, name: str, token_id: str) -> None:
 
 
 def user_for_token(cluster: Cluster, token: str) -> UserInfo | None:
-    """The user an API token belongs to, or None for an unknown one."""
+    """The user an API token belongs to, or None for an unknown one.
+
+    Records the token's last use, at most once a minute (`LAST_USED_RESOLUTION_MS`), so
+    that the Users page can show stale tokens without every request writing."""
     if not isinstance(token, str) or not token or len(token) > 200:
         return None
+    token_hash = _token_hash(token)
+    columns = ", ".join(f"u.{c.strip()}" for c in _COLUMNS.split(","))
     rows = cluster._catalog._query(
-        f"SELECT {', '.join('u.' + c.strip() for c in _COLUMNS.split(','))} "
+        f"SELECT t.last_used_ms, {columns} "
         "FROM api_tokens t JOIN users u ON u.name = t.user WHERE t.token_hash = ?",
-        (_token_hash(token),),
+        (token_hash,),
     )
-    return _row_info(rows[0]) if rows else None
+    if not rows:
+        return None
+    last_used, *user_row = rows[0]
+    now = now_ms()
+    if last_used is None or now - last_used >= LAST_USED_RESOLUTION_MS:
+        catalog = cluster._catalog
+        try:
+            with catalog.write():
+                catalog.conn.execute(
+                    "UPDATE api_tokens SET last_used_ms = ? WHERE token_hash = ?",
+                    (now, token_hash),
+                )
+        except PartitionletError:
+            pass  # advisory: a busy catalog must not fail the request
+    return _row_info(tuple(user_row))
 
 
 def ensure_admin(cluster: Cluster, password: str | None = None) -> tuple[str, str | None]:
@@ -305,14 +343,13 @@ def ensure_admin(cluster: Cluster, password: str | None = None) -> tuple[str, st
     if cluster._catalog._query("SELECT 1 FROM users LIMIT 1"):
         return ADMIN, None
     given = password or os.environ.get(ADMIN_PASSWORD_ENV) or None
+    if given is not None and len(given) < MIN_PASSWORD_LENGTH:
+        source = "the password" if password else ADMIN_PASSWORD_ENV
+        raise InvalidArgument(f"{source} needs at least {MIN_PASSWORD_LENGTH} characters")
     generated = None if given else secrets.token_urlsafe(12)
     try:
         add_user(cluster, ADMIN, given or generated, admin=True)  # type: ignore[arg-type]
-    except InvalidArgument:
-        if given is not None and len(given) < MIN_PASSWORD_LENGTH:
-            raise InvalidArgument(
-                f"{ADMIN_PASSWORD_ENV} needs at least {MIN_PASSWORD_LENGTH} characters"
-            ) from None
+    except AlreadyExists:
         # another process made the first administrator at the same moment
         return ADMIN, None
     return ADMIN, generated

@@ -50,7 +50,15 @@ def _safe_next(target: str | None) -> str:
     if not target:
         return url_for("overview.index")
     parts = urlsplit(target)
-    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
+    if (
+        parts.scheme
+        or parts.netloc
+        or not target.startswith("/")
+        or target.startswith("//")
+        # browsers read a backslash as a slash: /\evil.example is //evil.example
+        or "\\" in target
+        or any(ord(c) < 32 for c in target)
+    ):
         return url_for("overview.index")
     return target
 

@@ -24,21 +24,22 @@ def _volumes_and_rates() -> dict:
     }
 
 
+def _context() -> dict:
+    c = cluster()
+    return {
+        "cluster": c,
+        "stream_count": c.stream_count(),
+        "group_count": len(c.groups()),
+        **_volumes_and_rates(),
+    }
+
+
 @overview.route("/")
 def index():
-    c = cluster()
-    return render(
-        "overview/index.html",
-        "overview/_live.html",
-        cluster=c,
-        stream_count=c.stream_count(),
-        group_count=len(c.groups()),
-        **_volumes_and_rates(),
-    )
+    return render("overview/index.html", "overview/_live.html", **_context())
 
 
 @overview.route("/overview/live")
 def live():
-    return render(
-        "overview/index.html", "overview/_live.html", cluster=cluster(), **_volumes_and_rates()
-    )
+    """The live part alone for htmx's polling; the whole page for a plain visit."""
+    return render("overview/index.html", "overview/_live.html", **_context())

@@ -1,0 +1,587 @@
+"""The resource endpoints: streams, topics, messages, consumer groups, replicas and heat.
+
+Each request acts as the owner of its API token (`pages.cluster()` is the engine cluster as
+that user), so the engine checks every ACE: reading messages needs consume_perm, producing
+produce_perm, creating topics topic_perm, editing policies and resetting offsets admin_perm.
+Metadata (stream and topic names, sizes, groups, heat) is shown to every user, as the
+console's pages show it. Stream paths and topic full names come in URLs without their
+leading slash: `/api/v1/streams/apps/sensors`, `/api/v1/topics/apps/sensors:car-17`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Response, request
+
+from engine import Consumer, Producer, TopicPartition, errors
+from engine.heat import MAX_WINDOW_S, Load
+from engine.records import ConsumerRecord, PartitionInfo, TopicInfo
+from web.api import api
+from web.api.base import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    authenticate_user,
+    engine_error,
+    field,
+    json_body,
+    json_response,
+    paging,
+    query_int,
+    stream_path,
+    topic_name,
+)
+from web.pages import cluster, user
+
+# A filtered message search reads at most this many messages per request; the answer's
+# `next_offsets` continue from where it stopped.
+MAX_SCAN = 20_000
+# How long a produce waits for its message to be committed.
+PRODUCE_TIMEOUT_S = 10.0
+HEAT_TOP_PARTITIONS = 20
+
+
+@api.before_request
+def _authenticate() -> Response | None:
+    if request.endpoint == "api.replication":
+        return None  # per-stream replication tokens, checked by that endpoint
+    return authenticate_user()
+
+
+@api.errorhandler(errors.PartitionletError)
+def _engine_error(exc: errors.PartitionletError) -> Response:
+    return engine_error(exc)
+
+
+# --- shapes ----------------------------------------------------------------------------------
+
+
+def stream_json(info: Any) -> dict[str, Any]:
+    return asdict(info)
+
+
+def partition_json(info: PartitionInfo, *, chain: bool = True) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "partition": info.partition,
+        "log_start_offset": info.log_start_offset,
+        "log_end_offset": info.log_end_offset,
+        "high_watermark": info.high_watermark,
+        "messages": info.messages,
+        "bytes": info.bytes,
+        "first_timestamp": info.first_timestamp,
+        "last_timestamp": info.last_timestamp,
+    }
+    if chain:
+        data["partitionlets"] = [asdict(p) for p in info.partitionlets]
+    return data
+
+
+def topic_json(info: TopicInfo, *, partitions: bool = True) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": info.name,
+        "stream": info.stream,
+        "topic": info.topic,
+        "created_ms": info.created_ms,
+        "partition_count": info.partition_count,
+        "messages": info.messages,
+        "bytes": info.bytes,
+    }
+    if partitions:
+        data["partitions"] = [partition_json(p) for p in info.partitions]
+    return data
+
+
+def encode_bytes(obj: dict[str, Any], name: str, data: bytes | str | None) -> None:
+    """`obj[name]` as UTF-8 text, else base64, and `obj[name + "_encoding"]` saying which
+    ("utf-8", "base64", or None for a null key or value)."""
+    if data is None:
+        obj[name], obj[f"{name}_encoding"] = None, None
+        return
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    try:
+        obj[name], obj[f"{name}_encoding"] = raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        obj[name], obj[f"{name}_encoding"] = base64.b64encode(raw).decode("ascii"), "base64"
+
+
+def record_json(record: ConsumerRecord) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "timestamp_type": "log_append" if record.timestamp_type == 1 else "create",
+    }
+    encode_bytes(obj, "key", record.key)
+    encode_bytes(obj, "value", record.value)
+    headers = []
+    for name, value in record.headers or ():
+        header: dict[str, Any] = {"key": name}
+        encode_bytes(header, "value", value)
+        headers.append(header)
+    obj["headers"] = headers
+    return obj
+
+
+def load_json(load: Load) -> dict[str, Any]:
+    return {
+        "write_messages": load.write_messages,
+        "write_bytes": load.write_bytes,
+        "read_messages": load.read_messages,
+        "read_bytes": load.read_bytes,
+        "seconds": load.seconds,
+        "write_messages_per_s": load.write_messages_per_s,
+        "write_bytes_per_s": load.write_bytes_per_s,
+        "read_messages_per_s": load.read_messages_per_s,
+        "read_bytes_per_s": load.read_bytes_per_s,
+    }
+
+
+def _page(items: list[Any], key: str, limit: int, offset: int, total: int | None = None) -> dict:
+    more = len(items) > limit
+    items = items[:limit]
+    page: dict[str, Any] = {key: items, "limit": limit, "offset": offset}
+    if total is not None:
+        page["total"] = total
+    page["next_offset"] = offset + limit if more else None
+    return page
+
+
+# --- streams ---------------------------------------------------------------------------------
+
+
+@api.route("/me")
+def me() -> Response:
+    """Whom the token acts as: a cheap check that a token works."""
+    who = user()
+    return json_response({"name": who.name, "groups": list(who.groups), "admin": who.admin})
+
+
+@api.route("/streams")
+def streams() -> Response:
+    """Streams by path: `prefix` (its leading slash optional), `limit`, `offset`."""
+    limit, offset = paging()
+    prefix = request.args.get("prefix") or None
+    if prefix is not None and not prefix.startswith("/"):
+        prefix = "/" + prefix
+    c = cluster()
+    found = [stream_json(s) for s in c.streams(prefix, limit + 1, offset)]
+    return json_response(_page(found, "streams", limit, offset, c.stream_count(prefix)))
+
+
+@api.route("/streams", methods=["POST"])
+def create_stream() -> Response:
+    """`{"path": "/apps/x", "policies": {...}}` -> the stream (201)."""
+    body = json_body()
+    path = field(body, "path", str, required=True)
+    policies = field(body, "policies", dict) or {}
+    return json_response(stream_json(cluster().create_stream(path, **policies)), 201)
+
+
+@api.route("/streams/<path:stream>")
+def stream(stream: str) -> Response:
+    return json_response(stream_json(cluster().stream(stream_path(stream))))
+
+
+@api.route("/streams/<path:stream>", methods=["PATCH"])
+def edit_stream(stream: str) -> Response:
+    """`{"policies": {...}}`: change those policies (admin_perm); the others stay."""
+    body = json_body()
+    policies = field(body, "policies", dict, required=True)
+    return json_response(stream_json(cluster().edit_stream(stream_path(stream), **policies)))
+
+
+@api.route("/streams/<path:stream>", methods=["DELETE"])
+def delete_stream(stream: str) -> Response:
+    """Delete the stream with its topics and messages (admin_perm): 204."""
+    cluster().delete_stream(stream_path(stream))
+    return Response(status=204)
+
+
+@api.route("/streams/<path:stream>/topics")
+def stream_topics(stream: str) -> Response:
+    """Topics of a stream by name: `prefix`, `limit`, and `after` (the last name of the
+    previous page, as a cursor that costs the same on every page) or `offset`."""
+    path = stream_path(stream)
+    limit, offset = paging()
+    prefix = request.args.get("prefix") or None
+    after = request.args.get("after") or None
+    if after is not None and offset:
+        raise errors.InvalidArgument("page with after or with offset, not both")
+    if after is not None and after.startswith("/"):
+        after = after.rpartition(":")[2]  # a full name: the cursor is the name in the stream
+    c = cluster()
+    found = c.topics(path, prefix, limit + 1, offset, after=after)
+    more = len(found) > limit
+    found = found[:limit]
+    return json_response(
+        {
+            "stream": path,
+            "topics": [topic_json(t, partitions=False) for t in found],
+            "limit": limit,
+            "offset": offset,
+            "after": after,
+            "total": c.topic_count(path, prefix),
+            "next_after": found[-1].topic if more and found else None,
+        }
+    )
+
+
+@api.route("/streams/<path:stream>/replicas")
+def stream_replicas(stream: str) -> Response:
+    """The stream's links out (with state and lag) and in."""
+    path = stream_path(stream)
+    c = cluster()
+    return json_response(
+        {
+            "stream": path,
+            "replicas": [asdict(r) for r in c.replicas(path)],
+            "upstreams": [asdict(u) for u in c.upstreams(path)],
+        }
+    )
+
+
+# --- topics ----------------------------------------------------------------------------------
+
+
+@api.route("/topics", methods=["POST"])
+def create_topic() -> Response:
+    """`{"name": "/apps/x:t", "partitions": 3}` -> the topic (201); needs topic_perm."""
+    body = json_body()
+    name = field(body, "name", str, required=True)
+    partitions = field(body, "partitions", int)
+    return json_response(topic_json(cluster().create_topic(name, partitions)), 201)
+
+
+@api.route("/topics/<path:name>")
+def topic(name: str) -> Response:
+    """A topic with its partitions and each partition's partitionlet chain."""
+    return json_response(topic_json(cluster().topic(topic_name(name))))
+
+
+@api.route("/topics/<path:name>", methods=["PATCH"])
+def edit_topic(name: str) -> Response:
+    """`{"partitions": N}`: grow the topic to N partitions (never fewer); topic_perm."""
+    body = json_body()
+    count = field(body, "partitions", int, required=True)
+    return json_response(topic_json(cluster().add_partitions(topic_name(name), count)))
+
+
+@api.route("/topics/<path:name>", methods=["DELETE"])
+def delete_topic(name: str) -> Response:
+    """Delete the topic with its messages and committed offsets (topic_perm): 204."""
+    cluster().delete_topic(topic_name(name))
+    return Response(status=204)
+
+
+def _time_ms(raw: str) -> int:
+    """Epoch ms, or ISO 8601 (UTC when it has no offset)."""
+    if raw.isdigit():
+        return int(raw)
+    try:
+        moment = datetime.fromisoformat(raw.replace("Z", "+00:00") if raw.endswith("Z") else raw)
+    except ValueError:
+        raise errors.InvalidArgument(
+            f"time must be ISO 8601 (2024-05-01T12:00:00Z) or epoch milliseconds, not {raw!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _matches(
+    record: ConsumerRecord, key: bytes | None, value: bytes | None, header: bytes | None
+) -> bool:
+    if key is not None and key not in (record.key or b""):
+        return False
+    if value is not None and value not in (record.value or b""):
+        return False
+    if header is not None:
+        # as the API writes a header (name=value) and as the topic page does (name: value)
+        shown = (
+            name.encode() + sep + (v or b"")
+            for name, v in record.headers or ()
+            for sep in (b"=", b": ")
+        )
+        if not any(header in h for h in shown):
+            return False
+    return True
+
+
+def _needle(name: str) -> bytes | None:
+    raw = request.args.get(name)
+    return raw.encode() if raw else None
+
+
+@api.route("/topics/<path:name>/messages")
+def messages(name: str) -> Response:
+    """Messages of a topic (consume_perm): `partition`, `offset` or `time` (where each
+    partition starts; default its beginning), `limit`, and substring filters `key`,
+    `value`, `header` (matched against `name=value` and `name: value`). `next_offsets`
+    continue the read."""
+    full = topic_name(name)
+    limit = query_int("limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
+    partition = query_int("partition")
+    offset = query_int("offset")
+    raw_time = request.args.get("time") or None
+    if offset is not None and raw_time is not None:
+        raise errors.InvalidArgument("give offset or time, not both")
+    at_ms = _time_ms(raw_time) if raw_time is not None else None
+    key, value, header = _needle("key"), _needle("value"), _needle("header")
+    c = cluster()
+    info = c.topic(full)
+    if partition is not None and partition >= info.partition_count:
+        raise errors.InvalidPartition(
+            f"topic {full} has partitions 0 to {info.partition_count - 1}, not {partition}"
+        )
+    numbers = [partition] if partition is not None else list(range(info.partition_count))
+    tps = [TopicPartition(full, n) for n in numbers]
+    consumer = Consumer(c, enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        consumer.assign(tps)  # checks consume_perm as the token's user
+        if offset is not None:
+            for tp in tps:
+                consumer.seek(tp, offset)
+        elif at_ms is not None:
+            found = consumer.offsets_for_times({tp: at_ms for tp in tps})
+            for tp in tps:
+                hit = found.get(tp)
+                if hit is None:
+                    consumer.seek_to_end(tp)
+                else:
+                    consumer.seek(tp, hit.offset)
+        else:
+            consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        out: list[ConsumerRecord] = []
+        stopped: dict[TopicPartition, int] = {}
+        scanned = 0
+        filtered = key is not None or value is not None or header is not None
+        while len(out) < limit and scanned < MAX_SCAN:
+            if all(consumer.position(tp) >= ends[tp] for tp in tps):
+                break
+            want = min(500, MAX_SCAN - scanned) if filtered else limit - len(out)
+            batch = consumer.poll(timeout_ms=0, max_records=want)
+            if not batch:
+                break  # the rest expired or was compacted away
+            for tp, records in batch.items():
+                for record in records:
+                    if len(out) >= limit:
+                        stopped.setdefault(tp, record.offset)
+                        break
+                    scanned += 1
+                    if _matches(record, key, value, header):
+                        out.append(record)
+        next_offsets = {str(tp.partition): stopped.get(tp, consumer.position(tp)) for tp in tps}
+        end_reached = all(int(next_offsets[str(tp.partition)]) >= ends[tp] for tp in tps)
+    finally:
+        consumer.close(autocommit=False)
+    out.sort(key=lambda r: (r.partition, r.offset))
+    return json_response(
+        {
+            "topic": full,
+            "messages": [record_json(r) for r in out],
+            "next_offsets": next_offsets,
+            "end_offsets": {str(tp.partition): ends[tp] for tp in tps},
+            "scanned": scanned,
+            "end_reached": end_reached,
+        }
+    )
+
+
+def _decode(body: dict[str, Any], name: str, where: str = "") -> bytes | None:
+    data = body.get(name)
+    encoding = body.get(f"{name}_encoding") or "utf-8"
+    label = f"{where}{name}"
+    if data is None:
+        return None
+    if not isinstance(data, str):
+        raise errors.InvalidArgument(f"{label} must be a string or null, not {data!r}")
+    if encoding == "utf-8":
+        try:
+            return data.encode("utf-8")
+        except UnicodeEncodeError:
+            raise errors.InvalidArgument(f"{label} is not valid Unicode text") from None
+    if encoding == "base64":
+        try:
+            return base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise errors.InvalidArgument(f"{label} is not valid base64") from None
+    raise errors.InvalidArgument(f"{label}_encoding must be 'utf-8' or 'base64', not {encoding!r}")
+
+
+def _headers(raw: Any) -> list[tuple[str, bytes]] | None:
+    if raw is None:
+        return None
+    if isinstance(raw, dict):
+        raw = [{"key": k, "value": v} for k, v in raw.items()]
+    if not isinstance(raw, list):
+        raise errors.InvalidArgument("headers must be a list of {key, value} or an object")
+    headers = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str) or not item["key"]:
+            raise errors.InvalidArgument(f"headers[{i}] needs a non-empty string key")
+        headers.append((item["key"], _decode(item, "value", f"headers[{i}].") or b""))
+    return headers
+
+
+@api.route("/topics/<path:name>/messages", methods=["POST"])
+def produce(name: str) -> Response:
+    """Produce one message (produce_perm): `key`, `value` (text, or base64 with
+    `key_encoding`/`value_encoding: "base64"`), `headers`, `partition`, `timestamp_ms`.
+    Answers its RecordMetadata (201) once it is committed."""
+    full = topic_name(name)
+    body = json_body()
+    key = _decode(body, "key")
+    value = _decode(body, "value")
+    headers = _headers(body.get("headers"))
+    partition = field(body, "partition", int)
+    timestamp_ms = field(body, "timestamp_ms", int)
+    producer = Producer(cluster(), acks=1)
+    try:
+        future = producer.send(
+            full,
+            value=value,
+            key=key,
+            partition=partition,
+            headers=headers,
+            timestamp_ms=timestamp_ms,
+        )
+        meta = future.get(timeout=PRODUCE_TIMEOUT_S)
+    finally:
+        producer.close()
+    return json_response(
+        {
+            "topic": meta.topic,
+            "partition": meta.partition,
+            "offset": meta.offset,
+            "timestamp": meta.timestamp,
+        },
+        201,
+    )
+
+
+# --- consumer groups -------------------------------------------------------------------------
+
+
+def _group_summary(info: Any) -> dict[str, Any]:
+    return {
+        "group_id": info.group_id,
+        "state": info.state,
+        "generation": info.generation,
+        "protocol": info.protocol,
+        "members": len(info.members),
+        "partitions": len(info.partitions),
+        "lag": info.lag,
+    }
+
+
+def _group_json(info: Any) -> dict[str, Any]:
+    return {
+        "group_id": info.group_id,
+        "state": info.state,
+        "generation": info.generation,
+        "protocol": info.protocol,
+        "lag": info.lag,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "last_heartbeat_ms": m.last_heartbeat_ms,
+                "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
+            }
+            for m in info.members
+        ],
+        "partitions": [
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "committed": p.committed,
+                "log_end_offset": p.log_end_offset,
+                "lag": p.lag,
+                "metadata": p.metadata,
+            }
+            for p in info.partitions
+        ],
+    }
+
+
+@api.route("/groups")
+def groups() -> Response:
+    """Consumer groups by id, with state and lag: `limit`, `offset`."""
+    limit, offset = paging()
+    found = cluster().groups()
+    items = [_group_summary(g) for g in found[offset : offset + limit + 1]]
+    return json_response(_page(items, "groups", limit, offset, len(found)))
+
+
+@api.route("/groups/<path:group_id>")
+def group(group_id: str) -> Response:
+    return json_response(_group_json(cluster().group(group_id)))
+
+
+@api.route("/groups/<path:group_id>/reset", methods=["POST"])
+def reset_group(group_id: str) -> Response:
+    """`{"topic": "/s:t", "to": "earliest" | "latest" | OFFSET | "ISO time"}`: set the
+    group's committed offsets on that topic (admin_perm; the group must be empty)."""
+    body = json_body()
+    topic = field(body, "topic", str, required=True)
+    to = body.get("to")
+    if isinstance(to, bool) or not isinstance(to, (str, int)):
+        raise errors.InvalidArgument(
+            "to must be 'earliest', 'latest', an offset or an ISO 8601 time"
+        )
+    target: Any = to
+    if isinstance(to, str) and to not in ("earliest", "latest"):
+        if to.isdigit():
+            target = int(to)
+        else:
+            target = datetime.fromtimestamp(_time_ms(to) / 1000, UTC)
+    result = cluster().reset_offsets(group_id, topic, target)
+    return json_response(
+        {
+            "group_id": group_id,
+            "topic": topic,
+            "offsets": [
+                {"partition": tp.partition, "offset": o} for tp, o in sorted(result.items())
+            ],
+        }
+    )
+
+
+# --- heat ------------------------------------------------------------------------------------
+
+
+@api.route("/heat")
+def heat() -> Response:
+    """Load over the last `window_s` seconds (default 300): totals per volume and topic,
+    the `limit` hottest partitions (default 20), and per-bucket series per volume."""
+    window_s = query_int("window_s", 300, minimum=1, maximum=MAX_WINDOW_S)
+    top = query_int("limit", HEAT_TOP_PARTITIONS, minimum=1, maximum=MAX_LIMIT)
+    hm = cluster().heat(window_s)  # type: ignore[arg-type]
+    return json_response(
+        {
+            "window_s": hm.window_s,
+            "bucket_s": hm.bucket_s,
+            "buckets": hm.buckets,
+            "total": load_json(hm.total),
+            "volumes": [
+                {
+                    "volume": v,
+                    **load_json(load),
+                    "series": [load_json(x) for x in hm.volume_series.get(v, [])],
+                }
+                for v, load in sorted(hm.volumes.items())
+            ],
+            "topics": [{"topic": t, **load_json(load)} for t, load in sorted(hm.topics.items())],
+            "hottest_partitions": [
+                {"topic": tp.topic, "partition": tp.partition, **load_json(load)}
+                for tp, load in hm.hottest_partitions(top)  # type: ignore[arg-type]
+            ],
+        }
+    )

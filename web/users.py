@@ -1,0 +1,215 @@
+"""The Users page: every user's own API tokens and password; for administrators, every
+user (add, edit groups and the admin flag, reset a password, delete).
+
+Users are not stream objects, so no ACE guards them: a user manages their own password and
+tokens, and only administrators manage other users. An administrator may not delete
+themselves nor drop their own admin flag, so a cluster never loses its last way in by a
+slip. A new API token is shown once, in the answer to the form that made it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from flask import Blueprint, abort, flash, redirect, request, url_for
+
+from engine import errors
+from engine.users import MIN_PASSWORD_LENGTH
+from web.pages import cluster, render, user
+
+users = Blueprint("users", __name__)
+
+LABEL_MAX = 200
+
+
+@dataclass
+class Forms:
+    """What the page's forms show: values as typed and errors per field, by form."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    new_token: str | None = None
+    new_token_label: str = ""
+
+
+def _page(forms: Forms | None = None, status: int = 200):
+    forms = forms or Forms()
+    c = cluster()
+    me = user()
+    context = {
+        "me": me,
+        "tokens": c.api_tokens(me.name),
+        "all_users": c.users() if me.admin else [],
+        "forms": forms,
+        "min_password": MIN_PASSWORD_LENGTH,
+    }
+    return render("users/index.html", None, **context), status
+
+
+def _require_admin() -> None:
+    if not user().admin:
+        abort(403, "only administrators manage other users")
+
+
+@users.route("/users")
+def index():
+    return _page()
+
+
+# --- one's own tokens and password -----------------------------------------------------------
+
+
+@users.route("/users/tokens", methods=["POST"])
+def create_token():
+    label = (request.form.get("label") or "").strip()
+    forms = Forms(values={"label": label})
+    if len(label) > LABEL_MAX:
+        forms.errors["label"] = f"A label has at most {LABEL_MAX} characters."
+        return _page(forms, 400)
+    forms.new_token = cluster().create_api_token(user().name, label)
+    forms.new_token_label = label
+    forms.values = {}
+    return _page(forms)
+
+
+@users.route("/users/tokens/<token_id>/revoke", methods=["POST"])
+def revoke_token(token_id: str):
+    try:
+        cluster().revoke_api_token(user().name, token_id)
+    except (errors.NotFound, errors.InvalidArgument):
+        forms = Forms(errors={"tokens": f"You have no token {token_id}."})
+        return _page(forms, 404)
+    flash(f"Token {token_id} revoked.")
+    return redirect(url_for("users.index"))
+
+
+@users.route("/users/password", methods=["POST"])
+def change_password():
+    form = request.form
+    current = form.get("current_password") or ""
+    new = form.get("new_password") or ""
+    confirm = form.get("confirm_password") or ""
+    forms = Forms()
+    me = user()
+    if not current or cluster().authenticate(me.name, current) is None:
+        forms.errors["current_password"] = "This is not your current password."
+    if len(new) < MIN_PASSWORD_LENGTH:
+        forms.errors["new_password"] = (
+            f"A password needs at least {MIN_PASSWORD_LENGTH} characters."
+        )
+    elif new != confirm:
+        forms.errors["confirm_password"] = "The two new passwords differ."
+    if not forms.errors:
+        try:
+            cluster().set_password(me.name, new)
+        except errors.InvalidArgument as exc:
+            forms.errors["new_password"] = str(exc)
+    if forms.errors:
+        return _page(forms, 400)
+    flash("Your password was changed.")
+    return redirect(url_for("users.index"))
+
+
+# --- administrators: every user --------------------------------------------------------------
+
+
+@users.route("/users/add", methods=["POST"])
+def add_user():
+    _require_admin()
+    form = request.form
+    name = (form.get("name") or "").strip()
+    groups = (form.get("groups") or "").strip()
+    admin = form.get("admin") == "on"
+    password = form.get("password") or ""
+    forms = Forms(values={"name": name, "groups": groups, "admin": "on" if admin else ""})
+    try:
+        cluster().add_user(name, password, groups=groups, admin=admin)
+    except errors.InvalidName as exc:
+        key = "groups" if "group" in str(exc) else "name"
+        forms.errors[key] = str(exc)
+    except errors.AlreadyExists as exc:
+        forms.errors["name"] = str(exc)
+    except errors.InvalidArgument as exc:
+        forms.errors["password"] = str(exc)
+    if forms.errors:
+        return _page(forms, 400)
+    flash(f"User {name} added.")
+    return redirect(url_for("users.index"))
+
+
+def _user_page(name: str, forms: Forms | None = None, status: int = 200):
+    _require_admin()
+    c = cluster()
+    info = c.user(name)  # UnknownUser: 404
+    context = {
+        "me": user(),
+        "info": info,
+        "tokens": c.api_tokens(name),
+        "forms": forms or Forms(),
+        "min_password": MIN_PASSWORD_LENGTH,
+    }
+    return render("users/user.html", None, **context), status
+
+
+@users.route("/users/<name>")
+def detail(name: str):
+    return _user_page(name)
+
+
+@users.route("/users/<name>/edit", methods=["POST"])
+def edit_user(name: str):
+    _require_admin()
+    groups = (request.form.get("groups") or "").strip()
+    admin = request.form.get("admin") == "on"
+    forms = Forms(values={"groups": groups})
+    if name == user().name and not admin:
+        forms.errors["admin"] = "You cannot take away your own administrator rights."
+        return _user_page(name, forms, 400)
+    try:
+        cluster().edit_user(name, groups=groups, admin=admin)
+    except errors.InvalidName as exc:
+        forms.errors["groups"] = str(exc)
+        return _user_page(name, forms, 400)
+    flash(f"User {name} saved.")
+    return redirect(url_for("users.detail", name=name))
+
+
+@users.route("/users/<name>/password", methods=["POST"])
+def reset_password(name: str):
+    _require_admin()
+    password = request.form.get("password") or ""
+    forms = Forms()
+    try:
+        cluster().set_password(name, password)
+    except errors.InvalidArgument as exc:
+        forms.errors["password"] = str(exc)
+        return _user_page(name, forms, 400)
+    flash(f"Password of {name} reset.")
+    return redirect(url_for("users.detail", name=name))
+
+
+@users.route("/users/<name>/tokens/<token_id>/revoke", methods=["POST"])
+def revoke_user_token(name: str, token_id: str):
+    _require_admin()
+    try:
+        cluster().revoke_api_token(name, token_id)
+    except (errors.NotFound, errors.InvalidArgument):
+        forms = Forms(errors={"tokens": f"{name} has no token {token_id}."})
+        return _user_page(name, forms, 404)
+    flash(f"Token {token_id} of {name} revoked.")
+    return redirect(url_for("users.detail", name=name))
+
+
+@users.route("/users/<name>/delete", methods=["POST"])
+def delete_user(name: str):
+    _require_admin()
+    forms = Forms()
+    if name == user().name:
+        forms.errors["delete"] = "You cannot delete yourself."
+        return _user_page(name, forms, 400)
+    if request.form.get("confirm") != "on":
+        forms.errors["delete"] = f"Tick the box to confirm that {name} goes."
+        return _user_page(name, forms, 400)
+    cluster().delete_user(name)
+    flash(f"User {name} deleted, with their API tokens.")
+    return redirect(url_for("users.index"))
