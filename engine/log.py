@@ -188,7 +188,12 @@ class PartitionLog:
             pl = self._locate(position)
             if pl is None:
                 return None, position
-            if self._ahead_pl != pl.id or not self._ahead or self._ahead[0][1] < position:
+            if (
+                self._ahead_pl != pl.id
+                or not self._ahead
+                or self._ahead[0][1] < position  # all of it is behind us
+                or self._ahead[-1][0] > position  # a seek back, or a gap (read once more)
+            ):
                 self._ahead = self._cluster._volume(pl.volume_id).read(
                     pl.id, position, FETCH_BATCHES
                 )
