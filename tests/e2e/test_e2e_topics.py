@@ -1,0 +1,212 @@
+"""The topic page in a real browser: partitions, seek, filter, formats, live tail without
+reload, downloads, the produce form, and hostile message content that stays text."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import pytest
+from playwright.sync_api import expect
+
+from engine import Producer
+from tests.e2e.conftest import shot
+
+SENSORS = "/topics/apps/sensors:car-17"
+
+
+def _unique_topic(cluster, partitions: int = 1) -> str:
+    """A fresh stream and topic of this test's own (the server is shared)."""
+    stream = f"/e2e-topics/{uuid.uuid4().hex[:8]}"
+    cluster.create_stream(stream, ttl=0)
+    name = f"{stream}:t"
+    cluster.create_topic(name, partitions=partitions)
+    return name
+
+
+def _produce(cluster, name: str, *messages: dict) -> None:
+    producer = Producer(cluster, acks=1)
+    try:
+        for message in messages:
+            producer.send(name, **message)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def _rows(page):
+    return page.locator("#message-rows tr")
+
+
+def _shot(page, name: str) -> None:
+    """A screenshot once htmx has settled (its busy indicator is hidden again)."""
+    expect(page.locator("#browse-busy")).to_have_css("opacity", "0")
+    shot(page, name)
+
+
+@pytest.fixture
+def no_dialogs(admin_page):
+    """Fail the test if anything on the page opens an alert, confirm or prompt."""
+    opened: list[str] = []
+
+    def on_dialog(dialog):
+        opened.append(dialog.message)
+        dialog.dismiss()
+
+    admin_page.on("dialog", on_dialog)
+    yield opened
+    assert opened == [], f"a dialog opened: {opened}"
+
+
+def test_topic_page_renders_partitions_and_messages(admin_page, live_server):
+    page = admin_page
+    page.goto(live_server.url + SENSORS)
+    expect(page.get_by_role("heading", level=1)).to_have_text("Topic /apps/sensors:car-17")
+    partitions = page.get_by_role("region", name="Partitions")
+    expect(partitions.locator("tbody > tr")).to_have_count(3)
+    expect(partitions.get_by_role("list", name="Partitionlets of partition 0")).to_contain_text(
+        "volume"
+    )
+    expect(_rows(page)).to_have_count(50)  # a page of the newest
+    expect(page.get_by_role("region", name="Produce a message")).to_be_visible()
+    _shot(page, "topic")
+
+
+def test_seek_by_offset_shows_that_offset_first(admin_page, live_server):
+    page = admin_page
+    page.goto(live_server.url + SENSORS)
+    page.evaluate("window.__notReloaded = true")
+    form = page.get_by_role("search", name="Find messages")
+    form.get_by_label("Partition").select_option("1")
+    form.get_by_label("or at offset").fill("5")
+    form.get_by_role("button", name="Show").click()
+    expect(page).to_have_url(re.compile(r"offset=5"))
+    first = _rows(page).first
+    expect(first).to_have_attribute("data-partition", "1")
+    expect(first).to_have_attribute("data-offset", "5")
+    assert page.evaluate("window.__notReloaded") is True
+    _shot(page, "topic-seek-offset")
+    # a bad offset is shown next to its field, and the page stays
+    form.get_by_label("or at offset").fill("-1")
+    form.get_by_role("button", name="Show").click()
+    expect(page.locator("#browse-offset-error")).to_contain_text("whole number")
+    expect(form.get_by_label("or at offset")).to_have_attribute("aria-invalid", "true")
+
+
+def test_filter_finds_a_known_key(admin_page, live_server):
+    page = admin_page
+    page.goto(live_server.url + SENSORS)
+    form = page.get_by_role("search", name="Find messages")
+    form.get_by_label("Key contains").fill("FUEL-LEVEL")
+    form.get_by_label("Ignore case").check()
+    form.get_by_role("button", name="Show").click()
+    # the demo writes 20 fuel-level readings for car 17
+    expect(page.locator("#messages-more")).to_contain_text("20 matches")
+    keys = page.locator("#message-rows td.msg-key").all_inner_texts()
+    assert len(keys) == 20 and set(keys) == {"fuel-level"}
+    _shot(page, "topic-filter")
+
+
+def test_format_switch_shows_hex_and_json(admin_page, live_server):
+    page = admin_page
+    page.goto(live_server.url + "/topics/apps/clicks:web")
+    form = page.get_by_role("search", name="Find messages")
+    form.get_by_label("Show as").select_option("json")
+    expect(page.locator("#message-rows pre.value-json").first).to_contain_text('"user":')
+    form.get_by_label("Show as").select_option("hex")
+    expect(page).to_have_url(re.compile(r"format=hex"))
+    hexed = page.locator("#message-rows td.msg-value pre.value-hex").first
+    expect(hexed).to_contain_text("00000000  7b 22 75 73 65 72 22")  # {"user"
+    _shot(page, "topic-hex")
+
+
+def test_a_produced_message_appears_in_the_live_tail_without_reload(admin_page, live_server):
+    page = admin_page
+    name = _unique_topic(live_server.cluster, partitions=2)
+    _produce(live_server.cluster, name, {"value": b"before", "key": b"k"})
+    page.goto(live_server.url + "/topics/" + name[1:])
+    expect(_rows(page)).to_have_count(1)
+    page.evaluate("window.__notReloaded = true")
+    page.get_by_label("Follow (live tail)").check()
+    expect(page.locator("#tail")).to_contain_text("Following")
+    _produce(live_server.cluster, name, {"value": b"tail-one", "key": b"k1", "partition": 1})
+    expect(page.locator("#message-rows")).to_contain_text("tail-one")
+    _produce(live_server.cluster, name, {"value": b"tail-two", "key": b"k2", "partition": 0})
+    expect(_rows(page).first).to_contain_text("tail-two")  # newest on top
+    expect(_rows(page)).to_have_count(3)
+    partitions = page.get_by_role("region", name="Partitions")
+    expect(partitions.locator("tbody > tr").nth(1).locator("td").nth(2)).to_have_text("1")
+    assert page.evaluate("window.__notReloaded") is True
+    _shot(page, "topic-live-tail")
+
+
+def test_produce_form_writes_and_the_tail_shows_it(admin_page, live_server):
+    page = admin_page
+    name = _unique_topic(live_server.cluster)
+    page.goto(live_server.url + "/topics/" + name[1:] + "?follow=1")
+    produce = page.get_by_role("region", name="Produce a message")
+    produce.get_by_label("Key").fill("order-1")
+    produce.get_by_label("Message value").fill('{"total": 12.5}')
+    produce.get_by_label("Headers").fill("source: e2e\nbroken line")
+    produce.get_by_role("button", name="Produce").click()
+    expect(produce.locator("#produce-headers-error")).to_contain_text("line 2")
+    produce.get_by_label("Headers").fill("source: e2e")
+    produce.get_by_role("button", name="Produce").click()
+    expect(produce.get_by_role("status")).to_contain_text("Written to partition 0 at offset 0")
+    expect(page.locator("#message-rows")).to_contain_text('{"total": 12.5}')
+    expect(page.locator("#message-rows")).to_contain_text("source")
+    _shot(page, "topic-produce")
+
+
+def test_download_returns_the_selection_as_a_file(admin_page, live_server, tmp_path):
+    page = admin_page
+    page.goto(live_server.url + SENSORS + "?partition=2&start=oldest")
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download JSON lines").click()
+    download = info.value
+    assert download.suggested_filename == "apps_sensors_car-17_p2.jsonl"
+    path = tmp_path / "messages.jsonl"
+    download.save_as(path)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert rows and {r["partition"] for r in rows} == {2}
+    assert [r["offset"] for r in rows] == sorted(r["offset"] for r in rows)
+    assert {r["key"] for r in rows} == {"speed"}
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download CSV").click()
+    assert info.value.suggested_filename.endswith(".csv")
+
+
+def test_hostile_content_shows_as_text_and_runs_nothing(admin_page, live_server, no_dialogs):
+    page = admin_page
+    name = _unique_topic(live_server.cluster)
+    script = "<script>alert(1)</script>"
+    img = "<img src=x onerror=alert(1)>"
+    _produce(
+        live_server.cluster,
+        name,
+        {"key": script.encode(), "value": img.encode(), "headers": [(img, script.encode())]},
+        {"key": b'"><svg onload=alert(2)>', "value": b"\x1b[31m\x00\xff"},
+    )
+    page.goto(live_server.url + "/topics/" + name[1:])
+    rows = page.locator("#message-rows")
+    expect(rows.get_by_text(script, exact=True).first).to_be_visible()
+    expect(rows.get_by_text(img, exact=True).first).to_be_visible()
+    expect(rows).to_contain_text('"><svg onload=alert(2)>')
+    assert rows.locator("img, script, svg").count() == 0
+    # the same through the produce form, and the live tail
+    page.get_by_label("Follow (live tail)").check()
+    expect(page.locator("#tail")).to_be_visible()
+    produce = page.get_by_role("region", name="Produce a message")
+    produce.get_by_label("Message value").fill(
+        "<script>alert(3)</script><img src=y onerror=alert(4)>"
+    )
+    produce.get_by_label("Headers").fill("x-evil: <img src=z onerror=alert(5)>")
+    produce.get_by_role("button", name="Produce").click()
+    expect(rows).to_contain_text("<img src=y onerror=alert(4)>")
+    for fmt in ("json", "hex", "text"):
+        page.get_by_role("search", name="Find messages").get_by_label("Show as").select_option(fmt)
+        expect(page).to_have_url(re.compile(f"format={fmt}"))
+        expect(_rows(page)).to_have_count(3)
+    assert rows.locator("img, script, svg").count() == 0
+    _shot(page, "topic-hostile")
