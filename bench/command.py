@@ -22,6 +22,7 @@ import click
 
 from bench import report
 from bench import topics as many_topics
+from bench import web as web_pages
 from bench.cases import DEFAULT_ACKS, DEFAULT_SIZES, QUICK_MESSAGES, Case, Result, Settings
 from bench.cases import format_size as _format_size
 from bench.engine_cases import SYSTEM as PARTITIONLET
@@ -246,6 +247,15 @@ def _problems(run: Run) -> list[str]:
     help="Also run the many-topics case: N topics made by producing one message to each "
     "(1M takes a few minutes), their listing and reopening. [default: not run]",
 )
+@click.option(
+    "--web",
+    "web_topics",
+    metavar="N",
+    callback=_param(parse_count),
+    help="Also run the web console case: server time per page of the Streams pages with N "
+    "topics in one stream (the cluster is cached under bench/scratch/; 1M takes a few "
+    "minutes to build once). [default: not run]",
+)
 @click.option("--keep", is_flag=True, help="Keep the work directory (it is removed by default).")
 @click.option("--no-redis", is_flag=True, help="Leave out the Redis Streams peer.")
 @click.option(
@@ -271,6 +281,7 @@ def bench_command(
     acks: tuple[int | str, ...] | None,
     max_records: int,
     topics: int | None,
+    web_topics: int | None,
     base: Path | None,
     keep: bool,
     no_redis: bool,
@@ -319,6 +330,10 @@ def bench_command(
         if topics:
             click.echo(f"many topics: {topics:,} ...", err=True)
             many = many_topics.run(workdir, topics)
+        web = None
+        if web_topics:
+            click.echo(f"web console: {web_topics:,} topics ...", err=True)
+            web = web_pages.run(web_topics, progress=lambda line: click.echo(line, err=True))
         if load_before:  # other work on the machine skews the numbers: say how much there was
             run.machine["load"] = f"{load_before} before, {_load()} after (1-minute average)"
     finally:
@@ -332,6 +347,9 @@ def bench_command(
     if many is not None:
         click.echo()
         click.echo(many.text())
+    if web is not None:
+        click.echo()
+        click.echo(web.text())
     if json_path is not None:
         data = run.to_json()
         if many is not None:
@@ -341,12 +359,24 @@ def bench_command(
                 "one_topic_per_s": many.one_topic_per_s,
                 "ratio": many.ratio,
             }
+        if web is not None:
+            data["web"] = {
+                "topics": web.topics,
+                "rounds": web.rounds,
+                "load": web.load,
+                "pages": [
+                    {"name": p.name, "url": p.url, "median_ms": p.median, "p95_ms": p.p95}
+                    for p in web.pages
+                ],
+            }
         json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_path}", err=True)
     if markdown_path is not None:
         text = _markdown(run)
         if many is not None:
             text += "\n" + many.markdown() + "\n"
+        if web is not None:
+            text += "\n" + web.markdown() + "\n"
         markdown_path.write_text(text, encoding="utf-8")
         click.echo(f"wrote {markdown_path}", err=True)
     problems = _problems(run)

@@ -1,7 +1,8 @@
 """The web console and its JSON API (Flask + htmx).
 
 `create_app(cluster_path=...)` builds the app: one blueprint per resource (web/auth.py,
-web/overview.py, web/streams.py, ...), each page a template that includes the partial
+web/overview.py, web/streams.py, web/topics.py, web/groups.py, web/replication.py,
+web/heat.py, web/replays.py, web/users.py, and the JSON API in web/api/), each page a template that includes the partial
 templates (`_name.html`) its htmx requests get back alone (web/pages.py decides which).
 Security (sessions, CSRF, headers) is set up in web/security.py; the logged-in user acts
 as an engine `Principal`, so stream ACEs decide what they see and change.
@@ -82,43 +83,37 @@ def create_app(
     filters.init_app(app)
     pages.init_app(app)
 
+    # imported here, not at the top: the blueprints import this package (for state())
     from web.api import api
     from web.assets import assets
     from web.auth import auth
     from web.errors import register_error_handlers
+    from web.groups import groups
+    from web.heat import heat
     from web.overview import overview
+    from web.replays import replays
+    from web.replication import replication
+    from web.streams import streams
+    from web.topics import topics
+    from web.users import users
 
-    for blueprint in (assets, auth, overview):
+    for blueprint in (
+        assets,
+        auth,
+        overview,
+        streams,
+        topics,
+        groups,
+        replication,
+        heat,
+        replays,
+        users,
+    ):
         app.register_blueprint(blueprint)
-    for module, name in _PAGE_BLUEPRINTS:
-        blueprint = _optional_blueprint(module, name)
-        if blueprint is not None:
-            app.register_blueprint(blueprint)
     app.register_blueprint(api, url_prefix="/api/v1")
     security.exempt(api)
     register_error_handlers(app)
     return app
-
-
-# The console's resource pages, one blueprint each (module, blueprint name).
-_PAGE_BLUEPRINTS = (
-    ("web.streams", "streams"),
-    ("web.topics", "topics"),
-    ("web.groups", "groups"),
-    ("web.replication", "replication"),
-    ("web.heat", "heat"),
-    ("web.replays", "replays"),
-    ("web.users", "users"),
-)
-
-
-def _optional_blueprint(module: str, name: str):
-    import importlib
-    import importlib.util
-
-    if importlib.util.find_spec(module) is None:
-        return None
-    return getattr(importlib.import_module(module), name)
 
 
 def state(app: Flask) -> WebState:
