@@ -1,0 +1,227 @@
+"""`ConsoleApp`: the Textual terminal console (`plet tui`).
+
+The engine is injected: pass an open `Cluster` as `cluster=` (tests do), or the app opens
+the one at `cluster_path` in a worker and closes it on exit. Every engine call runs in a
+worker thread; results come back as messages (console.messages), so the UI never waits on
+SQLite. The tree on the left picks a stream or topic; each tab is a `Pane` that shows it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
+
+from console.commands import ConsoleCommands
+from console.messages import ClusterReady, StreamSelected, TopicSelected
+from console.widgets.groups import GroupsPane
+from console.widgets.heat import HeatPane
+from console.widgets.messages import MessagesPane
+from console.widgets.pane import Pane
+from console.widgets.partitions import PartitionsPane
+from console.widgets.policies import PoliciesPane
+from console.widgets.replays import ReplaysPane
+from console.widgets.replication import ReplicationPane
+from console.widgets.stream_tree import StreamTree
+from engine import Cluster
+from engine.errors import NotACluster
+
+REFRESH_S = 3.0
+
+PANES: dict[str, type[Pane]] = {
+    "messages": MessagesPane,
+    "partitions": PartitionsPane,
+    "policies": PoliciesPane,
+    "groups": GroupsPane,
+    "replication": ReplicationPane,
+    "heat": HeatPane,
+    "replays": ReplaysPane,
+}
+
+
+class ConsoleApp(App[None]):
+    """Browse and administer the cluster at `cluster_path`; start on `topic` if given."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "Partitionlet"
+    COMMANDS = App.COMMANDS | {ConsoleCommands}
+    TABS: ClassVar[tuple[tuple[str, str], ...]] = tuple((name, name.capitalize()) for name in PANES)
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("slash", "search", "Search"),
+        Binding("f5,ctrl+r", "refresh", "Refresh"),
+        *[
+            Binding(str(i), f"show_tab('{name}')", title, show=False)
+            for i, (name, title) in enumerate(TABS, start=1)
+        ],
+    ]
+
+    def __init__(
+        self,
+        cluster_path: str | Path,
+        topic: str | None = None,
+        *,
+        cluster: Cluster | None = None,
+        refresh_s: float = REFRESH_S,
+    ) -> None:
+        super().__init__()
+        self.cluster_path = str(cluster_path)
+        self.cluster: Cluster | None = cluster
+        self._owns_cluster = cluster is None
+        self.start_topic = topic
+        self.refresh_s = refresh_s
+        self.stream: str | None = None
+        self.topic: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="main"):
+            yield StreamTree(id="sidebar")
+            with TabbedContent(initial="tab-messages", id="tabs"):
+                for name, title in self.TABS:
+                    with TabPane(title, id=f"tab-{name}"):
+                        yield PANES[name](id=name)
+        yield Footer()
+
+    # --- the cluster ------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.sub_title = self.cluster_path
+        if self.cluster is None:
+            self._open_cluster(self.cluster_path)
+        else:
+            self.post_message(ClusterReady(self.cluster))
+        self.set_interval(self.refresh_s, self._tick)
+
+    @work(thread=True, group="cluster")
+    def _open_cluster(self, path: str) -> None:
+        try:
+            if not Path(path).is_dir():
+                # Cluster.open would create an empty cluster: a typo must not do that.
+                raise NotACluster(f"no cluster at {path!r}: create one with 'plet init'")
+            cluster = Cluster.open(path)
+        except Exception as exc:  # shown to the user
+            self.post_message(ClusterReady(error=exc))
+        else:
+            self.post_message(ClusterReady(cluster))
+
+    def on_cluster_ready(self, message: ClusterReady) -> None:
+        if message.error is not None:
+            self.notify(str(message.error), severity="error", timeout=30)
+            self.query_one(StreamTree).tree.reset(Text(f"error: {message.error}", style="red"))
+            return
+        self.cluster = message.cluster
+        self.sub_title = f"{self.cluster.name} · {self.cluster_path}"
+        self.query_one(StreamTree).load()
+        if self.start_topic:
+            self.open_path(self.start_topic)
+            self.query_one("#msg-table").focus()
+        else:
+            self.query_one("#stream-tree").focus()
+            self.active_pane().reload()
+
+    def on_unmount(self) -> None:
+        self.workers.cancel_all()
+        if self._owns_cluster and self.cluster is not None:
+            self.cluster.close()
+
+    # --- what is shown ----------------------------------------------------------------
+
+    def panes(self) -> list[Pane]:
+        return [self.query_one(f"#{name}", Pane) for name in PANES]
+
+    def pane(self, name: str) -> Pane:
+        return self.query_one(f"#{name}", PANES[name])
+
+    def active_pane(self) -> Pane:
+        active = self.query_one("#tabs", TabbedContent).active or "tab-messages"
+        return self.pane(active.removeprefix("tab-"))
+
+    def set_context(self, stream: str | None, topic: str | None) -> None:
+        self.stream, self.topic = stream, topic
+        self.sub_title = f"{self.cluster.name if self.cluster else ''} · {topic or stream or ''}"
+        for pane in self.panes():
+            pane.set_context(stream, topic)
+        pane = self.active_pane()
+        if pane.stale:
+            pane.reload()
+
+    def open_path(self, name: str) -> None:
+        """Show a topic (a full name) or a stream."""
+        if ":" in name:
+            self.set_context(name.rpartition(":")[0], name)
+            self.show_tab("messages")
+            self.query_one(StreamTree).reveal(name)
+        else:
+            self.set_context(name, None)
+
+    @on(TopicSelected)
+    def _topic_selected(self, message: TopicSelected) -> None:
+        self.open_path(message.topic)
+
+    @on(StreamSelected)
+    def _stream_selected(self, message: StreamSelected) -> None:
+        self.set_context(message.stream, None)
+
+    @on(TabbedContent.TabActivated, "#tabs")
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        pane = self.active_pane()
+        if pane.stale:
+            pane.reload()
+
+    def _tick(self) -> None:
+        pane = self.active_pane()
+        if pane.AUTO_REFRESH and self.cluster is not None and self.screen is self.screen_stack[0]:
+            pane.reload(quiet=True)
+
+    def show_tab(self, name: str) -> None:
+        self.query_one("#tabs", TabbedContent).active = f"tab-{name}"
+
+    # --- actions (keys and the command palette) ---------------------------------------
+
+    def action_show_tab(self, name: str) -> None:
+        self.show_tab(name)
+
+    def action_search(self) -> None:
+        self.query_one("#tree-search", Input).focus()
+
+    def action_refresh(self) -> None:
+        """Read the shown tab again; in the tree, read the tree again (from its first page)."""
+        sidebar = self.query_one(StreamTree)
+        if self.focused is not None and sidebar in self.focused.ancestors_with_self:
+            sidebar.load()
+        else:
+            self.active_pane().reload()
+
+    def action_help(self) -> None:
+        from console.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    def _messages(self) -> MessagesPane:
+        self.show_tab("messages")
+        return self.query_one("#messages", MessagesPane)
+
+    def action_produce(self) -> None:
+        self._messages().action_produce()
+
+    def action_follow(self) -> None:
+        self._messages().action_toggle_follow()
+
+    def action_seek(self) -> None:
+        self._messages().action_focus_seek()
+
+    def action_reset_group(self) -> None:
+        self.show_tab("groups")
+        self.query_one("#groups", GroupsPane).action_reset()
+
+    def action_new_replay(self, kind: Any = None) -> None:
+        self.show_tab("replays")
+        self.query_one("#replays", ReplaysPane).action_new_replay(kind)

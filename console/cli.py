@@ -1,0 +1,40 @@
+"""`plet tui`: the terminal console. Loaded lazily by engine/cli.py (`PletGroup.lazy_commands`),
+so that the engine never imports Textual."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from engine.cli import cluster_option
+
+
+@click.command("tui")
+@cluster_option
+@click.option(
+    "--topic",
+    metavar="FULL_NAME",
+    help="Open on this topic's messages (/stream/path:topic).",
+)
+@click.pass_context
+def tui_command(ctx: click.Context, topic: str | None) -> None:
+    """Browse and administer the cluster in the terminal: streams and topics, messages
+    (seek, filter, follow, produce), partitions, policies, groups, replication, heat and
+    replay jobs. Press ? in the console for its keys.
+
+    \b
+    Example:
+      plet tui --cluster data/demo --topic /apps/sensors:car-17
+    """
+    from engine import names
+    from engine.cli import _fail, _require_path
+
+    path = _require_path(ctx)
+    if not Path(path).is_dir():
+        _fail(f"no cluster at {path!r}: create one with 'plet init --cluster {path}'")
+    if topic is not None:
+        names.split_full_name(topic)  # InvalidName: an error message, not a broken screen
+    from console.app import ConsoleApp
+
+    ConsoleApp(path, topic=topic).run()

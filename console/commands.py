@@ -1,0 +1,76 @@
+"""Command-palette entries: the console's actions by name, and "open topic" for a typed
+stream path or topic name (looked up in a thread: the palette must stay responsive)."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from console.app import ConsoleApp
+
+_SUGGESTIONS = 10
+
+
+class ConsoleCommands(Provider):
+    @property
+    def console(self) -> ConsoleApp:
+        return self.app  # type: ignore[return-value]
+
+    def _actions(self) -> list[tuple[str, str, object]]:
+        app = self.console
+        actions: list[tuple[str, str, object]] = [
+            (f"Show tab: {title}", f"switch to the {title} tab", partial(app.show_tab, tab))
+            for tab, title in app.TABS
+        ]
+        actions += [
+            ("Produce a message", "to the current topic", app.action_produce),
+            ("Follow the tail", "turn following on or off", app.action_follow),
+            ("Seek", "by offset or time in the Messages tab", app.action_seek),
+            ("Reset group offsets", "of the chosen group", app.action_reset_group),
+            (
+                "Start a replay job",
+                "copy, materialize, window-counts or custom",
+                app.action_new_replay,
+            ),
+            ("Search the tree", "streams and topics", app.action_search),
+            ("Refresh", "read everything shown again", app.action_refresh),
+            ("Help", "keys and tabs", app.action_help),
+        ]
+        return actions
+
+    async def discover(self) -> Hits:
+        for name, help_text, command in self._actions():
+            yield DiscoveryHit(name, command, help=help_text)  # type: ignore[arg-type]
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, help_text, command in self._actions():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), command, help=help_text)  # type: ignore[arg-type]
+        cluster = self.console.cluster
+        text = query.strip()
+        if cluster is None or not text.startswith("/"):
+            return
+        try:
+            found = await asyncio.to_thread(_lookup, cluster, text)
+        except Exception:  # a half-typed name is not worth an error
+            return
+        for kind, name in found:
+            label = f"Open {kind} {name}"
+            yield Hit(0.9, label, partial(self.console.open_path, name), text=label)
+
+
+def _lookup(cluster, text: str) -> list[tuple[str, str]]:
+    """Topics (for `/stream:prefix`) or streams (for `/prefix`) matching what was typed."""
+    stream, sep, topic = text.partition(":")
+    if sep:
+        return [
+            ("topic", n)
+            for n in cluster.topic_names(stream, prefix=topic or None, limit=_SUGGESTIONS)
+        ]
+    return [("stream", s.path) for s in cluster.streams(prefix=stream, limit=_SUGGESTIONS)]

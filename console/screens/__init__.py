@@ -1,0 +1,1 @@
+"""The console's dialogs and full screens."""

@@ -1,0 +1,61 @@
+"""The help screen: the tabs and the keys."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Markdown
+
+HELP = """\
+# Partitionlet terminal console
+
+The tree on the left lists streams and, when a stream is opened, its topics, a page at a
+time (**… more** loads the next page). The search box above it narrows the tree:
+`/apps` (streams whose path starts so), `/apps/sensors:car` (topics of that stream),
+`car` (topics starting so, in every stream); Enter on a full name `/stream:topic` opens it.
+
+| key | where | does |
+| --- | --- | --- |
+| `/` | anywhere | search the tree |
+| `1`-`7` | anywhere | Messages, Partitions, Policies, Groups, Replication, Heat, Replays |
+| `ctrl+p` | anywhere | command palette (open a topic by name, any action) |
+| `F5` / `ctrl+r` | anywhere | refresh now (the shown tab also refreshes every few seconds) |
+| `?` / `F1` | anywhere | this help |
+| `q` | anywhere | quit |
+| `s` | Messages | seek: an offset, an ISO time, `earliest` or `latest` |
+| `f` | Messages | follow the tail (new messages appear as they arrive) |
+| `p` | Messages | produce a message (key, value, headers, partition) |
+| `v` | Messages | show the value as text, JSON or hex |
+| `ctrl+s` | Policies | save the form (checked by the engine and the admin ACE) |
+| `r` | Groups | reset the chosen group's offsets |
+| `space` | Replication | pause or resume the chosen link |
+| `n` / `x` | Replays | start a replay job / cancel the chosen one |
+
+**Tabs.** *Messages*: a page of messages with partition, offset, time, key and value, the
+whole value below. *Partitions*: each partition's partitionlet chain with volumes, offsets
+and sizes, and the volumes. *Policies*: the stream's policies in a form. *Groups*:
+consumer groups, their members, committed offsets and lag. *Replication*: links out and
+in with state and lag, and the replication graph with its cycles. *Heat*: load per
+partition or volume over time. *Replays*: Spark replay jobs with progress and results.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape", "close", "Close"),
+        Binding("q", "close", "Close", show=False),
+        Binding("question_mark", "close", "Close", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-dialog", classes="dialog"):
+            yield Markdown(HELP, id="help-text")
+            yield Button("Close", id="help-close", variant="primary")
+
+    def on_button_pressed(self) -> None:
+        self.dismiss(None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,125 @@
+"""The dialog that produces one message: key, value, headers and partition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static, TextArea
+
+from console.messages import Loaded
+from console.widgets.pane import note
+from engine import Producer, RecordMetadata
+from engine.errors import InvalidArgument
+
+
+def parse_headers(text: str) -> list[tuple[str, bytes]]:
+    """`name=value, name=value` -> headers; a name needs an `=`."""
+    headers = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidArgument(f"header {item!r} is not name=value")
+        headers.append((name.strip(), value.strip().encode()))
+    return headers
+
+
+class ProduceScreen(ModalScreen[RecordMetadata | None]):
+    """Dismissed with the message's `RecordMetadata`, or None when cancelled."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+s", "send", "Send"),
+    ]
+
+    def __init__(self, topic: str, partitions: int = 0) -> None:
+        super().__init__()
+        self.topic = topic
+        self.partitions = partitions
+        self._seq = 0
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="produce-dialog", classes="dialog"):
+            yield Label(f"Produce to {self.topic}", classes="dialog-title", markup=False)
+            yield Label("Key (empty: no key)")
+            yield Input(id="produce-key")
+            yield Label("Value")
+            yield TextArea(id="produce-value")
+            yield Label("Headers (name=value, name=value)")
+            yield Input(id="produce-headers")
+            hint = f"0-{self.partitions - 1}, " if self.partitions else ""
+            yield Label(f"Partition ({hint}empty: by key)")
+            yield Input(id="produce-partition")
+            yield Static(id="produce-error", classes="error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Send", id="produce-send", variant="primary")
+                yield Button("Cancel", id="produce-cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#produce-value", TextArea).focus()
+
+    @on(Button.Pressed, "#produce-cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#produce-send")
+    def action_send(self) -> None:
+        error = self.query_one("#produce-error", Static)
+        key_text = self.query_one("#produce-key", Input).value
+        value = self.query_one("#produce-value", TextArea).text
+        partition_text = self.query_one("#produce-partition", Input).value.strip()
+        try:
+            headers = parse_headers(self.query_one("#produce-headers", Input).value)
+            partition = None
+            if partition_text:
+                if not partition_text.isdigit():
+                    raise InvalidArgument(f"partition must be a number, not {partition_text!r}")
+                partition = int(partition_text)
+        except InvalidArgument as exc:
+            note(error, str(exc))
+            return
+        note(error, "sending …")
+        self._seq += 1
+        self._send(
+            self._seq, key_text.encode() if key_text else None, value.encode(), headers, partition
+        )
+
+    @work(thread=True, group="produce")
+    def _send(
+        self,
+        seq: int,
+        key: bytes | None,
+        value: bytes,
+        headers: list[tuple[str, bytes]],
+        partition: int | None,
+    ) -> None:
+        cluster: Any = self.app.cluster  # type: ignore[attr-defined]
+        try:
+            producer = Producer(cluster, acks=1)
+            try:
+                future = producer.send(
+                    self.topic, value=value, key=key, partition=partition, headers=headers or None
+                )
+                meta = future.get(timeout=10)
+            finally:
+                producer.close()
+        except Exception as exc:  # shown in the dialog
+            self.post_message(Loaded(seq, error=exc))
+        else:
+            self.post_message(Loaded(seq, meta))
+
+    def on_loaded(self, message: Loaded) -> None:
+        message.stop()
+        if message.seq != self._seq:
+            return
+        if message.error is not None:
+            note(self.query_one("#produce-error", Static), f"error: {message.error}")
+        else:
+            self.dismiss(message.data)

@@ -1,0 +1,1 @@
+"""The console's widgets: the stream tree and one pane per tab."""

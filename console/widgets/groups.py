@@ -1,0 +1,147 @@
+"""The Groups tab: consumer groups with state and lag; the chosen group's members with their
+assignment, and its committed offsets per partition; a dialog to reset its offsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import Button, DataTable, Static
+
+from console.display import fmt_ms
+from console.widgets.pane import Pane, fill_table, note
+from console.widgets.table import Table
+from engine import TopicPartition
+from engine.records import GroupInfo
+
+
+class GroupsPane(Pane):
+    BINDINGS = [Binding("r", "reset", "Reset offsets")]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.groups: dict[str, GroupInfo] = {}
+        self.selected: str | None = None
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="pane-toolbar"):
+            yield Static(id="group-summary")
+            yield Button("Reset offsets…", id="group-reset", compact=True)
+        groups = Table(id="group-table", cursor_type="row", zebra_stripes=True)
+        groups.add_columns(
+            "Group", "State", "Generation", "Strategy", "Members", "Partitions", "Lag"
+        )
+        yield groups
+        yield Static("Members", classes="section-title")
+        members = Table(id="group-members", cursor_type="row")
+        members.add_columns("Member", "Client", "Host", "Assignment", "Last heartbeat (UTC)")
+        yield members
+        yield Static("Committed offsets", classes="section-title")
+        parts = Table(id="group-partitions", cursor_type="row")
+        parts.add_columns("Topic", "P", "Committed", "Log end", "Lag", "Member")
+        yield parts
+
+    def fetch(self) -> list[GroupInfo]:
+        return self.cluster.groups()
+
+    def show(self, groups: list[GroupInfo]) -> None:
+        self.groups = {g.group_id: g for g in groups}
+        note(
+            self.query_one("#group-summary", Static),
+            f"{len(groups)} group(s) · total lag {sum(g.lag for g in groups):,}"
+            if groups
+            else "No consumer groups yet.",
+        )
+        fill_table(
+            self.query_one("#group-table", DataTable),
+            (
+                (
+                    g.group_id,
+                    (
+                        Text(g.group_id),
+                        g.state,
+                        g.generation,
+                        g.protocol or "-",
+                        len(g.members),
+                        len(g.partitions),
+                        f"{g.lag:,}",
+                    ),
+                )
+                for g in groups
+            ),
+        )
+        if self.selected not in self.groups:
+            self.selected = groups[0].group_id if groups else None
+        self._show_group()
+
+    @on(DataTable.RowHighlighted, "#group-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        key = event.row_key.value if event.row_key is not None else None
+        if key in self.groups and key != self.selected:
+            self.selected = key
+            self._show_group()
+
+    def _show_group(self) -> None:
+        info = self.groups.get(self.selected or "")
+        members = info.members if info else []
+        parts = info.partitions if info else []
+        fill_table(
+            self.query_one("#group-members", DataTable),
+            (
+                (
+                    m.member_id,
+                    (
+                        Text(m.member_id),
+                        Text(m.client_id),
+                        Text(m.host),
+                        Text(
+                            ", ".join(f"{tp.topic}[{tp.partition}]" for tp in m.assignment) or "-"
+                        ),
+                        fmt_ms(m.last_heartbeat_ms),
+                    ),
+                )
+                for m in members
+            ),
+        )
+        owner = {tp: m.member_id for m in members for tp in m.assignment}
+        fill_table(
+            self.query_one("#group-partitions", DataTable),
+            (
+                (
+                    f"{p.topic}:{p.partition}",
+                    (
+                        Text(p.topic),
+                        p.partition,
+                        "-" if p.committed is None else f"{p.committed:,}",
+                        f"{p.log_end_offset:,}",
+                        f"{p.lag:,}",
+                        Text(owner.get(TopicPartition(p.topic, p.partition), "-")),
+                    ),
+                )
+                for p in parts
+            ),
+        )
+
+    @on(Button.Pressed, "#group-reset")
+    def action_reset(self) -> None:
+        info = self.groups.get(self.selected or "")
+        if info is None:
+            self.notify("Pick a group first.", severity="warning")
+            return
+        from console.screens.reset_offsets import ResetOffsetsScreen
+
+        topics = sorted({p.topic for p in info.partitions})
+        if self.topic and self.topic not in topics:
+            topics.append(self.topic)
+
+        def done(result: Any) -> None:
+            if result:
+                moved = ", ".join(f"p{tp.partition}→{o}" for tp, o in sorted(result.items()))
+                self.notify(f"reset {info.group_id}: {moved}")
+                self.reload(quiet=True)
+
+        self.app.push_screen(ResetOffsetsScreen(info.group_id, topics, self.topic), done)

@@ -1,0 +1,323 @@
+"""The Messages tab: a page of a topic's messages (partition, offset, time, key, value),
+seek by offset or time, a filter, following the tail, and a detail pane that shows the
+whole value as text, JSON or hex with its headers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, Checkbox, DataTable, Input, Select, Static
+from textual.worker import get_current_worker
+
+from console import browse, values
+from console.display import fmt_ms
+from console.messages import RecordsArrived
+from console.widgets.pane import Pane, note
+from console.widgets.table import Table
+from engine import ConsumerRecord
+
+MAX_ROWS = 1000  # rows kept while following; the oldest go first
+_KEY_WIDTH = 24
+_VALUE_WIDTH = 80
+
+
+def _row_key(record: ConsumerRecord) -> str:
+    return f"{record.partition}:{record.offset}"
+
+
+def _cells(record: ConsumerRecord) -> tuple[Any, ...]:
+    return (
+        record.partition,
+        record.offset,
+        fmt_ms(record.timestamp),
+        Text(values.preview(record.key, _KEY_WIDTH)),
+        Text(values.preview(record.value, _VALUE_WIDTH)),
+    )
+
+
+class MessagesPane(Pane):
+    AUTO_REFRESH = False  # a reload would move the user's page; following keeps it live
+
+    BINDINGS = [
+        Binding("f", "toggle_follow", "Follow"),
+        Binding("p", "produce", "Produce"),
+        Binding("s", "focus_seek", "Seek"),
+        Binding("ctrl+f", "focus_filter", "Filter", show=False),
+        Binding("v", "cycle_view", "Text/JSON/hex"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.seek = browse.LATEST
+        self.needle = ""
+        self.partition: int | None = None
+        self.following = False
+        self.view_mode = values.VIEW_MODES[0]
+        self.records: dict[str, ConsumerRecord] = {}
+        self.partition_count = 0
+        self.arrived = 0  # messages added while following, for the status line and tests
+        self._page: browse.Page | None = None
+        self._follow_seq = 0
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="msg-toolbar"):
+            yield Input(placeholder="seek: offset or time", id="msg-seek", compact=True)
+            yield Input(placeholder="filter: key, value, headers", id="msg-filter", compact=True)
+            yield Select[int](
+                [], prompt="all partitions", allow_blank=True, id="msg-partition", compact=True
+            )
+            yield Checkbox("Follow", id="msg-follow", compact=True)
+            yield Button("Produce…", id="msg-produce", compact=True)
+        yield Static(id="msg-status")
+        table = Table(id="msg-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns("P", "Offset", "Time (UTC)", "Key", "Value")
+        yield table
+        with Vertical(id="msg-detail"):
+            yield Static(id="msg-detail-head")
+            with VerticalScroll(id="msg-detail-scroll"):
+                yield Static(id="msg-detail-body")
+
+    # --- loading ----------------------------------------------------------------------
+
+    def context_changed(self) -> None:
+        self._stop_follow()
+        self.partition = None
+        self.partition_count = 0
+        self.query_one("#msg-partition", Select).set_options([])
+        self._clear()
+        if self.topic is None:
+            note(self.query_one("#msg-status", Static), "Pick a topic in the tree (/ searches).")
+
+    def _clear(self) -> None:
+        self.records = {}
+        self._page = None
+        self.query_one("#msg-table", DataTable).clear()
+        self._show_detail(None)
+
+    def reload(self, quiet: bool = False) -> None:
+        if self.topic is None:
+            self.stale = False
+            return
+        if not quiet:
+            note(self.query_one("#msg-status", Static), f"reading {self.topic} …", "italic")
+        super().reload(quiet)
+
+    def fetch(self) -> browse.Page:
+        assert self.topic is not None
+        return browse.read_page(
+            self.cluster,
+            self.topic,
+            seek=self.seek,
+            partition=self.partition,
+            needle=self.needle,
+        )
+
+    def show(self, page: browse.Page) -> None:
+        self._stop_follow()
+        self.arrived = 0
+        table = self.query_one("#msg-table", DataTable)
+        table.clear()
+        self.records = {}
+        for record in page.records:
+            key = _row_key(record)
+            self.records[key] = record
+            table.add_row(*_cells(record), key=key)
+        if len(page.partitions) != self.partition_count:
+            self.partition_count = len(page.partitions)
+            self.query_one("#msg-partition", Select).set_options(
+                [(f"partition {p.partition}", p.partition) for p in page.partitions]
+            )
+        if self.following:
+            table.move_cursor(row=max(0, table.row_count - 1), animate=False)
+            self._start_follow(page.topic, page.ends)
+        elif table.row_count:
+            table.move_cursor(row=0, animate=False)
+        # The cursor may not move (row 0 before and after): show the detail explicitly.
+        self._show_detail(self.selected_record())
+        self._page = page
+        self._status()
+
+    def _status(self) -> None:
+        page = self._page
+        if page is None:
+            return
+        parts = [f"{len(self.records):,} shown, {self.seek.describe()}"]
+        if self.needle:
+            parts.append(f"filter {self.needle!r} ({page.scanned:,} scanned)")
+        if page.truncated:
+            parts.append("scan limit reached")
+        if self.following:
+            parts.append(f"following: {self.arrived:,} new")
+        parts.append(browse.describe_partitions(page.partitions))
+        note(self.query_one("#msg-status", Static), " · ".join(parts))
+
+    def show_error(self, error: BaseException) -> None:
+        note(self.query_one("#msg-status", Static), f"error: {error}", "bold red")
+        super().show_error(error)
+
+    # --- following the tail -----------------------------------------------------------
+
+    def _start_follow(self, topic: str, ends: dict[int, int]) -> None:
+        self._follow_seq += 1
+        self._follow(self._follow_seq, topic, dict(ends), self.needle)
+
+    def _stop_follow(self) -> None:
+        self._follow_seq += 1  # arrivals of the old follower are dropped
+        self.workers.cancel_group(self, "follow")
+
+    @work(thread=True, group="follow", exclusive=True)
+    def _follow(self, seq: int, topic: str, ends: dict[int, int], needle: str) -> None:
+        worker = get_current_worker()
+        try:
+            browse.follow(
+                self.cluster,
+                topic,
+                ends,
+                needle=needle,
+                on_records=lambda records: self.post_message(RecordsArrived(seq, records)),
+                cancelled=lambda: worker.is_cancelled,
+            )
+        except Exception as exc:  # the cluster closed, access was revoked ...
+            if not worker.is_cancelled:
+                self.post_message(RecordsArrived(seq, [exc]))
+
+    def on_records_arrived(self, message: RecordsArrived) -> None:
+        message.stop()
+        if message.seq != self._follow_seq or not self.following:
+            return
+        table = self.query_one("#msg-table", DataTable)
+        for record in message.records:
+            if isinstance(record, BaseException):
+                self.show_error(record)
+                return
+            key = _row_key(record)
+            if key in self.records:
+                continue
+            self.records[key] = record
+            table.add_row(*_cells(record), key=key)
+            self.arrived += 1
+        while table.row_count > MAX_ROWS:
+            first = next(iter(self.records))
+            del self.records[first]
+            table.remove_row(first)
+        table.move_cursor(row=table.row_count - 1, animate=False)
+        self._show_detail(self.selected_record())
+        self._status()
+
+    # --- the detail pane --------------------------------------------------------------
+
+    @on(DataTable.RowHighlighted, "#msg-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        key = event.row_key.value if event.row_key is not None else None
+        self._show_detail(self.records.get(key or ""))
+
+    def _show_detail(self, record: ConsumerRecord | None) -> None:
+        head = self.query_one("#msg-detail-head", Static)
+        body = self.query_one("#msg-detail-body", Static)
+        if record is None:
+            note(head, "")
+            note(body, "")
+            return
+        text = Text()
+        kind = "log-append time" if record.timestamp_type == 1 else "create time"
+        text.append(f"partition {record.partition}  offset {record.offset}  ", style="bold")
+        text.append(f"{fmt_ms(record.timestamp)} UTC ({kind})  ")
+        text.append(f"view: {self.view_mode} (v)\n", style="dim")
+        text.append("key: ", style="bold")
+        text.append(values.preview(record.key, 100))
+        for name, value in record.headers or ():
+            text.append("\n")
+            text.append(f"header {name}: ", style="bold")
+            text.append(values.preview(value, 100))
+        head.update(text)
+        body.update(Text(values.render(record.value, self.view_mode)))
+
+    def selected_record(self) -> ConsumerRecord | None:
+        table = self.query_one("#msg-table", DataTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return self.records.get(key or "")
+
+    # --- controls ---------------------------------------------------------------------
+
+    @on(Input.Submitted, "#msg-seek")
+    def _seek_submitted(self, event: Input.Submitted) -> None:
+        try:
+            self.seek = browse.parse_seek(event.value)
+        except ValueError as exc:
+            self.show_error(exc)
+            return
+        if self.following and self.seek != browse.LATEST:
+            self.query_one("#msg-follow", Checkbox).value = False
+        self.reload()
+        self.query_one("#msg-table", DataTable).focus()
+
+    @on(Input.Submitted, "#msg-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        self.needle = event.value.strip()
+        self.reload()
+        self.query_one("#msg-table", DataTable).focus()
+
+    @on(Select.Changed, "#msg-partition")
+    def _partition_changed(self, event: Select.Changed) -> None:
+        value = event.value
+        chosen = value if isinstance(value, int) else None
+        if chosen != self.partition:
+            self.partition = chosen
+            self.reload()
+
+    @on(Checkbox.Changed, "#msg-follow")
+    def _follow_changed(self, event: Checkbox.Changed) -> None:
+        if event.value == self.following:
+            return
+        self.following = event.value
+        if self.following:
+            # Following starts from the newest page, as `tail -f` does.
+            self.seek = browse.LATEST
+            self.query_one("#msg-seek", Input).value = ""
+            self.reload()
+        else:
+            self._stop_follow()
+            self._status()
+
+    @on(Button.Pressed, "#msg-produce")
+    def _produce_pressed(self) -> None:
+        self.action_produce()
+
+    def action_toggle_follow(self) -> None:
+        box = self.query_one("#msg-follow", Checkbox)
+        box.value = not box.value
+
+    def action_focus_seek(self) -> None:
+        self.query_one("#msg-seek", Input).focus()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#msg-filter", Input).focus()
+
+    def action_cycle_view(self) -> None:
+        modes = values.VIEW_MODES
+        self.view_mode = modes[(modes.index(self.view_mode) + 1) % len(modes)]
+        self._show_detail(self.selected_record())
+
+    def action_produce(self) -> None:
+        if self.topic is None:
+            self.notify("Pick a topic first.", severity="warning")
+            return
+        from console.screens.produce import ProduceScreen
+
+        def produced(meta: Any) -> None:
+            if meta is None:
+                return
+            self.notify(
+                f"produced to {meta.topic} partition {meta.partition} at offset {meta.offset}"
+            )
+            if not self.following:
+                self.reload(quiet=True)
+
+        self.app.push_screen(ProduceScreen(self.topic, self.partition_count), produced)

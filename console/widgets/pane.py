@@ -1,0 +1,149 @@
+"""`Pane`: what every tab's content shares: the current stream and topic, and loading
+from the engine in worker threads without ever blocking the UI."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import work
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from console.messages import ActionDone, Loaded
+
+if TYPE_CHECKING:
+    from console.app import ConsoleApp
+    from engine import Cluster
+
+
+class Pane(Vertical):
+    """A tab's content. `reload()` asks the engine (in a thread) through `fetch()`, and
+    `show()` gets the answer on the UI thread; answers to older requests are dropped."""
+
+    # Whether the app's periodic refresh reloads this pane while it is shown.
+    AUTO_REFRESH = True
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.stream: str | None = None
+        self.topic: str | None = None
+        self._seq = 0
+        self.stale = True
+        self._last_error: str | None = None
+        self.loads = 0  # answers shown, for tests that wait for a load to land
+
+    @property
+    def console(self) -> ConsoleApp:
+        return self.app  # type: ignore[return-value]
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.console.cluster  # type: ignore[return-value]
+
+    def set_context(self, stream: str | None, topic: str | None) -> None:
+        if (stream, topic) != (self.stream, self.topic):
+            self.stream, self.topic = stream, topic
+            self.stale = True
+            self.context_changed()
+
+    def context_changed(self) -> None:
+        """Called on the UI thread when the stream or topic changes (before a reload)."""
+
+    def reload(self, quiet: bool = False) -> None:
+        """Fetch again; `quiet` for the periodic refresh (no "loading" state)."""
+        if self.console.cluster is None:
+            return
+        self.stale = False
+        self._seq += 1
+        self._fetch_in_thread(self._seq, self.fetch)
+
+    def fetch(self) -> Any:
+        """Runs in a worker thread: the engine calls whose result `show` displays."""
+        return None
+
+    def show(self, data: Any) -> None:
+        """On the UI thread: display what `fetch` returned."""
+
+    def show_error(self, error: BaseException) -> None:
+        self.notify(str(error) or type(error).__name__, severity="error", timeout=6)
+
+    @work(thread=True, group="load")
+    def _fetch_in_thread(self, seq: int, fetch: Callable[[], Any]) -> None:
+        try:
+            data = fetch()
+        except Exception as exc:  # shown to the user; a worker must not kill the app
+            self.post_message(Loaded(seq, error=exc))
+        else:
+            self.post_message(Loaded(seq, data))
+
+    def on_loaded(self, message: Loaded) -> None:
+        message.stop()
+        if message.seq != self._seq:
+            return  # an answer to an older request
+        if message.error is not None:
+            # The periodic refresh would repeat the same complaint every few seconds.
+            text = str(message.error)
+            if text != self._last_error:
+                self._last_error = text
+                self.show_error(message.error)
+        else:
+            self._last_error = None
+            self.show(message.data)
+        self.loads += 1
+
+    @work(thread=True, group="act")
+    def act(self, action: Callable[[], str]) -> None:
+        """Run a change in a thread; its text (or error) comes back as `ActionDone`."""
+        try:
+            text = action()
+        except Exception as exc:  # shown to the user
+            self.post_message(ActionDone(error=exc))
+        else:
+            self.post_message(ActionDone(text))
+
+    def on_action_done(self, message: ActionDone) -> None:
+        message.stop()
+        if message.error is not None:
+            self.show_error(message.error)
+        else:
+            if message.text:
+                self.notify(message.text)
+            self.reload(quiet=True)
+
+
+def fill_table(
+    table: DataTable, rows: Iterable[tuple[Hashable, Sequence[Any]]], *, keep_cursor: bool = True
+) -> None:
+    """Show `rows` (key, cells) in `table`, keeping the cursor on the same key.
+
+    When the keys are those shown already (a periodic refresh, usually), the cells are
+    updated in place: no flicker, and the cursor and scroll position stay."""
+    rows = [(str(key), cells) for key, cells in rows]
+    current = [key.value for key in table.rows]
+    if current == [key for key, _ in rows]:
+        for key, cells in rows:
+            for column, cell in zip(table.columns, cells, strict=False):
+                if table.get_cell(key, column) != cell:
+                    table.update_cell(key, column, cell, update_width=True)
+        return
+    old_key = None
+    if keep_cursor and table.row_count:
+        try:
+            old_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except Exception:  # no valid cursor
+            old_key = None
+    table.clear()
+    index = 0
+    for i, (key, cells) in enumerate(rows):
+        table.add_row(*cells, key=key)
+        if key == old_key:
+            index = i
+    if table.row_count:
+        table.move_cursor(row=index, animate=False)
+
+
+def note(widget: Static, text: str, style: str = "") -> None:
+    """Set a Static to plain text (never markup: names and messages may hold brackets)."""
+    widget.update(Text(text, style=style))

@@ -1,0 +1,126 @@
+"""The Partitions tab: each partition's chain of partitionlets (volume, offsets, size), and
+the cluster's volumes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Static
+
+from console.display import fmt_bytes, fmt_ms
+from console.widgets.pane import Pane, fill_table, note
+from console.widgets.table import Table
+from engine import TopicInfo, VolumeInfo
+
+
+def chain_text(info: TopicInfo) -> Text:
+    """Each partition as a line of boxes, oldest partitionlet first; ● marks the active one."""
+    text = Text()
+    for part in info.partitions:
+        text.append(f"p{part.partition:<3}", style="bold")
+        if not part.partitionlets:
+            text.append(" (empty)", style="dim")
+        for i, let in enumerate(part.partitionlets):
+            text.append(" ── " if i else " ", style="dim")
+            style = "bold green" if let.active else "cyan"
+            text.append(f"[#{let.id} vol {let.volume} ", style=style)
+            text.append(f"{let.base_offset:,}..{let.last_offset:,} {fmt_bytes(let.bytes)}")
+            text.append(" ●]" if let.active else "]", style=style)
+        text.append("\n")
+    return text
+
+
+def _short_path(path: str, root: Path) -> str:
+    """A volume inside the cluster directory by its relative path, others in full."""
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return path
+
+
+class PartitionsPane(Pane):
+    def compose(self) -> ComposeResult:
+        yield Static(id="part-summary")
+        with VerticalScroll(id="part-chains-scroll"):
+            yield Static(id="part-chains")
+        table = Table(id="part-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns(
+            "P",
+            "Partitionlet",
+            "Volume",
+            "Base",
+            "Last",
+            "Active",
+            "Messages",
+            "Size",
+            "First (UTC)",
+            "Last (UTC)",
+        )
+        yield table
+        yield Static("Volumes", classes="section-title")
+        volumes = Table(id="part-volumes", cursor_type="row")
+        volumes.add_columns(
+            "Volume", "Path", "File size", "Data", "Partitionlets", "Active", "Recent writes"
+        )
+        yield volumes
+
+    def fetch(self) -> tuple[TopicInfo | None, list[VolumeInfo]]:
+        info = self.cluster.topic(self.topic) if self.topic else None
+        return info, self.cluster.volumes()
+
+    def show(self, data: tuple[TopicInfo | None, list[VolumeInfo]]) -> None:
+        info, volumes = data
+        summary = self.query_one("#part-summary", Static)
+        rows = []
+        if info is None:
+            note(summary, "Pick a topic to see its partitions; the volumes are below.")
+            self.query_one("#part-chains", Static).update("")
+        else:
+            note(
+                summary,
+                f"{info.name} · {info.partition_count} partitions · {info.messages:,} messages"
+                f" · {fmt_bytes(info.bytes)}",
+                "bold",
+            )
+            self.query_one("#part-chains", Static).update(chain_text(info))
+            for part in info.partitions:
+                for i, let in enumerate(part.partitionlets):
+                    rows.append(
+                        (
+                            let.id,
+                            (
+                                part.partition if i == 0 else "",
+                                let.id,
+                                let.volume,
+                                f"{let.base_offset:,}",
+                                f"{let.last_offset:,}",
+                                "yes" if let.active else "no",
+                                f"{let.messages:,}",
+                                fmt_bytes(let.bytes),
+                                fmt_ms(let.first_timestamp),
+                                fmt_ms(let.last_timestamp),
+                            ),
+                        )
+                    )
+        fill_table(self.query_one("#part-table", DataTable), rows)
+        fill_table(
+            self.query_one("#part-volumes", DataTable),
+            (
+                (
+                    v.id,
+                    (
+                        v.id,
+                        Text(_short_path(v.path, self.cluster.path)),
+                        fmt_bytes(v.bytes),
+                        fmt_bytes(v.data_bytes),
+                        v.partitionlets,
+                        v.active_partitionlets,
+                        fmt_bytes(v.recent_write_bytes),
+                    ),
+                )
+                for v in volumes
+            ),
+        )

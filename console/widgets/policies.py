@@ -1,0 +1,174 @@
+"""The Policies tab: the stream's policies in a form. Each changed field is checked with the
+engine's own validation before anything is saved; saving calls `edit_stream`, which checks
+the admin ACE (an `AccessDenied` is shown and nothing changes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+
+from console.display import fmt_bytes, fmt_ms
+from console.widgets.pane import Pane, note
+from engine import StreamInfo
+from engine.policies import DEFAULTS, TIMESTAMP_TYPES, validate
+
+BOOL_POLICIES = ("auto_create", "compact")
+HELP = {
+    "ttl": "seconds a message is kept; 0 keeps forever",
+    "default_partitions": "partitions of an auto-created topic",
+    "auto_create": "create a topic on first produce",
+    "compact": "keep the latest message per key",
+    "min_compaction_lag_ms": "ms a message stays before compaction may drop it",
+    "delete_retention_ms": "ms a tombstone is kept after compaction",
+    "timestamp_type": "whose clock stamps a message",
+    "max_message_bytes": "largest record: key, value and headers",
+    "produce_perm": "ACE: who may produce",
+    "consume_perm": "ACE: who may consume",
+    "topic_perm": "ACE: who may create and delete topics",
+    "copy_perm": "ACE: who may replicate the stream",
+    "admin_perm": "ACE: who may edit policies and reset groups",
+}
+
+
+def _field_id(name: str) -> str:
+    return f"policy-{name.replace('_', '-')}"
+
+
+class PoliciesPane(Pane):
+    AUTO_REFRESH = False  # a refresh would overwrite what the user is typing
+
+    BINDINGS = [
+        Binding("ctrl+s", "save", "Save"),
+        Binding("ctrl+z", "revert", "Revert", show=False),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.info: StreamInfo | None = None
+        self.saves = 0  # successful saves, for tests
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="policy-summary")
+        with VerticalScroll(id="policy-form"):
+            for name in DEFAULTS:
+                with Horizontal(classes="policy-row"):
+                    yield Label(name, classes="policy-name")
+                    if name in BOOL_POLICIES:
+                        yield Checkbox("", id=_field_id(name), compact=True)
+                    elif name == "timestamp_type":
+                        yield Select(
+                            [(t, t) for t in TIMESTAMP_TYPES],
+                            allow_blank=False,
+                            id=_field_id(name),
+                            compact=True,
+                        )
+                    else:
+                        yield Input(id=_field_id(name), compact=True)
+                    yield Static(HELP[name], id=f"{_field_id(name)}-error", classes="policy-help")
+        yield Static(id="policy-error", classes="error")
+        with Horizontal(classes="dialog-buttons"):
+            yield Button("Save", id="policy-save", variant="primary", compact=True)
+            yield Button("Revert", id="policy-revert", compact=True)
+
+    def context_changed(self) -> None:
+        note(self.query_one("#policy-error", Static), "")
+
+    def fetch(self) -> StreamInfo | None:
+        return self.cluster.stream(self.stream) if self.stream else None
+
+    def show(self, info: StreamInfo | None) -> None:
+        self.info = info
+        summary = self.query_one("#policy-summary", Static)
+        if info is None:
+            note(summary, "Pick a stream (or one of its topics) to see its policies.")
+            return
+        note(
+            summary,
+            f"{info.path} · created by {info.creator} on {fmt_ms(info.created_ms)} UTC · "
+            f"{info.topic_count:,} topics · {info.messages:,} messages · {fmt_bytes(info.bytes)}",
+            "bold",
+        )
+        for name, value in info.policies.items():
+            if name not in DEFAULTS:
+                continue
+            widget = self.query_one(f"#{_field_id(name)}")
+            if isinstance(widget, Checkbox):
+                widget.value = bool(value)
+            elif isinstance(widget, Select):
+                widget.value = value
+            elif isinstance(widget, Input):
+                widget.value = str(value)
+            self._field_note(name, None)
+
+    def _field_note(self, name: str, error: str | None) -> None:
+        widget = self.query_one(f"#{_field_id(name)}-error", Static)
+        widget.set_class(error is not None, "error")
+        note(widget, error if error is not None else HELP[name])
+
+    def form_values(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in DEFAULTS:
+            widget = self.query_one(f"#{_field_id(name)}")
+            if isinstance(widget, Checkbox | Select):
+                out[name] = widget.value
+            elif isinstance(widget, Input):
+                out[name] = widget.value.strip()
+        return out
+
+    def changes(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """The changed policies, checked; and an error per field that fails its check."""
+        assert self.info is not None
+        current = self.info.policies
+        changed: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        for name, value in self.form_values().items():
+            try:
+                checked = validate({name: value}, base=current)[name]
+            except ValueError as exc:
+                errors[name] = str(exc)
+                continue
+            if checked != current.get(name):
+                changed[name] = checked
+        return changed, errors
+
+    @on(Button.Pressed, "#policy-save")
+    def action_save(self) -> None:
+        if self.info is None:
+            return
+        changed, errors = self.changes()
+        for name in DEFAULTS:
+            self._field_note(name, errors.get(name))
+        error = self.query_one("#policy-error", Static)
+        if errors:
+            note(error, f"fix {len(errors)} field(s) first; nothing was saved")
+            return
+        if not changed:
+            note(error, "nothing changed")
+            return
+        path = self.info.path
+        note(error, "saving …")
+
+        def save() -> str:
+            self.cluster.edit_stream(path, **changed)
+            return f"saved {', '.join(sorted(changed))} of {path}"
+
+        self.act(save)
+
+    def on_action_done(self, message: Any) -> None:
+        if message.error is None:
+            self.saves += 1
+            note(self.query_one("#policy-error", Static), message.text)
+        super().on_action_done(message)
+
+    def show_error(self, error: BaseException) -> None:
+        note(self.query_one("#policy-error", Static), f"error: {error}")
+        super().show_error(error)
+
+    @on(Button.Pressed, "#policy-revert")
+    def action_revert(self) -> None:
+        self.show(self.info)

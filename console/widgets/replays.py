@@ -1,0 +1,164 @@
+"""The Replays tab: Spark replay jobs of the cluster with their state and progress; start
+one (a dialog per kind), cancel one, and see its result, error and log tail.
+
+Jobs run in their own processes (`spark_tasks.jobs`); this tab only reads and writes their
+records, so it works the same whoever started them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Button, DataTable, ProgressBar, Static
+
+from console.display import bar, fmt_s
+from console.widgets.pane import Pane, fill_table, note
+from console.widgets.table import Table
+from spark_tasks import jobs
+
+STATE_STYLES = {
+    "queued": "dim",
+    "running": "yellow",
+    "succeeded": "green",
+    "failed": "bold red",
+    "cancelled": "magenta",
+}
+
+
+def _what(job: jobs.Job) -> str:
+    p = job.params
+    source = p.get("source") or f"{p.get('stream')} (all topics)"
+    dest = p.get("target") or p.get("output") or "result"
+    return f"{source} → {dest}"
+
+
+def _progress(job: jobs.Job) -> Text:
+    text = Text(bar(job.progress if not job.done else (job.progress or 1.0), 10))
+    text.append(f" {job.tasks_done}/{job.tasks_total}" if job.tasks_total else " -")
+    return text
+
+
+class ReplaysPane(Pane):
+    BINDINGS = [
+        Binding("n", "new_replay", "New replay"),
+        Binding("x", "cancel_job", "Cancel job"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.jobs: dict[str, jobs.Job] = {}
+        self.selected: str | None = None
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="pane-toolbar"):
+            yield Static(id="replay-summary")
+            yield Button("New replay…", id="replay-new", variant="primary", compact=True)
+            yield Button("Cancel job", id="replay-cancel", variant="error", compact=True)
+        table = Table(id="replay-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns("ID", "Kind", "State", "Progress", "Submitted (UTC)", "Source → target")
+        yield table
+        yield ProgressBar(total=100, show_eta=False, id="replay-progress")
+        with VerticalScroll(id="replay-detail-scroll"):
+            yield Static(id="replay-detail")
+
+    def fetch(self) -> list[jobs.Job]:
+        return jobs.list(cluster=self.console.cluster_path, limit=50)
+
+    def show(self, found: list[jobs.Job]) -> None:
+        self.jobs = {str(j.id): j for j in found}
+        running = sum(1 for j in found if not j.done)
+        note(
+            self.query_one("#replay-summary", Static),
+            f"{len(found)} job(s), {running} queued or running" if found else "No replay jobs yet.",
+        )
+        fill_table(
+            self.query_one("#replay-table", DataTable),
+            (
+                (
+                    j.id,
+                    (
+                        j.id,
+                        j.kind,
+                        Text(j.state, style=STATE_STYLES.get(j.state, "")),
+                        _progress(j),
+                        fmt_s(j.submitted_ms),
+                        Text(_what(j)),
+                    ),
+                )
+                for j in found
+            ),
+        )
+        if self.selected not in self.jobs:
+            self.selected = str(found[0].id) if found else None
+        self._show_job()
+
+    @on(DataTable.RowHighlighted, "#replay-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        key = event.row_key.value if event.row_key is not None else None
+        if key in self.jobs:
+            self.selected = key
+            self._show_job()
+
+    def _show_job(self) -> None:
+        job = self.jobs.get(self.selected or "")
+        progress = self.query_one("#replay-progress", ProgressBar)
+        detail = self.query_one("#replay-detail", Static)
+        if job is None:
+            progress.update(total=100, progress=0)
+            detail.update("")
+            return
+        if job.tasks_total:
+            progress.update(total=job.tasks_total, progress=job.tasks_done)
+        else:
+            progress.update(total=None if not job.done else 100, progress=100 if job.done else 0)
+        text = Text()
+        text.append(f"job {job.id}: {job.kind} ", style="bold")
+        text.append(job.state, style=STATE_STYLES.get(job.state, ""))
+        text.append(f"\nparams  {json.dumps(job.params, default=str)}")
+        text.append(f"\nstarted {fmt_s(job.started_ms)}  ended {fmt_s(job.ended_ms)}")
+        if job.result is not None:
+            text.append("\nresult  ", style="bold")
+            text.append(json.dumps(job.result, default=str)[:2000])
+        if job.error:
+            text.append("\nerror   ", style="bold red")
+            text.append(job.error)
+        if job.log_tail and job.state == jobs.FAILED:
+            text.append("\nlog tail:\n", style="bold")
+            text.append("\n".join(job.log_tail.splitlines()[-15:]), style="dim")
+        detail.update(text)
+
+    @on(Button.Pressed, "#replay-new")
+    def action_new_replay(self, kind: str | None = None) -> None:
+        from console.screens.replay_start import ReplayStartScreen
+
+        def started(job_id: Any) -> None:
+            if job_id is not None:
+                self.selected = str(job_id)
+                self.notify(f"replay job {job_id} submitted")
+                self.reload(quiet=True)
+
+        self.app.push_screen(
+            ReplayStartScreen(self.console.cluster_path, self.topic, kind=kind), started
+        )
+
+    @on(Button.Pressed, "#replay-cancel")
+    def action_cancel_job(self) -> None:
+        job = self.jobs.get(self.selected or "")
+        if job is None:
+            self.notify("Pick a job first.", severity="warning")
+            return
+        if job.done:
+            self.notify(f"job {job.id} has ended ({job.state})", severity="warning")
+            return
+        path, job_id = self.console.cluster_path, job.id
+
+        def cancel() -> str:
+            after = jobs.cancel(job_id, cluster=path)
+            return f"job {job_id}: " + (after.state if after.done else "cancel requested")
+
+        self.act(cancel)

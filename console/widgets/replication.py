@@ -1,0 +1,120 @@
+"""The Replication tab: the stream's links out (state, lag, throughput, errors) and in, the
+replication graph drawn in text with its cycles, and pausing or resuming a link."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, ScrollableContainer
+from textual.widgets import Button, DataTable, Static
+
+from console.replication_graph import STATE_STYLES, Graph, crawl, draw
+from console.widgets.pane import Pane, fill_table, note
+from console.widgets.table import Table
+
+
+class ReplicationPane(Pane):
+    BINDINGS = [Binding("space", "toggle_pause", "Pause/resume link")]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.links: dict[str, Any] = {}
+        self.graph: Graph | None = None
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="pane-toolbar"):
+            yield Static(id="repl-summary")
+            yield Button("Pause/resume", id="repl-toggle", compact=True)
+        links = Table(id="repl-links", cursor_type="row", zebra_stripes=True)
+        links.add_columns(
+            "Target", "Target stream", "State", "Lag msgs", "Lag s", "Msg/s", "Copied", "Error"
+        )
+        yield links
+        yield Static("Upstreams (links into this stream)", classes="section-title")
+        ups = Table(id="repl-upstreams", cursor_type="row")
+        ups.add_columns("Source", "Source stream", "Source cluster")
+        yield ups
+        with ScrollableContainer(id="repl-graph-scroll"):
+            yield Static(id="repl-graph")
+
+    def fetch(self) -> tuple[list[Any], list[Any], Graph] | None:
+        if self.stream is None:
+            return None
+        cluster = self.cluster
+        return (
+            cluster.replicas(self.stream),
+            cluster.upstreams(self.stream),
+            crawl(cluster, self.stream),
+        )
+
+    def show(self, data: tuple[list[Any], list[Any], Graph] | None) -> None:
+        summary = self.query_one("#repl-summary", Static)
+        if data is None:
+            note(summary, "Pick a stream (or one of its topics) to see its replication.")
+            fill_table(self.query_one("#repl-links", DataTable), [])
+            fill_table(self.query_one("#repl-upstreams", DataTable), [])
+            self.query_one("#repl-graph", Static).update("")
+            return
+        links, ups, graph = data
+        self.links = {r.target: r for r in links}
+        self.graph = graph
+        note(summary, f"{self.stream} · {len(links)} replica(s) · {len(ups)} upstream(s)", "bold")
+        fill_table(
+            self.query_one("#repl-links", DataTable),
+            (
+                (
+                    r.target,
+                    (
+                        Text(r.target),
+                        Text(r.target_stream),
+                        Text(r.state, style=STATE_STYLES.get(r.state, "")),
+                        f"{r.lag_messages:,}",
+                        f"{r.lag_seconds:.1f}",
+                        f"{r.throughput_messages:,.0f}",
+                        f"{r.copied_messages:,}",
+                        Text(r.error or _conflicts(r) or "-"),
+                    ),
+                )
+                for r in links
+            ),
+        )
+        fill_table(
+            self.query_one("#repl-upstreams", DataTable),
+            ((u.source, (Text(u.source), Text(u.source_stream), u.source_id)) for u in ups),
+        )
+        self.query_one("#repl-graph", Static).update(draw(graph))
+
+    def selected_link(self) -> Any | None:
+        table = self.query_one("#repl-links", DataTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return self.links.get(key or "")
+
+    @on(Button.Pressed, "#repl-toggle")
+    def action_toggle_pause(self) -> None:
+        link = self.selected_link()
+        if link is None or self.stream is None:
+            self.notify("Pick a link first.", severity="warning")
+            return
+        stream, target, paused = self.stream, link.target, link.state == "paused"
+
+        def toggle() -> str:
+            if paused:
+                self.cluster.resume_replica(stream, target)
+                return f"resumed the link to {target}"
+            self.cluster.pause_replica(stream, target)
+            return f"paused the link to {target}"
+
+        self.act(toggle)
+
+
+def _conflicts(link: Any) -> str:
+    return "; ".join(
+        f"conflict {c.get('topic')} p{c.get('partition')} @{c.get('offset')}"
+        for c in link.conflict or ()
+    )

@@ -1,0 +1,274 @@
+"""The tree of streams and their topics, on the left.
+
+Nothing is listed whole: streams come a page at a time (offset paging, by path), a stream's
+topics are read when it is expanded, a page at a time with keyset paging (`after=` the last
+name shown), so opening a stream of a million topics costs one page. A "load more" node
+fetches the next page. The search box narrows by stream path prefix (`/apps`), by topic
+prefix within a stream (`/apps/sensors:car`) or by topic prefix everywhere (`car`); Enter on
+a full topic name opens it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.timer import Timer
+from textual.widgets import Input, Tree
+from textual.widgets.tree import TreeNode
+
+from console.messages import Loaded, StreamSelected, TopicSelected
+from engine import names
+
+if TYPE_CHECKING:
+    from console.app import ConsoleApp
+
+STREAM_PAGE = 100
+TOPIC_PAGE = 200
+_SEARCH_DELAY_S = 0.3
+
+
+@dataclass
+class StreamNode:
+    path: str
+    topics: int
+    loaded: bool = False
+
+
+@dataclass(frozen=True)
+class TopicNode:
+    name: str  # the full name
+
+
+@dataclass(frozen=True)
+class MoreNode:
+    stream: str | None  # None: more streams
+    after: str | None = None  # topics: the last name shown, within the stream
+    offset: int = 0  # streams: how many are shown
+
+
+@dataclass(frozen=True)
+class Search:
+    stream_prefix: str | None
+    topic_prefix: str | None
+    open_stream: str | None  # expand this stream at once
+
+    @classmethod
+    def parse(cls, text: str) -> Search:
+        text = text.strip()
+        if not text:
+            return cls(None, None, None)
+        if text.startswith("/"):
+            stream, sep, topic = text.partition(":")
+            if sep:
+                return cls(stream, topic or None, stream)
+            return cls(stream, None, None)
+        return cls(None, text, None)
+
+
+class StreamTree(Vertical):
+    """Search box and tree. Posts `StreamSelected` and `TopicSelected`."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.search = Search(None, None, None)
+        self._generation = 0
+        self._timer: Timer | None = None
+        self._reveal: str | None = None  # a topic to put the cursor on once it is listed
+        self.loads = 0  # pages shown, for tests
+
+    def compose(self) -> ComposeResult:
+        yield Input(
+            placeholder="search: /stream, /stream:topic, topic",
+            id="tree-search",
+            compact=True,
+        )
+        tree: Tree[Any] = Tree("cluster", id="stream-tree")
+        tree.show_root = True
+        tree.guide_depth = 2
+        yield tree
+
+    @property
+    def tree(self) -> Tree[Any]:
+        return self.query_one("#stream-tree", Tree)
+
+    @property
+    def console(self) -> ConsoleApp:
+        return self.app  # type: ignore[return-value]
+
+    # --- loading ----------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Start again from the first page of streams (with the current search)."""
+        cluster = self.console.cluster
+        if cluster is None:
+            return
+        self._generation += 1
+        tree = self.tree
+        tree.reset(Text(cluster.name, style="bold"))
+        tree.root.expand()
+        self._load_streams(self._generation, 0)
+
+    @work(thread=True, group="tree")
+    def _load_streams(self, generation: int, offset: int) -> None:
+        try:
+            search = self.search
+            cluster = self.console.cluster
+            infos = cluster.streams(
+                prefix=search.stream_prefix, limit=STREAM_PAGE + 1, offset=offset
+            )
+            rows = []
+            for info in infos[:STREAM_PAGE]:
+                count = info.topic_count
+                if search.topic_prefix:
+                    count = cluster.topic_count(info.path, prefix=search.topic_prefix)
+                rows.append((info.path, count))
+            data = ("streams", offset, rows, len(infos) > STREAM_PAGE)
+            self.post_message(Loaded(generation, data))
+        except Exception as exc:  # shown to the user
+            self.post_message(Loaded(generation, error=exc))
+
+    @work(thread=True, group="tree")
+    def _load_topics(self, generation: int, stream: str, after: str | None) -> None:
+        try:
+            found = self.console.cluster.topic_names(
+                stream, prefix=self.search.topic_prefix, limit=TOPIC_PAGE + 1, after=after
+            )
+            data = ("topics", stream, found[:TOPIC_PAGE], len(found) > TOPIC_PAGE)
+            self.post_message(Loaded(generation, data))
+        except Exception as exc:  # shown to the user
+            self.post_message(Loaded(generation, error=exc))
+
+    def on_loaded(self, message: Loaded) -> None:
+        message.stop()
+        if message.seq != self._generation:
+            return
+        if message.error is not None:
+            self.notify(str(message.error), severity="error", timeout=6)
+            return
+        kind = message.data[0]
+        if kind == "streams":
+            _, offset, rows, more = message.data
+            self._add_streams(offset, rows, more)
+        else:
+            _, stream, found, more = message.data
+            self._add_topics(stream, found, more)
+        self.loads += 1
+
+    def reveal(self, topic: str) -> None:
+        """Open the topic's stream in the tree and put the cursor on the topic when it is
+        on the first page (a later page is not fetched for it)."""
+        self._reveal = topic
+        node = self._stream_node(topic.rpartition(":")[0])
+        if node is None:
+            return
+        if node.is_expanded:
+            self._move_to_reveal(node)
+        else:
+            node.expand()
+
+    def _move_to_reveal(self, stream_node: TreeNode[Any]) -> None:
+        for child in stream_node.children:
+            if isinstance(child.data, TopicNode) and child.data.name == self._reveal:
+                # After the next refresh: the tree numbers its lines when it renders.
+                self.tree.call_after_refresh(self.tree.move_cursor, child)
+                self._reveal = None
+                return
+
+    def _remove_more(self, parent: TreeNode[Any]) -> None:
+        for child in list(parent.children):
+            if isinstance(child.data, MoreNode):
+                child.remove()
+
+    def _add_streams(self, offset: int, rows: list[tuple[str, int]], more: bool) -> None:
+        root = self.tree.root
+        self._remove_more(root)
+        for path, count in rows:
+            label = Text(path)
+            label.append(f"  {count:,}", style="dim")
+            node = root.add(label, StreamNode(path, count), allow_expand=count > 0)
+            reveal = self._reveal and self._reveal.rpartition(":")[0] == path
+            if path == self.search.open_stream or reveal:
+                node.expand()
+        if more:
+            root.add_leaf(
+                Text("… more streams", style="italic"), MoreNode(None, offset=offset + len(rows))
+            )
+        if not rows and offset == 0:
+            root.add_leaf(Text("(no streams)", style="dim italic"))
+
+    def _stream_node(self, stream: str) -> TreeNode[Any] | None:
+        for node in self.tree.root.children:
+            if isinstance(node.data, StreamNode) and node.data.path == stream:
+                return node
+        return None
+
+    def _add_topics(self, stream: str, found: list[str], more: bool) -> None:
+        node = self._stream_node(stream)
+        if node is None:
+            return
+        self._remove_more(node)
+        for name in found:
+            node.add_leaf(name.rpartition(":")[2], TopicNode(name))
+        if more and found:
+            node.add_leaf(
+                Text("… more topics", style="italic"),
+                MoreNode(stream, after=found[-1].rpartition(":")[2]),
+            )
+        if self._reveal and self._reveal.rpartition(":")[0] == stream:
+            self._move_to_reveal(node)
+
+    # --- events -----------------------------------------------------------------------
+
+    @on(Tree.NodeExpanded)
+    def _expanded(self, event: Tree.NodeExpanded[Any]) -> None:
+        data = event.node.data
+        if isinstance(data, StreamNode) and not data.loaded:
+            data.loaded = True
+            self._load_topics(self._generation, data.path, None)
+
+    @on(Tree.NodeSelected)
+    def _selected(self, event: Tree.NodeSelected[Any]) -> None:
+        data = event.node.data
+        if isinstance(data, StreamNode):
+            self.post_message(StreamSelected(data.path))
+        elif isinstance(data, TopicNode):
+            self.post_message(TopicSelected(data.name))
+        elif isinstance(data, MoreNode):
+            event.node.set_label(Text("… loading", style="italic"))
+            if data.stream is None:
+                self._load_streams(self._generation, data.offset)
+            else:
+                self._load_topics(self._generation, data.stream, data.after)
+
+    @on(Input.Changed, "#tree-search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        # Wait for a pause in typing: each search is a round of catalog queries.
+        if self._timer is not None:
+            self._timer.stop()
+        value = event.value
+        self._timer = self.set_timer(_SEARCH_DELAY_S, lambda: self.apply_search(value))
+
+    def apply_search(self, text: str) -> None:
+        search = Search.parse(text)
+        if search != self.search:
+            self.search = search
+            self.load()
+
+    @on(Input.Submitted, "#tree-search")
+    def _search_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if ":" in text:
+            try:
+                names.split_full_name(text)
+            except ValueError:
+                pass
+            else:
+                self.post_message(TopicSelected(text))
+                return
+        self.apply_search(text)
+        self.tree.focus()

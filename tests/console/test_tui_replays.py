@@ -1,0 +1,167 @@
+"""The Replays tab: the start dialog per kind, and a real copy job started and cancelled
+(one Spark job process in the whole file: the machine is small)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from textual.widgets import DataTable, Input, Select, Static
+
+from console.screens.replay_start import ReplayStartScreen
+from console.widgets.replays import ReplaysPane
+from spark_tasks import jobs
+
+pytestmark = pytest.mark.asyncio
+
+TOPIC = "/apps/sensors:car-17"
+
+
+async def _replays(app, pilot, until) -> ReplaysPane:
+    app.open_path(TOPIC)
+    await pilot.press("7")
+    pane = app.query_one("#replays", ReplaysPane)
+    await until(pilot, lambda: pane.loads >= 1)
+    return pane
+
+
+async def test_start_dialog_shows_the_fields_of_each_kind_and_checks_them(
+    demo, cluster_path, make_app, until
+):
+    app = make_app()
+    async with app.run_test(size=(140, 44)) as pilot:
+        pane = await _replays(app, pilot, until)
+        assert "No replay jobs yet." in str(app.query_one("#replay-summary", Static).content)
+        app.query_one("#replay-table").focus()
+        await pilot.press("n")
+        dialog = app.screen
+        assert isinstance(dialog, ReplayStartScreen)
+        assert dialog.query_one("#replay-source", Input).value == TOPIC
+        assert dialog.query_one("#replay-row-target").display
+        assert not dialog.query_one("#replay-row-window").display
+        await pilot.click("#replay-start")
+        assert "a copy job needs target" in str(dialog.query_one("#replay-error", Static).content)
+
+        dialog.query_one("#replay-kind", Select).value = "window-counts"
+        await pilot.pause()
+        assert dialog.query_one("#replay-row-window").display
+        assert not dialog.query_one("#replay-row-target").display
+        dialog.query_one("#replay-kind", Select).value = "custom"
+        await pilot.pause()
+        assert dialog.query_one("#replay-row-file").display
+        dialog.query_one("#replay-file", Input).value = "/no/such/file.py"
+        await pilot.pause(0.3)
+        await pilot.click("#replay-start")
+        assert "needs file" in str(dialog.query_one("#replay-error", Static).content)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ReplayStartScreen)
+        assert pane.loads >= 1
+    assert jobs.list(cluster=cluster_path) == []  # nothing was submitted
+
+
+async def test_finished_jobs_show_progress_result_and_error(
+    demo, cluster_path, make_app, until, record_job
+):
+    ok = record_job(
+        cluster_path,
+        "window-counts",
+        {"source": TOPIC, "window": "1 minute"},
+        jobs.SUCCEEDED,
+        1_714_564_800_000,
+        tasks_done=13,
+        tasks_total=13,
+        result={"windows": 7, "messages": 120},
+        started_ms=1_714_564_801_000,
+        ended_ms=1_714_564_830_000,
+    )
+    bad = record_job(
+        cluster_path,
+        "copy",
+        {"source": TOPIC, "target": "/x:y"},
+        jobs.FAILED,
+        1_714_564_900_000,
+        tasks_done=1,
+        tasks_total=4,
+        error="AccessDenied: user 'bob' may not produce to stream /x",
+        log_tail="line one\nTraceback: the end",
+    )
+    app = make_app()
+    async with app.run_test(size=(140, 44)) as pilot:
+        pane = await _replays(app, pilot, until)
+        table = app.query_one("#replay-table", DataTable)
+        assert table.row_count == 2  # newest first
+        assert [str(c) for c in table.get_row(str(bad))[2:4]] == ["failed", "██░░░░░░░░ 1/4"]
+        assert str(pane.selected) == str(bad)
+        detail = str(app.query_one("#replay-detail", Static).content)
+        assert "AccessDenied: user 'bob'" in detail and "Traceback: the end" in detail
+        bar = app.query_one("#replay-progress")
+        assert (bar.progress, bar.total) == (1, 4)
+
+        table.focus()
+        await pilot.press("down")
+        await until(pilot, lambda: pane.selected == str(ok))
+        assert [str(c) for c in table.get_row(str(ok))[2:4]] == ["succeeded", "██████████ 13/13"]
+        detail = str(app.query_one("#replay-detail", Static).content)
+        assert '"windows": 7' in detail
+        assert (bar.progress, bar.total) == (13, 13)
+        await pilot.press("x")  # a finished job is not cancelled again
+        await pilot.pause(0.2)
+        assert jobs.status(ok, cluster=cluster_path).cancel_requested is False
+
+
+async def test_start_a_copy_job_and_cancel_it(demo, cluster_path, make_app, until):
+    app = make_app(refresh_s=0.5)
+    async with app.run_test(size=(140, 44)) as pilot:
+        pane = await _replays(app, pilot, until)
+        await pilot.click("#replay-new")
+        dialog = app.screen
+        assert isinstance(dialog, ReplayStartScreen)
+        dialog.query_one("#replay-target", Input).value = "/apps/sensors:car-17-copy"
+        dialog.query_one("#replay-from-offset", Input).value = "5"
+        await pilot.click("#replay-start")
+        await until(pilot, lambda: not isinstance(app.screen, ReplayStartScreen), timeout=30)
+        [job] = jobs.list(cluster=cluster_path)
+        assert job.kind == "copy"
+        assert job.params["source"] == TOPIC and job.params["from_offset"] == 5
+        await until(pilot, lambda: str(job.id) in pane.jobs)
+        assert pane.selected == str(job.id)
+        assert app.query_one("#replay-table", DataTable).row_count == 1
+
+        app.query_one("#replay-table").focus()
+        try:
+            await pilot.press("x")
+            await until(pilot, lambda: jobs.status(job.id, cluster=cluster_path).cancel_requested)
+            after = jobs.status(job.id, cluster=cluster_path)
+            if after.state == jobs.QUEUED or after.done:
+                # Caught while queued: cancelled at once, and its runner never starts Spark.
+                assert after.state == jobs.CANCELLED
+                await until(pilot, lambda: pane.jobs[str(job.id)].state == jobs.CANCELLED)
+                assert "cancelled" in str(app.query_one("#replay-detail", Static).content)
+            else:
+                # Its runner had claimed it: it stops once Spark is up and its monitor reads
+                # the request, which takes a minute on a busy machine; not waited for here.
+                assert after.state == jobs.RUNNING
+                await until(pilot, lambda: pane.jobs[str(job.id)].state == jobs.RUNNING)
+        finally:
+            _stop_runner(jobs.status(job.id, cluster=cluster_path))
+
+
+def _stop_runner(job: jobs.Job) -> None:
+    """End the job's own process group (the runner and its Spark JVM), which this test
+    started, so that nothing outlives the test."""
+    if job.done or not job.pid:
+        return
+    try:
+        os.killpg(job.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(job.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.killpg(job.pid, signal.SIGKILL)
