@@ -1,22 +1,14 @@
 """Fixtures of the terminal console's tests: a demo cluster, the app driven by Textual's
-pilot, a way to wait for workers' answers, and text snapshots of whole screens."""
+pilot, a way to wait for workers' answers, and replay jobs' records. (Snapshots of whole
+screens come from pytest-textual-snapshot's `snap_compare`.)"""
 
 from __future__ import annotations
 
-import difflib
-import io
-import os
-import re
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from rich.console import Console
-
-SIZE = (140, 44)
-SNAPSHOTS = Path(__file__).parent / "snapshots"
-UPDATE_ENV = "PLET_UPDATE_SNAPSHOTS"
 
 
 @pytest.fixture
@@ -56,68 +48,6 @@ def until() -> Until:
                 raise AssertionError(f"timed out after {timeout} s waiting for {predicate}")
 
     return wait
-
-
-def screen_text(app) -> str:
-    """The screen as plain text, the way `App.export_screenshot` renders it (without the
-    SVG's colours, ids and fonts, which change between Textual releases)."""
-    width, height = app.size
-    console = Console(
-        width=width,
-        height=height,
-        file=io.StringIO(),
-        force_terminal=True,
-        color_system="truecolor",
-        record=True,
-        legacy_windows=False,
-        safe_box=False,
-    )
-    console.print(
-        app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
-    )
-    lines = [line.rstrip() for line in console.export_text().splitlines()]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-@pytest.fixture
-def snapshot() -> Callable[..., Awaitable[None]]:
-    """`await snapshot(pilot, "name")` compares the screen, once it has settled, with
-    snapshots/name.txt; with PLET_UPDATE_SNAPSHOTS=1 it writes the file instead. `masks`
-    are regexes of text that depends on the clock (replaced by as many #)."""
-
-    async def check(pilot, name: str, masks: tuple[str, ...] = ()) -> None:
-        # Widgets finish their layout over a few frames (a table sizes its columns when
-        # the app is idle, which takes a while on a busy machine): wait until the screen
-        # has not changed for 0.3 s.
-        text = screen_text(pilot.app)
-        same = 0
-        deadline = time.monotonic() + 10
-        while same < 6 and time.monotonic() < deadline:
-            await pilot.pause(0.05)
-            again = screen_text(pilot.app)
-            same = same + 1 if again == text else 0
-            text = again
-        for pattern in masks:
-            # Same length, so that the layout around what is masked is still compared.
-            text = re.sub(pattern, lambda m: "#" * len(m.group()), text)
-        path = SNAPSHOTS / f"{name}.txt"
-        update = os.environ.get(UPDATE_ENV) == "1"
-        if update:
-            SNAPSHOTS.mkdir(exist_ok=True)
-            path.write_text(text)
-            return
-        if not path.exists():
-            pytest.fail(f"no snapshot {path}: run with {UPDATE_ENV}=1 to write it")
-        expected = path.read_text()
-        if text != expected:
-            diff = "\n".join(
-                difflib.unified_diff(
-                    expected.splitlines(), text.splitlines(), "expected", "actual", lineterm=""
-                )
-            )
-            pytest.fail(f"screen differs from {path.name} ({UPDATE_ENV}=1 rewrites it):\n{diff}")
-
-    return check
 
 
 @pytest.fixture

@@ -1,12 +1,16 @@
-"""Snapshots of the main layouts, as text (see conftest.screen_text): fixed data, fixed
-size, fixed principal; what follows the clock is either fixed here (message timestamps,
-heat) or masked (a stream's creation time). PLET_UPDATE_SNAPSHOTS=1 rewrites them."""
+"""SVG snapshots of the main layouts (pytest-textual-snapshot's `snap_compare`, stored by
+syrupy in __snapshots__/): fixed data, fixed size, fixed principal, and whatever follows
+the clock or the files pinned here (message timestamps, a stream's creation time, volume
+sizes, heat, the replay job), since a snapshot cannot mask anything. After a deliberate
+change of a layout, `pytest tests/console --snapshot-update` rewrites them."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import pytest
+from textual.widgets import Input, TextArea
 
 from console.app import ConsoleApp
 from console.screens.help import HelpScreen
@@ -14,29 +18,32 @@ from console.screens.produce import ProduceScreen
 from engine import Cluster, OffsetAndMetadata, Principal, Producer, TopicPartition, VolumeInfo
 from engine.heat import HeatMap, Load
 
-pytestmark = pytest.mark.asyncio
-
 BASE_MS = int(datetime(2024, 5, 1, 12, 0, tzinfo=UTC).timestamp() * 1000)
 EVENTS = "/snap/orders:events"
-CREATED = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC ·"
+SIZE = (140, 44)
 
 
 @pytest.fixture
 def snap(tmp_path, monkeypatch, record_job):
-    """A small cluster with fixed content, its volumes and heat pinned (they follow files
-    and the clock)."""
+    """A small cluster with fixed content, its creation times, volumes and heat pinned (they
+    follow files and the clock)."""
     import random
 
+    import engine.catalog
     import engine.partitionlet
 
     # Placement breaks ties between equally cold volumes at random; fix the draw.
     monkeypatch.setattr(engine.partitionlet, "random", random.Random(7))
     with Cluster.open(tmp_path / "snap", name="snap", principal=Principal("tester")) as cluster:
-        cluster.create_stream("/snap/orders", ttl=0, default_partitions=2)
-        cluster.create_stream("/snap/metrics", ttl=3600, compact=True)
-        cluster.create_topic(EVENTS)
-        cluster.create_topic("/snap/orders:audit", partitions=1)
-        cluster.create_topic("/snap/metrics:cpu", partitions=1)
+        # The catalog stamps streams and topics with the clock; the Policies tab shows a
+        # stream's creation time.
+        with monkeypatch.context() as clock:
+            clock.setattr(engine.catalog, "now_ms", lambda: BASE_MS)
+            cluster.create_stream("/snap/orders", ttl=0, default_partitions=2)
+            cluster.create_stream("/snap/metrics", ttl=3600, compact=True)
+            cluster.create_topic(EVENTS)
+            cluster.create_topic("/snap/orders:audit", partitions=1)
+            cluster.create_topic("/snap/metrics:cpu", partitions=1)
         producer = Producer(cluster, acks=1)
         statuses = ("new", "paid", "shipped")
         for i in range(12):
@@ -100,34 +107,53 @@ def _total(series: list[Load]) -> Load:
     return total
 
 
-async def test_main_layouts(snap, until, snapshot):
+async def settle(pilot, quiet_s: float = 0.3, timeout: float = 10.0) -> None:
+    """Let the screen settle: widgets finish their layout over a few frames (a table sizes
+    its columns when the app is idle, which takes a while on a busy machine), so wait until
+    the screen has not changed for `quiet_s`. Cursors stop blinking first, so that the
+    snapshot does not catch one half of the blink or the other."""
+    app = pilot.app
+    for widget in app.screen.query("Input, TextArea"):
+        assert isinstance(widget, Input | TextArea)
+        widget.cursor_blink = False
+    screen = app.export_screenshot()
+    quiet_since = time.monotonic()
+    deadline = quiet_since + timeout
+    while time.monotonic() - quiet_since < quiet_s and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+        again = app.export_screenshot()
+        if again != screen:
+            screen, quiet_since = again, time.monotonic()
+
+
+# Each tab (a pane of the same id) and the key that shows it; Messages shows at start.
+TABS = {
+    "messages": None,
+    "partitions": "2",
+    "policies": "3",
+    "groups": "4",
+    "heat": "6",
+    "replays": "7",
+}
+DIALOGS = {"produce": ("p", ProduceScreen), "help": ("question_mark", HelpScreen)}
+
+
+@pytest.mark.parametrize("layout", [*TABS, *DIALOGS])
+def test_layout(layout, snap, until, snap_compare):
     app = ConsoleApp(snap.path, topic=EVENTS, cluster=snap, refresh_s=600)
-    async with app.run_test(size=(140, 44)) as pilot:
+
+    async def run_before(pilot) -> None:
         messages = app.query_one("#messages")
-        await until(pilot, lambda: messages.loads >= 1 and app.query_one("#sidebar").loads >= 1)
-        await snapshot(pilot, "messages")
-        for key, tab, masks in (
-            ("2", "partitions", ()),
-            ("3", "policies", (CREATED,)),
-            ("4", "groups", ()),
-            ("6", "heat", ()),
-            ("7", "replays", ()),
-        ):
+        sidebar = app.query_one("#sidebar")
+        await until(pilot, lambda: messages.loads >= 1 and sidebar.loads >= 1)
+        if layout in DIALOGS:
+            key, screen = DIALOGS[layout]
             await pilot.press(key)
-            pane = app.query_one(f"#{tab}")
-            await until(pilot, lambda pane=pane: pane.loads >= 1)
-            await snapshot(pilot, tab, masks)
+            await until(pilot, lambda: isinstance(app.screen, screen))
+        elif TABS[layout] is not None:
+            await pilot.press(TABS[layout])
+            pane = app.query_one(f"#{layout}")
+            await until(pilot, lambda: pane.loads >= 1)
+        await settle(pilot)
 
-
-async def test_dialog_layouts(snap, until, snapshot):
-    app = ConsoleApp(snap.path, topic=EVENTS, cluster=snap, refresh_s=600)
-    async with app.run_test(size=(140, 44)) as pilot:
-        messages = app.query_one("#messages")
-        await until(pilot, lambda: messages.loads >= 1)
-        await pilot.press("p")
-        assert isinstance(app.screen, ProduceScreen)
-        await snapshot(pilot, "produce")
-        await pilot.press("escape")
-        await pilot.press("question_mark")
-        assert isinstance(app.screen, HelpScreen)
-        await snapshot(pilot, "help")
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
