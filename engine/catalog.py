@@ -475,6 +475,11 @@ class Catalog:
         args += [-1 if limit is None else limit, offset]
         return [self._stream(r) for r in self._query(sql, tuple(args))]
 
+    def totals(self) -> tuple[int, int]:
+        """(streams, topics) of the whole cluster (topic counts are kept per stream)."""
+        row = self._query("SELECT count(*), coalesce(sum(topic_count), 0) FROM streams")[0]
+        return row[0], row[1]
+
     def stream_count(self, prefix: str | None = None) -> int:
         if prefix:
             return self._query(

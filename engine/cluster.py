@@ -47,6 +47,7 @@ from engine.log import PartitionLog
 from engine.partitionlet import Placement
 from engine.principal import Principal
 from engine.records import (
+    ClusterTotals,
     GroupInfo,
     GroupPartitionInfo,
     MemberInfo,
@@ -482,6 +483,17 @@ class Cluster:
             for pl in rows
             if pl.topic_id in topic_names
         ]
+
+    def totals(self) -> ClusterTotals:
+        """Streams, topics, messages and bytes of the whole cluster."""
+        self._check_open()
+        streams, topics = self._catalog.totals()
+        messages = data = 0
+        for vol in self._volumes.values():
+            m, b = vol.usage_totals()
+            messages += m
+            data += b
+        return ClusterTotals(streams, topics, messages, data)
 
     def volumes(self) -> list[VolumeInfo]:
         self._check_open()

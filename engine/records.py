@@ -124,6 +124,17 @@ class StreamInfo:
 
 
 @dataclass(frozen=True)
+class ClusterTotals:
+    """What a whole cluster holds: counted from per-stream figures, never by a scan of
+    topics or messages."""
+
+    streams: int
+    topics: int
+    messages: int
+    bytes: int  # of stored record batches
+
+
+@dataclass(frozen=True)
 class VolumeInfo:
     id: int
     path: str

@@ -639,6 +639,13 @@ class Volume:
         ).fetchone()
         return row[0], row[1], row[2]
 
+    def usage_totals(self) -> tuple[int, int]:
+        """(messages, bytes) of every stream stored here."""
+        row = self.conn.execute(
+            "SELECT coalesce(sum(messages), 0), coalesce(sum(bytes), 0) FROM stream_usage"
+        ).fetchone()
+        return row[0], row[1]
+
     def stream_usage(self, stream_id: int) -> tuple[int, int]:
         row = self.conn.execute(
             "SELECT messages, bytes FROM stream_usage WHERE stream_id = ?", (stream_id,)

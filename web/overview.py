@@ -28,7 +28,7 @@ def _context() -> dict:
     c = cluster()
     return {
         "cluster": c,
-        "stream_count": c.stream_count(),
+        "totals": c.totals(),
         "group_count": len(c.groups()),
         **_volumes_and_rates(),
     }
