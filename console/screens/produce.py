@@ -1,4 +1,5 @@
-"""The dialog that produces one message: key, value, headers and partition."""
+"""The dialog that produces one message: key, value (or null, a tombstone), headers and
+partition."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Static, TextArea
+from textual.widgets import Button, Checkbox, Input, Label, Static, TextArea
 
 from console.messages import Loaded
 from console.widgets.pane import note
@@ -52,6 +53,8 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
             yield Input(id="produce-key")
             yield Label("Value")
             yield TextArea(id="produce-value")
+            # a null value deletes the key in a compacted stream: not the same as empty
+            yield Checkbox("Null value (a tombstone)", id="produce-null")
             yield Label("Headers (name=value, name=value)")
             yield Input(id="produce-headers")
             hint = f"0-{self.partitions - 1}, " if self.partitions else ""
@@ -74,6 +77,7 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
         error = self.query_one("#produce-error", Static)
         key_text = self.query_one("#produce-key", Input).value
         value = self.query_one("#produce-value", TextArea).text
+        null = self.query_one("#produce-null", Checkbox).value
         partition_text = self.query_one("#produce-partition", Input).value.strip()
         try:
             headers = parse_headers(self.query_one("#produce-headers", Input).value)
@@ -88,7 +92,11 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
         note(error, "sending …")
         self._seq += 1
         self._send(
-            self._seq, key_text.encode() if key_text else None, value.encode(), headers, partition
+            self._seq,
+            key_text.encode() if key_text else None,
+            None if null else value.encode(),
+            headers,
+            partition,
         )
 
     @work(thread=True, group="produce")
@@ -96,7 +104,7 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
         self,
         seq: int,
         key: bytes | None,
-        value: bytes,
+        value: bytes | None,
         headers: list[tuple[str, bytes]],
         partition: int | None,
     ) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from textual.widgets import DataTable, Input, Select, Static, TextArea
+from textual.widgets import Checkbox, DataTable, Input, Select, Static, TextArea
 
 from console.screens.produce import ProduceScreen
 from console.widgets.messages import MessagesPane
@@ -221,3 +221,28 @@ async def test_produce_dialog_writes_to_the_engine(history, make_app, until):
     assert [(r.key, r.value, list(r.headers)) for r in records] == [
         (b"user-9", b"hello\nworld", [("source", b"tui"), ("n", b"1")])
     ]
+
+
+async def test_produce_dialog_sends_a_tombstone(history, make_app, until):
+    app = make_app(topic=TOPIC)
+    async with app.run_test(size=(140, 44)) as pilot:
+        pane = app.query_one("#messages", MessagesPane)
+        await until(pilot, lambda: pane.loads >= 1)
+        await pilot.press("p")
+        screen = app.screen
+        assert isinstance(screen, ProduceScreen)
+        screen.query_one("#produce-key", Input).value = "user-3"
+        screen.query_one("#produce-value", TextArea).text = "ignored when null"
+        screen.query_one("#produce-null", Checkbox).value = True
+        screen.query_one("#produce-partition", Input).value = "0"
+        await pilot.pause(0.3)
+        await pilot.click("#produce-send")
+        await until(pilot, lambda: not isinstance(app.screen, ProduceScreen))
+
+    consumer = Consumer(history, enable_auto_commit=False)
+    tp = TopicPartition(TOPIC, 0)
+    consumer.assign([tp])
+    consumer.seek(tp, 301)
+    records = consumer.poll(timeout_ms=1000)[tp]
+    consumer.close()
+    assert [(r.key, r.value) for r in records] == [(b"user-3", None)]
