@@ -152,8 +152,8 @@ class ThreadConnections:
         self._closed = False
 
     def get(self) -> sqlite3.Connection:
-        held = getattr(self._local, "held", None)
-        if held is None:
+        conn = getattr(self._local, "conn", None)  # every statement comes here: keep it short
+        if conn is None:
             if self._closed:
                 from engine.errors import Closed
 
@@ -161,10 +161,11 @@ class ThreadConnections:
             conn = connect(self.path, what=self.what, page_size=self.page_size)
             if self._setup is not None:
                 self._setup(conn)
-            held = self._local.held = _Held(conn)
+            held = _Held(conn)
+            self._local.conn, self._local.held = conn, held
             with self._lock:
                 self._all.add(held)
-        return held.conn
+        return conn
 
     def close(self) -> None:
         self._closed = True

@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.errors import InvalidArgument, PartitionletError
+from engine import names
+from engine.errors import InvalidArgument, NotFound, PartitionletError
 from engine.records import TopicPartition
 from engine.volume import HEAT_BUCKET_S
 
@@ -159,9 +160,6 @@ RANK_BY = {
 
 def _stream_and_name(cluster: Cluster, full_name: str) -> tuple[int, str] | None:
     """(stream id, topic name) of a full topic name, or None when it does not exist."""
-    from engine import names
-    from engine.errors import NotFound
-
     try:
         stream_path, name = names.split_full_name(full_name)
         return cluster._catalog.stream(stream_path).id, name
@@ -232,7 +230,7 @@ def heat_map(
             if key in partition_sums and key not in keys:
                 keys.append(key)
     topic_ids = sorted({topic_id for topic_id, _ in keys})
-    names = {row.id: row.full_name for row in cluster._catalog._topic_rows(topic_ids)}
+    full_names = {row.id: row.full_name for row in cluster._catalog._topic_rows(topic_ids)}
     wanted = set(keys)
     cells: dict[tuple[int, int], list[Load]] = {}
     # only the buckets of the partitions shown (all of them when every one is)
@@ -247,7 +245,7 @@ def heat_map(
         series = cells.setdefault(key, [empty] * count)
         series[bucket - first] = series[bucket - first] + Load(wm, wb, rm, rb)
     for key in keys:
-        name = names.get(key[0])
+        name = full_names.get(key[0])
         if name is None:
             continue  # the topic was deleted
         tp = TopicPartition(name, key[1])

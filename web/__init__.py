@@ -49,14 +49,21 @@ def _secret_key(cluster_path: str) -> bytes:
     """The key that signs session cookies, kept in the cluster directory (mode 0600) so
     that sessions survive a restart and every `plet web` of one cluster agrees."""
     path = Path(cluster_path) / SECRET_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_bytes()
-    with os.fdopen(fd, "wb") as f:
-        key = secrets.token_bytes(32)
-        f.write(key)
-    return key
+    if not path.exists():
+        # Written whole to a private file, then linked into place: two servers starting at
+        # once both end up with the one key that won, never with a half-written file.
+        tmp = path.with_name(f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(32))
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass
+        finally:
+            tmp.unlink(missing_ok=True)
+    return path.read_bytes()
 
 
 def create_app(
