@@ -37,6 +37,12 @@ from engine.errors import (
 FORMAT = "partitionlet-catalog"
 SCHEMA_VERSION = 1
 
+# Columns added to SCHEMA's tables after catalogs were written without them: (table,
+# column, declaration). SCHEMA itself lists them too, so a new catalog has them at once;
+# `Catalog.ensure_schema` adds them to an older one. The declaration must be one that
+# ALTER TABLE ADD COLUMN accepts (a constant default, no PRIMARY KEY or UNIQUE).
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = ()
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -306,11 +312,20 @@ class Catalog:
             raise translate(exc, self.path, "catalog") from exc
 
     def ensure_schema(self) -> None:
-        """Add the tables a newer engine introduced (IF NOT EXISTS: cheap when present)."""
+        """Add the tables and columns a newer engine introduced (cheap when present)."""
         try:
             self.conn.executescript(SCHEMA)
+            self._add_columns()
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "catalog") from exc
+
+    def _add_columns(self) -> None:
+        """Give a catalog written by an older engine the columns of ADDED_COLUMNS. Runs under
+        Cluster.open's lock file, so two processes never alter one table at once."""
+        for table, column, decl in ADDED_COLUMNS:
+            have = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
 
     @staticmethod
     def verify(path: Path) -> None:

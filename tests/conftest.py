@@ -24,3 +24,28 @@ def cluster(cluster_path):
 
     with Cluster.open(cluster_path, name="test") as c:
         yield c
+
+
+@pytest.fixture
+def live_web(tmp_path):
+    """A live web console (tests/live.py) over a fresh cluster with users `admin` and
+    `alice`: `live_web.url`, `.cluster`, `.browser(name)` (logged in through the form),
+    `.api(token)`. Attack tests go through it, over a real socket."""
+    with live_module().serve(tmp_path / "live") as server:
+        yield server
+
+
+def live_module():
+    """tests/live.py as a module (tests is not a package; pytest imports by path). Test
+    files that need its `serve` with other settings call this too."""
+    import sys
+    from importlib import util
+    from pathlib import Path
+
+    name = "plet_tests_live"
+    if name not in sys.modules:
+        spec = util.spec_from_file_location(name, Path(__file__).with_name("live.py"))
+        module = util.module_from_spec(spec)
+        sys.modules[name] = module  # before running it: its dataclasses look themselves up
+        spec.loader.exec_module(module)
+    return sys.modules[name]
