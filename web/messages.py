@@ -805,16 +805,32 @@ def jsonl_lines(records: Iterable[ConsumerRecord]) -> Iterator[bytes]:
         yield (json.dumps(record_dict(record), ensure_ascii=False) + "\n").encode()
 
 
-def csv_lines(records: Iterable[ConsumerRecord]) -> Iterator[bytes]:
+# A spreadsheet reads a cell that starts with one of these as a formula (CSV injection):
+# a message's key, value or header is whatever a producer wrote, so by default such a cell
+# gets a leading apostrophe, which spreadsheets show as text (OWASP's advice).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralize(cell: str) -> str:
+    """`cell` made safe to open in a spreadsheet: a leading `'` when it could start a
+    formula."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
+def csv_lines(records: Iterable[ConsumerRecord], *, formulas: bool = False) -> Iterator[bytes]:
     """A header row, then one row per message; `headers` is the JSON list of the JSON-lines
-    format. Values are written exactly (no formula escaping: an export is data)."""
+    format. Text cells that a spreadsheet would run as a formula are neutralized (see
+    FORMULA_STARTS) unless `formulas` asks for the bytes exactly."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(CSV_COLUMNS)
     for record in records:
         row = record_dict(record)
         row["headers"] = json.dumps(row["headers"], ensure_ascii=False)
-        writer.writerow(["" if row[c] is None else row[c] for c in CSV_COLUMNS])
+        cells = ["" if row[c] is None else row[c] for c in CSV_COLUMNS]
+        if not formulas:
+            cells = [neutralize(c) if isinstance(c, str) else c for c in cells]
+        writer.writerow(cells)
         if buffer.tell() >= 64 * 1024:
             yield buffer.getvalue().encode()
             buffer.seek(0)

@@ -261,7 +261,10 @@ def download(name: str):
         if to_offset is not None:
             ends = {p: min(ends[p], to_offset + 1) for p in partitions}
         records = reader.export(starts, ends, max_count, selection.filter.compile())
-        lines = msgs.csv_lines(records) if kind == "csv" else msgs.jsonl_lines(records)
+        if kind == "csv":
+            lines = msgs.csv_lines(records, formulas=request.args.get("formulas") == "keep")
+        else:
+            lines = msgs.jsonl_lines(records)
         response = Response(
             stream_with_context(lines),
             mimetype="text/csv" if kind == "csv" else "application/x-ndjson",
@@ -273,6 +276,8 @@ def download(name: str):
     which = "all" if selection.partition is None else f"p{selection.partition}"
     filename = f"{info.stream[1:].replace('/', '_')}_{info.topic}_{which}.{kind}"
     response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    # an export holds what only this user may read: never kept by a browser or proxy cache
+    response.headers["Cache-Control"] = "no-store"
     return response
 
 
