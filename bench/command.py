@@ -22,6 +22,7 @@ import click
 
 from bench import report
 from bench import topics as many_topics
+from bench import wal as wal_size
 from bench import web as web_pages
 from bench.cases import DEFAULT_ACKS, DEFAULT_SIZES, QUICK_MESSAGES, Case, Result, Settings
 from bench.cases import format_size as _format_size
@@ -256,6 +257,15 @@ def _problems(run: Run) -> list[str]:
     "topics in one stream (the cluster is cached under bench/scratch/; 1M takes a few "
     "minutes to build once). [default: not run]",
 )
+@click.option(
+    "--wal",
+    "wal_messages",
+    metavar="N",
+    callback=_param(parse_count),
+    help="Also run the WAL-size case: N messages produced while a consumer tails, under "
+    "the checkpoint policy before issue 12 and the current one; the -wal files' peak and "
+    "idle sizes and the throughput of each. [default: not run]",
+)
 @click.option("--keep", is_flag=True, help="Keep the work directory (it is removed by default).")
 @click.option("--no-redis", is_flag=True, help="Leave out the Redis Streams peer.")
 @click.option(
@@ -282,6 +292,7 @@ def bench_command(
     max_records: int,
     topics: int | None,
     web_topics: int | None,
+    wal_messages: int | None,
     base: Path | None,
     keep: bool,
     no_redis: bool,
@@ -334,6 +345,10 @@ def bench_command(
         if web_topics:
             click.echo(f"web console: {web_topics:,} topics ...", err=True)
             web = web_pages.run(web_topics, progress=lambda line: click.echo(line, err=True))
+        wal = None
+        if wal_messages:
+            click.echo(f"WAL size: {wal_messages:,} messages ...", err=True)
+            wal = wal_size.run(workdir / "wal", wal_messages)
         if load_before:  # other work on the machine skews the numbers: say how much there was
             run.machine["load"] = f"{load_before} before, {_load()} after (1-minute average)"
     finally:
@@ -350,6 +365,9 @@ def bench_command(
     if web is not None:
         click.echo()
         click.echo(web.text())
+    if wal is not None:
+        click.echo()
+        click.echo(wal_size.text(wal))
     if json_path is not None:
         data = run.to_json()
         if many is not None:
@@ -369,6 +387,11 @@ def bench_command(
                     for p in web.pages
                 ],
             }
+        if wal is not None:
+            data["wal"] = [
+                {**asdict(r), "produce_per_s": r.produce_per_s, "consume_per_s": r.consume_per_s}
+                for r in wal
+            ]
         json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_path}", err=True)
     if markdown_path is not None:
@@ -377,6 +400,8 @@ def bench_command(
             text += "\n" + many.markdown() + "\n"
         if web is not None:
             text += "\n" + web.markdown() + "\n"
+        if wal is not None:
+            text += "\n" + wal_size.markdown(wal) + "\n"
         markdown_path.write_text(text, encoding="utf-8")
         click.echo(f"wrote {markdown_path}", err=True)
     problems = _problems(run)

@@ -19,6 +19,16 @@ from engine.errors import CorruptFile, FileLocked, StorageError
 # it for one batch commit (milliseconds), so a long wait means something is stuck.
 BUSY_TIMEOUT_MS = 30_000
 
+# The -wal file's size, which a running cluster keeps on disk per volume and catalog:
+# - a commit checkpoints (PASSIVE: it never waits for readers) once the log holds this many
+#   bytes of pages. It is a byte budget, not SQLite's page count, because volumes use 16 KiB
+#   pages: the 4,000 pages set before made a 64 MiB log per volume before the first
+#   checkpoint, with no gain in throughput (docs/BENCHMARKS.md, "WAL size");
+# - when the log starts over after a checkpoint, the file is cut back to JOURNAL_SIZE_LIMIT
+#   (SQLite would keep it at its largest size forever, e.g. after a reader held it back).
+WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
+JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024
+
 
 def connect(path: Path, *, what: str, page_size: int | None = None) -> sqlite3.Connection:
     """Open `path` in WAL mode with autocommit off at the SQL level (we issue BEGIN ourselves).
@@ -43,10 +53,10 @@ def connect(path: Path, *, what: str, page_size: int | None = None) -> sqlite3.C
         # NORMAL in WAL mode: a commit survives a crash of the process (acks=1); the
         # producer switches to FULL for the commits that must survive a machine crash.
         conn.execute("PRAGMA synchronous=NORMAL")
-        # Checkpoint every ~16 MiB rather than 4 MiB: fewer, larger checkpoints suit
-        # append-heavy batch writes; journal_size_limit keeps the -wal file from staying huge.
-        conn.execute("PRAGMA wal_autocheckpoint=4000")
-        conn.execute("PRAGMA journal_size_limit=67108864")
+        # The -wal file's size: see WAL_CHECKPOINT_BYTES.
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.execute(f"PRAGMA wal_autocheckpoint={max(16, WAL_CHECKPOINT_BYTES // page)}")
+        conn.execute(f"PRAGMA journal_size_limit={int(JOURNAL_SIZE_LIMIT)}")
         conn.execute("PRAGMA foreign_keys=OFF")
         conn.execute("PRAGMA temp_store=MEMORY")
         conn.execute("PRAGMA cache_size=-16000")  # 16 MB page cache per connection
