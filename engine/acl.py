@@ -22,7 +22,8 @@ An ACE says who may perform an operation on a stream (DESIGN, "Stream policies")
 - Prefixes and `p` are lower case. There is no `&&`, `||`, `and`, `or` or `not`.
 - The empty expression is refused (MapR sometimes reads it as "nobody"); write `!p`.
 - Nesting of `(` and `!` is limited to `MAX_DEPTH` levels, so that untrusted input (the web
-  console) cannot exhaust the stack.
+  console) cannot exhaust the stack, and an expression to `MAX_LENGTH` (4,096) characters,
+  so that one stream's policies cannot make every listing that shows them huge.
 
 `parse(text, policy=None)` returns an `Ace`: an immutable tree of frozen dataclasses
 (`User`, `Creator`, `Group`, `Public`, `Not`, `And`, `Or`). `&` and `|` are associative, so
@@ -54,6 +55,7 @@ from engine.errors import InvalidArgument, InvalidPolicy
 __all__ = [
     "CREATOR",
     "MAX_DEPTH",
+    "MAX_LENGTH",
     "Ace",
     "And",
     "Creator",
@@ -73,6 +75,9 @@ CREATOR = "<creator>"
 
 MAX_DEPTH = 64
 """Most levels of `(` and `!` an expression may nest."""
+
+MAX_LENGTH = 4096
+"""Most characters an expression may have (whitespace included)."""
 
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@$")
 WHITESPACE = frozenset(" \t\r\n\f\v")
@@ -362,6 +367,12 @@ class _Parser:
     def parse(self) -> Ace:
         if not isinstance(self.text, str):
             self.fail(f"an ACE must be a string, not {type(self.text).__name__}", None)
+        if len(self.text) > MAX_LENGTH:
+            # No column and no quote: the message must stay short whatever was sent.
+            self.fail(
+                f"expression of {len(self.text):,} characters; at most {MAX_LENGTH:,} are allowed",
+                None,
+            )
         self.skip_whitespace()
         if self.peek() is None:
             self.fail(

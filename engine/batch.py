@@ -17,6 +17,10 @@ Layout (all integers little-endian):
     [KEYS]   keys, concatenated
 
 A batch is immutable once written; compaction writes a new one with offset deltas.
+
+`decode` trusts its input: it reads what this engine wrote. A batch from outside (another
+cluster's replicator) goes through `check` first, which walks the layout with bounds and
+compares it with the row it comes with (count, offsets, timestamps).
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import struct
 import sys
 from array import array
 from collections.abc import Sequence
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from typing import NamedTuple
+
+from engine.errors import InvalidArgument
 
 VERSION = 1
 F_KEYS = 1
@@ -36,6 +42,22 @@ F_DELTAS = 16
 
 _HEADER = struct.Struct("<BBIq")
 _LITTLE = sys.byteorder == "little"
+_FLAGS = F_KEYS | F_HEADERS | F_TS64 | F_DELTAS
+
+# Bounds of what a stored batch may hold; `check` enforces them on batches from outside.
+#
+# Offsets: SQLite's integers are int64, and readers and writers compute `offset + n` (the
+# next offset, a page's end, a roll point), so a stored offset needs headroom below 2**63.
+# 2**53 - 1 leaves 2**63 - 2**53 of it, and is also the largest integer a JSON client in
+# JavaScript reads exactly; a partition written a million messages a second from offset 0
+# reaches it after 285 years.
+MAX_OFFSET = 2**53 - 1
+# Timestamps (epoch ms): 1970 to the last millisecond of the year 9999, the range of
+# Python's datetime, with which every console shows them.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+# The format counts a record's headers and a header name's UTF-8 bytes in 16 bits.
+MAX_FORMAT_HEADERS = 0xFFFF
+MAX_HEADER_NAME_BYTES = 0xFFFF
 
 
 class DecodedBatch(NamedTuple):
@@ -209,6 +231,129 @@ def decode(payload: bytes, base_offset: int) -> DecodedBatch:
     else:
         keys = [None] * count
     return DecodedBatch(offsets, timestamps, keys, values, headers)
+
+
+def _bad(problem: str) -> InvalidArgument:
+    return InvalidArgument(f"not a valid record batch: {problem}")
+
+
+def _check_headers(buf: memoryview, pos: int, end: int, count: int) -> None:
+    """The headers section [pos, end) holds exactly `count` records' headers."""
+    unpack_h = struct.Struct("<H").unpack_from
+    unpack_i = struct.Struct("<i").unpack_from
+    for _ in range(count):
+        if pos + 2 > end:
+            raise _bad("the headers section is cut short")
+        (n,) = unpack_h(buf, pos)
+        pos += 2
+        for _ in range(n):
+            if pos + 2 > end:
+                raise _bad("the headers section is cut short")
+            (klen,) = unpack_h(buf, pos)
+            pos += 2
+            if pos + klen + 4 > end:
+                raise _bad("the headers section is cut short")
+            try:
+                bytes(buf[pos : pos + klen]).decode()
+            except UnicodeDecodeError:
+                raise _bad("a header name is not UTF-8") from None
+            pos += klen
+            (vlen,) = unpack_i(buf, pos)
+            pos += 4
+            if vlen < -1 or pos + max(vlen, 0) > end:
+                raise _bad("a header value has a bad length")
+            pos += max(vlen, 0)
+    if pos != end:
+        raise _bad("the headers section has bytes left over")
+
+
+def _blob_size(lengths: array, what: str) -> int:
+    """Bytes the items of `lengths` take (-1 is None: none)."""
+    if lengths and min(lengths) < -1:
+        raise _bad(f"a {what} has a negative length")
+    return sum(lengths) + lengths.count(-1)
+
+
+def check(
+    payload: bytes,
+    *,
+    base_offset: int,
+    last_offset: int,
+    count: int,
+    first_ts: int,
+    max_ts: int,
+) -> None:
+    """Raise `InvalidArgument` unless `payload` is a batch this engine could have written
+    for a row with these columns: the layout complete and nothing left over, `count`
+    records, their offsets increasing within `base_offset`..`last_offset` (which lie in
+    0..MAX_OFFSET), their timestamps within 0..MAX_TIMESTAMP_MS with `first_ts` the
+    smallest and `max_ts` the largest. Costs a few C-level passes over the columns."""
+    if not isinstance(payload, bytes | bytearray | memoryview):
+        raise _bad(f"the payload is {type(payload).__name__}, not bytes")
+    for name, value in (("base_offset", base_offset), ("last_offset", last_offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_OFFSET:
+            raise _bad(f"{name} must be an integer from 0 to {MAX_OFFSET:,}")
+    if last_offset < base_offset:
+        raise _bad(f"last_offset {last_offset} is below base_offset {base_offset}")
+    for name, value in (("first_ts", first_ts), ("max_ts", max_ts)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _bad(f"{name} must be an integer")
+        if not 0 <= value <= MAX_TIMESTAMP_MS:
+            raise _bad(f"{name} must be epoch milliseconds from 0 to {MAX_TIMESTAMP_MS:,}")
+    if first_ts > max_ts:
+        raise _bad(f"first_ts {first_ts} is after max_ts {max_ts}")
+    if len(payload) < _HEADER.size:
+        raise _bad(f"{len(payload)} bytes, shorter than a batch header")
+    version, flags, n, base_ts = _HEADER.unpack_from(payload, 0)
+    if version != VERSION:
+        raise _bad(f"unsupported version {version}")
+    if flags & ~_FLAGS:
+        raise _bad(f"unknown flags {flags:#x}")
+    if isinstance(count, bool) or not isinstance(count, int) or count != n or n < 1:
+        raise _bad(f"the batch holds {n} records, its row says {count!r}")
+    if n > last_offset - base_offset + 1:
+        raise _bad(f"{n} records do not fit offsets {base_offset}..{last_offset}")
+    size = len(payload)
+    buf = memoryview(payload)
+    pos = _HEADER.size
+
+    def column(typecode: str) -> array:
+        nonlocal pos
+        width = array(typecode).itemsize * n
+        if pos + width > size:
+            raise _bad("a column is cut short")
+        values, pos = _read_ints(typecode, buf, pos, n)
+        return values
+
+    if flags & F_TS64:
+        stamps = column("q")
+        low, high = min(stamps), max(stamps)
+    else:
+        low = high = base_ts
+    if (low, high) != (first_ts, max_ts):
+        raise _bad(
+            f"its timestamps span {low}..{high}, its row says first_ts {first_ts}, max_ts {max_ts}"
+        )
+    if flags & F_DELTAS:
+        deltas = column("I")
+        if any(a >= b for a, b in pairwise(deltas)):
+            raise _bad("its offsets do not increase")
+        if deltas[-1] > last_offset - base_offset:
+            raise _bad(f"an offset lies past last_offset {last_offset}")
+    blobs = _blob_size(column("i"), "value")
+    if flags & F_KEYS:
+        blobs += _blob_size(column("i"), "key")
+    if flags & F_HEADERS:
+        if pos + 4 > size:
+            raise _bad("the headers section is cut short")
+        (hlen,) = struct.unpack_from("<I", payload, pos)
+        pos += 4
+        if pos + hlen > size:
+            raise _bad("the headers section is cut short")
+        _check_headers(buf, pos, pos + hlen, n)
+        pos += hlen
+    if pos + blobs != size:
+        raise _bad(f"{size} bytes, where its columns account for {pos + blobs}")
 
 
 def count_of(payload: bytes) -> int:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine import names
+from engine import policies as stream_policies
 from engine.connection import (
     BUSY_TIMEOUT_MS,
     ThreadConnections,
@@ -41,7 +43,11 @@ SCHEMA_VERSION = 1
 # column, declaration). SCHEMA itself lists them too, so a new catalog has them at once;
 # `Catalog.ensure_schema` adds them to an older one. The declaration must be one that
 # ALTER TABLE ADD COLUMN accepts (a constant default, no PRIMARY KEY or UNIQUE).
-ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = ()
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("api_tokens", "expires_ms", "INTEGER"),
+    ("replication_tokens", "created_by", "TEXT NOT NULL DEFAULT ''"),
+    ("replication_tokens", "last_used_ms", "INTEGER"),
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -159,7 +165,9 @@ CREATE TABLE IF NOT EXISTS upstreams (
 CREATE TABLE IF NOT EXISTS replication_tokens (
     token_hash    TEXT PRIMARY KEY,    -- hex SHA-256 of the token
     stream        TEXT NOT NULL,       -- the stream path it may write
-    created_ms    INTEGER NOT NULL
+    created_ms    INTEGER NOT NULL,
+    created_by    TEXT NOT NULL DEFAULT '',  -- the user who issued it
+    last_used_ms  INTEGER              -- last request it opened (to the minute)
 ) WITHOUT ROWID;
 -- On a source: the token of an http(s) link, sent with every request to its target (the
 -- source must present it, so it is kept as issued; the catalog file is the boundary).
@@ -183,9 +191,29 @@ CREATE TABLE IF NOT EXISTS api_tokens (
     user          TEXT NOT NULL,
     label         TEXT NOT NULL DEFAULT '',
     created_ms    INTEGER NOT NULL,
-    last_used_ms  INTEGER
+    last_used_ms  INTEGER,
+    expires_ms    INTEGER              -- NULL: never
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS api_tokens_user ON api_tokens (user);
+-- Web console sessions (engine.users): the cookie carries a random id, this table its
+-- SHA-256 only. Every `plet web` of the cluster and the CLI see one truth, so logout, a
+-- password change or deleting a user ends the user's sessions in every process at once.
+CREATE TABLE IF NOT EXISTS web_sessions (
+    id_hash       TEXT PRIMARY KEY,
+    user          TEXT NOT NULL,
+    created_ms    INTEGER NOT NULL,
+    last_seen_ms  INTEGER NOT NULL,    -- written at most once a minute
+    expires_ms    INTEGER NOT NULL     -- the absolute end, fixed at login
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS web_sessions_user ON web_sessions (user);
+-- Wrong passwords per user name tried (known or not, so that throttling tells nothing
+-- about which names exist); a row goes on a successful login or once forgotten.
+CREATE TABLE IF NOT EXISTS login_failures (
+    name            TEXT PRIMARY KEY,
+    failures        INTEGER NOT NULL,
+    last_failure_ms INTEGER NOT NULL,
+    locked_until_ms INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
 -- Replay jobs (spark_tasks.jobs): a job runs in its own process and keeps its record here,
 -- so that every process that opens the cluster (CLI, consoles) can list, watch and cancel
 -- it. The engine itself never reads or writes this table.
@@ -446,6 +474,10 @@ class Catalog:
     _STREAM_COLUMNS = "id, path, policies, creator, created_ms, topic_count"
 
     def create_stream(self, path: str, policies: dict[str, Any], creator: str) -> StreamRow:
+        # Every writer of a stream (API, consoles, a replicating cluster) comes through here
+        # and set_policies: what is stored is checked here, whoever sent it.
+        names.validate_stream_path(path)
+        policies = stream_policies.validate(policies)
         with self.write():
             try:
                 self.conn.execute(
@@ -470,6 +502,7 @@ class Catalog:
         return self._stream(rows[0])
 
     def set_policies(self, path: str, policies: dict[str, Any]) -> None:
+        policies = stream_policies.validate(policies)  # the whole set, as create_stream
         with self.write():
             cur = self.conn.execute(
                 "UPDATE streams SET policies = ? WHERE path = ?",
@@ -1027,13 +1060,55 @@ class Catalog:
             (stream_id,),
         )
 
-    def add_replication_token(self, token_hash: str, stream: str) -> None:
+    def add_replication_token(self, token_hash: str, stream: str, created_by: str = "") -> None:
         """Record a token (its hash) a source may use to replicate into `stream`."""
         with self.write():
             self.conn.execute(
-                "INSERT INTO replication_tokens (token_hash, stream, created_ms) VALUES (?, ?, ?)",
-                (token_hash, stream, now_ms()),
+                "INSERT INTO replication_tokens (token_hash, stream, created_ms, created_by) "
+                "VALUES (?, ?, ?, ?)",
+                (token_hash, stream, now_ms(), created_by),
             )
+
+    def replication_tokens(
+        self, stream: str | None = None
+    ) -> list[tuple[str, str, int, str, int | None]]:
+        """(token_hash, stream, created_ms, created_by, last_used_ms) of the tokens issued,
+        oldest first; of one stream when given."""
+        sql = (
+            "SELECT token_hash, stream, created_ms, created_by, last_used_ms "
+            "FROM replication_tokens"
+        )
+        args: tuple = ()
+        if stream is not None:
+            sql += " WHERE stream = ?"
+            args = (stream,)
+        return self._query(sql + " ORDER BY created_ms, token_hash", args)
+
+    def replication_token(self, token_hash: str) -> tuple[str, int | None] | None:
+        """(stream, last_used_ms) of a token (by its hash), or None."""
+        rows = self._query(
+            "SELECT stream, last_used_ms FROM replication_tokens WHERE token_hash = ?",
+            (token_hash,),
+        )
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def touch_replication_token(self, token_hash: str, used_ms: int) -> None:
+        with self.write():
+            self.conn.execute(
+                "UPDATE replication_tokens SET last_used_ms = ? WHERE token_hash = ?",
+                (used_ms, token_hash),
+            )
+
+    def delete_replication_tokens(self, token_hashes: list[str]) -> int:
+        """Forget tokens (by their hashes); how many were there."""
+        deleted = 0
+        with self.write():
+            for h in token_hashes:
+                cursor = self.conn.execute(
+                    "DELETE FROM replication_tokens WHERE token_hash = ?", (h,)
+                )
+                deleted += cursor.rowcount
+        return deleted
 
     def replication_token_stream(self, token_hash: str) -> str | None:
         """The stream a token (by its hash) was issued for, or None."""

@@ -1621,7 +1621,8 @@ def compact(ctx: click.Context) -> None:
 
 @cli.group()
 def replica() -> None:
-    """Replicate streams to other clusters: add, list, pause, resume and remove links."""
+    """Replicate streams to other clusters: add, list, pause, resume and remove links;
+    issue, list and revoke the tokens other clusters replicate into this one with."""
 
 
 @replica.command("add")
@@ -1656,6 +1657,43 @@ def replica_token(ctx: click.Context, stream_path: str) -> None:
     HTTP (through `plet web`). Printed once; only its hash is kept. On the source:
     `plet replica add --cluster SRC STREAM http://TOKEN@HOST:PORT`."""
     click.echo(open_cluster(ctx).create_replication_token(stream_path))
+
+
+@replica.command("tokens")
+@cluster_option
+@click.option("--stream", "stream_path", metavar="STREAM", help="Only the tokens of STREAM.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def replica_tokens(ctx: click.Context, stream_path: str | None, as_json: bool) -> None:
+    """List the replication tokens issued by this cluster (their ids, never the tokens)."""
+    infos = open_cluster(ctx).replication_tokens(stream_path)
+    if as_json:
+        _echo_json([asdict(t) for t in infos])
+        return
+    echo_table(
+        ("ID", "STREAM", "CREATED", "BY", "LAST USED"),
+        (
+            (
+                t.id,
+                t.stream,
+                format_ms(t.created_ms),
+                t.created_by or "-",
+                format_ms(t.last_used_ms),
+            )
+            for t in infos
+        ),
+    )
+
+
+@replica.command("revoke")
+@cluster_option
+@click.argument("token_id")
+@click.pass_context
+def replica_revoke(ctx: click.Context, token_id: str) -> None:
+    """Revoke the replication token TOKEN_ID (as `plet replica tokens` lists it): the links
+    that use it break (401) from their next request."""
+    open_cluster(ctx).revoke_replication_token(token_id)
+    click.echo(f"revoked replication token {token_id}")
 
 
 @replica.command("list")
@@ -1793,7 +1831,8 @@ def _password_option(func: Callable[..., Any]) -> Callable[..., Any]:
         prompt=True,
         hide_input=True,
         confirmation_prompt=True,
-        help="The password (asked for when not given; at least 8 characters).",
+        help="The password (asked for when not given; at least 8 characters, not a common "
+        "password, not the user's name).",
     )(func)
 
 
@@ -1857,11 +1896,18 @@ def user_list(ctx: click.Context, as_json: bool) -> None:
 @cluster_option
 @click.argument("name")
 @click.option("--label", default="", help="What the token is for.")
+@click.option(
+    "--expires",
+    default=None,
+    metavar="DURATION",
+    help="Stop working after DURATION: seconds, or a number with s, m, h, d or w "
+    "(30d, 12h); default: never.",
+)
 @click.pass_context
-def user_token(ctx: click.Context, name: str, label: str) -> None:
+def user_token(ctx: click.Context, name: str, label: str, expires: str | None) -> None:
     """Issue an API token for NAME (`Authorization: Bearer TOKEN` on /api/v1/). Printed
     once; only its hash is kept."""
-    click.echo(open_cluster(ctx).create_api_token(name, label))
+    click.echo(open_cluster(ctx).create_api_token(name, label, expires_in=expires))
 
 
 @user.command("edit")
@@ -1899,8 +1945,19 @@ def user_tokens(ctx: click.Context, name: str, as_json: bool) -> None:
         _echo_json([asdict(t) for t in infos])
         return
     echo_table(
-        ("ID", "LABEL", "CREATED", "LAST USED"),
-        ((t.id, t.label or "-", format_ms(t.created_ms), format_ms(t.last_used_ms)) for t in infos),
+        ("ID", "LABEL", "CREATED", "LAST USED", "EXPIRES"),
+        (
+            (
+                t.id,
+                t.label or "-",
+                format_ms(t.created_ms),
+                format_ms(t.last_used_ms),
+                (("expired " if t.expired else "") + format_ms(t.expires_ms))
+                if t.expires_ms
+                else "never",
+            )
+            for t in infos
+        ),
     )
 
 

@@ -32,6 +32,7 @@ from engine.errors import (
 )
 from engine.heat import ReadCounter
 from engine.log import PartitionLog
+from engine.policies import check_stored
 from engine.principal import Principal
 from engine.records import (
     ConsumerRecord,
@@ -175,9 +176,9 @@ class Consumer:
             row = self._cluster._catalog.topic(stream_path, name)
             stream = self._cluster._catalog.stream_by_id(row.stream_id)
             self._cluster._authorize(stream, "consume_perm", self.principal)
-            meta = self._meta[full] = _TopicMeta(
-                row.id, row.stream_id, row.partitions, stream.policies["ttl"]
-            )
+            # check_stored: a catalog written before policies were checked may hold anything
+            ttl = check_stored(stream.path, stream.policies)["ttl"]
+            meta = self._meta[full] = _TopicMeta(row.id, row.stream_id, row.partitions, ttl)
         return meta
 
     def _check_tp(self, tp: Any) -> TopicPartition:

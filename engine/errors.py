@@ -67,6 +67,10 @@ class UnknownJob(NotFound):
     pass
 
 
+class UnknownToken(NotFound):
+    """No token with that id (a replication token, as `replication_tokens` lists it)."""
+
+
 class AlreadyExists(PartitionletError):
     """Base class of creations of something that exists already."""
 
@@ -84,6 +88,30 @@ class TopicExists(AlreadyExists):
 
 class AccessDenied(PartitionletError, PermissionError):
     """The principal's identity does not satisfy the ACE of the operation; nothing changed."""
+
+
+class WeakPassword(InvalidArgument):
+    """A password that is too short, too long, too common or the user's own name."""
+
+
+class TokenExpired(PartitionletError):
+    """An API token whose expiry has passed: make a new one (engine.users)."""
+
+
+class TryLater(PartitionletError):
+    """Refused for now, nothing done: try again after `retry_after` whole seconds."""
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = max(1, int(retry_after))
+
+
+class LoginThrottled(TryLater):
+    """Too many wrong passwords for one user name: its logins wait (engine.users)."""
+
+
+class Busy(TryLater):
+    """Too many password hashes running at once in this process (engine.users)."""
 
 
 # --- state and time ----------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 `Maintenance(cluster).start()` runs `enforce_retention` and `compact` every `interval_s`
 seconds in a thread of its own, never on the path of `send` or `poll`. A failing pass is
-logged and the next one runs on time. Several processes may each run one on the same
+logged and the next one runs on time; a stream with invalid stored policies is skipped by
+both passes (the others go on) and listed in `skipped_streams` for a console to show. Several processes may each run one on the same
 cluster: every change is its own short transaction (engine.retention).
 """
 
@@ -71,6 +72,15 @@ class Maintenance:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
         self._thread = None
+
+    @property
+    def skipped_streams(self) -> dict[str, str]:
+        """Streams the last passes skipped (path -> what is wrong with their policies)."""
+        found: dict[str, str] = {}
+        for report in (self.last_retention, self.last_compaction):
+            if report is not None:
+                found.update(report.skipped_streams)
+        return dict(sorted(found.items()))
 
     @property
     def running(self) -> bool:

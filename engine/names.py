@@ -1,9 +1,10 @@
 """Stream paths and topic names: validation and resolution of full names.
 
 Rules (DESIGN, "Topic names"): a stream path is `/` followed by one or more segments of
-`[A-Za-z0-9._-]`, none of them `.` or `..`; a topic name is 1 to 249 characters of
-`[A-Za-z0-9._-]`, not `.` or `..`; a full name is `/stream/path:topic`. The whole string
-must match. Anything else raises `InvalidName`; nothing is ever silently changed.
+`[A-Za-z0-9._-]`, none of them `.` or `..`, at most 1,024 characters in all; a topic name
+is 1 to 249 characters of `[A-Za-z0-9._-]`, not `.` or `..`; a full name is
+`/stream/path:topic`. The whole string must match. Anything else raises `InvalidName`;
+nothing is ever silently changed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import re
 from engine.errors import InvalidName
 
 MAX_TOPIC_NAME = 249
+# A stream path is shown on every listing and carried in every full topic name: a bound
+# keeps one hostile name from making every page of the console megabytes long.
+MAX_STREAM_PATH = 1024
 
 # \Z, not $: `$` would accept a trailing newline.
 _SEGMENT = r"[A-Za-z0-9._-]+"
@@ -23,6 +27,11 @@ _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}\Z")
 def validate_stream_path(path: object) -> str:
     if not isinstance(path, str):
         raise InvalidName(f"stream path must be a string, not {type(path).__name__}")
+    if len(path) > MAX_STREAM_PATH:  # before the regex: no scan of a huge string
+        raise InvalidName(
+            f"invalid stream path {path[:40]!r}...: {len(path):,} characters, at most "
+            f"{MAX_STREAM_PATH:,} are allowed"
+        )
     if not _STREAM_RE.match(path):
         raise InvalidName(
             f"invalid stream path {path!r}: expected '/' followed by segments of "

@@ -15,6 +15,7 @@ Thread-safety: `send`, `flush` and `close` may be called from any thread.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import threading
 import time
@@ -26,6 +27,7 @@ from typing import Any
 
 from engine import batch as batch_codec
 from engine import names
+from engine import policies as policies_module
 from engine.catalog import StreamRow
 from engine.errors import (
     Closed,
@@ -47,6 +49,10 @@ log = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 1024 * 1024  # bytes of values per partition batch
 DEFAULT_BUFFER_MEMORY = 64 * 1024 * 1024
 DEFAULT_MAX_BLOCK_MS = 60_000
+# Headers per message. Their bytes count in max_message_bytes, but a header costs more than
+# its bytes (an empty one still makes an entry to store and show), so the count is bounded
+# too; no real use comes near it (Kafka's own clients add a handful).
+MAX_HEADERS = 1000
 _ACKS = {0: 0, 1: 1, "all": "all", -1: "all", "0": 0, "1": 1, "-1": "all"}
 
 
@@ -319,8 +325,14 @@ class Producer:
             headers = None
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1_000_000
-        elif timestamp_ms.__class__ is not int or timestamp_ms < 0:
-            raise InvalidArgument(f"timestamp_ms must be a non-negative int, got {timestamp_ms!r}")
+        elif (
+            timestamp_ms.__class__ is not int
+            or not 0 <= timestamp_ms <= batch_codec.MAX_TIMESTAMP_MS
+        ):
+            raise InvalidArgument(
+                "timestamp_ms must be an int of epoch milliseconds from 0 to "
+                f"{batch_codec.MAX_TIMESTAMP_MS} (the year 9999), got {policies_module.shown(timestamp_ms)}"
+            )
         # acquire/release: measured at about half the cost of `with` on this path
         lock = self._lock
         lock.acquire()
@@ -409,7 +421,11 @@ class Producer:
         catalog = self._cluster._catalog
         stream = self._streams.get(stream_path)
         if stream is None:
-            stream = self._streams[stream_path] = catalog.stream(stream_path)
+            stream = catalog.stream(stream_path)
+            # A catalog written before policies were checked may hold anything: a clear
+            # error here rather than a TypeError in the middle of a send.
+            checked = policies_module.check_stored(stream.path, stream.policies)
+            stream = self._streams[stream_path] = dataclasses.replace(stream, policies=checked)
         policies = stream.policies
         ts_type = LOG_APPEND_TIME if policies["timestamp_type"] == "log_append" else CREATE_TIME
         self._cluster._authorize(stream, "produce_perm", self.principal)
@@ -664,8 +680,23 @@ def _check_headers(headers: Sequence[tuple[str, bytes]]) -> list[tuple[str, byte
     checked = []
     try:
         for name, value in headers:
+            if len(checked) >= MAX_HEADERS:  # refused as soon as one too many is seen
+                raise InvalidArgument(
+                    f"a message may carry at most {MAX_HEADERS:,} headers; this one has more"
+                )
             if not isinstance(name, str):
                 raise InvalidArgument(f"a header name must be a str, not {type(name).__name__}")
+            try:
+                encoded = len(name.encode())
+            except UnicodeEncodeError:
+                raise InvalidArgument(
+                    f"header name {policies_module.shown(name)} is not valid Unicode text"
+                ) from None
+            if encoded > batch_codec.MAX_HEADER_NAME_BYTES:
+                raise InvalidArgument(
+                    f"a header name may be at most {batch_codec.MAX_HEADER_NAME_BYTES:,} bytes "
+                    f"(UTF-8), not {encoded:,}"
+                )
             if value is not None and type(value) is not bytes:
                 value = _as_bytes(value, f"header {name!r}")
             checked.append((name, value))

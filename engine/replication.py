@@ -43,14 +43,18 @@ import os
 import re
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from engine import batch as batch_codec
 from engine import names
 from engine.errors import (
+    AccessDenied,
     InvalidArgument,
+    InvalidPartition,
     NotACluster,
     PartitionletError,
     StorageError,
@@ -58,6 +62,8 @@ from engine.errors import (
 )
 from engine.log import PartitionLog
 from engine.partitionlet import MAX_ROLL_RETRIES, Appender
+from engine.policies import shown
+from engine.records import CREATE_TIME, LOG_APPEND_TIME
 from engine.volume import DELETED, ReplicaBatch, ReplicaTarget
 
 if TYPE_CHECKING:
@@ -187,6 +193,70 @@ class Target(Protocol):
     def close(self) -> None: ...
 
 
+# A replica stream's creator comes from the source cluster (a user name there).
+MAX_CREATOR = 256
+
+
+def _check_creator(creator: Any) -> None:
+    if (
+        not isinstance(creator, str)
+        or not 1 <= len(creator) <= MAX_CREATOR
+        or not creator.isprintable()
+    ):
+        raise InvalidArgument(
+            f"the creator of a replica stream must be a user name of 1 to {MAX_CREATOR} "
+            "printable characters"
+        )
+
+
+def check_replica_batch(b: ReplicaBatch, where: str = "") -> None:
+    """Raise `InvalidArgument` unless `b`, a batch from another cluster, is one this engine
+    could have written: its payload a complete record batch whose record count, offsets and
+    timestamps agree with its row (`engine.batch.check`: offsets within 0..MAX_OFFSET,
+    timestamps within 0..MAX_TIMESTAMP_MS, first_ts <= max_ts), a known timestamp type and
+    a cluster uuid as its origin."""
+    try:
+        if not isinstance(b, ReplicaBatch):
+            raise InvalidArgument(f"a ReplicaBatch is required, not {type(b).__name__}")
+        if isinstance(b.ts_type, bool) or b.ts_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise InvalidArgument(
+                f"unknown timestamp type {shown(b.ts_type)} (0 create time, 1 log-append time)"
+            )
+        if not _is_uuid(b.origin):
+            raise InvalidArgument("its origin must be a cluster id (a uuid)")
+        if (
+            isinstance(b.append_ms, bool)
+            or not isinstance(b.append_ms, int)
+            or not 0 <= b.append_ms <= batch_codec.MAX_TIMESTAMP_MS
+        ):
+            raise InvalidArgument("its append_ms must be epoch milliseconds")
+        batch_codec.check(
+            b.payload,
+            base_offset=b.base_offset,
+            last_offset=b.last_offset,
+            count=b.count,
+            first_ts=b.first_ts,
+            max_ts=b.max_ts,
+        )
+    except InvalidArgument as exc:
+        offsets = ""
+        if isinstance(b, ReplicaBatch):
+            offsets = f"at offsets {shown(b.base_offset)}..{shown(b.last_offset)} "
+        raise InvalidArgument(
+            f"replicated batch {offsets}{where + ' ' if where else ''}refused: {exc}"
+        ) from None
+
+
+def _is_uuid(text: Any) -> bool:
+    """A uuid as clusters write their ids: the canonical lower-case 36-character form."""
+    if not isinstance(text, str) or len(text) != 36:
+        return False
+    try:
+        return str(uuid.UUID(text)) == text
+    except ValueError:
+        return False
+
+
 def open_target(
     target: str,
     principal: Any = None,
@@ -246,8 +316,13 @@ class DirectoryTarget:
             return None
 
     def create_stream(self, stream: str, policies: dict[str, Any], creator: str) -> None:
+        """Create the replica stream with the source's policies; the catalog checks the
+        path and every policy (a bad one is refused, and nothing is created)."""
         from engine.errors import StreamExists
 
+        if not isinstance(policies, dict):
+            raise InvalidArgument("the policies of a replica stream must be a mapping")
+        _check_creator(creator)
         try:
             self.cluster._catalog.create_stream(stream, dict(policies), creator)
         except StreamExists:
@@ -282,10 +357,17 @@ class DirectoryTarget:
         }
 
     def end_offsets(self, stream: str, topics: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Log end offsets of the first `count` partitions of each topic; a topic is asked
+        once, however often it is named, and only for partitions it has (the replicator
+        calls ensure_topics first), so the work is bounded by what exists here."""
         catalog = self.cluster._catalog
         result = {}
-        for name, count in topics:
+        for name, count in dict(topics).items():
             row = catalog.topic(stream, name)
+            if count > row.partitions:
+                raise InvalidPartition(
+                    f"topic {row.full_name} has {row.partitions} partitions, not {count}"
+                )
             for p in range(count):
                 result[(name, p)] = PartitionLog(
                     self.cluster, row.id, p, row.full_name
@@ -296,6 +378,8 @@ class DirectoryTarget:
         self, stream: str, topic: str, partition: int, offset: int
     ) -> tuple[int, int, str] | None:
         row = self.cluster._catalog.topic(stream, topic)
+        if not 0 <= partition < row.partitions:
+            raise InvalidPartition(f"topic {row.full_name} has no partition {partition}")
         return _batch_at(self.cluster, self.cluster._catalog.chain(row.id, partition), offset)
 
     def apply(
@@ -303,6 +387,17 @@ class DirectoryTarget:
     ) -> ApplyResult:
         cluster = self.cluster
         row = cluster._catalog.topic(stream, topic)
+        if isinstance(partition, bool) or not isinstance(partition, int):
+            raise InvalidPartition(f"a partition is an int, not {type(partition).__name__}")
+        if not 0 <= partition < row.partitions:
+            last = row.partitions - 1
+            raise InvalidPartition(
+                f"topic {row.full_name} has partitions 0 to {last}, not {partition}"
+            )
+        # Every batch is checked before the first is written: a bad one refuses the whole
+        # call and changes nothing (whoever reads the replica trusts its bytes from here).
+        for b in batches:
+            check_replica_batch(b, f"for topic {row.full_name} partition {partition}")
         key = (row.id, partition)
         result = ApplyResult()
         pending = list(batches)
@@ -496,7 +591,25 @@ def _find_link(cluster: Cluster, stream: str, target: str) -> _Link:
     for link in _links(cluster, stream):
         if link.target == key:
             return link
-    raise InvalidArgument(f"stream {stream} has no replica at {key}")
+    # A directory is named as given, not as resolved: the answer must not tell whoever may
+    # pause a link where a path leads on the server (a symlink, `~`). An address is named
+    # without its token.
+    shown = key if _URL.match(key) else os.fspath(target)
+    raise InvalidArgument(f"stream {stream} has no replica at {shown}")
+
+
+ADD_LINK_DENIED = (
+    "only a cluster administrator may add a replica link: a link makes this cluster's "
+    "server open another cluster directory or connect to another host. Ask an "
+    "administrator to add it"
+)
+
+
+def check_may_add_link(cluster: Cluster) -> None:
+    """`AccessDenied` unless the cluster's principal is a cluster administrator (DESIGN's
+    security model: what reaches outside the cluster is an administrator's act)."""
+    if not cluster.is_administrator:
+        raise AccessDenied(f"{ADD_LINK_DENIED} (user {cluster.principal.user!r} is not one).")
 
 
 def add_replica(
@@ -509,9 +622,12 @@ def add_replica(
     names.validate_stream_path(stream)
     target_stream = stream if target_stream is None else target_stream
     names.validate_stream_path(target_stream)
-    key, token = split_target(target)
     row = cluster._catalog.stream(stream)
     cluster._authorize(row, "copy_perm")
+    # Before the target is even parsed: nothing is opened, resolved or sent, so the refusal
+    # is the same whatever the target is, and says nothing about it.
+    check_may_add_link(cluster)
+    key, token = split_target(target)
     if token is None and _URL.match(key):
         # A link that exists already keeps its token (add_replica called again).
         token = cluster._catalog.replica_token(row.id, key)
@@ -982,6 +1098,7 @@ class Replicator:
 
 
 __all__ = [
+    "ADD_LINK_DENIED",
     "STATES",
     "ApplyResult",
     "DirectoryTarget",
@@ -989,6 +1106,8 @@ __all__ = [
     "Replicator",
     "Target",
     "UpstreamInfo",
+    "check_may_add_link",
+    "check_replica_batch",
     "normalize_target",
     "open_target",
     "links",

@@ -11,7 +11,10 @@ holds both halves without importing any web library:
   idempotent on the target (`apply` skips batches it holds already, see
   engine/replication.py), and a replicator resumes from the target's end offsets anyway.
   When the retries run out the call raises `TransportError`, and the replicator puts the
-  link in state `broken` with that error until a later pass gets through.
+  link in state `broken` with that error until a later pass gets through. A link goes where
+  it says: no proxy, no redirect (a 3xx is a `TransportError`, and the token never goes to
+  another address); of an error answer only a Partitionlet error object's message is shown
+  (capped), of anything else the status alone, since the other side may be no Partitionlet.
 - `ReplicationService`, the server half: checks a request's token and runs the method on a
   `DirectoryTarget` of the local cluster. The web layer only moves bytes.
 
@@ -19,7 +22,9 @@ Authentication: the target issues a token per stream (`Cluster.create_replicatio
 `plet replica token STREAM`) and keeps only its SHA-256; the source keeps the token with
 the link and sends it as `Authorization: Bearer TOKEN`. A token opens only the stream it was
 issued for (403 for any other); the target acts as its own cluster principal on behalf of
-the token, so the source user's name means nothing there.
+the token, so the source user's name means nothing there. Tokens are listed and revoked by
+an id, the first hex digits of their hash (`Cluster.replication_tokens`,
+`Cluster.revoke_replication_token`); a revoked token is refused (401) from the next request.
 """
 
 from __future__ import annotations
@@ -30,16 +35,29 @@ import hashlib
 import http.client
 import json
 import random
+import re
 import secrets
 import threading
 import time
 import urllib.error
 import urllib.request
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine import errors, names
-from engine.errors import AccessDenied, InvalidArgument, StorageError, UnknownStream
+from engine.batch import MAX_OFFSET, MAX_TIMESTAMP_MS
+from engine.errors import (
+    AccessDenied,
+    InvalidArgument,
+    PartitionletError,
+    StorageError,
+    UnknownStream,
+    UnknownToken,
+)
+from engine.policies import MAX_PARTITIONS
 from engine.volume import ReplicaBatch
 
 if TYPE_CHECKING:
@@ -56,6 +74,14 @@ MAX_BACKOFF_S = 2.0
 MAX_BODY_BYTES = 512 * 1024 * 1024
 # Bodies smaller than this are sent as they are (compressing them costs more than it saves).
 GZIP_MIN_BYTES = 1024
+# What of a target's error answer is read (its error object) and shown (its message).
+MAX_ERROR_BODY_BYTES = 64 * 1024
+MAX_MESSAGE_CHARS = 300
+# A token is listed and revoked by the first hex digits of its SHA-256 (not a secret).
+TOKEN_ID_CHARS = 12
+_TOKEN_ID = re.compile(rf"[0-9a-f]{{{TOKEN_ID_CHARS}}}")
+# A token's last use is written at most this often (a request must not always write).
+LAST_USED_RESOLUTION_MS = 60_000
 
 OPS = (
     "info",
@@ -84,18 +110,90 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+@dataclass(frozen=True)
+class ReplicationTokenInfo:
+    """A replication token as `Cluster.replication_tokens` lists it; never the token itself.
+    `id` is the first TOKEN_ID_CHARS hex digits of its SHA-256."""
+
+    id: str
+    stream: str
+    created_ms: int
+    created_by: str
+    last_used_ms: int | None  # the last request it opened, to the minute
+
+
 def create_token(cluster: Cluster, stream: str) -> str:
     """Issue a token for replicating into `stream` of `cluster` (see the module doc)."""
     names.validate_stream_path(stream)
     try:
         row = cluster._catalog.stream(stream)
     except UnknownStream:
-        pass  # the source's add_replica will create it (autosetup)
+        # The source's add_replica will create it (autosetup): letting another cluster
+        # create a stream here is a cluster administrator's act.
+        if not cluster.is_administrator:
+            raise AccessDenied(
+                f"stream {stream} does not exist: only a cluster administrator may issue a "
+                "token that lets another cluster create it (create the stream first)"
+            ) from None
     else:
         cluster._authorize(row, "admin_perm")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    cluster._catalog.add_replication_token(hash_token(token), stream)
+    cluster._catalog.add_replication_token(hash_token(token), stream, cluster.principal.user)
     return token
+
+
+def _administers(cluster: Cluster, stream: str) -> bool:
+    """Whether the cluster's principal may manage the tokens of `stream`: an administrator,
+    or whoever passes its admin_perm (who may issue them)."""
+    if cluster.is_administrator:
+        return True
+    try:
+        cluster._authorize(cluster._catalog.stream(stream), "admin_perm")
+    except (UnknownStream, AccessDenied):
+        return False
+    return True
+
+
+def tokens(cluster: Cluster, stream: str | None = None) -> list[ReplicationTokenInfo]:
+    """The tokens issued here that the principal may manage, oldest first."""
+    if stream is not None:
+        names.validate_stream_path(stream)
+    allowed: dict[str, bool] = {}
+    out = []
+    for token_hash, path, created_ms, created_by, used_ms in cluster._catalog.replication_tokens(
+        stream
+    ):
+        if path not in allowed:
+            allowed[path] = _administers(cluster, path)
+        if allowed[path]:
+            out.append(
+                ReplicationTokenInfo(
+                    token_hash[:TOKEN_ID_CHARS], path, created_ms, created_by, used_ms
+                )
+            )
+    return out
+
+
+def revoke_token(cluster: Cluster, token_id: str) -> None:
+    """Forget the token `token_id` (as `tokens` lists it): refused from the next request."""
+    if not isinstance(token_id, str) or not _TOKEN_ID.fullmatch(token_id):
+        raise InvalidArgument(
+            f"invalid token id {token_id!r}: {TOKEN_ID_CHARS} hex digits, as listed"
+        )
+    found = [
+        (token_hash, path)
+        for token_hash, path, *_ in cluster._catalog.replication_tokens()
+        if token_hash.startswith(token_id)
+    ]
+    if not found:
+        raise UnknownToken(f"no replication token {token_id} (plet replica tokens lists them)")
+    for _, path in found:
+        if not _administers(cluster, path):
+            raise AccessDenied(
+                f"user {cluster.principal.user!r} may not revoke token {token_id}: it opens "
+                f"stream {path}, which needs its admin_perm or a cluster administrator"
+            )
+    cluster._catalog.delete_replication_tokens([token_hash for token_hash, _ in found])
 
 
 # --- wire format ---------------------------------------------------------------------------
@@ -139,6 +237,9 @@ def batch_to_json(b: ReplicaBatch) -> list[Any]:
 
 
 def batch_from_json(item: list[Any]) -> ReplicaBatch:
+    """The `ReplicaBatch` of one wire item, its types checked; what the values mean (a
+    real batch, offsets and times in range) is checked by the engine before anything is
+    written (`engine.replication.check_replica_batch`, in `DirectoryTarget.apply`)."""
     if not isinstance(item, list) or len(item) != 9:
         raise InvalidArgument("a replicated batch is a list of 9 fields")
     base, last, count, first_ts, max_ts, ts_type, origin, payload, append_ms = item
@@ -147,19 +248,15 @@ def batch_from_json(item: list[Any]) -> ReplicaBatch:
             raise InvalidArgument("bad replicated batch: offsets and times are integers")
     if not isinstance(origin, str) or not isinstance(payload, str):
         raise InvalidArgument("bad replicated batch: origin and payload are strings")
-    if base < 0 or last < base or count < 1:
-        raise InvalidArgument(f"bad replicated batch offsets {base}..{last}")
-    return ReplicaBatch(
-        base,
-        last,
-        count,
-        first_ts,
-        max_ts,
-        ts_type,
-        origin,
-        base64.b64decode(payload, validate=True),
-        append_ms,
-    )
+    try:
+        raw = base64.b64decode(payload, validate=True)
+    except ValueError:  # binascii.Error
+        raise InvalidArgument("bad replicated batch: the payload is not base64") from None
+    from engine.replication import check_replica_batch
+
+    batch = ReplicaBatch(base, last, count, first_ts, max_ts, ts_type, origin, raw, append_ms)
+    check_replica_batch(batch)  # early: a bad item stops the request before any work
+    return batch
 
 
 def _error_class(name: str) -> type[errors.PartitionletError]:
@@ -167,6 +264,50 @@ def _error_class(name: str) -> type[errors.PartitionletError]:
     if isinstance(cls, type) and issubclass(cls, errors.PartitionletError):
         return cls
     return TransportError
+
+
+def _cap(text: str) -> str:
+    """A message from elsewhere, on one line and at most MAX_MESSAGE_CHARS long."""
+    text = " ".join(text.split())
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[: MAX_MESSAGE_CHARS - 1] + "…"
+    return text
+
+
+def _error_object(detail: Any) -> tuple[type[errors.PartitionletError], str] | None:
+    """(class, capped message) of a Partitionlet error answer, `{"error": "ClassName",
+    "message": "..."}` with a class of engine/errors.py; None for anything else."""
+    if not isinstance(detail, dict):
+        return None
+    name, message = detail.get("error"), detail.get("message")
+    if not isinstance(name, str) or not isinstance(message, str):
+        return None
+    cls = _error_class(name)
+    if cls is TransportError:
+        return None
+    return cls, _cap(message)
+
+
+def _describe(exc: BaseException) -> str:
+    """What went wrong with a request, for a link's error. An HTTP protocol error's text
+    may quote what the other side sent (a status line, a header): its class only."""
+    if isinstance(exc, http.client.HTTPException):
+        return type(exc).__name__
+    return _cap(f"{type(exc).__name__}: {exc}")
+
+
+def _count(value: Any) -> int:
+    """A non-negative integer of an answer (TypeError otherwise, see `_reading`)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError("not a count")
+    return value
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Follow no redirect: urllib then raises the 3xx as an HTTPError (see `_failure`)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 # --- the client ----------------------------------------------------------------------------
@@ -194,11 +335,17 @@ class HttpTarget:
         self.requests = 0  # HTTP requests sent, retries included
         self.retried = 0
         self.bytes_sent = 0
-        # No proxy from the environment: a replication link goes where it says.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        # A replication link goes where it says: no proxy from the environment, and no
+        # redirect (a 3xx is an answer, and the token never travels to another address).
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect)
         info = self._call("info", {})
-        self.cluster_id: str = info["cluster_id"]
-        self.cluster_name: str | None = info.get("name")
+        with self._reading("info"):
+            cluster_id = info["cluster_id"]
+            name = info.get("name")
+            if not isinstance(cluster_id, str) or not cluster_id:
+                raise TypeError("cluster_id")
+        self.cluster_id: str = cluster_id
+        self.cluster_name: str | None = name if isinstance(name, str) else None
 
     def close(self) -> None:
         pass  # urllib keeps no connection open between requests
@@ -222,9 +369,11 @@ class HttpTarget:
             self.bytes_sent += len(body)
             try:
                 with self._opener.open(request, timeout=self.timeout_s) as response:
-                    data = response.read()
+                    data = response.read(MAX_BODY_BYTES + 1)
                     encoding = response.headers.get("Content-Encoding")
                     length = response.headers.get("Content-Length")
+                if len(data) > MAX_BODY_BYTES:
+                    raise ValueError(f"an answer larger than {MAX_BODY_BYTES} bytes")
                 # A cut connection can look like a short answer: only a whole one counts.
                 if length is None or not length.isdigit() or int(length) != len(data) or not data:
                     raise http.client.IncompleteRead(data)
@@ -235,8 +384,10 @@ class HttpTarget:
             except urllib.error.HTTPError as exc:
                 status = exc.code
                 try:
-                    detail = decode_body(exc.read(), exc.headers.get("Content-Encoding"))
-                except Exception:  # noqa: BLE001 - an unreadable error body
+                    detail = decode_body(
+                        exc.read(MAX_ERROR_BODY_BYTES), exc.headers.get("Content-Encoding")
+                    )
+                except Exception:  # noqa: BLE001 - an unreadable (or cut) error body
                     detail = {}
                 finally:
                     exc.close()
@@ -246,8 +397,7 @@ class HttpTarget:
                 # Refused, reset, timed out, cut in the middle of a response, or garbage.
                 if attempt >= self.retries:
                     raise TransportError(
-                        f"{self.url}: {op} failed after {attempt + 1} attempts: "
-                        f"{type(exc).__name__}: {exc}"
+                        f"{self.url}: {op} failed after {attempt + 1} attempts: {_describe(exc)}"
                     ) from exc
             attempt += 1
             self.retried += 1
@@ -255,22 +405,53 @@ class HttpTarget:
             time.sleep(delay * (0.5 + random.random() / 2))
 
     def _failure(self, op: str, status: int, detail: Any) -> errors.PartitionletError:
-        if not isinstance(detail, dict):
-            detail = {}
-        message = str(detail.get("message") or f"HTTP {status}")
+        """The error of a non-2xx answer. Only a Partitionlet error object (an `error` that
+        names a class of engine/errors.py, and a `message`) is believed, and its message
+        shown, capped; of anything else only the status is told, never the body: a link
+        may point at a server that is no Partitionlet, and its answers are not ours to
+        show."""
+        if 300 <= status < 400:
+            return TransportError(
+                f"{self.url}: {op}: HTTP {status}, a redirect; a replication link follows "
+                "none (its token stays here): give the target's own address"
+            )
+        known = _error_object(detail)
         if status == 401:
-            return AccessDenied(f"{self.url}: {op}: token refused (401): {message}")
+            return AccessDenied(f"{self.url}: {op}: token refused (401)")
         if status == 403:
-            return AccessDenied(f"{self.url}: {op}: {message}")
-        cls = _error_class(str(detail.get("error") or ""))
-        if cls is TransportError:
-            return TransportError(f"{self.url}: {op}: HTTP {status}: {message}")
+            reason = known[1] if known else "HTTP 403"
+            return AccessDenied(f"{self.url}: {op}: {reason}")
+        if known is None:
+            return TransportError(
+                f"{self.url}: {op}: HTTP {status} (not a Partitionlet answer; body not shown)"
+            )
+        cls, message = known
         return cls(message)
 
+    @contextmanager
+    def _reading(self, op: str) -> Iterator[None]:
+        """Turn an answer of the wrong shape into a TransportError (a target that is no
+        Partitionlet may answer 200 with anything); its content is not shown."""
+        try:
+            yield
+        except PartitionletError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            raise TransportError(
+                f"{self.url}: {op}: the answer is not a Partitionlet target's (not shown)"
+            ) from None
+
     # --- Target ----------------------------------------------------------------------------
+    # Each answer is checked for its shape (`_reading`): the replicator must get a
+    # PartitionletError, not a KeyError, from a target that answers something else.
 
     def stream_policies(self, stream: str) -> dict[str, Any] | None:
-        return self._call("stream_policies", {"stream": stream})["policies"]
+        got = self._call("stream_policies", {"stream": stream})
+        with self._reading("stream_policies"):
+            policies = got["policies"]
+            if policies is not None and not isinstance(policies, dict):
+                raise TypeError("policies")
+            return policies
 
     def create_stream(self, stream: str, policies: dict[str, Any], creator: str) -> None:
         self._call("create_stream", {"stream": stream, "policies": policies, "creator": creator})
@@ -282,20 +463,25 @@ class HttpTarget:
         self._call("ensure_topics", {"stream": stream, "topics": [list(t) for t in topics]})
 
     def topic_partitions(self, stream: str) -> dict[str, int]:
-        return dict(self._call("topic_partitions", {"stream": stream})["topics"])
+        got = self._call("topic_partitions", {"stream": stream})
+        with self._reading("topic_partitions"):
+            return {str(name): _count(count) for name, count in dict(got["topics"]).items()}
 
     def end_offsets(self, stream: str, topics: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         got = self._call("end_offsets", {"stream": stream, "topics": [list(t) for t in topics]})
-        return {(name, p): end for name, p, end in got["ends"]}
+        with self._reading("end_offsets"):
+            return {(str(name), _count(p)): _count(end) for name, p, end in got["ends"]}
 
     def batch_at(
         self, stream: str, topic: str, partition: int, offset: int
     ) -> tuple[int, int, str] | None:
-        got = self._call(
+        answer = self._call(
             "batch_at",
             {"stream": stream, "topic": topic, "partition": partition, "offset": offset},
-        )["batch"]
-        return None if got is None else (got[0], got[1], got[2])
+        )
+        with self._reading("batch_at"):
+            got = answer["batch"]
+            return None if got is None else (_count(got[0]), _count(got[1]), str(got[2]))
 
     def apply(
         self, stream: str, topic: str, partition: int, batches: list[ReplicaBatch]
@@ -311,11 +497,18 @@ class HttpTarget:
                 "batches": [batch_to_json(b) for b in batches],
             },
         )
-        return ApplyResult(got["messages"], got["bytes"], got["done"], got["conflict"])
+        with self._reading("apply"):
+            conflict = got["conflict"]
+            if conflict is not None and not isinstance(conflict, dict):
+                raise TypeError("conflict")
+            return ApplyResult(
+                _count(got["messages"]), _count(got["bytes"]), _count(got["done"]), conflict
+            )
 
     def merge_offsets(self, stream: str, rows: list[tuple[str, str, int, int, str, int]]) -> int:
         got = self._call("merge_offsets", {"stream": stream, "rows": [list(r) for r in rows]})
-        return got["changed"]
+        with self._reading("merge_offsets"):
+            return _count(got["changed"])
 
     def add_upstream(self, stream: str, source: str, source_stream: str, source_id: str) -> None:
         self._call(
@@ -349,11 +542,21 @@ def _str(args: dict[str, Any], key: str) -> str:
     return value
 
 
-def _int(args: dict[str, Any], key: str) -> int:
-    value = args.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgument(f"{key!r} must be a non-negative integer")
+# Bounds of the integers a request carries: a token holder must not make the server loop
+# over 2^64 partitions or store an offset no produce can follow.
+_BOUNDS = {"partition": MAX_PARTITIONS - 1, "offset": MAX_OFFSET, "ms": MAX_TIMESTAMP_MS}
+# A committed offset's metadata string, at most (Kafka's offset.metadata.max.bytes).
+MAX_OFFSET_METADATA = 4096
+
+
+def _bounded(value: Any, what: str, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise InvalidArgument(f"{what} must be an integer from 0 to {high:,}")
     return value
+
+
+def _int(args: dict[str, Any], key: str) -> int:
+    return _bounded(args.get(key), repr(key), _BOUNDS[key])
 
 
 def _topic_list(args: dict[str, Any]) -> list[tuple[str, int]]:
@@ -362,17 +565,10 @@ def _topic_list(args: dict[str, Any]) -> list[tuple[str, int]]:
         raise InvalidArgument("'topics' must be a list of [name, partitions]")
     out = []
     for item in items:
-        if (
-            not isinstance(item, list)
-            or len(item) != 2
-            or not isinstance(item[0], str)
-            or isinstance(item[1], bool)
-            or not isinstance(item[1], int)
-            or item[1] < 0
-        ):
+        if not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str):
             raise InvalidArgument("'topics' must be a list of [name, partitions]")
         names.validate_topic_name(item[0])
-        out.append((item[0], item[1]))
+        out.append((item[0], _bounded(item[1], "a topic's partition count", MAX_PARTITIONS)))
     return out
 
 
@@ -397,9 +593,18 @@ class ReplicationService:
         """The stream a token opens; `Unauthorized` for a missing or unknown token."""
         if not token:
             raise Unauthorized("a replication token is required (Authorization: Bearer ...)")
-        stream = self.cluster._catalog.replication_token_stream(hash_token(token))
-        if stream is None:
+        token_hash = hash_token(token)
+        catalog = self.cluster._catalog
+        found = catalog.replication_token(token_hash)
+        if found is None:
             raise Unauthorized("unknown replication token")
+        stream, last_used = found
+        now = time.time_ns() // 1_000_000
+        if last_used is None or now - last_used >= LAST_USED_RESOLUTION_MS:
+            try:
+                catalog.touch_replication_token(token_hash, now)
+            except PartitionletError:
+                pass  # advisory: a busy catalog must not fail the request
         return stream
 
     def handle(self, token: str | None, op: str, args: Any) -> dict[str, Any]:
@@ -430,6 +635,8 @@ class ReplicationService:
         policies = args.get("policies")
         if not isinstance(policies, dict):
             raise InvalidArgument("'policies' must be an object")
+        # The target's catalog checks the path and every policy, as for any other writer:
+        # a bad one is a 400 and no stream is made.
         self._target.create_stream(stream, policies, _str(args, "creator"))
         return {}
 
@@ -482,9 +689,20 @@ class ReplicationService:
             group, topic, p, offset, meta, ms = item
             if not isinstance(group, str) or not isinstance(topic, str):
                 raise InvalidArgument("an offset row's group and topic are strings")
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (p, offset, ms)):
-                raise InvalidArgument("an offset row's partition, offset and time are integers")
-            rows.append((group, topic, p, offset, meta if isinstance(meta, str) else "", ms))
+            if isinstance(meta, str) and len(meta) > MAX_OFFSET_METADATA:
+                raise InvalidArgument(
+                    f"an offset's metadata is at most {MAX_OFFSET_METADATA:,} characters"
+                )
+            rows.append(
+                (
+                    group,
+                    topic,
+                    _bounded(p, "an offset row's partition", _BOUNDS["partition"]),
+                    _bounded(offset, "an offset row's offset", MAX_OFFSET),
+                    meta if isinstance(meta, str) else "",
+                    _bounded(ms, "an offset row's time", MAX_TIMESTAMP_MS),
+                )
+            )
         return {"changed": self._target.merge_offsets(stream, rows)}
 
     def _op_add_upstream(self, stream: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -500,10 +718,14 @@ class ReplicationService:
 
 __all__ = [
     "API_PREFIX",
+    "MAX_MESSAGE_CHARS",
     "HttpTarget",
     "ReplicationService",
+    "ReplicationTokenInfo",
     "TransportError",
     "Unauthorized",
     "create_token",
     "hash_token",
+    "revoke_token",
+    "tokens",
 ]

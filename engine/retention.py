@@ -33,26 +33,35 @@ order, so a crash half-way never removes a tombstone before what it deletes.
 
 Both passes walk the catalog a page of topics at a time, so no read transaction stays
 open long; they may run in several processes at once.
+
+A stream whose stored policies are invalid (a catalog written before every write was
+checked) is skipped by both passes, logged, and named in the report's `skipped_streams`
+with what is wrong; the other streams are maintained as usual.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from engine import batch as batch_codec
+from engine import policies as stream_policies
 from engine.catalog import PartitionletRow
 from engine.connection import translate
+from engine.errors import InvalidPolicy
 from engine.partitionlet import chain_lock
 from engine.volume import ACTIVE, DELETED, SEALED, BatchRewrite, PartitionletState
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
+
+log = logging.getLogger(__name__)
 
 # Topics read from the catalog at a time (one short read each).
 PAGE_TOPICS = 500
@@ -90,6 +99,8 @@ class RetentionReport:
     bytes_freed: int = 0
     partitionlets_sealed: int = 0
     by_topic: dict[str, TopicRetention] = field(default_factory=dict, hash=False)
+    # stream path -> why it was skipped (its stored policies are invalid)
+    skipped_streams: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,8 @@ class CompactionReport:
     tombstones_removed: int = 0
     bytes_freed: int = 0
     by_topic: dict[str, TopicCompaction] = field(default_factory=dict, hash=False)
+    # stream path -> why it was skipped (its stored policies are invalid)
+    skipped_streams: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 # --- walking the catalog -------------------------------------------------------------------
@@ -138,16 +151,26 @@ def _query(cluster: Cluster, sql: str, args: tuple) -> list[tuple]:
         raise translate(exc, catalog.path, "catalog") from exc
 
 
-def _pages(cluster: Cluster, where: str) -> Iterator[list[_Partition]]:
-    """The partitions (with their chains) of the topics whose stream matches `where`, a
-    page of topics at a time.
+def _pages(
+    cluster: Cluster,
+    where: str,
+    wanted: Callable[[dict[str, Any]], bool],
+    skipped: dict[str, str],
+    what: str,
+) -> Iterator[list[_Partition]]:
+    """The partitions (with their chains) of the topics whose stream matches `where` (a
+    cheap filter in SQL) and `wanted` (its checked policies), a page of topics at a time.
+    A stream whose stored policies are invalid is left out and put in `skipped` (path ->
+    problem), logged once for the pass `what`.
 
     This query is not in engine.catalog: it filters streams on their policies inside
     SQLite (json_extract), so that a catalog of many streams is walked without parsing
     every stream's policies in Python.
     """
     after = 0
-    policies: dict[int, dict[str, Any]] = {}
+    policies: dict[int, dict[str, Any] | None] = {}  # None: not wanted, or invalid
+    # Policy sets are mostly alike (the defaults): check each distinct text once a pass.
+    checked: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
     while True:
         rows = _query(
             cluster,
@@ -162,8 +185,22 @@ def _pages(cluster: Cluster, where: str) -> Iterator[list[_Partition]]:
         names = {}
         for topic_id, stream_id, path, name, text in rows:
             if stream_id not in policies:
-                policies[stream_id] = json.loads(text)
-            names[topic_id] = (f"{path}:{name}", policies[stream_id])
+                if text not in checked:
+                    checked[text] = _checked(text)
+                valid, found = checked[text]
+                policies[stream_id] = valid if valid is not None and wanted(valid) else None
+                if found is not None:
+                    skipped[path] = found
+                    log.warning(
+                        "%s skips stream %s of cluster %s: its stored policies are invalid "
+                        "(%s); edit them to valid values",
+                        what,
+                        path,
+                        cluster.path,
+                        found,
+                    )
+            if policies[stream_id] is not None:
+                names[topic_id] = (f"{path}:{name}", policies[stream_id])
         chains: dict[tuple[int, int], list[PartitionletRow]] = defaultdict(list)
         for pl in cluster._catalog.chains(list(names)):
             chains[(pl.topic_id, pl.partition)].append(pl)
@@ -171,6 +208,18 @@ def _pages(cluster: Cluster, where: str) -> Iterator[list[_Partition]]:
             _Partition(names[tid][0], tid, part, names[tid][1], chain)
             for (tid, part), chain in sorted(chains.items())
         ]
+
+
+def _checked(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the complete checked policies, None) of a stored set, or (None, what is wrong)."""
+    try:
+        stored = json.loads(text)
+    except ValueError as exc:
+        return None, f"the stored policies are not JSON: {exc}"
+    try:
+        return stream_policies.check_stored("", stored), None
+    except InvalidPolicy:
+        return None, stream_policies.problem(stored)
 
 
 def _states(cluster: Cluster, pls: list[PartitionletRow]) -> dict[int, PartitionletState]:
@@ -195,7 +244,11 @@ def enforce_retention(cluster: Cluster) -> RetentionReport:
 def _enforce_retention(cluster: Cluster) -> RetentionReport:
     dropped = messages = nbytes = sealed = 0
     by_topic: dict[str, list[int]] = {}
-    for page in _pages(cluster, "json_extract(s.policies, '$.ttl') > 0"):
+    skipped: dict[str, str] = {}
+    # `IS NOT 0`, not `> 0`: a stored ttl that is not a number must reach the check (and
+    # the report), not be left out silently by SQLite's comparison.
+    where = "json_extract(s.policies, '$.ttl') IS NOT 0"
+    for page in _pages(cluster, where, lambda p: p["ttl"] > 0, skipped, "retention"):
         now = _now_ms()
         drops, n_sealed = _expired(cluster, page, now)
         sealed += n_sealed
@@ -215,6 +268,7 @@ def _enforce_retention(cluster: Cluster) -> RetentionReport:
         nbytes,
         sealed,
         {t: TopicRetention(*v) for t, v in sorted(by_topic.items())},
+        dict(sorted(skipped.items())),
     )
 
 
@@ -333,7 +387,11 @@ def compact(cluster: Cluster) -> CompactionReport:
 def _compact(cluster: Cluster) -> CompactionReport:
     totals = defaultdict(int)
     by_topic: dict[str, dict[str, int]] = {}
-    for page in _pages(cluster, "json_extract(s.policies, '$.compact') = 1"):
+    skipped: dict[str, str] = {}
+    # Not `= 1`: a stored `compact` that is not a boolean must reach the check (and the
+    # report), not be left out silently. (JSON false reads as 0.)
+    where = "json_extract(s.policies, '$.compact') IS NOT 0"
+    for page in _pages(cluster, where, lambda p: p["compact"], skipped, "compaction"):
         for p in page:
             totals["partitions"] += 1
             for key, value in _compact_partition(cluster, p).items():
@@ -353,6 +411,7 @@ def _compact(cluster: Cluster) -> CompactionReport:
             for t, v in sorted(by_topic.items())
             if v.get("messages_removed")
         },
+        skipped_streams=dict(sorted(skipped.items())),
     )
 
 

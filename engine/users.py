@@ -5,8 +5,27 @@ for a logged-in user as `user.principal`, so stream ACEs decide what they see an
 An admin is a super user (Kafka's `super.users`): every ACE lets them through, so the first
 administrator can manage streams created by anyone, as the operator of a cluster must.
 
-API tokens are random strings shown once; only their SHA-256 is stored. In the embedded
-library the file system stays the boundary: whoever can write the catalog can add users.
+API tokens are random strings shown once; only their SHA-256 is stored; a token may carry
+an expiry. In the embedded library the file system stays the boundary: whoever can write
+the catalog can add users.
+
+What guards the web console's logins lives here too, in the catalog, so that every process
+of a cluster (several `plet web`, the CLI) sees one truth at once:
+
+- Sessions: a session is a row of `web_sessions` (the cookie holds a random id, the row its
+  SHA-256), with an absolute end fixed at login and an idle limit. Logout deletes the row;
+  a password change, a change of the admin flag and deleting the user delete all the user's
+  rows, so a copied cookie dies with them, and a new user of an old name inherits nothing.
+- Throttling: wrong passwords are counted per user name tried (`login_failures`), known or
+  not, so that the answers tell nothing about which names exist. `LOGIN_FAILURES` in a row
+  make the name wait `LOGIN_LOCK_S`, doubled at each further failure up to
+  `LOGIN_LOCK_MAX_S`; the count goes on a successful login or `LOGIN_WINDOW_S` after the
+  last wait ended. Each attempt is counted before its password is hashed, so concurrent
+  guesses cannot slip past the limit.
+- Memory: a scrypt hash takes 32 MiB; `HASH_GATE` lets at most a few run at once in a
+  process and refuses the rest (`errors.Busy`) after a short wait.
+- Passwords (NIST SP 800-63B, 5.1.1.2): 8 to 1024 characters, not one of the 30,000 most
+  common passwords (the list zxcvbn ships), not the user's name either way round.
 
 Thread-safety: the functions take a `Cluster` and go through its catalog, so any thread
 that may use the cluster may call them.
@@ -19,16 +38,24 @@ import hmac
 import os
 import re
 import secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from engine.catalog import now_ms
 from engine.errors import (
     AlreadyExists,
+    Busy,
     InvalidArgument,
     InvalidName,
+    LoginThrottled,
     PartitionletError,
+    TokenExpired,
     UnknownUser,
+    WeakPassword,
 )
 from engine.principal import Principal
 
@@ -55,6 +82,27 @@ _GROUP_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 # the same time whether or not the name exists.
 _DUMMY_HASH: str | None = None
 
+# Login throttling per user name (see the module's docstring).
+LOGIN_FAILURES = 5
+LOGIN_WINDOW_S = 300
+LOGIN_LOCK_S = 60
+LOGIN_LOCK_MAX_S = 900
+
+# Web console sessions: an absolute lifetime from login, and an idle limit. The last use
+# is written at most once a minute (or a tenth of the idle limit, when that is shorter).
+SESSION_LIFETIME_S = 12 * 3600
+SESSION_IDLE_S = 2 * 3600
+SESSION_SEEN_RESOLUTION_MS = 60_000
+
+# API token lifetimes: `expires_in` as seconds, a timedelta or text such as "30d".
+MAX_TOKEN_LIFETIME_S = 10 * 366 * 86400
+_DURATION = re.compile(r"\s*(\d{1,9})\s*([smhdw]?)\s*", re.IGNORECASE)
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+# Words no password may be, besides the user's name (NIST: "context-specific words").
+_CONTEXT_WORDS = ("partitionlet",)
+_COMMON_PASSWORDS: frozenset[str] | None = None
+
 
 @dataclass(frozen=True)
 class UserInfo:
@@ -78,6 +126,8 @@ class ApiTokenInfo:
     label: str
     created_ms: int
     last_used_ms: int | None
+    expires_ms: int | None = None  # None: never
+    expired: bool = False  # as of the listing
 
 
 def check_user_name(name: object) -> str:
@@ -107,30 +157,94 @@ def _check_groups(groups: object) -> tuple[str, ...]:
     return tuple(sorted(set(result)))
 
 
-def _check_password(password: object) -> str:
+def common_passwords() -> frozenset[str]:
+    """The 30,000 most common passwords, lower case: the list zxcvbn ships (from Xato's
+    corpus of leaked passwords), loaded on first use."""
+    global _COMMON_PASSWORDS
+    if _COMMON_PASSWORDS is None:
+        from zxcvbn.frequency_lists import FREQUENCY_LISTS
+
+        _COMMON_PASSWORDS = frozenset(p.lower() for p in FREQUENCY_LISTS["passwords"])
+    return _COMMON_PASSWORDS
+
+
+def check_password(password: object, name: str | None = None) -> str:
+    """`password` when it may be set for user `name`, else `errors.WeakPassword` saying
+    why (NIST SP 800-63B: length, common passwords, context words; no composition rules)."""
     if not isinstance(password, str):
-        raise InvalidArgument("a password must be a string")
+        raise WeakPassword("a password must be a string")
     if not MIN_PASSWORD_LENGTH <= len(password) <= MAX_PASSWORD_LENGTH:
-        raise InvalidArgument(
+        raise WeakPassword(
             f"a password needs {MIN_PASSWORD_LENGTH} to {MAX_PASSWORD_LENGTH} characters"
         )
     try:
         password.encode()
     except UnicodeEncodeError:  # a lone surrogate: it could never be typed again
-        raise InvalidArgument("a password must be valid Unicode text") from None
+        raise WeakPassword("a password must be valid Unicode text") from None
+    folded = password.casefold()
+    if name and folded in (name.casefold(), name.casefold()[::-1]):
+        raise WeakPassword("a password must not be the user's name, nor that name reversed")
+    if folded in _CONTEXT_WORDS or folded in common_passwords():
+        raise WeakPassword(
+            "this password is one of the 30,000 most common passwords, which attackers try "
+            "first: choose another (a few unrelated words make a good one)"
+        )
     return password
+
+
+class HashGate:
+    """At most `limit` password hashes at once in this process.
+
+    A scrypt hash holds 32 MiB while it runs, so N concurrent logins would cost N x 32 MiB;
+    past the limit a hash waits up to `wait_s` for a slot, then `errors.Busy` refuses it.
+    `running` and `peak` count the hashes under way (for the tests and for operators)."""
+
+    def __init__(self, limit: int, wait_s: float) -> None:
+        self.limit = limit
+        self.wait_s = wait_s
+        self._slots = threading.BoundedSemaphore(limit)
+        self._lock = threading.Lock()
+        self.running = 0
+        self.peak = 0
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        if self.wait_s > 0:
+            got = self._slots.acquire(timeout=self.wait_s)
+        else:
+            got = self._slots.acquire(blocking=False)
+        if not got:
+            raise Busy(
+                "the server is checking too many passwords at once: try again in a second",
+                retry_after=1,
+            )
+        with self._lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.running -= 1
+            self._slots.release()
+
+    def reset_peak(self) -> None:
+        with self._lock:
+            self.peak = self.running
+
+
+# 2 to 4 (64 to 128 MiB): more than the cores would only make every login slower.
+HASH_GATE = HashGate(limit=min(4, max(2, os.cpu_count() or 2)), wait_s=2.0)
+
+
+def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
+    with HASH_GATE.slot():
+        return hashlib.scrypt(password.encode(), salt=salt, n=n, r=r, p=p, maxmem=_SCRYPT_MAXMEM)
 
 
 def hash_password(password: str) -> str:
     salt = os.urandom(16)
-    digest = hashlib.scrypt(
-        password.encode(),
-        salt=salt,
-        n=_SCRYPT_N,
-        r=_SCRYPT_R,
-        p=_SCRYPT_P,
-        maxmem=_SCRYPT_MAXMEM,
-    )
+    digest = _scrypt(password, salt, _SCRYPT_N, _SCRYPT_R, _SCRYPT_P)
     return f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}${salt.hex()}${digest.hex()}"
 
 
@@ -139,14 +253,7 @@ def verify_password(password: str, stored: str) -> bool:
         scheme, n, r, p, salt, digest = stored.split("$")
         if scheme != "scrypt":
             return False
-        computed = hashlib.scrypt(
-            password.encode(),
-            salt=bytes.fromhex(salt),
-            n=int(n),
-            r=int(r),
-            p=int(p),
-            maxmem=_SCRYPT_MAXMEM,
-        )
+        computed = _scrypt(password, bytes.fromhex(salt), int(n), int(r), int(p))
     except (ValueError, TypeError):
         return False
     return hmac.compare_digest(computed.hex(), digest)
@@ -170,7 +277,7 @@ def add_user(
 ) -> UserInfo:
     check_user_name(name)
     group_names = _check_groups(groups)
-    password_hash = hash_password(_check_password(password))
+    password_hash = hash_password(check_password(password, name))
     catalog = cluster._catalog
     with catalog.write():
         if catalog.conn.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
@@ -197,7 +304,11 @@ def users(cluster: Cluster) -> list[UserInfo]:
 
 
 def set_password(cluster: Cluster, name: str, password: str) -> None:
-    password_hash = hash_password(_check_password(password))
+    """Set `name`'s password; every session of theirs ends (a thief's copy of a cookie
+    with them), and a wait for wrong passwords is lifted. API tokens stay."""
+    if not isinstance(name, str):
+        raise UnknownUser(f"no user {name!r}")
+    password_hash = hash_password(check_password(password, name))
     catalog = cluster._catalog
     with catalog.write():
         cursor = catalog.conn.execute(
@@ -205,6 +316,8 @@ def set_password(cluster: Cluster, name: str, password: str) -> None:
         )
         if cursor.rowcount == 0:
             raise UnknownUser(f"no user {name!r}")
+        catalog.conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,))
+        catalog.conn.execute("DELETE FROM login_failures WHERE name = ?", (name,))
 
 
 def edit_user(
@@ -214,41 +327,58 @@ def edit_user(
     groups: tuple[str, ...] | list[str] | str | None = None,
     admin: bool | None = None,
 ) -> UserInfo:
+    """Change `name`'s groups and admin flag (None: keep). A change of the admin flag ends
+    the user's sessions: rights that grew or shrank start from a fresh login."""
     catalog = cluster._catalog
     with catalog.write():
-        if not catalog.conn.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
+        row = catalog.conn.execute("SELECT admin FROM users WHERE name = ?", (name,)).fetchone()
+        if row is None:
             raise UnknownUser(f"no user {name!r}")
         if groups is not None:
             catalog.conn.execute(
                 "UPDATE users SET groups = ? WHERE name = ?",
                 (",".join(_check_groups(groups)), name),
             )
-        if admin is not None:
+        if admin is not None and bool(admin) != bool(row[0]):
             catalog.conn.execute(
                 "UPDATE users SET admin = ? WHERE name = ?", (int(bool(admin)), name)
             )
+            catalog.conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,))
     return user(cluster, name)
 
 
 def delete_user(cluster: Cluster, name: str) -> None:
-    """Delete a user and their API tokens (their sessions end at their next request)."""
+    """Delete a user with their API tokens and sessions (a user later made with the same
+    name inherits none of them)."""
     catalog = cluster._catalog
     with catalog.write():
         cursor = catalog.conn.execute("DELETE FROM users WHERE name = ?", (name,))
         if cursor.rowcount == 0:
             raise UnknownUser(f"no user {name!r}")
         catalog.conn.execute("DELETE FROM api_tokens WHERE user = ?", (name,))
+        catalog.conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,))
 
 
 def authenticate(cluster: Cluster, name: str, password: str) -> UserInfo | None:
-    """The user when `password` is theirs, else None (in about the same time either way)."""
+    """The user when `password` is theirs, else None (in about the same time either way).
+
+    Throttled per user name: raises `errors.LoginThrottled` (with `retry_after`) without
+    looking at the password while the name must wait, and `errors.Busy` when too many
+    hashes run in this process."""
     global _DUMMY_HASH
     if not isinstance(name, str) or not isinstance(password, str):
         return None
+    known_shape = _USER_NAME.fullmatch(name) is not None
+    if known_shape:  # other names can never log in: nothing to guess, nothing to count
+        _count_attempt(cluster, name)
     if len(password) > MAX_PASSWORD_LENGTH:
         return None
-    rows = cluster._catalog._query(
-        f"SELECT password_hash, {_COLUMNS} FROM users WHERE name = ?", (name,)
+    rows = (
+        cluster._catalog._query(
+            f"SELECT password_hash, {_COLUMNS} FROM users WHERE name = ?", (name,)
+        )
+        if known_shape
+        else []
     )
     if not rows:
         if _DUMMY_HASH is None:
@@ -257,36 +387,224 @@ def authenticate(cluster: Cluster, name: str, password: str) -> UserInfo | None:
         return None
     if not verify_password(password, rows[0][0]):
         return None
+    _forget_failures(cluster, name)
     return _row_info(rows[0][1:])
+
+
+def _lock_ms(failures: int) -> int:
+    """How long a name waits after its `failures`-th wrong password in a row."""
+    if failures < LOGIN_FAILURES:
+        return 0
+    return min(LOGIN_LOCK_S * 2 ** min(failures - LOGIN_FAILURES, 20), LOGIN_LOCK_MAX_S) * 1000
+
+
+def _count_attempt(cluster: Cluster, name: str) -> None:
+    """Count an attempt at `name` as a failure before its hash is checked (a success takes
+    it back), or raise `LoginThrottled` while the name must wait."""
+    catalog = cluster._catalog
+    now = now_ms()
+    wait_ms = 0
+    with catalog.write():
+        row = catalog.conn.execute(
+            "SELECT failures, last_failure_ms, locked_until_ms FROM login_failures WHERE name = ?",
+            (name,),
+        ).fetchone()
+        if row is not None and row[2] > now:
+            wait_ms = row[2] - now
+        else:
+            # a run of failures is forgotten LOGIN_WINDOW_S after its last failure or wait
+            recent = row is not None and now - max(row[1], row[2]) <= LOGIN_WINDOW_S * 1000
+            failures = (row[0] if recent else 0) + 1
+            lock = _lock_ms(failures)
+            catalog.conn.execute(
+                "INSERT INTO login_failures (name, failures, last_failure_ms, locked_until_ms) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET failures = excluded.failures, "
+                "last_failure_ms = excluded.last_failure_ms, "
+                "locked_until_ms = excluded.locked_until_ms",
+                (name, failures, now, now + lock if lock else 0),
+            )
+            # names nobody tried for long go, so guesses at made-up names cannot pile up
+            forget = now - (LOGIN_WINDOW_S + LOGIN_LOCK_MAX_S) * 1000
+            catalog.conn.execute(
+                "DELETE FROM login_failures WHERE last_failure_ms < ? AND locked_until_ms < ?",
+                (forget, now),
+            )
+    if wait_ms:
+        seconds = -(-wait_ms // 1000)
+        raise LoginThrottled(
+            f"too many wrong passwords for {name!r}: try again in {seconds} seconds",
+            retry_after=seconds,
+        )
+
+
+def _forget_failures(cluster: Cluster, name: str) -> None:
+    catalog = cluster._catalog
+    with catalog.write():
+        catalog.conn.execute("DELETE FROM login_failures WHERE name = ?", (name,))
+
+
+def login_wait(cluster: Cluster, name: str) -> int:
+    """Seconds `name` must still wait before its next login attempt (0: none)."""
+    rows = cluster._catalog._query(
+        "SELECT locked_until_ms FROM login_failures WHERE name = ?", (name,)
+    )
+    wait_ms = rows[0][0] - now_ms() if rows else 0
+    return -(-wait_ms // 1000) if wait_ms > 0 else 0
+
+
+# --- web console sessions ------------------------------------------------------------------
+
+
+def _session_hash(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()
+
+
+def create_session(cluster: Cluster, name: str, *, lifetime_s: float = SESSION_LIFETIME_S) -> str:
+    """A new session of user `name` that ends `lifetime_s` from now at the latest; returns
+    its id, for the session cookie (only its hash is kept)."""
+    if not isinstance(lifetime_s, (int, float)) or not 0 < lifetime_s <= 366 * 86400:
+        raise InvalidArgument(f"a session lifetime is 0 to 366 days in seconds, not {lifetime_s!r}")
+    session_id = secrets.token_urlsafe(32)
+    now = now_ms()
+    catalog = cluster._catalog
+    with catalog.write():
+        if not catalog.conn.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
+            raise UnknownUser(f"no user {name!r}")
+        catalog.conn.execute("DELETE FROM web_sessions WHERE expires_ms <= ?", (now,))
+        catalog.conn.execute(
+            "INSERT INTO web_sessions (id_hash, user, created_ms, last_seen_ms, expires_ms) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (_session_hash(session_id), name, now, now, now + int(lifetime_s * 1000)),
+        )
+    return session_id
+
+
+def session_user(
+    cluster: Cluster, session_id: object, *, idle_s: float = SESSION_IDLE_S
+) -> UserInfo | None:
+    """The user of a live session, or None: unknown, ended (logout, password, admin flag,
+    user deleted), past its absolute end, or unused for more than `idle_s`."""
+    if not isinstance(session_id, str) or not 20 <= len(session_id) <= 100:
+        return None
+    id_hash = _session_hash(session_id)
+    columns = ", ".join(f"u.{c.strip()}" for c in _COLUMNS.split(","))
+    rows = cluster._catalog._query(
+        f"SELECT s.last_seen_ms, s.expires_ms, {columns} "
+        "FROM web_sessions s JOIN users u ON u.name = s.user WHERE s.id_hash = ?",
+        (id_hash,),
+    )
+    if not rows:
+        return None
+    last_seen, expires, *user_row = rows[0]
+    now = now_ms()
+    idle_ms = int(idle_s * 1000)
+    catalog = cluster._catalog
+    if now >= expires or now - last_seen > idle_ms:
+        _end_session_hash(cluster, id_hash)
+        return None
+    if now - last_seen >= min(SESSION_SEEN_RESOLUTION_MS, idle_ms // 10):
+        try:
+            with catalog.write():
+                catalog.conn.execute(
+                    "UPDATE web_sessions SET last_seen_ms = ? WHERE id_hash = ?", (now, id_hash)
+                )
+        except PartitionletError:
+            pass  # advisory: a busy catalog must not fail the request
+    return _row_info(tuple(user_row))
+
+
+def _end_session_hash(cluster: Cluster, id_hash: str) -> None:
+    catalog = cluster._catalog
+    with catalog.write():
+        catalog.conn.execute("DELETE FROM web_sessions WHERE id_hash = ?", (id_hash,))
+
+
+def end_session(cluster: Cluster, session_id: object) -> None:
+    """End one session (logout); an unknown or ended one is left as it is."""
+    if isinstance(session_id, str) and session_id:
+        _end_session_hash(cluster, _session_hash(session_id))
+
+
+def end_sessions(cluster: Cluster, name: str) -> int:
+    """End every session of user `name`; returns how many there were."""
+    catalog = cluster._catalog
+    with catalog.write():
+        return catalog.conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,)).rowcount
 
 
 def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_api_token(cluster: Cluster, name: str, label: str = "") -> str:
-    """A new API token for user `name`, returned once (`Authorization: Bearer TOKEN`)."""
+def parse_lifetime(value: object) -> int | None:
+    """A token lifetime in seconds from seconds, a `timedelta` or text: a number with an
+    optional unit `s`, `m`, `h`, `d` or `w` ("30d", "12h"); None, "" or "never" is None
+    (no expiry). Anything else, or more than ten years, is `InvalidArgument`."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "never")):
+        return None
+    seconds: float
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = value
+    elif isinstance(value, str) and (found := _DURATION.fullmatch(value)):
+        seconds = int(found.group(1)) * _DURATION_UNITS[found.group(2).lower()]
+    else:
+        raise InvalidArgument(
+            f"invalid expiry {value!r}: a number of seconds, or a number with a unit "
+            "s, m, h, d or w such as 30d, or never"
+        )
+    if not 0 < seconds <= MAX_TOKEN_LIFETIME_S:
+        raise InvalidArgument(f"a token expires after 1 second to 10 years, not {value!r}")
+    return int(seconds)
+
+
+def format_ms(ms: int) -> str:
+    """A catalog time as UTC text, for messages."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def create_api_token(
+    cluster: Cluster, name: str, label: str = "", *, expires_in: object = None
+) -> str:
+    """A new API token for user `name`, returned once (`Authorization: Bearer TOKEN`).
+
+    `expires_in` (seconds, a timedelta or text such as "30d"; see `parse_lifetime`) makes
+    it stop working that long from now; None: never."""
     user(cluster, name)
     if not isinstance(label, str) or len(label) > 200:
         raise InvalidArgument("a token label is a string of at most 200 characters")
+    lifetime = parse_lifetime(expires_in)
     token = "plet_" + secrets.token_urlsafe(32)
+    now = now_ms()
     catalog = cluster._catalog
     with catalog.write():
         catalog.conn.execute(
-            "INSERT INTO api_tokens (token_hash, user, label, created_ms) VALUES (?, ?, ?, ?)",
-            (_token_hash(token), name, label, now_ms()),
+            "INSERT INTO api_tokens (token_hash, user, label, created_ms, expires_ms) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (
+                _token_hash(token),
+                name,
+                label,
+                now,
+                None if lifetime is None else now + lifetime * 1000,
+            ),
         )
     return token
 
 
 def api_tokens(cluster: Cluster, name: str | None = None) -> list[ApiTokenInfo]:
-    sql = "SELECT token_hash, user, label, created_ms, last_used_ms FROM api_tokens"
+    sql = "SELECT token_hash, user, label, created_ms, last_used_ms, expires_ms FROM api_tokens"
     args: tuple = ()
     if name is not None:
         sql += " WHERE user = ?"
         args = (name,)
     rows = cluster._catalog._query(sql + " ORDER BY created_ms, token_hash", args)
-    return [ApiTokenInfo(h[:12], u, label, c, last) for h, u, label, c, last in rows]
+    now = now_ms()
+    return [
+        ApiTokenInfo(h[:12], u, label, c, last, exp, exp is not None and now >= exp)
+        for h, u, label, c, last, exp in rows
+    ]
 
 
 def revoke_api_token(cluster: Cluster, name: str, token_id: str) -> None:
@@ -303,7 +621,8 @@ def revoke_api_token(cluster: Cluster, name: str, token_id: str) -> None:
 
 
 def user_for_token(cluster: Cluster, token: str) -> UserInfo | None:
-    """The user an API token belongs to, or None for an unknown one.
+    """The user an API token belongs to, or None for an unknown one; `errors.TokenExpired`
+    for one past its expiry (it stays listed until revoked, marked expired).
 
     Records the token's last use, at most once a minute (`LAST_USED_RESOLUTION_MS`), so
     that the Users page can show stale tokens without every request writing."""
@@ -312,14 +631,19 @@ def user_for_token(cluster: Cluster, token: str) -> UserInfo | None:
     token_hash = _token_hash(token)
     columns = ", ".join(f"u.{c.strip()}" for c in _COLUMNS.split(","))
     rows = cluster._catalog._query(
-        f"SELECT t.last_used_ms, {columns} "
+        f"SELECT t.last_used_ms, t.expires_ms, {columns} "
         "FROM api_tokens t JOIN users u ON u.name = t.user WHERE t.token_hash = ?",
         (token_hash,),
     )
     if not rows:
         return None
-    last_used, *user_row = rows[0]
+    last_used, expires, *user_row = rows[0]
     now = now_ms()
+    if expires is not None and now >= expires:
+        raise TokenExpired(
+            f"API token {token_hash[:12]} expired at {format_ms(expires)}: make a new one "
+            "on the Users page or with `plet user token`"
+        )
     if last_used is None or now - last_used >= LAST_USED_RESOLUTION_MS:
         catalog = cluster._catalog
         try:
@@ -343,9 +667,14 @@ def ensure_admin(cluster: Cluster, password: str | None = None) -> tuple[str, st
     if cluster._catalog._query("SELECT 1 FROM users LIMIT 1"):
         return ADMIN, None
     given = password or os.environ.get(ADMIN_PASSWORD_ENV) or None
-    if given is not None and len(given) < MIN_PASSWORD_LENGTH:
+    if given is not None:
         source = "the password" if password else ADMIN_PASSWORD_ENV
-        raise InvalidArgument(f"{source} needs at least {MIN_PASSWORD_LENGTH} characters")
+        if len(given) < MIN_PASSWORD_LENGTH:
+            raise WeakPassword(f"{source} needs at least {MIN_PASSWORD_LENGTH} characters")
+        try:
+            check_password(given, ADMIN)
+        except WeakPassword as exc:
+            raise WeakPassword(f"{source}: {exc}") from None
     generated = None if given else secrets.token_urlsafe(12)
     try:
         add_user(cluster, ADMIN, given or generated, admin=True)  # type: ignore[arg-type]
@@ -362,12 +691,22 @@ __all__ = [
     "UserInfo",
     "add_user",
     "api_tokens",
+    "HASH_GATE",
+    "HashGate",
     "authenticate",
+    "check_password",
+    "common_passwords",
     "create_api_token",
+    "create_session",
     "delete_user",
     "edit_user",
+    "end_session",
+    "end_sessions",
     "ensure_admin",
+    "login_wait",
+    "parse_lifetime",
     "revoke_api_token",
+    "session_user",
     "set_password",
     "user",
     "user_for_token",

@@ -25,8 +25,9 @@ from typing import Any
 from engine import batch as batch_codec
 from engine import names
 from engine.cluster import CATALOG_FILE, Cluster
-from engine.errors import NotFound, PartitionletError
+from engine.errors import InvalidPolicy, NotFound, PartitionletError
 from engine.log import PartitionLog
+from engine.policies import check_stored
 from engine.principal import Principal
 
 # Column names and Spark SQL types: those of Spark's Kafka source (with includeHeaders),
@@ -190,10 +191,10 @@ def resolve_topics(cluster: Cluster, options: dict[str, str]) -> list[TopicPlan]
                     stream,
                     row.full_name,
                     row.partitions,
-                    int(streams[stream].policies["ttl"]),
+                    check_stored(stream, streams[stream].policies)["ttl"],
                 )
             )
-    except NotFound as exc:
+    except (NotFound, InvalidPolicy) as exc:
         raise OptionError(str(exc)) from None
     return plans
 

@@ -49,6 +49,12 @@ class Browser(requests.Session):
         kwargs.setdefault("timeout", 30)
         return super().request(method, url, *args, **kwargs)
 
+    def get(self, url: str, **kwargs: Any) -> requests.Response:
+        # requests' own get() asks to follow redirects explicitly: an attack test must see
+        # the redirect to /login itself
+        kwargs.setdefault("allow_redirects", False)
+        return self.request("GET", url, **kwargs)
+
     def login(self, name: str, password: str) -> requests.Response:
         """Post the login form; on success keep the CSRF token of the next page."""
         page = self.get("/login")

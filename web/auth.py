@@ -1,34 +1,68 @@
 """Logging in and out, and the rule that every page needs a logged-in user.
 
-The session keeps the user's name only; the user is read from the catalog on each request,
-so a deleted user is out at their next click and a changed group takes effect at once.
-The JSON API (web/api.py) does its own authentication with bearer tokens.
+The session cookie holds the id of a server-side session (engine.users, a row of the
+catalog) and nothing else that grants anything: each request looks the session up with its
+user, so logout, a password change, an admin flag change or deleting the user end it at
+once in every process, and a changed group takes effect at the next click. Login attempts
+are throttled per user name (engine) and per client address (web/security.py), and the
+password hashes that run at once are bounded (engine.users.HASH_GATE).
+The JSON API (web/api/) does its own authentication with bearer tokens.
 """
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import Blueprint, g, redirect, render_template, request, session, url_for
+from flask import (
+    Blueprint,
+    current_app,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 
 from engine import errors
 from web.pages import app_cluster
+from web.security import login_guard
 
 auth = Blueprint("auth", __name__)
 
 # Endpoints open without a session: the login page, assets, and the API (tokens).
 _PUBLIC_ENDPOINTS = {"auth.login", "static", "assets.vendor"}
 _PUBLIC_BLUEPRINTS = {"api"}
+# The session cookie's key for the server-side session id.
+SESSION_ID = "sid"
+
+
+def start_session(name: str) -> None:
+    """Log this browser in as `name` with a fresh session: a fresh cookie too, so nothing
+    of an earlier one (fixation) carries over."""
+    session.clear()
+    session[SESSION_ID] = app_cluster().create_session(
+        name, lifetime_s=current_app.config["SESSION_ABSOLUTE_LIFETIME"]
+    )
+    session.permanent = True
+
+
+def end_session() -> None:
+    """End this browser's session on the server, then forget the cookie."""
+    session_id = session.get(SESSION_ID)
+    if session_id is not None:
+        app_cluster().end_session(session_id)
+    session.clear()
 
 
 @auth.before_app_request
 def load_user():
     g.user = None
-    name = session.get("user")
-    if name is not None:
-        try:
-            g.user = app_cluster().user(name)
-        except errors.UnknownUser:
+    session_id = session.get(SESSION_ID)
+    if session_id is not None:
+        idle = current_app.permanent_session_lifetime.total_seconds()
+        g.user = app_cluster().session_user(session_id, idle_s=idle)
+        if g.user is None:
             session.clear()
     if g.user is not None:
         g.cluster = app_cluster().as_principal(g.user.principal)
@@ -63,29 +97,53 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
+def _login_page(username: str = "", error: str | None = None, status: int = 200, wait: int = 0):
+    headers = {"Retry-After": str(wait)} if wait else {}
+    return render_template("auth/login.html", error=error, username=username), status, headers
+
+
 @auth.route("/login", methods=["GET", "POST"])
 def login():
-    error = None
-    username = ""
-    if request.method == "POST":
-        username = (request.form.get("username") or "").strip()
-        password = request.form.get("password") or ""
-        found = app_cluster().authenticate(username, password) if username and password else None
-        if found is None:
-            error = "Wrong username or password."
-        else:
-            session.clear()  # a fresh session: no fixation across a login
-            session["user"] = found.name
-            session.permanent = True
-            return redirect(_safe_next(request.args.get("next")))
-    status = 401 if error else 200
-    return (
-        render_template("auth/login.html", error=error, username=username),
-        status,
-    )
+    if request.method == "GET":
+        return _login_page()
+    username = (request.form.get("username") or "").strip()
+    password = request.form.get("password") or ""
+    address = request.remote_addr or "unknown"
+    guard = login_guard()
+    wait = guard.wait(address)
+    if wait:
+        return _login_page(
+            username,
+            f"Too many failed logins from your address. Try again in {wait} seconds.",
+            429,
+            wait,
+        )
+    if not username or not password:
+        return _login_page(username, "Wrong username or password.", 401)
+    try:
+        found = app_cluster().authenticate(username, password)
+    except errors.LoginThrottled as exc:
+        return _login_page(
+            username,
+            f"Too many wrong passwords for this user. Try again in {exc.retry_after} seconds.",
+            429,
+            exc.retry_after,
+        )
+    except errors.Busy as exc:
+        return _login_page(
+            username,
+            "The server is busy checking other logins. Try again in a moment.",
+            503,
+            exc.retry_after,
+        )
+    if found is None:
+        guard.failed(address)
+        return _login_page(username, "Wrong username or password.", 401)
+    start_session(found.name)
+    return redirect(_safe_next(request.args.get("next")))
 
 
 @auth.route("/logout", methods=["POST"])
 def logout():
-    session.clear()
+    end_session()
     return redirect(url_for("auth.login"))

@@ -17,7 +17,9 @@ _STATUS = (
     (errors.AlreadyExists, 409),
     (ValueError, 400),  # InvalidName, InvalidArgument, InvalidPolicy, MessageTooLarge ...
     (errors.IllegalState, 409),
-    (errors.PartitionletError, 503),
+    (errors.LoginThrottled, 429),
+    (errors.TokenExpired, 401),
+    (errors.PartitionletError, 503),  # Busy, storage trouble
 )
 
 
@@ -49,7 +51,12 @@ def register_error_handlers(app: Flask) -> None:
         status = status_of(exc)
         if status >= 500:
             app.logger.warning("%s %s: %s", request.method, request.path, exc)
-        return _answer(status, type(exc).__name__, str(exc))
+        answer = _answer(status, type(exc).__name__, str(exc))
+        if isinstance(exc, errors.TryLater):  # 429 or 503: say when to come back
+            response = app.make_response(answer)
+            response.headers["Retry-After"] = str(exc.retry_after)
+            return response
+        return answer
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):

@@ -15,6 +15,7 @@ from flask import Blueprint, make_response, request
 
 from engine import errors
 from engine.records import GroupInfo, TopicPartition
+from web.messages import MAX_WHOLE, whole
 from web.pages import cluster, render, wants_partial
 
 groups = Blueprint("groups", __name__)
@@ -72,10 +73,14 @@ class ResetForm:
             self.errors["to"] = "Choose earliest, latest, an offset or a time."
             return None
         if self.to == "offset":
-            if not self.offset.isdigit():
-                self.errors["offset"] = "An offset is a whole number, 0 or more."
+            offset = whole(self.offset)  # ASCII digits that fit int64, else None
+            if offset is None:
+                self.errors["offset"] = (
+                    f"An offset is a whole number from 0 to {MAX_WHOLE:,}, "
+                    f"not {self.offset[:40]!r}."
+                )
                 return None
-            return None if self.errors else int(self.offset)
+            return None if self.errors else offset
         if self.to == "time":
             moment = parse_time(self.time)
             if moment is None:

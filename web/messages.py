@@ -27,6 +27,7 @@ from itertools import islice
 from typing import Any
 
 from engine import Consumer, ConsumerRecord, TopicPartition
+from engine.batch import MAX_TIMESTAMP_MS
 from engine.records import LOG_APPEND_TIME, TopicInfo
 
 FORMATS = ("text", "json", "hex")
@@ -263,8 +264,9 @@ def parse_time(text: str) -> int:
     s = text.strip()
     if s.isascii() and s.isdigit():
         ms = whole(s)
-        if ms is None:
-            raise ValueError(f"{text!r} is too far in the future")
+        # past the year 9999 no message can be, and no date can be shown
+        if ms is None or ms > MAX_TIMESTAMP_MS:
+            raise ValueError(f"{text[:40]!r} is too far in the future (after the year 9999)")
         return ms
     try:
         moment = datetime.fromisoformat(s)
@@ -278,6 +280,8 @@ def parse_time(text: str) -> int:
     ms = int(moment.timestamp() * 1000)
     if ms < 0:
         raise ValueError(f"{text!r} is before 1970: no message can be that old")
+    if ms > MAX_TIMESTAMP_MS:  # 9999-12-31T23:00-05:00 is a valid time, in the year 10000 UTC
+        raise ValueError(f"{text!r} is too far in the future (after the year 9999)")
     return ms
 
 

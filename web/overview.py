@@ -1,9 +1,15 @@
-"""The overview page: the cluster, its volumes and their sizes, totals, live throughput."""
+"""The overview page: the cluster, its volumes and their sizes, totals, live throughput,
+and (under `plet web`, which runs it) background maintenance: its last passes and the
+streams it skips because their stored policies are invalid."""
 
 from __future__ import annotations
 
-from flask import Blueprint
+from typing import Any
 
+from flask import Blueprint, current_app
+
+from engine.maintenance import Maintenance
+from web import state
 from web.pages import cluster, render
 
 overview = Blueprint("overview", __name__)
@@ -24,6 +30,29 @@ def _volumes_and_rates() -> dict:
     }
 
 
+def _maintenance() -> Maintenance | None:
+    """The app's maintenance worker, when it runs one (`plet web` does)."""
+    for worker in state(current_app).workers:
+        if isinstance(worker, Maintenance):
+            return worker
+    return None
+
+
+def _maintenance_status() -> dict[str, Any]:
+    worker = _maintenance()
+    if worker is None:
+        return {"maintenance": None}
+    error = worker.last_error
+    return {
+        "maintenance": {
+            "runs": worker.runs,
+            "interval_s": worker.interval_s,
+            "skipped": worker.skipped_streams,
+            "error": None if error is None else f"{type(error).__name__}: {error}",
+        }
+    }
+
+
 def _context() -> dict:
     c = cluster()
     return {
@@ -31,6 +60,7 @@ def _context() -> dict:
         "totals": c.totals(),
         "group_count": len(c.groups()),
         **_volumes_and_rates(),
+        **_maintenance_status(),
     }
 
 

@@ -3,9 +3,13 @@ SVG on the server, with a banner for conflicts and broken links, the table of th
 cluster's links (pause, resume, remove) and a form to add one.
 
 The graph holds this cluster, the targets of its links and the sources of its upstreams.
-Cluster directories among them are opened briefly to read their own links as their
-catalogs record them (nothing measured, nothing sent over a network), so a ring
+Cluster directories reached along links are opened briefly to read their own links as
+their catalogs record them (nothing measured, nothing sent over a network), so a ring
 A->B->C->A shows whole from A; only this cluster's own links have their lag measured.
+An upstream's source is only shown: its address is what the source said it is.
+Adding a link is for cluster administrators (engine.replication.check_may_add_link); the
+others see why the form is not there. Administrators also list and revoke the replication
+tokens this cluster issued.
 """
 
 from __future__ import annotations
@@ -148,8 +152,10 @@ def build_graph(c: Cluster) -> ReplicationGraph:
             known_ids.setdefault(i.target, i.target_id)
         queue.append(i.target)
     for u in ups:
+        # An upstream's source address is whatever the source said it is (over HTTP,
+        # whoever holds a token): it is shown, never opened on this host. Clusters are
+        # followed along links only, which an administrator added.
         known_ids.setdefault(u.source, u.source_id)
-        queue.append(u.source)
     seen = {here}
     opened = 0
     while queue:
@@ -188,7 +194,6 @@ def build_graph(c: Cluster) -> ReplicationGraph:
                     queue.append(i.target)
                 for u in found[1]:
                     known_ids.setdefault(u.source, u.source_id)
-                    queue.append(u.source)
         if node.key in nodes:  # the same cluster under a second address
             key_of[address] = node.key
             continue
@@ -259,7 +264,23 @@ def _peek(address: str, node: Node) -> tuple[list[ReplicaInfo], list[UpstreamInf
 
 
 def _live_context() -> dict[str, Any]:
-    return {"graph": build_graph(cluster()), "refresh_s": REFRESH_S}
+    c = cluster()
+    return {
+        "graph": build_graph(c),
+        "refresh_s": REFRESH_S,
+        # Adding a link reaches outside the cluster: administrators only (the engine
+        # checks it too); the others see why there is no form.
+        "may_add_links": c.is_administrator,
+        **_tokens_context(),
+    }
+
+
+def _tokens_context() -> dict[str, Any]:
+    """The replication tokens this user may manage (all of them for an administrator;
+    a stream's for whoever administers it), never the tokens themselves."""
+    c = cluster()
+    tokens = c.replication_tokens()
+    return {"tokens": tokens, "show_tokens": c.is_administrator or bool(tokens)}
 
 
 @replication.route("/replication")
@@ -281,6 +302,22 @@ def live():
         form={},
         form_errors={},
         **_live_context(),
+    )
+
+
+@replication.route("/replication/tokens/revoke", methods=["POST"])
+def revoke_token():
+    """Revoke a replication token by its id; the engine decides who may (errors answer
+    400, 403 or 404 through web/errors.py)."""
+    token_id = request.form.get("token_id", "").strip()
+    cluster().revoke_replication_token(token_id)
+    if not wants_partial():
+        return redirect(url_for("replication.index"))
+    return render(
+        "replication/index.html",
+        "replication/_tokens.html",
+        revoked=token_id,
+        **_tokens_context(),
     )
 
 
@@ -317,8 +354,7 @@ def add():
         "target_stream": request.form.get("target_stream", "").strip(),
         "paused": request.form.get("paused") in ("on", "1", "true", "yes"),
     }
-    form_errors = _add_link(form)
-    status = 400 if form_errors else 200
+    form_errors, status = _add_link(form)
     html = render(
         "replication/index.html",
         "replication/_add.html",
@@ -333,8 +369,15 @@ def add():
     return html, status, headers
 
 
-def _add_link(form: dict[str, Any]) -> dict[str, str]:
+def _add_link(form: dict[str, Any]) -> tuple[dict[str, str], int]:
+    """The problems of the form by field (empty when the link was added) and the status."""
     c = cluster()
+    try:
+        # First, before the target is looked at: the refusal is the same for every target,
+        # so it tells nothing about which paths or hosts exist.
+        engine_replication.check_may_add_link(c)
+    except errors.AccessDenied as exc:
+        return {"form": str(exc)}, 403
     problems: dict[str, str] = {}
     try:
         names.validate_stream_path(form["stream"])
@@ -354,7 +397,7 @@ def _add_link(form: dict[str, Any]) -> dict[str, str]:
         except errors.InvalidName as exc:
             problems["target_stream"] = str(exc)
     if problems:
-        return problems
+        return problems, 400
     try:
         c.add_replica(
             form["stream"],
@@ -363,10 +406,10 @@ def _add_link(form: dict[str, Any]) -> dict[str, str]:
             paused=form["paused"],
         )
     except errors.AccessDenied as exc:
-        return {"form": str(exc)}
+        return {"form": str(exc)}, 403
     except (errors.PartitionletError, OSError) as exc:
         text = f"{exc}"
         if form["target_stream"] and "remove that link first" in text:
-            return {"target_stream": text}
-        return {"target": text}
-    return {}
+            return {"target_stream": text}, 400
+        return {"target": text}, 400
+    return {}, 200

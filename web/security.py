@@ -8,12 +8,24 @@
   cookies, so a forged cross-site request has no credentials to ride on.
 - The Content-Security-Policy allows scripts and styles from this origin only (no inline
   script; htmx's own indicator style and `eval` are turned off in base.html's htmx-config).
+- The cookie only names a server-side session (engine.users, in the catalog): it ends at
+  logout, password change, admin flag change, deletion of the user, after
+  `SESSION_ABSOLUTE_LIFETIME` seconds from login, and after `PERMANENT_SESSION_LIFETIME`
+  seconds unused, in every process serving the cluster at once.
+- Logins are throttled per user name in the catalog (engine.users), and per client address
+  here, in this process (`LoginGuard`): `LOGIN_ADDRESS_LIMIT` wrong passwords per address.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask, Response, request
+import math
+import time
+
+from flask import Blueprint, Flask, Response, current_app, request
 from flask_wtf.csrf import CSRFProtect
+from limits import parse
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
 
 csrf = CSRFProtect()
 
@@ -37,15 +49,50 @@ CONFIG_DEFAULTS = {
     "SESSION_COOKIE_NAME": "plet_session",
     "SESSION_COOKIE_HTTPONLY": True,
     "SESSION_COOKIE_SAMESITE": "Lax",
-    "PERMANENT_SESSION_LIFETIME": 12 * 3600,
+    # The idle limit: the cookie's lifetime, renewed on each request, and checked on the
+    # server too (a copied cookie gains nothing from its own expiry date).
+    "PERMANENT_SESSION_LIFETIME": 2 * 3600,
+    # The absolute limit from login, however busy the session (seconds).
+    "SESSION_ABSOLUTE_LIFETIME": 12 * 3600,
+    # Wrong passwords one client address may send to this process (limits' notation).
+    "LOGIN_ADDRESS_LIMIT": "20 per minute",
     # A token lives as long as its session: a console tab left open all day still posts.
     "WTF_CSRF_TIME_LIMIT": None,
     "WTF_CSRF_SSL_STRICT": True,
 }
 
+_GUARD = "plet-login-guard"
+
+
+class LoginGuard:
+    """The per-address throttle of logins, in this process's memory: wrong passwords are
+    counted per client address in a moving window (the `limits` library); once an address
+    reached the limit, its logins are refused with 429 until the oldest failure leaves the
+    window. The address is the socket's peer: behind a reverse proxy, make Flask see the
+    client's (werkzeug's ProxyFix)."""
+
+    def __init__(self, limit: str) -> None:
+        self.item = parse(limit)
+        self.limiter = MovingWindowRateLimiter(MemoryStorage())
+
+    def wait(self, address: str) -> int:
+        """Seconds until `address` may try again (0: now)."""
+        if self.limiter.test(self.item, "login", address):
+            return 0
+        reset = self.limiter.get_window_stats(self.item, "login", address).reset_time
+        return max(1, math.ceil(reset - time.time()))
+
+    def failed(self, address: str) -> None:
+        self.limiter.hit(self.item, "login", address)
+
+
+def login_guard() -> LoginGuard:
+    return current_app.extensions[_GUARD]
+
 
 def init_app(app: Flask) -> None:
     csrf.init_app(app)
+    app.extensions[_GUARD] = LoginGuard(app.config["LOGIN_ADDRESS_LIMIT"])
     app.after_request(_headers)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, request, stream_with_context
 
 from engine import Producer, errors
+from engine.producer import MAX_HEADERS
 from engine.records import TopicInfo
 from web import messages as msgs
 from web.messages import BadInput, Budget, MessageReader, Selection
@@ -296,6 +297,8 @@ def parse_headers(text: str) -> list[tuple[str, bytes]]:
             raise BadInput(
                 {"headers": f"line {number} ({line.strip()[:40]!r}) is not `name: value`"}
             )
+        if len(headers) >= MAX_HEADERS:  # the engine's limit, said next to the field
+            raise BadInput({"headers": f"a message may carry at most {MAX_HEADERS:,} headers"})
         headers.append((name.strip(), value.strip().encode()))
     return headers
 

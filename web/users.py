@@ -4,7 +4,9 @@ user (add, edit groups and the admin flag, reset a password, delete).
 Users are not stream objects, so no ACE guards them: a user manages their own password and
 tokens, and only administrators manage other users. An administrator may not delete
 themselves nor drop their own admin flag, so a cluster never loses its last way in by a
-slip. A new API token is shown once, in the answer to the form that made it.
+slip. A new API token is shown once, in the answer to the form that made it, and may
+expire. A password change ends every session of the user (engine.users); the browser
+that made it gets a fresh session, so only copies of the old cookie die.
 """
 
 from __future__ import annotations
@@ -15,11 +17,22 @@ from flask import Blueprint, abort, flash, redirect, request, url_for
 
 from engine import errors
 from engine.users import MIN_PASSWORD_LENGTH
+from web.auth import start_session
 from web.pages import cluster, render, user
 
 users = Blueprint("users", __name__)
 
 LABEL_MAX = 200
+# The expiries the token form offers (value: engine.users.parse_lifetime's text, label).
+TOKEN_EXPIRIES = (
+    ("1d", "1 day"),
+    ("7d", "7 days"),
+    ("30d", "30 days"),
+    ("90d", "90 days"),
+    ("365d", "1 year"),
+    ("", "no expiry"),
+)
+DEFAULT_EXPIRY = "90d"
 
 
 @dataclass
@@ -32,7 +45,7 @@ class Forms:
     new_token_label: str = ""
 
 
-def _page(forms: Forms | None = None, status: int = 200):
+def _page(forms: Forms | None = None, status: int = 200, wait: int = 0):
     forms = forms or Forms()
     c = cluster()
     me = user()
@@ -42,8 +55,11 @@ def _page(forms: Forms | None = None, status: int = 200):
         "all_users": c.users() if me.admin else [],
         "forms": forms,
         "min_password": MIN_PASSWORD_LENGTH,
+        "expiries": TOKEN_EXPIRIES,
+        "default_expiry": DEFAULT_EXPIRY,
     }
-    return render("users/index.html", None, **context), status
+    headers = {"Retry-After": str(wait)} if wait else {}
+    return render("users/index.html", None, **context), status, headers
 
 
 def _require_admin() -> None:
@@ -62,11 +78,17 @@ def index():
 @users.route("/users/tokens", methods=["POST"])
 def create_token():
     label = (request.form.get("label") or "").strip()
-    forms = Forms(values={"label": label})
+    # "" (or no field, as from a script of before expiries): a token that never expires
+    expires = (request.form.get("expires") or "").strip()
+    forms = Forms(values={"label": label, "expires": expires})
     if len(label) > LABEL_MAX:
         forms.errors["label"] = f"A label has at most {LABEL_MAX} characters."
         return _page(forms, 400)
-    forms.new_token = cluster().create_api_token(user().name, label)
+    try:
+        forms.new_token = cluster().create_api_token(user().name, label, expires_in=expires)
+    except errors.InvalidArgument as exc:
+        forms.errors["expires"] = str(exc)
+        return _page(forms, 400)
     forms.new_token_label = label
     forms.values = {}
     return _page(forms)
@@ -91,8 +113,14 @@ def change_password():
     confirm = form.get("confirm_password") or ""
     forms = Forms()
     me = user()
-    if not current or cluster().authenticate(me.name, current) is None:
-        forms.errors["current_password"] = "This is not your current password."
+    try:
+        if not current or cluster().authenticate(me.name, current) is None:
+            forms.errors["current_password"] = "This is not your current password."
+    except errors.TryLater as exc:  # too many wrong passwords, or too many hashes at once
+        message = str(exc)
+        forms.errors["current_password"] = f"{message[:1].upper()}{message[1:]}."
+        status = 429 if isinstance(exc, errors.LoginThrottled) else 503
+        return _page(forms, status, exc.retry_after)
     if len(new) < MIN_PASSWORD_LENGTH:
         forms.errors["new_password"] = (
             f"A password needs at least {MIN_PASSWORD_LENGTH} characters."
@@ -101,12 +129,13 @@ def change_password():
         forms.errors["confirm_password"] = "The two new passwords differ."
     if not forms.errors:
         try:
-            cluster().set_password(me.name, new)
+            cluster().set_password(me.name, new)  # ends every session of hers, this one too
         except errors.InvalidArgument as exc:
             forms.errors["new_password"] = str(exc)
     if forms.errors:
         return _page(forms, 400)
-    flash("Your password was changed.")
+    start_session(me.name)
+    flash("Your password was changed. Your other sessions have ended.")
     return redirect(url_for("users.index"))
 
 
@@ -165,12 +194,16 @@ def edit_user(name: str):
     if name == user().name and not admin:
         forms.errors["admin"] = "You cannot take away your own administrator rights."
         return _user_page(name, forms, 400)
+    before = cluster().user(name)  # UnknownUser: 404
     try:
         cluster().edit_user(name, groups=groups, admin=admin)
     except errors.InvalidName as exc:
         forms.errors["groups"] = str(exc)
         return _user_page(name, forms, 400)
-    flash(f"User {name} saved.")
+    if before.admin != admin:
+        flash(f"User {name} saved; their sessions have ended (the administrator flag changed).")
+    else:
+        flash(f"User {name} saved.")
     return redirect(url_for("users.detail", name=name))
 
 
@@ -184,7 +217,9 @@ def reset_password(name: str):
     except errors.InvalidArgument as exc:
         forms.errors["password"] = str(exc)
         return _user_page(name, forms, 400)
-    flash(f"Password of {name} reset.")
+    if name == user().name:  # one's own sessions ended with it: keep this browser in
+        start_session(name)
+    flash(f"Password of {name} reset; their sessions have ended.")
     return redirect(url_for("users.detail", name=name))
 
 
@@ -211,5 +246,5 @@ def delete_user(name: str):
         forms.errors["delete"] = f"Tick the box to confirm that {name} goes."
         return _user_page(name, forms, 400)
     cluster().delete_user(name)
-    flash(f"User {name} deleted, with their API tokens.")
+    flash(f"User {name} deleted, with their API tokens and sessions.")
     return redirect(url_for("users.index"))

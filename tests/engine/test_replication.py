@@ -221,13 +221,15 @@ def test_a_batch_retried_is_applied_once_and_a_different_one_is_a_conflict(dirs)
         b.create_topic("/s:t", partitions=1)
         target = DirectoryTarget(str(b_dir))
         try:
+            # batches as a cluster writes them (a target checks that they are)
             one = ReplicaBatch(0, 0, 1, 5, 5, 0, a.id, _payload(b"x"), 0)
-            two = ReplicaBatch(1, 2, 2, 6, 7, 0, a.id, _payload(b"y", b"z"), 0)
+            two = ReplicaBatch(1, 2, 2, 6, 7, 0, a.id, _payload(b"y", b"z", ts=(6, 7)), 0)
             assert target.apply("/s", "t", 0, [one]).messages == 1
             again = target.apply("/s", "t", 0, [one, two])  # a retry after a crash
             assert (again.messages, again.done, again.conflict) == (2, 2, None)
             assert target.apply("/s", "t", 0, [one, two]).messages == 0
-            other = ReplicaBatch(1, 2, 2, 6, 7, 0, "another-cluster", _payload(b"q", b"r"), 0)
+            another = "0b1f2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"  # another cluster's id
+            other = ReplicaBatch(1, 2, 2, 6, 7, 0, another, _payload(b"q", b"r", ts=(6, 7)), 0)
             clash = target.apply("/s", "t", 0, [other])
             assert clash.messages == 0
             assert clash.conflict["offset"] == 1
@@ -237,10 +239,10 @@ def test_a_batch_retried_is_applied_once_and_a_different_one_is_a_conflict(dirs)
         assert [v[3] for v in contents(b).values()] == [b"x", b"y", b"z"]
 
 
-def _payload(*values: bytes) -> bytes:
+def _payload(*values: bytes, ts: tuple[int, ...] | None = None) -> bytes:
     from engine import batch
 
-    return batch.encode(list(values), [5] * len(values))
+    return batch.encode(list(values), list(ts) if ts else [5] * len(values))
 
 
 def test_conflicting_writes_are_detected_and_both_sides_kept(dirs):
@@ -344,13 +346,16 @@ def test_a_target_that_cannot_be_opened_breaks_the_link_until_it_is_back(dirs):
 
 def test_copy_and_admin_permissions(dirs):
     a_dir, b_dir, _ = dirs
-    alice = Principal("alice")
-    with Cluster.open(a_dir, principal=alice) as a, Cluster.open(b_dir, principal=alice) as b:
+    # Adding a link is a cluster administrator's act (tests/engine/
+    # test_replication_security.py): the library's own principal (opened without
+    # principal=) is one, and still needs copy_perm here and admin_perm on the target.
+    me = Principal.current().user
+    with Cluster.open(a_dir) as a, Cluster.open(b_dir) as b:
         a.create_stream("/s", copy_perm="u:bob")
         with pytest.raises(errors.AccessDenied):
             a.add_replica("/s", b_dir)
         assert a.replicas("/s") == []
-        a.edit_stream("/s", copy_perm="u:alice")
+        a.edit_stream("/s", copy_perm=f"u:{me}")
         b.create_stream("/s", admin_perm="u:carol")
         with pytest.raises(errors.AccessDenied):
             a.add_replica("/s", b_dir)

@@ -4,6 +4,7 @@ belongs to, and reading arguments (query strings and JSON bodies) with clear 400
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from flask import Response, g, request
@@ -16,6 +17,9 @@ from web.pages import app_cluster
 # Paging: how many items a list answers by default, and at most.
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+# The largest integer a query argument may carry (SQLite's integers are int64).
+INT64_MAX = 2**63 - 1
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
 REALM = 'Bearer realm="partitionlet"'
 
 
@@ -76,7 +80,10 @@ def authenticate_user() -> Response | None:
             message="an API token is required: Authorization: Bearer TOKEN "
             "(make one on the Users page or with `plet user token`)",
         )
-    user = app_cluster().user_for_token(token)
+    try:
+        user = app_cluster().user_for_token(token)
+    except errors.TokenExpired as exc:
+        return error_response(401, name="TokenExpired", message=str(exc))
     if user is None:
         return error_response(401, name="Unauthorized", message="unknown or revoked API token")
     g.user = user
@@ -93,10 +100,15 @@ def query_int(
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise errors.InvalidArgument(f"{name} must be an integer, not {raw!r}") from None
+    # ASCII digits, at most 19 of them: "²" or a 5,000-digit number is a 400, not an int()
+    # error, and every value fits SQLite's int64 (an offset past it is no position).
+    if maximum is None:
+        maximum = INT64_MAX
+    if not _INTEGER.fullmatch(raw):
+        raise errors.InvalidArgument(
+            f"{name} must be an integer from {minimum} to {maximum}, not {raw[:40]!r}"
+        )
+    value = int(raw)
     if value < minimum or (maximum is not None and value > maximum):
         upper = f" to {maximum}" if maximum is not None else " or more"
         raise errors.InvalidArgument(f"{name} must be {minimum}{upper}, not {value}")

@@ -19,11 +19,13 @@ from typing import Any
 from flask import Response, request
 
 from engine import Consumer, Producer, TopicPartition, errors
+from engine.batch import MAX_TIMESTAMP_MS
 from engine.heat import MAX_WINDOW_S, Load
 from engine.records import ConsumerRecord, PartitionInfo, TopicInfo
 from web.api import api
 from web.api.base import (
     DEFAULT_LIMIT,
+    INT64_MAX,
     MAX_LIMIT,
     authenticate_user,
     engine_error,
@@ -279,18 +281,28 @@ def delete_topic(name: str) -> Response:
 
 
 def _time_ms(raw: str) -> int:
-    """Epoch ms, or ISO 8601 (UTC when it has no offset)."""
-    if raw.isdigit():
-        return int(raw)
-    try:
-        moment = datetime.fromisoformat(raw.replace("Z", "+00:00") if raw.endswith("Z") else raw)
-    except ValueError:
+    """Epoch ms, or ISO 8601 (UTC when it has no offset), from 1970 to the year 9999 (the
+    range of a stored timestamp, engine.batch.MAX_TIMESTAMP_MS)."""
+    if raw.isascii() and raw.isdigit():
+        ms = int(raw) if len(raw) <= 19 else None
+    else:
+        try:
+            text = raw.replace("Z", "+00:00") if raw.endswith("Z") else raw
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise errors.InvalidArgument(
+                f"time must be ISO 8601 (2024-05-01T12:00:00Z) or epoch milliseconds, "
+                f"not {raw[:40]!r}"
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        ms = int(moment.timestamp() * 1000)
+    if ms is None or not 0 <= ms <= MAX_TIMESTAMP_MS:
         raise errors.InvalidArgument(
-            f"time must be ISO 8601 (2024-05-01T12:00:00Z) or epoch milliseconds, not {raw!r}"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+            f"time must lie from 1970 to the year 9999 (epoch milliseconds 0 to "
+            f"{MAX_TIMESTAMP_MS}), not {raw[:40]!r}"
+        )
+    return ms
 
 
 def _matches(
@@ -538,10 +550,12 @@ def reset_group(group_id: str) -> Response:
         )
     target: Any = to
     if isinstance(to, str) and to not in ("earliest", "latest"):
-        if to.isdigit():
-            target = int(to)
+        if to.isascii() and to.isdigit():
+            target = int(to) if len(to) <= 19 else INT64_MAX + 1  # refused just below
         else:
             target = datetime.fromtimestamp(_time_ms(to) / 1000, UTC)
+    if isinstance(target, int) and not 0 <= target <= INT64_MAX:
+        raise errors.InvalidOffset(f"an offset to reset to is from 0 to {INT64_MAX}")
     result = cluster().reset_offsets(group_id, topic, target)
     return json_response(
         {
