@@ -20,7 +20,7 @@ def test_wal_files_stay_small_under_a_long_write(cluster, cluster_path):
     largest = 0
     value = bytes(range(100))
     # ~40 MB of log in one volume: ten times the checkpoint budget
-    for round_ in range(20):
+    for _ in range(20):
         for _ in range(15_000):
             producer.send("/s:t", value=value, partition=0)
         producer.flush()
