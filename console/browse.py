@@ -10,10 +10,9 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from console.values import matches
-from engine import Cluster, Consumer, ConsumerRecord, PartitionInfo, TopicPartition
+from engine import Cluster, Consumer, ConsumerRecord, PartitionInfo, TopicPartition, times
 from engine.errors import InvalidArgument
 
 PAGE = 200  # messages shown per page
@@ -50,20 +49,14 @@ def parse_seek(text: str) -> Seek:
         return LATEST
     if low in ("earliest", "beginning", "start", "oldest"):
         return Seek("earliest")
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return Seek("offset", int(text))
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return Seek("time", times.parse_time(text))
+    except InvalidArgument as exc:
         raise InvalidArgument(
-            f"seek to an offset (e.g. 42), a time (e.g. 2024-05-01T12:00:00Z), "
-            f"'earliest' or 'latest', not {text!r}"
+            f"seek to an offset (e.g. 42), 'earliest', 'latest' or a time: {exc}"
         ) from None
-    if moment.tzinfo is None:
-        from datetime import UTC
-
-        moment = moment.replace(tzinfo=UTC)
-    return Seek("time", int(moment.timestamp() * 1000))
 
 
 @dataclass

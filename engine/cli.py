@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 import click
 from click.core import ParameterSource
 
-from engine import Cluster, Consumer, Producer, TopicPartition, errors
+from engine import Cluster, Consumer, Producer, TopicPartition, errors, times
 from engine.names import resolve as resolve_topic_name
 
 CLUSTER_ENV = "PLET_CLUSTER"
@@ -790,22 +790,13 @@ def produce(
 
 
 def _parse_time(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    """ISO 8601 (local time when it has no UTC offset) or epoch milliseconds -> epoch ms."""
+    """A time (engine.times: ISO 8601, UTC when it has no zone, or epoch ms) -> epoch ms."""
     if value is None:
         return None
-    if value.isdigit():
-        return int(value)
     try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is neither ISO 8601 (2024-05-01T12:00:00Z) nor epoch milliseconds",
-            ctx=ctx,
-            param=param,
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()
-    return int(moment.timestamp() * 1000)
+        return times.parse_time(value)
+    except errors.InvalidArgument as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
 
 
 def _bytes_json(obj: dict[str, Any], field: str, data: Any) -> None:
@@ -898,7 +889,8 @@ def _position_consumer(
     "--from-time",
     metavar="ISO8601",
     callback=_parse_time,
-    help="Start at the first message at or after this time (or epoch ms).",
+    help="Start at the first message at or after this time: ISO 8601, UTC when it has no "
+    "zone (2024-05-01T12:00:00Z, 2024-05-01), or epoch ms.",
 )
 @click.option("--partition", type=int, help="Read only this partition.")
 @click.option("--group", metavar="G", help="Read as consumer group G and commit its offsets.")
@@ -1441,7 +1433,8 @@ def group_describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
     "--to-time",
     callback=_parse_time,
     metavar="ISO8601",
-    help="The first message at or after this time (or epoch ms).",
+    help="The first message at or after this time: ISO 8601, UTC when it has no zone "
+    "(2024-05-01T12:00:00Z, 2024-05-01), or epoch ms.",
 )
 @click.pass_context
 def group_reset(
@@ -1469,7 +1462,7 @@ def group_reset(
         )
     target: str | int | datetime
     if to_time is not None:
-        target = datetime.fromtimestamp(to_time / 1000, tz=UTC)
+        target = times.to_datetime(to_time)
     else:
         target = chosen[0]
     result = open_cluster(ctx).reset_offsets(group_id, topic_name, target)

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine import acl, balance, names, policies, retention
+from engine import acl, balance, names, policies, retention, times
 from engine import users as user_store
 from engine.balance import RebalanceReport
 from engine.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
@@ -602,8 +602,10 @@ class Cluster:
         self, group_id: str, topic: str, to: str | int | datetime
     ) -> dict[TopicPartition, int]:
         """Set the group's committed offsets in every partition of `topic` to "earliest",
-        "latest", an offset or the first message at or after a time. The group must have
-        no live members (as Kafka requires), so nobody commits over the reset."""
+        "latest", an offset or the first message at or after a time. A naive datetime is
+        UTC (DESIGN.md: a time without a zone is UTC), not the machine's local time. The
+        group must have no live members (as Kafka requires), so nobody commits over the
+        reset."""
         self._check_open()
         if not isinstance(group_id, str) or not group_id:
             raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
@@ -619,8 +621,7 @@ class Cluster:
                 "before resetting its offsets"
             )
         if isinstance(to, datetime):
-            moment = to if to.tzinfo is not None else to.astimezone()
-            to_ms: int | None = int(moment.timestamp() * 1000)
+            to_ms: int | None = times.datetime_ms(to)
         elif to in ("earliest", "latest") or (
             isinstance(to, int) and not isinstance(to, bool) and to >= 0
         ):

@@ -77,7 +77,9 @@ def _source_options(func):
             click.option("--from-offset", type=int, help="First offset of every partition."),
             click.option("--to-offset", type=int, help="End offset (exclusive)."),
             click.option("--from-time", help="ISO time (UTC if no zone) or ms: first message."),
-            click.option("--to-time", help="ISO time or ms: last message (inclusive)."),
+            click.option(
+                "--to-time", help="ISO time (UTC if no zone) or ms: last message (inclusive)."
+            ),
             click.option("--principal", help="Read and write as this user."),
             click.option(
                 "--master",

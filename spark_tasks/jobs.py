@@ -31,10 +31,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from engine import times
 from engine.cluster import CATALOG_FILE, Cluster
 from engine.errors import InvalidArgument, NotFound
 
@@ -229,22 +230,18 @@ def cancel_requested(cluster: str | os.PathLike[str], job_id: int) -> bool:
 
 def _time_ms(value: Any, name: str) -> int:
     """ms since the epoch from an int, a datetime or an ISO 8601 string (UTC if naive)."""
-    if isinstance(value, bool):
-        raise InvalidArgument(f"{name}: expected a time, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        if value.lstrip("-").isdigit():
-            return int(value)
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            raise InvalidArgument(f"{name}: not an ISO 8601 time: {value!r}") from None
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return int(value.timestamp() * 1000)
-    raise InvalidArgument(f"{name}: expected a time, got {value!r}")
+    try:
+        if isinstance(value, bool):
+            pass  # an int, but no time
+        elif isinstance(value, int):
+            return times.check_ms(value)
+        elif isinstance(value, str):
+            return times.parse_time(value)
+        elif isinstance(value, datetime):
+            return times.datetime_ms(value)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{name}: {exc}") from None
+    raise InvalidArgument(f"{name}: expected a time ({times.TIME_FORMS}), got {value!r}")
 
 
 def check_params(kind: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -9,11 +9,11 @@ Group metadata (ids, members, offsets) is shown to every logged-in user, as the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from flask import Blueprint, make_response, request
 
-from engine import errors
+from engine import errors, times
 from engine.records import GroupInfo, TopicPartition
 from web.messages import MAX_WHOLE, whole
 from web.pages import cluster, render, wants_partial
@@ -82,27 +82,13 @@ class ResetForm:
                 return None
             return None if self.errors else offset
         if self.to == "time":
-            moment = parse_time(self.time)
-            if moment is None:
-                self.errors["time"] = (
-                    "A time is an ISO 8601 date and time, such as 2026-01-31T12:00 "
-                    "(UTC unless it names a zone)."
-                )
+            try:
+                moment = times.to_datetime(times.parse_time(self.time))
+            except errors.InvalidArgument as exc:
+                self.errors["time"] = str(exc)
                 return None
             return None if self.errors else moment
         return None if self.errors else self.to
-
-
-def parse_time(text: str) -> datetime | None:
-    """An ISO 8601 time (what a datetime-local input sends); naive means UTC, as every
-    time the console shows is UTC."""
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 @groups.route("/groups")

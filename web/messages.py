@@ -26,8 +26,7 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
-from engine import Consumer, ConsumerRecord, TopicPartition
-from engine.batch import MAX_TIMESTAMP_MS
+from engine import Consumer, ConsumerRecord, TopicPartition, times
 from engine.records import LOG_APPEND_TIME, TopicInfo
 
 FORMATS = ("text", "json", "hex")
@@ -259,30 +258,10 @@ def parse_selection(args: Mapping[str, str], topic: TopicInfo) -> Selection:
 
 
 def parse_time(text: str) -> int:
-    """Epoch milliseconds from an ISO time (UTC unless it says otherwise; the form of a
-    datetime-local input works too) or from a number of epoch milliseconds."""
-    s = text.strip()
-    if s.isascii() and s.isdigit():
-        ms = whole(s)
-        # past the year 9999 no message can be, and no date can be shown
-        if ms is None or ms > MAX_TIMESTAMP_MS:
-            raise ValueError(f"{text[:40]!r} is too far in the future (after the year 9999)")
-        return ms
-    try:
-        moment = datetime.fromisoformat(s)
-    except ValueError:
-        raise ValueError(
-            f"{text!r} is not a time: write it as 2026-01-31T14:05:00Z (ISO 8601, UTC "
-            "unless an offset is given) or as epoch milliseconds"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    ms = int(moment.timestamp() * 1000)
-    if ms < 0:
-        raise ValueError(f"{text!r} is before 1970: no message can be that old")
-    if ms > MAX_TIMESTAMP_MS:  # 9999-12-31T23:00-05:00 is a valid time, in the year 10000 UTC
-        raise ValueError(f"{text!r} is too far in the future (after the year 9999)")
-    return ms
+    """Epoch milliseconds of a time typed in a form (engine.times: ISO 8601, UTC when it
+    has no zone, as the form of a datetime-local input sends it, or epoch milliseconds);
+    InvalidArgument, a ValueError, when it is not one."""
+    return times.parse_time(text)
 
 
 def parse_positions(raw: str | None, partitions: Iterable[int], what: str) -> dict[int, int]:

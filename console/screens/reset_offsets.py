@@ -3,7 +3,7 @@ or latest message, an offset, or the first message at or after a time."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from textual import on, work
@@ -15,6 +15,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from console.messages import Loaded
 from console.widgets.pane import note
+from engine import times
 from engine.errors import InvalidArgument
 
 TARGETS = (
@@ -34,11 +35,7 @@ def parse_target(kind: str, text: str) -> str | int | datetime:
         if not text.isdigit():
             raise InvalidArgument(f"an offset is a number >= 0, not {text!r}")
         return int(text)
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidArgument(f"a time is ISO 8601 (2024-05-01T12:00:00Z), not {text!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return times.to_datetime(times.parse_time(text))
 
 
 class ResetOffsetsScreen(ModalScreen[dict | None]):
@@ -71,7 +68,7 @@ class ResetOffsetsScreen(ModalScreen[dict | None]):
                 allow_blank=False,
                 id="reset-to",
             )
-            yield Label("Offset or time (for 'offset' and 'time')")
+            yield Label("Offset or time (for 'offset' and 'time'; a time without a zone is UTC)")
             yield Input(id="reset-value", placeholder="42 or 2024-05-01T12:00:00Z")
             yield Static(
                 "The group must have no live members: stop its consumers first.",

@@ -66,7 +66,13 @@ class MessagesPane(Pane):
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="msg-toolbar"):
-            yield Input(placeholder="seek: offset or time", id="msg-seek", compact=True)
+            seek = Input(placeholder="seek: offset or time", id="msg-seek", compact=True)
+            # the placeholder is short; the tooltip gives the grammar (engine.times)
+            seek.tooltip = (
+                "An offset, earliest, latest or a time: ISO 8601 such as "
+                "2024-05-01T12:00:00Z (a time without a zone is UTC)"
+            )
+            yield seek
             yield Input(placeholder="filter: key, value, headers", id="msg-filter", compact=True)
             yield Select[int](
                 [], prompt="all partitions", allow_blank=True, id="msg-partition", compact=True

@@ -13,13 +13,11 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import Any
 
 from flask import Response, request
 
-from engine import Consumer, Producer, TopicPartition, errors
-from engine.batch import MAX_TIMESTAMP_MS
+from engine import Consumer, Producer, TopicPartition, errors, times
 from engine.heat import MAX_WINDOW_S, Load
 from engine.records import ConsumerRecord, PartitionInfo, TopicInfo
 from web.api import api
@@ -280,31 +278,6 @@ def delete_topic(name: str) -> Response:
     return Response(status=204)
 
 
-def _time_ms(raw: str) -> int:
-    """Epoch ms, or ISO 8601 (UTC when it has no offset), from 1970 to the year 9999 (the
-    range of a stored timestamp, engine.batch.MAX_TIMESTAMP_MS)."""
-    if raw.isascii() and raw.isdigit():
-        ms = int(raw) if len(raw) <= 19 else None
-    else:
-        try:
-            text = raw.replace("Z", "+00:00") if raw.endswith("Z") else raw
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            raise errors.InvalidArgument(
-                f"time must be ISO 8601 (2024-05-01T12:00:00Z) or epoch milliseconds, "
-                f"not {raw[:40]!r}"
-            ) from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        ms = int(moment.timestamp() * 1000)
-    if ms is None or not 0 <= ms <= MAX_TIMESTAMP_MS:
-        raise errors.InvalidArgument(
-            f"time must lie from 1970 to the year 9999 (epoch milliseconds 0 to "
-            f"{MAX_TIMESTAMP_MS}), not {raw[:40]!r}"
-        )
-    return ms
-
-
 def _matches(
     record: ConsumerRecord, key: bytes | None, value: bytes | None, header: bytes | None
 ) -> bool:
@@ -342,7 +315,7 @@ def messages(name: str) -> Response:
     raw_time = request.args.get("time") or None
     if offset is not None and raw_time is not None:
         raise errors.InvalidArgument("give offset or time, not both")
-    at_ms = _time_ms(raw_time) if raw_time is not None else None
+    at_ms = times.parse_time(raw_time) if raw_time is not None else None
     key, value, header = _needle("key"), _needle("value"), _needle("header")
     c = cluster()
     info = c.topic(full)
@@ -553,7 +526,7 @@ def reset_group(group_id: str) -> Response:
         if to.isascii() and to.isdigit():
             target = int(to) if len(to) <= 19 else INT64_MAX + 1  # refused just below
         else:
-            target = datetime.fromtimestamp(_time_ms(to) / 1000, UTC)
+            target = times.to_datetime(times.parse_time(to))
     if isinstance(target, int) and not 0 <= target <= INT64_MAX:
         raise errors.InvalidOffset(f"an offset to reset to is from 0 to {INT64_MAX}")
     result = cluster().reset_offsets(group_id, topic, target)

@@ -1,0 +1,77 @@
+"""The one grammar of a time written as text (DESIGN.md, "Times, headers and records in
+text"), shared by the CLI, the web console and its API, the terminal console and the Spark
+jobs, so that one string means one instant everywhere.
+
+A time is ISO 8601 (`2024-05-01T12:00:00Z`, `2024-05-01T14:00+02:00`, `2024-05-01T12:00`,
+`2024-05-01`) or a whole number of epoch milliseconds. A time written without a zone is
+UTC, never the machine's local time: every console shows times in UTC, and a command must
+not mean another instant when it runs on a machine in another zone. A time lies from 1970
+to the end of the year 9999 (the range of a stored timestamp, engine.batch.MAX_TIMESTAMP_MS).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from engine.batch import MAX_TIMESTAMP_MS
+from engine.errors import InvalidArgument
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+_INTEGER = re.compile(r"-?[0-9]+")
+
+# What help texts, placeholders and error messages say a time is.
+TIME_FORMS = (
+    "ISO 8601, e.g. 2024-05-01T12:00:00Z or 2024-05-01 (a time without a zone is UTC), "
+    "or epoch milliseconds"
+)
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
+def check_ms(ms: int, shown: str | None = None) -> int:
+    """`ms` if it is a time from 1970 to the year 9999, else InvalidArgument."""
+    what = shown if shown is not None else f"{ms:,} ms"
+    if ms < 0:
+        raise InvalidArgument(f"{what} is before 1970: no message can be that old")
+    if ms > MAX_TIMESTAMP_MS:
+        raise InvalidArgument(
+            f"{what} is too far in the future (after the year 9999; at most epoch "
+            f"milliseconds {MAX_TIMESTAMP_MS:,})"
+        )
+    return ms
+
+
+def utc(moment: datetime) -> datetime:
+    """`moment` with its zone; a naive datetime is taken to be UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def datetime_ms(moment: datetime, shown: str | None = None) -> int:
+    """Epoch milliseconds of `moment` (UTC when naive), from 1970 to the year 9999."""
+    # exact integer arithmetic, not `timestamp() * 1000`, whose float can be off by one ms
+    ms = (utc(moment) - EPOCH) // _MS
+    return check_ms(ms, shown if shown is not None else _shown(moment.isoformat()))
+
+
+def to_datetime(ms: int) -> datetime:
+    """The UTC datetime of epoch milliseconds `ms` (from 1970 to the year 9999)."""
+    return EPOCH + check_ms(ms) * _MS
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds of a time written as text (see the module docstring); a bad or
+    out-of-range time raises InvalidArgument (a ValueError) saying what a time is."""
+    s = text.strip() if isinstance(text, str) else ""
+    if s.isascii() and _INTEGER.fullmatch(s):
+        if len(s.lstrip("-")) > 19:  # far past any range, and int() of it would be slow
+            return check_ms(-1 if s.startswith("-") else MAX_TIMESTAMP_MS + 1, _shown(text))
+        return check_ms(int(s), _shown(text))
+    try:
+        moment = datetime.fromisoformat(s)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"{_shown(str(text))} is not a time: write {TIME_FORMS}") from None
+    return datetime_ms(moment, _shown(text))

@@ -1,0 +1,102 @@
+"""engine.times, the one grammar of a time written as text: ISO 8601 or epoch
+milliseconds, UTC when it names no zone, from 1970 to the end of the year 9999."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from engine import times
+from engine.batch import MAX_TIMESTAMP_MS
+from engine.errors import InvalidArgument
+
+NOON = 1_714_564_800_000  # 2024-05-01T12:00:00Z
+
+
+@pytest.fixture
+def new_york():
+    """The process runs in America/New_York, so reading a naive time as local would show."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("2024-05-01T12:00:00Z", NOON),
+        ("2024-05-01T12:00:00+00:00", NOON),
+        ("2024-05-01T14:00:00+02:00", NOON),
+        ("2024-05-01T12:00:00", NOON),  # no zone: UTC
+        ("2024-05-01T12:00", NOON),  # what a datetime-local input sends
+        ("2024-05-01 12:00:00", NOON),
+        ("  2024-05-01T12:00:00Z ", NOON),
+        ("2024-05-01T12:00:00.123Z", NOON + 123),
+        ("2024-05-01T12:00:00.1239Z", NOON + 123),  # microseconds: floored to the ms
+        ("2024-05-01", NOON - 12 * 3600 * 1000),  # a date: its midnight UTC
+        (str(NOON), NOON),
+        ("0", 0),
+        ("1970-01-01T00:00:00Z", 0),
+        (str(MAX_TIMESTAMP_MS), MAX_TIMESTAMP_MS),
+        ("9999-12-31T23:59:59.999", MAX_TIMESTAMP_MS),
+    ],
+)
+def test_parse_time(new_york, text, ms):
+    assert times.parse_time(text) == ms
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("yesterday", "is not a time"),
+        ("", "is not a time"),
+        ("12:00", "is not a time"),
+        ("2024-13-01", "is not a time"),
+        ("\u0661\u0662", "is not a time"),  # Arabic-Indic digits are no epoch ms
+        ("-1", "before 1970"),
+        ("1969-12-31T23:59:59.999Z", "before 1970"),
+        ("1970-01-01T00:00:00+01:00", "before 1970"),
+        ("9" * 30, "too far in the future"),
+        ("-" + "9" * 30, "before 1970"),
+        (str(MAX_TIMESTAMP_MS + 1), "too far in the future"),
+        ("9999-12-31T23:00:00-05:00", "too far in the future"),  # the year 10000 in UTC
+    ],
+)
+def test_bad_times_are_refused_with_a_clear_message(text, message):
+    with pytest.raises(InvalidArgument, match=message) as caught:
+        times.parse_time(text)
+    assert isinstance(caught.value, ValueError)  # web forms catch ValueError
+    if message == "is not a time":
+        assert "a time without a zone is UTC" in str(caught.value)
+
+
+def test_datetimes(new_york):
+    naive = datetime(2024, 5, 1, 12)
+    assert times.utc(naive) == datetime(2024, 5, 1, 12, tzinfo=UTC)
+    aware = datetime(2024, 5, 1, 14, tzinfo=timezone(timedelta(hours=2)))
+    assert times.utc(aware) is aware
+    assert times.datetime_ms(naive) == NOON
+    assert times.datetime_ms(aware) == NOON
+    assert times.to_datetime(NOON) == datetime(2024, 5, 1, 12, tzinfo=UTC)
+    assert times.to_datetime(MAX_TIMESTAMP_MS) == datetime(9999, 12, 31, 23, 59, 59, 999000, UTC)
+    # exact, where `timestamp() * 1000` in floats is off by one
+    moment = datetime(4165, 12, 10, 15, 50, 47, 441000, UTC)
+    assert int(moment.timestamp() * 1000) == 69_297_263_447_440
+    assert times.datetime_ms(moment) == 69_297_263_447_441
+    assert times.parse_time(moment.isoformat()) == 69_297_263_447_441
+    assert times.to_datetime(times.datetime_ms(moment)) == moment
+    with pytest.raises(InvalidArgument, match="before 1970"):
+        times.datetime_ms(datetime(1969, 12, 31))
+    with pytest.raises(InvalidArgument, match="before 1970"):
+        times.to_datetime(-1)
+    with pytest.raises(InvalidArgument, match="too far in the future"):
+        times.to_datetime(MAX_TIMESTAMP_MS + 1)
