@@ -49,3 +49,20 @@ def live_module():
         sys.modules[name] = module  # before running it: its dataclasses look themselves up
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+@pytest.fixture
+def new_york():
+    """The process runs in America/New_York, so code that read a zone-less time as local
+    time would pick another instant than UTC (DESIGN: a time without a zone is UTC)."""
+    import time
+
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()

@@ -6,8 +6,6 @@ messages hours later."""
 from __future__ import annotations
 
 import json
-import os
-import time
 from datetime import datetime
 
 import pytest
@@ -23,19 +21,6 @@ T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z; message i is at T0 + i hours
 HOUR = 3_600_000
 WHEN = "2026-01-01T03:00:00"  # no zone: UTC, so message 3 (local New York time: 8)
 EXPECTED = 3
-
-
-@pytest.fixture
-def new_york():
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "America/New_York"
-    time.tzset()
-    yield
-    if old is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@ milliseconds, UTC when it names no zone, from 1970 to the end of the year 9999."
 
 from __future__ import annotations
 
-import os
-import time
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -14,20 +12,6 @@ from engine.batch import MAX_TIMESTAMP_MS
 from engine.errors import InvalidArgument
 
 NOON = 1_714_564_800_000  # 2024-05-01T12:00:00Z
-
-
-@pytest.fixture
-def new_york():
-    """The process runs in America/New_York, so reading a naive time as local would show."""
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "America/New_York"
-    time.tzset()
-    yield
-    if old is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,7 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import sqlite3
 import time
 
 import pytest
@@ -31,24 +29,10 @@ from engine.batch import MAX_TIMESTAMP_MS
 from engine.maintenance import Maintenance
 from engine.producer import MAX_HEADERS
 from engine.replication import DirectoryTarget
+from tests.old_catalog import write_policies
 
 ROOT = Principal("root", superuser=True)
 OLD = 1_000  # a create time long expired under any ttl
-
-
-def write_policies(cluster: Cluster, path: str, **bad: object) -> None:
-    """Store `bad` policy values straight into the catalog file, as an engine without
-    checks (a catalog written before this fix) would have left them."""
-    stored = dict(cluster.stream(path).policies)
-    stored.update(bad)
-    conn = sqlite3.connect(cluster.path / "catalog.db")
-    try:
-        with conn:
-            conn.execute(
-                "UPDATE streams SET policies = ? WHERE path = ?", (json.dumps(stored), path)
-            )
-    finally:
-        conn.close()
 
 
 def produce_old(cluster: Cluster, topic: str, value: bytes = b"old") -> None:

@@ -7,8 +7,6 @@ with bad policies by an older engine, and values past every bound from a plain u
 from __future__ import annotations
 
 import base64
-import json
-import sqlite3
 import uuid
 
 import pytest
@@ -16,6 +14,7 @@ import pytest
 from engine import Consumer, Producer
 from engine import batch as codec
 from engine.maintenance import Maintenance
+from tests.old_catalog import write_policies
 from web import state
 
 TS = 1_700_000_000_000
@@ -45,19 +44,6 @@ def messages_of(api) -> list[tuple[int, str]]:
     answer = api.get("/api/v1/topics/s:t/messages")
     assert answer.status_code == 200, answer.text[:300]
     return [(m["offset"], m["value"]) for m in answer.json()["messages"]]
-
-
-def write_policies(cluster, path: str, **bad: object) -> None:
-    """Store bad policy values straight into the catalog file (an old catalog)."""
-    stored = {**cluster.stream(path).policies, **bad}
-    conn = sqlite3.connect(cluster.path / "catalog.db")
-    try:
-        with conn:
-            conn.execute(
-                "UPDATE streams SET policies = ? WHERE path = ?", (json.dumps(stored), path)
-            )
-    finally:
-        conn.close()
 
 
 # --- finding 3: a replication token creates a stream nobody can fix -------------------------
