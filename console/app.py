@@ -56,7 +56,16 @@ class ConsoleApp(App[None]):
         Binding("q", "quit", "Quit"),
         Binding("question_mark,f1", "help", "Help"),
         Binding("slash", "search", "Search"),
-        Binding("f5,ctrl+r", "refresh", "Refresh"),
+        Binding("r,f5,ctrl+r", "refresh", "Refresh"),
+        # The topic's keys live here, not on the Messages pane: after a topic is opened
+        # from the tree, the tree keeps the focus and they must work at once. A focused
+        # Input or TextArea still gets them as text (Textual drops a binding whose key the
+        # focused widget consumes), and a dialog's screen does not see them at all.
+        Binding("f", "follow", "Follow"),
+        Binding("p", "produce", "Produce"),
+        Binding("s", "seek", "Seek"),
+        Binding("ctrl+f", "filter", "Filter", show=False),
+        Binding("v", "cycle_view", "Text/JSON/hex"),
         *[
             Binding(str(i), f"show_tab('{name}')", title, show=False)
             for i, (name, title) in enumerate(TABS, start=1)
@@ -193,12 +202,12 @@ class ConsoleApp(App[None]):
         self.query_one("#tree-search", Input).focus()
 
     def action_refresh(self) -> None:
-        """Read the shown tab again; in the tree, read the tree again (from its first page)."""
+        """Read the shown tab again; in the tree, read the tree again too (from its first
+        page, the cursor back on the open topic)."""
         sidebar = self.query_one(StreamTree)
         if self.focused is not None and sidebar in self.focused.ancestors_with_self:
-            sidebar.load()
-        else:
-            self.active_pane().reload()
+            sidebar.load(reveal=self.topic)
+        self.active_pane().reload()
 
     def action_help(self) -> None:
         from console.screens.help import HelpScreen
@@ -217,6 +226,12 @@ class ConsoleApp(App[None]):
 
     def action_seek(self) -> None:
         self._messages().action_focus_seek()
+
+    def action_filter(self) -> None:
+        self._messages().action_focus_filter()
+
+    def action_cycle_view(self) -> None:
+        self._messages().action_cycle_view()
 
     def action_reset_group(self) -> None:
         self.show_tab("groups")

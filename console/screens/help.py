@@ -21,17 +21,19 @@ time (**… more** loads the next page). The search box above it narrows the tre
 | `/` | anywhere | search the tree |
 | `1`-`7` | anywhere | Messages, Partitions, Policies, Groups, Replication, Heat, Replays |
 | `ctrl+p` | anywhere | command palette (open a topic by name, any action) |
-| `F5` / `ctrl+r` | anywhere | refresh now (the shown tab also refreshes every few seconds) |
+| `r` / `F5` / `ctrl+r` | anywhere | refresh now (the shown tab also refreshes every few seconds) |
 | `?` / `F1` | anywhere | this help |
 | `q` | anywhere | quit |
-| `s` | Messages | seek: an offset, an ISO time, `earliest` or `latest` |
-| `f` | Messages | follow the tail (new messages appear as they arrive) |
-| `p` | Messages | produce a message (key, value, headers, partition) |
-| `v` | Messages | show the value as text, JSON or hex |
+| `s` | anywhere | seek: an offset, an ISO time, `earliest` or `latest` |
+| `f` | anywhere | follow the tail (new messages appear as they arrive, newest first) |
+| `p` | anywhere | produce a message to the open topic (key, value, headers, partition) |
+| `v` | anywhere | show the value as text, JSON or hex |
 | `ctrl+s` | Policies | save the form (checked by the engine and the admin ACE) |
-| `r` | Groups | reset the chosen group's offsets |
+| `o` | Groups | reset the chosen group's offsets |
 | `space` | Replication | pause or resume the chosen link |
 | `n` / `x` | Replays | start a replay job / cancel the chosen one |
+
+In a text box letters and digits are text, not keys (`tab` leaves it).
 
 **Tabs.** *Messages*: a page of messages with partition, offset, time, key and value, the
 whole value below. *Partitions*: each partition's partitionlet chain with volumes, offsets

@@ -66,7 +66,7 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
                 yield Button("Cancel", id="produce-cancel")
 
     def on_mount(self) -> None:
-        self.query_one("#produce-value", TextArea).focus()
+        self.query_one("#produce-key", Input).focus()
 
     @on(Button.Pressed, "#produce-cancel")
     def action_cancel(self) -> None:

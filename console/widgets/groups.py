@@ -20,7 +20,8 @@ from engine.records import GroupInfo
 
 
 class GroupsPane(Pane):
-    BINDINGS = [Binding("r", "reset", "Reset offsets")]
+    # Not `r`: that refreshes, whatever has the focus.
+    BINDINGS = [Binding("o", "reset", "Reset offsets")]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

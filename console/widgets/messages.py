@@ -9,7 +9,6 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Checkbox, DataTable, Input, Select, Static
 from textual.worker import get_current_worker
@@ -30,6 +29,10 @@ def _row_key(record: ConsumerRecord) -> str:
     return f"{record.partition}:{record.offset}"
 
 
+def _order(record: ConsumerRecord) -> tuple[int, int, int]:
+    return (record.timestamp, record.partition, record.offset)
+
+
 def _cells(record: ConsumerRecord) -> tuple[Any, ...]:
     return (
         record.partition,
@@ -42,14 +45,8 @@ def _cells(record: ConsumerRecord) -> tuple[Any, ...]:
 
 class MessagesPane(Pane):
     AUTO_REFRESH = False  # a reload would move the user's page; following keeps it live
-
-    BINDINGS = [
-        Binding("f", "toggle_follow", "Follow"),
-        Binding("p", "produce", "Produce"),
-        Binding("s", "focus_seek", "Seek"),
-        Binding("ctrl+f", "focus_filter", "Filter", show=False),
-        Binding("v", "cycle_view", "Text/JSON/hex"),
-    ]
+    # The keys (f, p, s, ctrl+f, v) are the app's: they must work while the tree has the
+    # focus. They call the actions below.
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -92,6 +89,12 @@ class MessagesPane(Pane):
 
     def context_changed(self) -> None:
         self._stop_follow()
+        # Another topic starts at the default view: a seek or filter typed for the last one
+        # means nothing here (an offset of one topic is not a position in another).
+        self.seek = browse.LATEST
+        self.needle = ""
+        self.query_one("#msg-seek", Input).value = ""
+        self.query_one("#msg-filter", Input).value = ""
         self.partition = None
         self.partition_count = 0
         self.query_one("#msg-partition", Select).set_options([])
@@ -129,7 +132,9 @@ class MessagesPane(Pane):
         table = self.query_one("#msg-table", DataTable)
         table.clear()
         self.records = {}
-        for record in page.records:
+        # The newest page lists the newest first (the page itself is oldest first).
+        newest_first = self.newest_first
+        for record in reversed(page.records) if newest_first else page.records:
             key = _row_key(record)
             self.records[key] = record
             table.add_row(*_cells(record), key=key)
@@ -138,15 +143,21 @@ class MessagesPane(Pane):
             self.query_one("#msg-partition", Select).set_options(
                 [(f"partition {p.partition}", p.partition) for p in page.partitions]
             )
-        if self.following:
-            table.move_cursor(row=max(0, table.row_count - 1), animate=False)
-            self._start_follow(page.topic, page.ends)
-        elif table.row_count:
+        if table.row_count:
+            # Row 0 is the newest (newest first) or the first at the seek position.
             table.move_cursor(row=0, animate=False)
+        if self.following:
+            self._start_follow(page.topic, page.ends)
         # The cursor may not move (row 0 before and after): show the detail explicitly.
         self._show_detail(self.selected_record())
         self._page = page
         self._status()
+
+    @property
+    def newest_first(self) -> bool:
+        """Whether the rows are newest first: the newest page, and following (which reads
+        from there). Pages from a seek position read forwards, oldest first."""
+        return self.seek == browse.LATEST
 
     def _status(self) -> None:
         page = self._page
@@ -207,11 +218,20 @@ class MessagesPane(Pane):
             self.records[key] = record
             table.add_row(*_cells(record), key=key)
             self.arrived += 1
-        while table.row_count > MAX_ROWS:
-            first = next(iter(self.records))
-            del self.records[first]
-            table.remove_row(first)
-        table.move_cursor(row=table.row_count - 1, animate=False)
+        if table.row_count > MAX_ROWS:
+            oldest = sorted(self.records, key=lambda k: _order(self.records[k]))
+            for key in oldest[: table.row_count - MAX_ROWS]:
+                del self.records[key]
+                table.remove_row(key)
+        newest_first = self.newest_first
+        if newest_first:
+            # Rows are appended: sort the new ones to the top (the first two cells are the
+            # partition and the offset, the record's key).
+            table.sort(key=lambda row: _order(self.records[f"{row[0]}:{row[1]}"]), reverse=True)
+            self.records = {
+                row.key.value or "": self.records[row.key.value or ""] for row in table.ordered_rows
+            }
+        table.move_cursor(row=0 if newest_first else table.row_count - 1, animate=False)
         self._show_detail(self.selected_record())
         self._status()
 

@@ -102,11 +102,14 @@ class StreamTree(Vertical):
 
     # --- loading ----------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Start again from the first page of streams (with the current search)."""
+    def load(self, reveal: str | None = None) -> None:
+        """Start again from the first page of streams (with the current search); with
+        `reveal`, put the cursor back on that topic once it is listed again."""
         cluster = self.console.cluster
         if cluster is None:
             return
+        if reveal is not None:
+            self._reveal = reveal
         self._generation += 1
         tree = self.tree
         tree.reset(Text(cluster.name, style="bold"))

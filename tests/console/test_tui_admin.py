@@ -98,7 +98,7 @@ async def test_reset_a_group_to_earliest_then_to_an_offset(demo, make_app, until
         assert app.query_one("#group-partitions", DataTable).row_count == 2
 
         app.query_one("#group-table").focus()
-        await pilot.press("r")
+        await pilot.press("o")
         assert isinstance(app.screen, ResetOffsetsScreen)
         await pilot.click("#reset-apply")  # earliest is the default
         await until(pilot, lambda: not isinstance(app.screen, ResetOffsetsScreen))
@@ -108,7 +108,7 @@ async def test_reset_a_group_to_earliest_then_to_an_offset(demo, make_app, until
         }
         await until(pilot, lambda: pane.groups["analytics"].lag == 80)
 
-        await pilot.press("r")
+        await pilot.press("o")
         dialog = app.screen
         dialog.query_one("#reset-to", Select).value = "offset"
         dialog.query_one("#reset-value", Input).value = "not a number"
@@ -137,7 +137,7 @@ async def test_reset_refused_while_the_group_has_live_members(demo, make_app, un
             table.move_cursor(row=1)
             await until(pilot, lambda: pane.selected == "live")
             assert app.query_one("#group-members", DataTable).row_count == 1
-            await pilot.press("r")
+            await pilot.press("o")
             await pilot.click("#reset-apply")
             await until(pilot, lambda: "live member" in _text(app.screen, "#reset-error"))
             assert isinstance(app.screen, ResetOffsetsScreen)

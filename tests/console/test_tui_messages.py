@@ -87,7 +87,7 @@ async def test_seek_by_offset_time_and_name(history, make_app, until):
     async with app.run_test(size=(140, 44)) as pilot:
         pane = app.query_one("#messages", MessagesPane)
         await until(pilot, lambda: pane.loads >= 1)
-        assert _offsets(pane) == list(range(101, 301))  # the newest page of 200
+        assert _offsets(pane) == list(range(300, 100, -1))  # the newest page of 200, newest first
 
         async def seek(text: str) -> None:
             before = pane.loads
@@ -121,7 +121,7 @@ async def test_filter_matches_key_value_and_headers(history, make_app, until):
         await until(pilot, lambda: pane.loads >= 1)
         filt = app.query_one("#msg-filter", Input)
         for needle, expected in (
-            ("v29", [29, *range(290, 300)]),  # in values
+            ("v29", [*range(299, 289, -1), 29]),  # in values; the newest first
             ("ABC-123", [300]),  # in a header, ignoring case
             ("json", [300]),  # in a key
         ):
@@ -167,7 +167,7 @@ async def test_detail_views_text_json_and_hex(history, make_app, until):
         await until(pilot, lambda: pane.loads >= 1)
         table = app.query_one("#msg-table", DataTable)
         table.focus()
-        table.move_cursor(row=table.row_count - 1)
+        table.move_cursor(row=0)  # the newest first
         await pilot.pause()
         assert pane.selected_record().key == b"json"
         assert "header trace: abc-123" in _text(app, "#msg-detail-head")
