@@ -971,6 +971,8 @@ def consume(
             consumer, tps, group=group, offset=offset, from_time=from_time, from_end=from_end
         )
     end = consumer.end_offsets(tps)
+    if offset is not None:
+        _warn_past_end(full, offset, end, follow=follow)
     idle_limit = timeout_ms if timeout_ms is not None else (None if follow else _END_IDLE_MS)
 
     out = _binary_stream(sys.stdout)
@@ -1011,6 +1013,21 @@ def consume(
     # Also when nothing was printed: a group that started at the end remembers where.
     _commit_group(consumer, group)
     _echo_err(f"consumed {_plural(count, 'message')}")
+
+
+def _warn_past_end(
+    topic: str, offset: int, end: dict[TopicPartition, int], *, follow: bool
+) -> None:
+    """Say on stderr which partitions --offset starts past the end of: otherwise an empty
+    output cannot be told from an empty topic."""
+    for tp, log_end in sorted(end.items(), key=lambda item: item[0].partition):
+        if offset > log_end or (offset == log_end and not follow):
+            then = "waiting for it" if follow else "nothing read from it"
+            where = "past" if offset > log_end else "at"
+            _echo_err(
+                f"--offset {offset:,} is {where} the end of partition {tp.partition} of {topic} "
+                f"(log end offset {log_end:,}): {then}"
+            )
 
 
 def _commit_group(consumer: Consumer, group: str | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flask import Blueprint, abort, send_from_directory
+from flask import Blueprint, abort, redirect, send_from_directory, url_for
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_MODULES = ROOT / "node_modules"
@@ -32,6 +32,13 @@ def vendor(name: str):
             "the web assets",
         )
     return send_from_directory(path.parent, path.name, max_age=3600)
+
+
+@assets.route("/favicon.ico")
+def favicon():
+    """Browsers ask for /favicon.ico whatever the page links: send them to the SVG icon
+    (web/static/favicon.svg, which base.html links) rather than answer 404."""
+    return redirect(url_for("static", filename="favicon.svg"))
 
 
 def missing_vendor_files() -> list[str]:

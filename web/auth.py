@@ -31,7 +31,7 @@ from web.security import login_guard
 auth = Blueprint("auth", __name__)
 
 # Endpoints open without a session: the login page, assets, and the API (tokens).
-_PUBLIC_ENDPOINTS = {"auth.login", "static", "assets.vendor"}
+_PUBLIC_ENDPOINTS = {"auth.login", "static", "assets.vendor", "assets.favicon"}
 _PUBLIC_BLUEPRINTS = {"api"}
 # The session cookie's key for the server-side session id.
 SESSION_ID = "sid"

@@ -21,7 +21,7 @@ HOSTILE = (SCRIPT, ATTRIBUTE)
 STREAM = "/e2e-hostile/s"
 TOPIC = f"{STREAM}:t"
 GROUP = f"{SCRIPT} e2e"
-_SKIP_ENDPOINTS = {"static", "assets.vendor", "auth.login"}
+_SKIP_ENDPOINTS = {"static", "assets.vendor", "assets.favicon", "auth.login"}
 
 
 @pytest.fixture(scope="module")

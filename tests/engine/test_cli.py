@@ -634,6 +634,29 @@ def test_partitions_keys_and_order(cpath):
     fails(1, "consume", "/apps/s:t", "--partition", "-1", "--cluster", cpath)
 
 
+def test_consume_offset_past_the_end_says_so_on_stderr(cpath):
+    ok("stream", "create", "/apps/s", "--default-partitions", "2", "--cluster", cpath)
+    ok("produce", "/apps/s:t", "--partition", "1", "--cluster", cpath, input="a\nb\nc\n")
+    past = ok("consume", "/apps/s:t", "--partition", "1", "--offset", "7", "--cluster", cpath)
+    assert past.stdout == ""
+    assert past.stderr == (
+        "--offset 7 is past the end of partition 1 of /apps/s:t (log end offset 3): "
+        "nothing read from it\nconsumed 0 messages\n"
+    )
+    # every partition: the one it reads from is not named, the ones past their end are
+    both = ok("consume", "/apps/s:t", "--offset", "2", "--cluster", cpath)
+    assert both.stdout == "c\n"
+    assert both.stderr == (
+        "--offset 2 is past the end of partition 0 of /apps/s:t (log end offset 0): "
+        "nothing read from it\nconsumed 1 message\n"
+    )
+    at_end = ok("consume", "/apps/s:t", "--partition", "1", "--offset", "3", "--cluster", cpath)
+    assert "at the end of partition 1 of /apps/s:t (log end offset 3)" in at_end.stderr
+    # within the log: no warning
+    inside = ok("consume", "/apps/s:t", "--partition", "1", "--offset", "1", "--cluster", cpath)
+    assert inside.stdout == "b\nc\n" and inside.stderr == "consumed 2 messages\n"
+
+
 def test_produce_to_explicit_partition_then_offset_within_it(cpath):
     ok("stream", "create", "/apps/s", "--default-partitions", "3", "--cluster", cpath)
     ok("produce", "/apps/s:t", "--partition", "2", "--cluster", cpath, input="a\nb\nc\n")

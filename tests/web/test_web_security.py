@@ -56,7 +56,7 @@ QUERY_NAMES = (
     "kind",
     "window_s",
 )
-_SKIP_ENDPOINTS = {"static", "assets.vendor"}
+_SKIP_ENDPOINTS = {"static", "assets.vendor", "assets.favicon"}
 _WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
