@@ -487,30 +487,46 @@ def session_user(
     if not isinstance(session_id, str) or not 20 <= len(session_id) <= 100:
         return None
     id_hash = _session_hash(session_id)
-    columns = ", ".join(f"u.{c.strip()}" for c in _COLUMNS.split(","))
-    rows = cluster._catalog._query(
-        f"SELECT s.last_seen_ms, s.expires_ms, {columns} "
-        "FROM web_sessions s JOIN users u ON u.name = s.user WHERE s.id_hash = ?",
-        (id_hash,),
-    )
-    if not rows:
+    found = _credential(cluster, "web_sessions", "id_hash", "last_seen_ms", id_hash)
+    if found is None:
         return None
-    last_seen, expires, *user_row = rows[0]
+    last_seen, expires, user = found
     now = now_ms()
     idle_ms = int(idle_s * 1000)
-    catalog = cluster._catalog
     if now >= expires or now - last_seen > idle_ms:
         _end_session_hash(cluster, id_hash)
         return None
     if now - last_seen >= min(SESSION_SEEN_RESOLUTION_MS, idle_ms // 10):
-        try:
-            with catalog.write():
-                catalog.conn.execute(
-                    "UPDATE web_sessions SET last_seen_ms = ? WHERE id_hash = ?", (now, id_hash)
-                )
-        except PartitionletError:
-            pass  # advisory: a busy catalog must not fail the request
-    return _row_info(tuple(user_row))
+        _touch(cluster, "web_sessions", "id_hash", "last_seen_ms", id_hash, now)
+    return user
+
+
+# Sessions and API tokens are both credentials: a row keyed by a hash, naming its user,
+# with a last use and an expiry. Table and column names below are these constants only.
+def _credential(
+    cluster: Cluster, table: str, key: str, seen: str, key_hash: str
+) -> tuple[int | None, int | None, UserInfo] | None:
+    """(last use, expiry, user) of the credential whose `key` column is `key_hash`."""
+    columns = ", ".join(f"u.{c.strip()}" for c in _COLUMNS.split(","))
+    rows = cluster._catalog._query(
+        f"SELECT c.{seen}, c.expires_ms, {columns} "
+        f"FROM {table} c JOIN users u ON u.name = c.user WHERE c.{key} = ?",
+        (key_hash,),
+    )
+    if not rows:
+        return None
+    last_seen, expires, *user_row = rows[0]
+    return last_seen, expires, _row_info(tuple(user_row))
+
+
+def _touch(cluster: Cluster, table: str, key: str, seen: str, key_hash: str, now: int) -> None:
+    """Record a credential's last use; advisory: a busy catalog must not fail the request."""
+    catalog = cluster._catalog
+    try:
+        with catalog.write():
+            catalog.conn.execute(f"UPDATE {table} SET {seen} = ? WHERE {key} = ?", (now, key_hash))
+    except PartitionletError:
+        pass
 
 
 def _end_session_hash(cluster: Cluster, id_hash: str) -> None:
@@ -629,15 +645,10 @@ def user_for_token(cluster: Cluster, token: str) -> UserInfo | None:
     if not isinstance(token, str) or not token or len(token) > 200:
         return None
     token_hash = _token_hash(token)
-    columns = ", ".join(f"u.{c.strip()}" for c in _COLUMNS.split(","))
-    rows = cluster._catalog._query(
-        f"SELECT t.last_used_ms, t.expires_ms, {columns} "
-        "FROM api_tokens t JOIN users u ON u.name = t.user WHERE t.token_hash = ?",
-        (token_hash,),
-    )
-    if not rows:
+    found = _credential(cluster, "api_tokens", "token_hash", "last_used_ms", token_hash)
+    if found is None:
         return None
-    last_used, expires, *user_row = rows[0]
+    last_used, expires, user = found
     now = now_ms()
     if expires is not None and now >= expires:
         raise TokenExpired(
@@ -645,16 +656,8 @@ def user_for_token(cluster: Cluster, token: str) -> UserInfo | None:
             "on the Users page or with `plet user token`"
         )
     if last_used is None or now - last_used >= LAST_USED_RESOLUTION_MS:
-        catalog = cluster._catalog
-        try:
-            with catalog.write():
-                catalog.conn.execute(
-                    "UPDATE api_tokens SET last_used_ms = ? WHERE token_hash = ?",
-                    (now, token_hash),
-                )
-        except PartitionletError:
-            pass  # advisory: a busy catalog must not fail the request
-    return _row_info(tuple(user_row))
+        _touch(cluster, "api_tokens", "token_hash", "last_used_ms", token_hash, now)
+    return user
 
 
 def ensure_admin(cluster: Cluster, password: str | None = None) -> tuple[str, str | None]:
