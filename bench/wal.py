@@ -72,7 +72,8 @@ def _sizes(root: Path) -> dict[str, int]:
 
 
 def _one(workdir: Path, label: str, ckpt: int | None, limit: int | None, acks, n: int):
-    from engine import Cluster, Consumer, Producer, TopicPartition, connection
+    from engine import Cluster, Consumer, Producer, TopicPartition
+    from engine.storage import connection
 
     saved = connection.WAL_CHECKPOINT_BYTES, connection.JOURNAL_SIZE_LIMIT
     if ckpt is not None:
@@ -154,7 +155,7 @@ def run(workdir: Path, messages: int, acks_levels=(1, "all")) -> list[WalResult]
 
 
 def _now_label() -> str:
-    from engine import connection
+    from engine.storage import connection
 
     return (
         f"now: {connection.WAL_CHECKPOINT_BYTES // MIB} MiB, "

@@ -6,10 +6,10 @@ The public API (DESIGN.md, "Public API of engine") is what this module exports.
 from __future__ import annotations
 
 from engine import errors
+from engine.auth.principal import Principal
+from engine.client.consumer import Consumer, ConsumerRebalanceListener
+from engine.client.producer import Producer
 from engine.cluster import Cluster
-from engine.consumer import Consumer, ConsumerRebalanceListener
-from engine.principal import Principal
-from engine.producer import Producer
 from engine.records import (
     ConsumerRecord,
     OffsetAndMetadata,

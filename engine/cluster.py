@@ -2,8 +2,8 @@
 
 Layout of a cluster directory:
 
-    catalog.db            metadata (engine.catalog)
-    volumes/vol-1.db ...  record batches (engine.volume), one file per volume
+    catalog.db            metadata (engine.storage.catalog)
+    volumes/vol-1.db ...  record batches (engine.storage.volume), one file per volume
     .open.lock            serializes the first open of a new directory between processes
 
 Several processes may open the same directory at once: every fact lives in exactly one
@@ -27,10 +27,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine import acl, balance, names, policies, retention, times
-from engine import users as user_store
-from engine.balance import RebalanceReport
-from engine.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
+from engine import names, policies, times
+from engine.auth import acl
+from engine.auth import users as user_store
+from engine.auth.principal import Principal
 from engine.errors import (
     AccessDenied,
     Closed,
@@ -43,10 +43,10 @@ from engine.errors import (
     StorageError,
     UnknownGroup,
 )
-from engine.heat import HeatMap, heat_map
-from engine.log import PartitionLog
-from engine.partitionlet import Placement
-from engine.principal import Principal
+from engine.ops import balance, retention
+from engine.ops.balance import RebalanceReport
+from engine.ops.heat import HeatMap, heat_map
+from engine.ops.retention import CompactionReport, RetentionReport
 from engine.records import (
     ClusterTotals,
     GroupInfo,
@@ -59,8 +59,10 @@ from engine.records import (
     TopicPartition,
     VolumeInfo,
 )
-from engine.retention import CompactionReport, RetentionReport
-from engine.volume import ACTIVE, PartitionletState, Volume
+from engine.storage.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
+from engine.storage.log import PartitionLog
+from engine.storage.segments import Placement
+from engine.storage.volume import ACTIVE, PartitionletState, Volume
 
 CATALOG_FILE = "catalog.db"
 VOLUME_DIR = "volumes"
@@ -94,7 +96,7 @@ class Cluster:
         self._closed = False
         self._placement = Placement(self)
         # In-process producers notify in-process consumers at once; consumers in other
-        # processes notice new data by polling (engine.log).
+        # processes notice new data by polling (engine.storage.log).
         self._appended = threading.Condition()
         self._append_seq = 0
         # Producers of this object drop their cached topics and policies at once when it
@@ -730,7 +732,7 @@ class Cluster:
         stream when it exists, a cluster administrator when it does not (the token lets the
         other cluster create it). The source gives it as `https://TOKEN@host:port`."""
         self._check_open()
-        from engine import replication_http
+        from engine.replication import http as replication_http
 
         return replication_http.create_token(self, stream)
 
@@ -739,7 +741,7 @@ class Cluster:
         created_ms, created_by, last_used_ms; never the token), of one stream when given.
         A cluster administrator sees all; others, those of the streams they administer."""
         self._check_open()
-        from engine import replication_http
+        from engine.replication import http as replication_http
 
         return replication_http.tokens(self, stream)
 
@@ -748,7 +750,7 @@ class Cluster:
         refuses it (401) from the next request on. Needs admin_perm on its stream, or a
         cluster administrator."""
         self._check_open()
-        from engine import replication_http
+        from engine.replication import http as replication_http
 
         replication_http.revoke_token(self, token_id)
 

@@ -95,7 +95,7 @@ class WeakPassword(InvalidArgument):
 
 
 class TokenExpired(PartitionletError):
-    """An API token whose expiry has passed: make a new one (engine.users)."""
+    """An API token whose expiry has passed: make a new one (engine.auth.users)."""
 
 
 class TryLater(PartitionletError):
@@ -107,11 +107,11 @@ class TryLater(PartitionletError):
 
 
 class LoginThrottled(TryLater):
-    """Too many wrong passwords for one user name: its logins wait (engine.users)."""
+    """Too many wrong passwords for one user name: its logins wait (engine.auth.users)."""
 
 
 class Busy(TryLater):
-    """Too many password hashes running at once in this process (engine.users)."""
+    """Too many password hashes running at once in this process (engine.auth.users)."""
 
 
 # --- state and time ----------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 A stream stores all of them; `validate(...)` returns a complete, checked dict or raises
 `InvalidPolicy` naming the policy and the accepted values. ACE policies are stored as
-text here; their grammar is checked by `engine.acl` when it is present.
+text here; their grammar is checked by `engine.auth.acl`.
 
-The catalog runs `validate` on every policy set it stores (engine.catalog), whoever sends
+The catalog runs `validate` on every policy set it stores (engine.storage.catalog), whoever sends
 it (the API, the consoles, a replicating cluster). A catalog written before that may hold
 bad values: `problem(stored)` says what is wrong with a stored set, so that maintenance
 can skip such a stream and say so, and an edit can replace the bad values.
@@ -15,8 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from engine.batch import MAX_TIMESTAMP_MS
+from engine.auth import acl
 from engine.errors import InvalidPolicy
+from engine.storage.batch import MAX_TIMESTAMP_MS
 
 ACE_POLICIES = ("produce_perm", "consume_perm", "topic_perm", "copy_perm", "admin_perm")
 TIMESTAMP_TYPES = ("create", "log_append")
@@ -102,10 +103,6 @@ def _check(name: str, value: Any) -> Any:
     if name in ACE_POLICIES:
         if not isinstance(value, str) or not value.strip():
             raise InvalidPolicy(f"policy {name!r} must be a non-empty ACE, got {shown(value)}")
-        try:
-            from engine import acl  # the grammar lives with the checks
-        except ImportError:  # pragma: no cover - acl arrives with the ACE issue
-            return value
         acl.parse(value, policy=name)
         return value
     raise InvalidPolicy(

@@ -6,7 +6,7 @@ A time is ISO 8601 (`2024-05-01T12:00:00Z`, `2024-05-01T14:00+02:00`, `2024-05-0
 `2024-05-01`) or a whole number of epoch milliseconds. A time written without a zone is
 UTC, never the machine's local time: every console shows times in UTC, and a command must
 not mean another instant when it runs on a machine in another zone. A time lies from 1970
-to the end of the year 9999 (the range of a stored timestamp, engine.batch.MAX_TIMESTAMP_MS).
+to the end of the year 9999 (the range of a stored timestamp, engine.storage.batch.MAX_TIMESTAMP_MS).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from engine.batch import MAX_TIMESTAMP_MS
 from engine.errors import InvalidArgument
+from engine.storage.batch import MAX_TIMESTAMP_MS
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)

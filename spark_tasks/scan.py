@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import batch as batch_codec
 from engine import names
+from engine.auth.principal import Principal
 from engine.cluster import CATALOG_FILE, Cluster
 from engine.errors import InvalidPolicy, NotFound, PartitionletError
-from engine.log import PartitionLog
 from engine.policies import check_stored
-from engine.principal import Principal
+from engine.storage import batch as batch_codec
+from engine.storage.log import PartitionLog
 
 # Column names and Spark SQL types: those of Spark's Kafka source (with includeHeaders),
 # plus `stream`.

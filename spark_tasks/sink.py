@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from engine.client.producer import Producer
 from engine.cluster import Cluster
-from engine.producer import Producer
 from spark_tasks.scan import OptionError, cluster_path, principal_of
 
 SINK_COLUMNS = {"key", "value", "topic", "partition", "headers", "timestamp"}

@@ -19,7 +19,7 @@ from typing import Any
 from flask import Flask
 from htmx_flask import Htmx
 
-from engine.replication_http import ReplicationService
+from engine.replication.http import ReplicationService
 
 EXTENSION = "partitionlet"
 SECRET_FILE = "web-secret"

@@ -1,11 +1,11 @@
 """Logging in and out, and the rule that every page needs a logged-in user.
 
-The session cookie holds the id of a server-side session (engine.users, a row of the
+The session cookie holds the id of a server-side session (engine.auth.users, a row of the
 catalog) and nothing else that grants anything: each request looks the session up with its
 user, so logout, a password change, an admin flag change or deleting the user end it at
 once in every process, and a changed group takes effect at the next click. Login attempts
 are throttled per user name (engine) and per client address (web/security.py), and the
-password hashes that run at once are bounded (engine.users.HASH_GATE).
+password hashes that run at once are bounded (engine.auth.users.HASH_GATE).
 The JSON API (web/api/) does its own authentication with bearer tokens.
 """
 

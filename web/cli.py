@@ -70,10 +70,10 @@ def web_command(
     from werkzeug.serving import make_server
 
     from engine import Cluster
+    from engine.auth.users import ensure_admin
     from engine.cli import _cluster_path, _fail, _require_path
-    from engine.maintenance import Maintenance
+    from engine.ops.maintenance import Maintenance
     from engine.replication import Replicator
-    from engine.users import ensure_admin
     from web import close_app, create_app, state
 
     prepared = None

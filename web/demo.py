@@ -11,7 +11,7 @@
   conflict (a topic takes writes in one cluster only), run until every link is in sync;
 - one finished Spark replay (`window-counts` over `/apps/sensors`), or a warning when Java or
   PySpark is missing or the job fails: the console still starts;
-- the web console's first administrator (`engine.users.ensure_admin`, before any other user
+- the web console's first administrator (`engine.auth.users.ensure_admin`, before any other user
   exists) and a non-admin user `viewer` of group `analysts`, which `/apps/sensors`' consume
   ACE lets in, so the console has ACEs to show.
 
@@ -44,8 +44,8 @@ from typing import Any
 
 from engine import Cluster, Producer, Replicator, errors
 from engine import demo as engine_demo
+from engine.auth.users import ensure_admin
 from engine.cluster import CATALOG_FILE
-from engine.users import ensure_admin
 
 DEFAULT_ROOT = "data/demo"
 CLUSTERS = ("dc1", "dc2", "dc3")

@@ -16,7 +16,7 @@ from flask import Blueprint, request
 from werkzeug.exceptions import BadRequest
 
 from engine import errors, names
-from engine.heat import HeatMap, Load
+from engine.ops.heat import HeatMap, Load
 from engine.records import TopicPartition
 from web import heatmap
 from web.filters import ms_time

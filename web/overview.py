@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Blueprint, current_app
 
-from engine.maintenance import Maintenance
+from engine.ops.maintenance import Maintenance
 from web import state
 from web.pages import cluster, render
 

@@ -8,7 +8,7 @@ from typing import Any
 from flask import current_app, g, render_template
 from htmx_flask import request
 
-from engine.principal import Principal
+from engine.auth.principal import Principal
 
 
 def cluster():
@@ -36,7 +36,7 @@ def cluster_path() -> str:
 
 
 def user():
-    """The logged-in `engine.users.UserInfo` (web/auth.py sets it before every view)."""
+    """The logged-in `engine.auth.users.UserInfo` (web/auth.py sets it before every view)."""
     return g.user
 
 

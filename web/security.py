@@ -8,11 +8,11 @@
   cookies, so a forged cross-site request has no credentials to ride on.
 - The Content-Security-Policy allows scripts and styles from this origin only (no inline
   script; htmx's own indicator style and `eval` are turned off in base.html's htmx-config).
-- The cookie only names a server-side session (engine.users, in the catalog): it ends at
+- The cookie only names a server-side session (engine.auth.users, in the catalog): it ends at
   logout, password change, admin flag change, deletion of the user, after
   `SESSION_ABSOLUTE_LIFETIME` seconds from login, and after `PERMANENT_SESSION_LIFETIME`
   seconds unused, in every process serving the cluster at once.
-- Logins are throttled per user name in the catalog (engine.users), and per client address
+- Logins are throttled per user name in the catalog (engine.auth.users), and per client address
   here, in this process (`LoginGuard`): `LOGIN_ADDRESS_LIMIT` wrong passwords per address.
 """
 

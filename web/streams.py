@@ -23,8 +23,9 @@ from typing import Any
 from flask import Blueprint, Response, flash, redirect, request, url_for
 from werkzeug.datastructures import MultiDict
 
-from engine import acl, errors, names
+from engine import errors, names
 from engine import policies as stream_policies
+from engine.auth import acl
 from web.pages import cluster, principal, render, wants_partial
 
 streams = Blueprint("streams", __name__)

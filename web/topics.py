@@ -16,7 +16,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, request, stream_with_context
 
 from engine import Producer, errors
-from engine.producer import MAX_HEADERS
+from engine.client.producer import MAX_HEADERS
 from engine.records import TopicInfo
 from web import messages as msgs
 from web.messages import BadInput, Budget, MessageReader, Selection

@@ -5,7 +5,7 @@ Users are not stream objects, so no ACE guards them: a user manages their own pa
 tokens, and only administrators manage other users. An administrator may not delete
 themselves nor drop their own admin flag, so a cluster never loses its last way in by a
 slip. A new API token is shown once, in the answer to the form that made it, and may
-expire. A password change ends every session of the user (engine.users); the browser
+expire. A password change ends every session of the user (engine.auth.users); the browser
 that made it gets a fresh session, so only copies of the old cookie die.
 """
 
@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from flask import Blueprint, abort, flash, redirect, request, url_for
 
 from engine import errors
-from engine.users import MIN_PASSWORD_LENGTH
+from engine.auth.users import MIN_PASSWORD_LENGTH
 from web.auth import start_session
 from web.pages import cluster, render, user
 
 users = Blueprint("users", __name__)
 
 LABEL_MAX = 200
-# The expiries the token form offers (value: engine.users.parse_lifetime's text, label).
+# The expiries the token form offers (value: engine.auth.users.parse_lifetime's text, label).
 TOKEN_EXPIRIES = (
     ("1d", "1 day"),
     ("7d", "7 days"),

@@ -14,7 +14,7 @@ from console.widgets.heat_map import HeatData, HeatMapWidget
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
 from engine import errors
-from engine.heat import HeatMap, Load
+from engine.ops.heat import HeatMap, Load
 from engine.records import TopicPartition
 
 WINDOWS = ((60, "1 minute"), (300, "5 minutes"), (900, "15 minutes"), (3600, "1 hour"))

@@ -16,7 +16,7 @@ from console.app import ConsoleApp
 from console.screens.help import HelpScreen
 from console.screens.produce import ProduceScreen
 from engine import Cluster, OffsetAndMetadata, Principal, Producer, TopicPartition, VolumeInfo
-from engine.heat import HeatMap, Load
+from engine.ops.heat import HeatMap, Load
 
 BASE_MS = int(datetime(2024, 5, 1, 12, 0, tzinfo=UTC).timestamp() * 1000)
 EVENTS = "/snap/orders:events"
@@ -29,16 +29,16 @@ def snap(tmp_path, monkeypatch, record_job):
     follow files and the clock)."""
     import random
 
-    import engine.catalog
-    import engine.partitionlet
+    import engine.storage.catalog
+    import engine.storage.segments
 
     # Placement breaks ties between equally cold volumes at random; fix the draw.
-    monkeypatch.setattr(engine.partitionlet, "random", random.Random(7))
+    monkeypatch.setattr(engine.storage.segments, "random", random.Random(7))
     with Cluster.open(tmp_path / "snap", name="snap", principal=Principal("tester")) as cluster:
         # The catalog stamps streams and topics with the clock; the Policies tab shows a
         # stream's creation time.
         with monkeypatch.context() as clock:
-            clock.setattr(engine.catalog, "now_ms", lambda: BASE_MS)
+            clock.setattr(engine.storage.catalog, "now_ms", lambda: BASE_MS)
             cluster.create_stream("/snap/orders", ttl=0, default_partitions=2)
             cluster.create_stream("/snap/metrics", ttl=3600, compact=True)
             cluster.create_topic(EVENTS)
@@ -100,7 +100,7 @@ def _heat() -> HeatMap:
 
 
 def _total(series: list[Load]) -> Load:
-    # As engine.heat sums a window: the rates of the totals are over the whole window.
+    # As engine.ops.heat sums a window: the rates of the totals are over the whole window.
     total = Load(seconds=len(series) * 10)
     for load in series:
         total = total + load

@@ -1,5 +1,5 @@
 """Access control expressions (DESIGN, "Vocabulary: ACE" and "Stream policies"): the grammar
-of engine.acl, its precedence (! over & over |), evaluation for a Principal and the stream's
+of engine.auth.acl, its precedence (! over & over |), evaluation for a Principal and the stream's
 creator, the normal form printed by str(), and errors that name the policy and the column."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import acl, errors, policies
-from engine.acl import And, Creator, Group, Not, Or, Public, User
-from engine.principal import Principal
+from engine import errors, policies
+from engine.auth import acl
+from engine.auth.acl import And, Creator, Group, Not, Or, Public, User
+from engine.auth.principal import Principal
 
 ALICE = Principal("alice", ("ops", "dev"))
 BOB = Principal("bob", ("dev",))
@@ -375,7 +376,7 @@ def test_invalid_policy_is_a_value_error():
 # --- properties --------------------------------------------------------------------------
 # A tree is generated as plain tuples, printed by the test's own printer (random whitespace,
 # parentheses where precedence needs them and sometimes where it does not) and evaluated by
-# the test's own evaluator; engine.acl must parse the text and agree.
+# the test's own evaluator; engine.auth.acl must parse the text and agree.
 
 USERS = ["alice", "bob", "carol", "a.b-c_d@E.F", "host$"]
 GROUPS = ["ops", "dev", "x", "data-eng.2"]

@@ -1,4 +1,4 @@
-"""Rebalancing (engine.balance): sealed partitionlets move between volumes, on real files,
+"""Rebalancing (engine.ops.balance): sealed partitionlets move between volumes, on real files,
 while others read and write, and a move that dies half-way leaves nothing that confuses
 a later run."""
 
@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engine import Cluster, Consumer, Producer, TopicPartition, balance, errors, partitionlet
-from engine.balance import Candidate, plan
+from engine import Cluster, Consumer, Producer, TopicPartition, errors
 from engine.cli import cli
-from engine.log import PartitionLog
-from engine.volume import DELETED, SEALED
+from engine.ops import balance
+from engine.ops.balance import Candidate, plan
+from engine.storage import segments as partitionlet
+from engine.storage.log import PartitionLog
+from engine.storage.volume import DELETED, SEALED
 
 ROOT = Path(__file__).resolve().parents[2]
 T = "/s:t"
@@ -430,7 +432,7 @@ def test_compaction_waits_for_a_move(cluster_path, monkeypatch):
     """Compaction and moves take the same chain lock: a compaction that starts while a
     partitionlet is being moved waits (here: gives up after a short timeout) instead of
     rewriting the source behind the copy."""
-    from engine.catalog import Catalog
+    from engine.storage.catalog import Catalog
 
     with open_small(cluster_path) as cluster:
         setup_topic(cluster, compact=True, min_compaction_lag_ms=0)
@@ -498,9 +500,10 @@ def test_volume_copy_and_conditional_purge(cluster_path):
 
 CRASH = """
 import os, sys
-from engine import Cluster, balance
-from engine.catalog import Catalog
-from engine.volume import Volume
+from engine import Cluster
+from engine.ops import balance
+from engine.storage.catalog import Catalog
+from engine.storage.volume import Volume
 
 path, where, pl_id, target = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 cluster = Cluster.open(path)

@@ -1,4 +1,4 @@
-"""engine.batch: a record batch decodes to exactly what was encoded."""
+"""engine.storage.batch: a record batch decodes to exactly what was encoded."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import batch
+from engine.storage import batch
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 MAYBE_BYTES = st.one_of(st.none(), st.binary(max_size=40))

@@ -1,4 +1,4 @@
-"""Compaction: the `compact` policy, run by `Cluster.compact()` (engine.retention), on real
+"""Compaction: the `compact` policy, run by `Cluster.compact()` (engine.ops.retention), on real
 files, alone and while readers and writers work."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 import time
 
 from engine import Cluster, Consumer, Producer, TopicPartition
-from engine.retention import CompactionReport
+from engine.ops.retention import CompactionReport
 
 T = "/k:t"
 HOUR_MS = 3_600_000

@@ -174,7 +174,7 @@ def test_truncated_volume_is_refused(cluster_path):
 
 @pytest.fixture
 def short_busy_timeout(monkeypatch):
-    from engine import connection
+    from engine.storage import connection
 
     monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", 200)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
-from engine.groups import assign, strategy_name
+from engine.client.groups import assign, strategy_name
 
 WORKER = Path(__file__).with_name("group_worker.py")
 FAST = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 200}

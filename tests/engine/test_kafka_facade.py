@@ -651,8 +651,9 @@ def test_broker_settings_are_accepted_and_typos_are_not(cluster, servers):
 def test_error_classes_and_import_paths():
     from engine.kafka.admin import KafkaAdminClient as Admin
     from engine.kafka.admin import NewTopic as Topic
-    from engine.kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
     from engine.kafka.structs import TopicPartition as TP
+
+    from engine.kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 
     assert Admin is KafkaAdminClient and Topic is NewTopic and TP is TopicPartition
     assert issubclass(TopicAlreadyExistsError, KafkaError)
@@ -665,4 +666,4 @@ def test_error_classes_and_import_paths():
     error = kafka_errors.translate(errors.Timeout("slow"))
     assert isinstance(error, KafkaTimeoutError) and isinstance(error.__cause__, errors.Timeout)
     # the engine's producer is untouched by the facade: still full names, engine errors
-    assert Producer.__module__ == "engine.producer"
+    assert Producer.__module__ == "engine.client.producer"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import partitioner
+from engine.client import partitioner
 
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2
 KAFKA_UTILS_VECTORS = {

@@ -1020,7 +1020,7 @@ def test_producer_sees_added_partitions(stream):
 
 
 def test_producer_keys_follow_the_new_partition_count(stream):
-    from engine.partitioner import partition_for_key
+    from engine.client.partitioner import partition_for_key
 
     stream.create_topic(T, partitions=1)
     producer = Producer(stream, acks=1)
@@ -1172,7 +1172,7 @@ def test_tailing_consumer_follows_rolls_made_by_another_handle(cluster_path):
 def test_serializers_and_deserializers(stream):
     import json
 
-    from engine.partitioner import partition_for_key
+    from engine.client.partitioner import partition_for_key
 
     stream.create_topic(T, partitions=5)
     producer = Producer(

@@ -1,7 +1,7 @@
 """Replicated bytes are checked before they are written (issue 12, finding 4).
 
 A target cluster stores what another cluster's replicator sends it, and every later reader
-decodes it. `engine.batch.check` walks a payload's layout with bounds and compares it with
+decodes it. `engine.storage.batch.check` walks a payload's layout with bounds and compares it with
 its row; `DirectoryTarget.apply` (the engine's door, which the HTTP service uses too)
 checks every batch of a call before the first is written, so a bad one changes nothing.
 """
@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
-from engine import batch as codec
 from engine.replication import DirectoryTarget, check_replica_batch
-from engine.volume import ReplicaBatch
+from engine.storage import batch as codec
+from engine.storage.volume import ReplicaBatch
 
 ORIGIN = "7d4c1a52-3f0e-4d8b-9a61-2b5e8c0f9d13"
 TS = 1_700_000_000_000
@@ -43,7 +43,7 @@ def replica(values, *, base=0, timestamps=None, deltas=None, last=None, **fields
     return ReplicaBatch(**row)
 
 
-# --- engine.batch.check --------------------------------------------------------------------
+# --- engine.storage.batch.check --------------------------------------------------------------------
 
 MAYBE_BYTES = st.one_of(st.none(), st.binary(max_size=20))
 HEADERS = st.one_of(st.none(), st.lists(st.tuples(st.text(max_size=8), MAYBE_BYTES), max_size=3))

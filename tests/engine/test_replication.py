@@ -240,7 +240,7 @@ def test_a_batch_retried_is_applied_once_and_a_different_one_is_a_conflict(dirs)
 
 
 def _payload(*values: bytes, ts: tuple[int, ...] | None = None) -> bytes:
-    from engine import batch
+    from engine.storage import batch
 
     return batch.encode(list(values), list(ts) if ts else [5] * len(values))
 

@@ -14,7 +14,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from engine import Cluster, Consumer, Producer, Replicator, TopicPartition, errors
-from engine.replication_http import HttpTarget, TransportError
+from engine.replication.http import HttpTarget, TransportError
 from web import close_app, create_app
 
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from engine import Cluster, Principal, errors
 from engine.cli import cli
-from engine.replication_http import ReplicationService, Unauthorized, hash_token
+from engine.replication.http import ReplicationService, Unauthorized, hash_token
 
 ADMIN_ONLY = "only a cluster administrator may add a replica link"
 

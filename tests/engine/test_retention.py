@@ -1,5 +1,5 @@
-"""Retention: the `ttl` policy, enforced by `Cluster.enforce_retention()` (engine.retention),
-and the background `Maintenance` thread (engine.maintenance), on real files."""
+"""Retention: the `ttl` policy, enforced by `Cluster.enforce_retention()` (engine.ops.retention),
+and the background `Maintenance` thread (engine.ops.maintenance), on real files."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 import pytest
 
 from engine import Cluster, Consumer, Producer, TopicPartition
-from engine.maintenance import Maintenance
-from engine.retention import RetentionReport, TopicRetention
+from engine.ops.maintenance import Maintenance
+from engine.ops.retention import RetentionReport, TopicRetention
 
 T = "/r:t"
 HOUR_MS = 3_600_000
@@ -320,7 +320,7 @@ def test_maintenance_thread_runs_on_a_timer_and_stops(cluster):
 
 
 def test_maintenance_logs_errors_and_keeps_going(cluster, monkeypatch, caplog):
-    from engine import retention
+    from engine.ops import retention
 
     calls = []
 
@@ -330,7 +330,7 @@ def test_maintenance_logs_errors_and_keeps_going(cluster, monkeypatch, caplog):
 
     monkeypatch.setattr(retention, "enforce_retention", broken)
     maintenance = Maintenance(cluster, interval_s=0.02)
-    with caplog.at_level(logging.ERROR, logger="engine.maintenance"):
+    with caplog.at_level(logging.ERROR, logger="engine.ops.maintenance"):
         kept, compacted = maintenance.run_once()
         assert kept is None and compacted is not None  # compaction still ran
         assert isinstance(maintenance.last_error, RuntimeError)
@@ -346,7 +346,7 @@ def test_maintenance_ends_quietly_when_the_cluster_closes(cluster_path, caplog):
     cluster = Cluster.open(cluster_path)
     maintenance = Maintenance(cluster, interval_s=0.01).start()
     time.sleep(0.05)
-    with caplog.at_level(logging.ERROR, logger="engine.maintenance"):
+    with caplog.at_level(logging.ERROR, logger="engine.ops.maintenance"):
         cluster.close()
         time.sleep(0.05)
         maintenance.stop()

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from engine import times
-from engine.batch import MAX_TIMESTAMP_MS
 from engine.errors import InvalidArgument
+from engine.storage.batch import MAX_TIMESTAMP_MS
 
 NOON = 1_714_564_800_000  # 2024-05-01T12:00:00Z
 

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from engine import Cluster, Consumer, Principal, Producer, TopicPartition, errors
-from engine import users as user_store
+from engine.auth import users as user_store
 
 PASSWORD = "correct-horse-1"
 

@@ -14,14 +14,14 @@ from datetime import timedelta
 import pytest
 
 from engine import Cluster, errors
-from engine import users as user_store
+from engine.auth import users as user_store
 
 PASSWORD = "correct-horse-1"
 DAY_MS = 86_400_000
 
 
 class Clock:
-    """engine.users' clock, moved by the test."""
+    """engine.auth.users' clock, moved by the test."""
 
     def __init__(self, monkeypatch) -> None:
         self.now = 1_800_000_000_000

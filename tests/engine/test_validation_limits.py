@@ -14,21 +14,12 @@ import time
 
 import pytest
 
-from engine import (
-    Cluster,
-    Consumer,
-    Principal,
-    Producer,
-    TopicPartition,
-    acl,
-    errors,
-    names,
-    policies,
-)
-from engine.batch import MAX_TIMESTAMP_MS
-from engine.maintenance import Maintenance
-from engine.producer import MAX_HEADERS
+from engine import Cluster, Consumer, Principal, Producer, TopicPartition, errors, names, policies
+from engine.auth import acl
+from engine.client.producer import MAX_HEADERS
+from engine.ops.maintenance import Maintenance
 from engine.replication import DirectoryTarget
+from engine.storage.batch import MAX_TIMESTAMP_MS
 from tests.old_catalog import write_policies
 
 ROOT = Principal("root", superuser=True)
@@ -177,7 +168,7 @@ def test_retention_skips_a_bad_stream_and_maintains_the_others(cluster, caplog):
         cluster.create_topic(f"{path}:t", 1)
         produce_old(cluster, f"{path}:t")
     write_policies(cluster, "/bad", ttl="forever", consume_perm="((((")
-    with caplog.at_level(logging.WARNING, logger="engine.retention"):
+    with caplog.at_level(logging.WARNING, logger="engine.ops.retention"):
         report = cluster.enforce_retention()
     assert "/good:t" in report.by_topic and report.messages_freed == 2
     assert "/bad:t" not in report.by_topic

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine import Producer, connection
+from engine import Producer
+from engine.storage import connection
 
 
 def _wal_sizes(root: Path) -> dict[str, int]:

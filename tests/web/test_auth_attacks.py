@@ -27,7 +27,7 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from engine import errors
-from engine import users as user_store
+from engine.auth import users as user_store
 from tests.conftest import live_module
 from web.filters import ms_time
 

@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 from engine import Consumer, Producer
-from engine import batch as codec
-from engine.maintenance import Maintenance
+from engine.ops.maintenance import Maintenance
+from engine.storage import batch as codec
 from tests.old_catalog import write_policies
 from web import state
 

@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from engine import Cluster, Replicator, errors
-from engine.replication_http import MAX_MESSAGE_CHARS, HttpTarget, TransportError, hash_token
+from engine.replication.http import MAX_MESSAGE_CHARS, HttpTarget, TransportError, hash_token
 
 SECRET = "s3cr3t-internal-answer-do-not-show"
 ADMIN_ONLY = "only a cluster administrator may add a replica link"

@@ -10,7 +10,7 @@ from typing import Any
 from flask import Response, g, request
 
 from engine import errors
-from engine.replication_http import encode_body
+from engine.replication.http import encode_body
 from web.errors import status_of
 from web.pages import app_cluster
 

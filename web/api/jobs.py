@@ -15,7 +15,8 @@ from typing import Any
 
 from flask import Response
 
-from engine import acl, errors, names
+from engine import errors, names
+from engine.auth import acl
 from spark_tasks import jobs as jobs_api
 from web.api import api
 from web.api.base import field, json_body, json_response, query_int

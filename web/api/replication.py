@@ -1,6 +1,6 @@
 """`POST /api/v1/replication/<op>`: the door other clusters' replicators use.
 
-Runs one method of the `Target` protocol (the list is `engine.replication_http.OPS`) on this
+Runs one method of the `Target` protocol (the list is `engine.replication.http.OPS`) on this
 cluster for a remote replicator. The body is a JSON object, optionally gzip compressed
 (`Content-Encoding: gzip`); the answer is JSON, gzip compressed when the client accepts it
 and it is worth it. A request needs `Authorization: Bearer TOKEN` with a replication token
@@ -14,7 +14,7 @@ from __future__ import annotations
 from flask import Response, current_app, request
 
 from engine import errors
-from engine.replication_http import Unauthorized, decode_body
+from engine.replication.http import Unauthorized, decode_body
 from web import state
 from web.api import api
 from web.api.base import bearer_token, error_response, json_response

@@ -18,7 +18,7 @@ from typing import Any
 from flask import Response, request
 
 from engine import Consumer, Producer, TopicPartition, errors, times
-from engine.heat import MAX_WINDOW_S, Load
+from engine.ops.heat import MAX_WINDOW_S, Load
 from engine.records import ConsumerRecord, PartitionInfo, TopicInfo
 from web.api import api
 from web.api.base import (

@@ -10,7 +10,7 @@ Each volume gets a load, in bytes::
 `bytes(v)` is what the volume stores now (its live partitionlets, active ones included).
 `write_bytes(v)` is what producers appended to it in the last `HEAT_WINDOW_S` seconds
 (`Volume.recent_write_bytes`) and `read_bytes(p)` what consumers read from partitionlet
-`p` in that window (`engine.heat`; it is counted per partitionlet, so it moves with
+`p` in that window (`engine.ops.heat`; it is counted per partitionlet, so it moves with
 it, while a volume's own read counter would keep what was read there before). With
 `HEAT_WEIGHT` = 1 the heat term reads as "the bytes this volume is about to take or serve
 at its recent rate": stored bytes (days of retention) dominate, and heat (five minutes of
@@ -40,7 +40,7 @@ One partitionlet at a time, so that others read and write all along:
    compaction that already read the new chain) and the delete tried again.
 
 A reader that cached the chain before the switch and reads the source after the purge
-finds no batches and a DELETED row: `engine.log` then re-reads the chain and reads the
+finds no batches and a DELETED row: `engine.storage.log` then re-reads the chain and reads the
 target, so nothing is skipped or read twice.
 
 Crash safety: a process that dies between copy and switch leaves an orphan copy in the
@@ -59,9 +59,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.errors import InvalidArgument, InvalidPartition, PartitionletError
-from engine.heat import heat_map
-from engine.partitionlet import chain_lock
-from engine.volume import SEALED
+from engine.ops.heat import heat_map
+from engine.storage.segments import chain_lock
+from engine.storage.volume import SEALED
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster

@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine import errors, names
-from engine.batch import MAX_OFFSET, MAX_TIMESTAMP_MS
 from engine.errors import (
     AccessDenied,
     InvalidArgument,
@@ -58,7 +57,8 @@ from engine.errors import (
     UnknownToken,
 )
 from engine.policies import MAX_PARTITIONS
-from engine.volume import ReplicaBatch
+from engine.storage.batch import MAX_OFFSET, MAX_TIMESTAMP_MS
+from engine.storage.volume import ReplicaBatch
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster

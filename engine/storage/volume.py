@@ -19,7 +19,12 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from engine.connection import ThreadConnections, read_transaction, translate, write_transaction
+from engine.storage.connection import (
+    ThreadConnections,
+    read_transaction,
+    translate,
+    write_transaction,
+)
 
 ACTIVE, SEALED, DELETED = 0, 1, 2
 PAGE_SIZE = 16384
@@ -66,7 +71,7 @@ CREATE TABLE IF NOT EXISTS stream_usage (  -- so a stream's size needs no scan o
     messages  INTEGER NOT NULL,
     bytes     INTEGER NOT NULL
 );
--- Heat (engine.heat): messages and bytes written and read per partitionlet, in buckets
+-- Heat (engine.ops.heat): messages and bytes written and read per partitionlet, in buckets
 -- of HEAT_BUCKET_S seconds. Writes are counted in the append's own transaction; readers
 -- count in memory and add theirs every few seconds.
 CREATE TABLE IF NOT EXISTS heat (
@@ -388,7 +393,7 @@ class Volume:
         )
         return (row[1], row[2]) if row is not None else (0, 0)
 
-    # --- maintenance (engine.retention) ---------------------------------------------------
+    # --- maintenance (engine.ops.retention) ---------------------------------------------------
 
     def seal_expired(self, pl_id: int, cutoff_ms: int) -> PartitionletState | None:
         """Seal the active partitionlet `pl_id` if it took appends and every message it
@@ -660,7 +665,7 @@ class Volume:
                 total += p.stat().st_size
         return total
 
-    # --- moving partitionlets between volumes (engine.balance) ---------------------------
+    # --- moving partitionlets between volumes (engine.ops.balance) ---------------------------
 
     def live_partitionlets(self) -> dict[int, tuple[int, int]]:
         """{partitionlet id: (state, bytes)} of every row here that is not a tombstone."""
@@ -794,7 +799,7 @@ class Volume:
         """What `purge` does to one partitionlet, but only if its row is still exactly in
         the `expected` state (checked in the same transaction); True if purged.
 
-        A move (engine.balance) deletes its source this way, so that a compaction that
+        A move (engine.ops.balance) deletes its source this way, so that a compaction that
         rewrote the source after the copy was taken is noticed instead of lost.
         """
         conn = self.conn

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from engine.catalog import now_ms
+from engine.auth.principal import Principal
 from engine.errors import (
     AlreadyExists,
     Busy,
@@ -57,7 +57,7 @@ from engine.errors import (
     UnknownUser,
     WeakPassword,
 )
-from engine.principal import Principal
+from engine.storage.catalog import now_ms
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster

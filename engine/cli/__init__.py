@@ -1807,7 +1807,7 @@ def replicate(ctx: click.Context, once: bool, interval_s: float, max_batches: in
 
     Runs retention and compaction in the background too, unless --once.
     """
-    from engine.maintenance import Maintenance
+    from engine.ops.maintenance import Maintenance
     from engine.replication import Replicator
 
     cluster = open_cluster(ctx)

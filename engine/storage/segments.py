@@ -2,7 +2,7 @@
 
 A partition is a chain of partitionlets; only the last (active) one takes appends. Its next
 offset lives in the volume row of that partitionlet and moves only in the transaction that
-appends there (engine.volume), so offsets are unique whichever process writes. When a
+appends there (engine.storage.volume), so offsets are unique whichever process writes. When a
 volume seals an active partitionlet (by size or age), the writer that notices asks the
 catalog for a successor starting at the sealed end offset; if another writer got there
 first, the catalog returns that one instead.
@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.catalog import PartitionletRow
 from engine.errors import FileLocked, PartitionletError, StorageError, UnknownTopic
-from engine.volume import Append
+from engine.storage.catalog import PartitionletRow
+from engine.storage.volume import Append
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster

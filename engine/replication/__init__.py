@@ -31,7 +31,7 @@ at most (clusters - 1) times whatever the graph, cycles included.
 
 Transport: the replicator talks to a target through `Target` (a small interface keyed by
 names, not ids, so that it can be carried over HTTP). `DirectoryTarget` opens another
-cluster directory in this process; `engine.replication_http.HttpTarget` talks to the
+cluster directory in this process; `engine.replication.http.HttpTarget` talks to the
 `/api/v1/replication/` endpoints of the target's `plet web` with a per-link token.
 """
 
@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from engine import batch as batch_codec
 from engine import names
 from engine.errors import (
     AccessDenied,
@@ -60,15 +59,16 @@ from engine.errors import (
     StorageError,
     UnknownStream,
 )
-from engine.log import PartitionLog
-from engine.partitionlet import MAX_ROLL_RETRIES, Appender
 from engine.policies import shown
 from engine.records import CREATE_TIME, LOG_APPEND_TIME
-from engine.volume import DELETED, ReplicaBatch, ReplicaTarget
+from engine.storage import batch as batch_codec
+from engine.storage.log import PartitionLog
+from engine.storage.segments import MAX_ROLL_RETRIES, Appender
+from engine.storage.volume import DELETED, ReplicaBatch, ReplicaTarget
 
 if TYPE_CHECKING:
-    from engine.catalog import PartitionletRow
     from engine.cluster import Cluster
+    from engine.storage.catalog import PartitionletRow
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ def _check_creator(creator: Any) -> None:
 def check_replica_batch(b: ReplicaBatch, where: str = "") -> None:
     """Raise `InvalidArgument` unless `b`, a batch from another cluster, is one this engine
     could have written: its payload a complete record batch whose record count, offsets and
-    timestamps agree with its row (`engine.batch.check`: offsets within 0..MAX_OFFSET,
+    timestamps agree with its row (`engine.storage.batch.check`: offsets within 0..MAX_OFFSET,
     timestamps within 0..MAX_TIMESTAMP_MS, first_ts <= max_ts), a known timestamp type and
     a cluster uuid as its origin."""
     try:
@@ -266,10 +266,10 @@ def open_target(
     retries: int | None = None,
 ) -> Target:
     """The transport for a normalized target: a directory, or an http(s) address served by
-    the target's `plet web` (engine.replication_http), authenticated with `token` (each
+    the target's `plet web` (engine.replication.http), authenticated with `token` (each
     request retried up to `retries` times, default DEFAULT_RETRIES)."""
     if _URL.match(target):
-        from engine.replication_http import HttpTarget
+        from engine.replication.http import HttpTarget
 
         if not token:
             raise InvalidArgument(
@@ -329,7 +329,7 @@ class DirectoryTarget:
             pass
 
     def check_admin(self, stream: str, user: str, groups: tuple[str, ...]) -> None:
-        from engine.principal import Principal
+        from engine.auth.principal import Principal
 
         self.cluster._authorize(
             self._stream_row(stream),

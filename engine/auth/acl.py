@@ -38,7 +38,7 @@ with a caret under that character. The exception also carries `policy`, `express
 `column` attributes (`column` is None when there is none, as for a non-string).
 
 `Ace.allows(principal, creator)` (or `allows(ace, principal, creator)`) evaluates an ACE for
-an `engine.principal.Principal`; `check(text, principal, creator)` does the same from the
+an `engine.auth.principal.Principal`; `check(text, principal, creator)` does the same from the
 text through an LRU cache of parsed expressions (`cached_parse`), for the hot paths
 (subscribe, produce-open). Everything here is pure and thread-safe.
 """
@@ -89,7 +89,7 @@ _OPERAND = "expected u:<user>, g:<group>, p, '!' or '('"
 
 
 class _Identity(Protocol):
-    """What an ACE is evaluated against: `engine.principal.Principal` or alike."""
+    """What an ACE is evaluated against: `engine.auth.principal.Principal` or alike."""
 
     @property
     def user(self) -> str: ...

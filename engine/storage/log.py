@@ -17,14 +17,14 @@ from functools import partial
 from itertools import repeat
 from typing import TYPE_CHECKING
 
-from engine import batch as batch_codec
-from engine.catalog import PartitionletRow
 from engine.records import ConsumerRecord, OffsetAndTimestamp
-from engine.volume import ACTIVE, DELETED
+from engine.storage import batch as batch_codec
+from engine.storage.catalog import PartitionletRow
+from engine.storage.volume import ACTIVE, DELETED
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
-    from engine.heat import ReadCounter
+    from engine.ops.heat import ReadCounter
 
 # One C call per record (zip's tuple into a ConsumerRecord), no Python frame.
 _record = partial(tuple.__new__, ConsumerRecord)

@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from engine import groups, names
+from engine import names
+from engine.auth.principal import Principal
+from engine.client import groups
 from engine.errors import (
     AccessDenied,
     Closed,
@@ -30,16 +32,15 @@ from engine.errors import (
     UnknownStream,
     UnknownTopic,
 )
-from engine.heat import ReadCounter
-from engine.log import PartitionLog
+from engine.ops.heat import ReadCounter
 from engine.policies import check_stored
-from engine.principal import Principal
 from engine.records import (
     ConsumerRecord,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
 )
+from engine.storage.log import PartitionLog
 
 _RESETS = {
     "earliest": "earliest",

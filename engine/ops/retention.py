@@ -1,7 +1,7 @@
 """Retention (the streams' `ttl`) and compaction (their `compact` policy).
 
 `enforce_retention(cluster)` drops whole partitionlets whose messages have all expired.
-Readers hide an expired message at once (engine.log); this is where its storage goes.
+Readers hide an expired message at once (engine.storage.log); this is where its storage goes.
 A partitionlet is expired when its largest timestamp, as readers see it (create time or
 log-append time, per batch), is older than `now - ttl`. A sealed one is purged from its
 volume and then removed from the catalog; the active one is first sealed in its volume's
@@ -11,7 +11,7 @@ partitionlet of a chain is never dropped: it carries the log end offset. The par
 `log_start_offset`, the base offset of its first partitionlet, moves up by itself.
 
 Volume first, catalog second: a crash in between leaves a catalog row whose volume row
-is a DELETED tombstone; readers skip it (engine.log) and the next run removes the row.
+is a DELETED tombstone; readers skip it (engine.storage.log) and the next run removes the row.
 Nothing is leaked and nothing readable is lost.
 
 `compact(cluster)` keeps, in every partition of a compacted stream, only the latest
@@ -50,13 +50,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from engine import batch as batch_codec
 from engine import policies as stream_policies
-from engine.catalog import PartitionletRow
-from engine.connection import translate
 from engine.errors import InvalidPolicy
-from engine.partitionlet import chain_lock
-from engine.volume import ACTIVE, DELETED, SEALED, BatchRewrite, PartitionletState
+from engine.storage import batch as batch_codec
+from engine.storage.catalog import PartitionletRow
+from engine.storage.connection import translate
+from engine.storage.segments import chain_lock
+from engine.storage.volume import ACTIVE, DELETED, SEALED, BatchRewrite, PartitionletState
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
@@ -163,7 +163,7 @@ def _pages(
     A stream whose stored policies are invalid is left out and put in `skipped` (path ->
     problem), logged once for the pass `what`.
 
-    This query is not in engine.catalog: it filters streams on their policies inside
+    This query is not in engine.storage.catalog: it filters streams on their policies inside
     SQLite (json_extract), so that a catalog of many streams is walked without parsing
     every stream's policies in Python.
     """

@@ -20,13 +20,6 @@ from typing import Any
 
 from engine import names
 from engine import policies as stream_policies
-from engine.connection import (
-    BUSY_TIMEOUT_MS,
-    ThreadConnections,
-    read_transaction,
-    translate,
-    write_transaction,
-)
 from engine.errors import (
     CorruptFile,
     NotACluster,
@@ -34,6 +27,13 @@ from engine.errors import (
     TopicExists,
     UnknownStream,
     UnknownTopic,
+)
+from engine.storage.connection import (
+    BUSY_TIMEOUT_MS,
+    ThreadConnections,
+    read_transaction,
+    translate,
+    write_transaction,
 )
 
 FORMAT = "partitionlet-catalog"
@@ -103,7 +103,7 @@ CREATE TABLE IF NOT EXISTS group_offsets (
     PRIMARY KEY (group_id, topic_id, partition)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS group_offsets_topic ON group_offsets (topic_id);
--- Consumer groups (engine.groups): the target assignment of the current generation, the
+-- Consumer groups (engine.client.groups): the target assignment of the current generation, the
 -- live members, and which member owns (reads) each partition right now.
 CREATE TABLE IF NOT EXISTS groups (
     group_id   TEXT PRIMARY KEY,
@@ -160,7 +160,7 @@ CREATE TABLE IF NOT EXISTS upstreams (
     created_ms    INTEGER NOT NULL,
     PRIMARY KEY (stream_id, source_id, source_stream)
 ) WITHOUT ROWID;
--- Replication over HTTP (engine.replication_http). On a target: the tokens it issued, each
+-- Replication over HTTP (engine.replication.http). On a target: the tokens it issued, each
 -- good for replicating into one stream; only a SHA-256 of the token is kept.
 CREATE TABLE IF NOT EXISTS replication_tokens (
     token_hash    TEXT PRIMARY KEY,    -- hex SHA-256 of the token
@@ -177,7 +177,7 @@ CREATE TABLE IF NOT EXISTS replica_tokens (
     token         TEXT NOT NULL,
     PRIMARY KEY (stream_id, target)
 ) WITHOUT ROWID;
--- Console users (engine.users): the web console's logins. Passwords are kept as scrypt
+-- Console users (engine.auth.users): the web console's logins. Passwords are kept as scrypt
 -- hashes; API tokens as SHA-256 hashes (only the user sees a token, once).
 CREATE TABLE IF NOT EXISTS users (
     name          TEXT PRIMARY KEY,
@@ -195,7 +195,7 @@ CREATE TABLE IF NOT EXISTS api_tokens (
     expires_ms    INTEGER              -- NULL: never
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS api_tokens_user ON api_tokens (user);
--- Web console sessions (engine.users): the cookie carries a random id, this table its
+-- Web console sessions (engine.auth.users): the cookie carries a random id, this table its
 -- SHA-256 only. Every `plet web` of the cluster and the CLI see one truth, so logout, a
 -- password change or deleting a user ends the user's sessions in every process at once.
 CREATE TABLE IF NOT EXISTS web_sessions (
@@ -890,7 +890,7 @@ class Catalog:
         )
         return (rows[0][0], rows[0][1]) if rows else None
 
-    # --- consumer groups (read side; engine.groups writes) ---------------------------------
+    # --- consumer groups (read side; engine.client.groups writes) ---------------------------------
 
     def group_ids(self) -> list[str]:
         return [
@@ -935,7 +935,7 @@ class Catalog:
             (group_id,),
         )
 
-    # --- moving partitionlets between volumes (engine.balance) ---------------------------
+    # --- moving partitionlets between volumes (engine.ops.balance) ---------------------------
 
     def partitionlet(self, pl_id: int) -> PartitionletRow | None:
         rows = self._query(f"SELECT {_PL_COLUMNS} FROM partitionlets WHERE id = ?", (pl_id,))
@@ -953,7 +953,7 @@ class Catalog:
 
         One transaction, which also bumps the topology version so that readers re-read
         their chains. `sync=True` makes the commit durable against a machine crash before
-        the caller purges the source copy (engine.balance).
+        the caller purges the source copy (engine.ops.balance).
         """
         conn = self.conn
         if sync:

@@ -33,7 +33,7 @@ from engine.errors import InvalidArgument
 from engine.records import TopicPartition
 
 if TYPE_CHECKING:
-    from engine.catalog import Catalog
+    from engine.storage.catalog import Catalog
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from engine import names
 from engine.errors import InvalidArgument, NotFound, PartitionletError
 from engine.records import TopicPartition
-from engine.volume import HEAT_BUCKET_S
+from engine.storage.volume import HEAT_BUCKET_S
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster

@@ -1,8 +1,8 @@
 """`Producer`: buffers messages per partition and writes them as record batches.
 
 `send()` only checks its arguments, picks a partition and appends to that partition's open
-batch; a sender thread drains the batches, encodes them (engine.batch), appends them to
-their partitionlets with one transaction per volume (engine.partitionlet) and resolves the
+batch; a sender thread drains the batches, encodes them (engine.storage.batch), appends them to
+their partitionlets with one transaction per volume (engine.storage.segments) and resolves the
 futures. That split is what lets one Python process send hundreds of thousands of messages
 a second: the per-message work is a few list appends.
 
@@ -25,10 +25,10 @@ from functools import partial
 from operator import itemgetter
 from typing import Any
 
-from engine import batch as batch_codec
 from engine import names
 from engine import policies as policies_module
-from engine.catalog import StreamRow
+from engine.auth.principal import Principal
+from engine.client.partitioner import partition_for_key
 from engine.errors import (
     Closed,
     InvalidArgument,
@@ -39,10 +39,10 @@ from engine.errors import (
     UnknownStream,
     UnknownTopic,
 )
-from engine.partitioner import partition_for_key
-from engine.partitionlet import Appender, BatchWrite
-from engine.principal import Principal
 from engine.records import CREATE_TIME, LOG_APPEND_TIME, RecordMetadata
+from engine.storage import batch as batch_codec
+from engine.storage.catalog import StreamRow
+from engine.storage.segments import Appender, BatchWrite
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 seconds in a thread of its own, never on the path of `send` or `poll`. A failing pass is
 logged and the next one runs on time; a stream with invalid stored policies is skipped by
 both passes (the others go on) and listed in `skipped_streams` for a console to show. Several processes may each run one on the same
-cluster: every change is its own short transaction (engine.retention).
+cluster: every change is its own short transaction (engine.ops.retention).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from engine import balance, retention
 from engine.errors import Closed, InvalidArgument
+from engine.ops import balance, retention
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster

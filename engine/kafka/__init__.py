@@ -19,7 +19,7 @@ say `engine.kafka` instead of `kafka`:
 - Settings that only mean something to a networked broker (security, SASL/SSL, socket
   sizes, retries, compression, ...) are accepted and ignored; an unknown keyword raises
   `KafkaConfigurationError`, as kafka-python does.
-- Engine errors are raised as kafka-python's error classes (`engine.kafka_errors`), with
+- Engine errors are raised as kafka-python's error classes (`engine.kafka.errors`), with
   the engine error as `__cause__`.
 
 docs/KAFKA.md lists what maps to what and the differences from kafka-python.
@@ -41,12 +41,13 @@ from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 from engine import errors as engine_errors
-from engine import kafka_errors as errors
 from engine import names as engine_names
+from engine.client.consumer import Consumer
+from engine.client.consumer import ConsumerRebalanceListener as _EngineListener
+from engine.client.producer import Producer
 from engine.cluster import Cluster
-from engine.consumer import Consumer
-from engine.consumer import ConsumerRebalanceListener as _EngineListener
-from engine.kafka_errors import (
+from engine.kafka import errors as errors
+from engine.kafka.errors import (
     BrokerResponseError,
     IllegalStateError,
     InvalidPartitionsError,
@@ -60,7 +61,6 @@ from engine.kafka_errors import (
     translate,
 )
 from engine.policies import MAX_PARTITIONS
-from engine.producer import Producer
 from engine.records import OffsetAndMetadata as _EngineOffsetAndMetadata
 from engine.records import TopicPartition
 

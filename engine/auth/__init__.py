@@ -1,0 +1,1 @@
+"""Who may do what: ACEs, principals, console users and their credentials."""

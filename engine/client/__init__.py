@@ -1,0 +1,1 @@
+"""Clients of a cluster: producer, consumer, groups and the browse service."""

@@ -1,0 +1,1 @@
+"""Operations on a cluster's data: retention, compaction, balance, heat, maintenance."""
