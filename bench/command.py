@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from bench import report
+from bench import poll_size, report
 from bench import topics as many_topics
 from bench import wal as wal_size
 from bench import web as web_pages
@@ -34,9 +34,7 @@ MAX_SIZE = 1024 * 1024  # the default max_message_bytes of a stream
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
 WORKDIR_PREFIX = "plet-bench-"
 # Records per poll when consuming: the Consumer's default max_poll_records (as kafka-python's).
-# Larger polls are slower, not faster: the records of one poll live long enough for the
-# cyclic garbage collector to scan them again and again (100,000 per poll reads ~40% fewer
-# messages per second than 500 on the machine of docs/BENCHMARKS.md).
+# `plet bench --poll N` compares it with polls of 100,000 (docs/BENCHMARKS.md, issue 13).
 CONSUME_MAX_RECORDS = 500
 
 _SIZE = re.compile(r"(\d+)\s*(b|k|kib|m|mib)?", re.IGNORECASE)
@@ -266,6 +264,15 @@ def _problems(run: Run) -> list[str]:
     "the checkpoint policy before issue 12 and the current one; the -wal files' peak and "
     "idle sizes and the throughput of each. [default: not run]",
 )
+@click.option(
+    "--poll",
+    "poll_messages",
+    metavar="N",
+    callback=_param(parse_count),
+    help="Also run the poll-size case: N messages (with and without headers) read back "
+    "with polls of 500 and 100,000 records; CPU time per record and the garbage "
+    "collections of each. [default: not run]",
+)
 @click.option("--keep", is_flag=True, help="Keep the work directory (it is removed by default).")
 @click.option("--no-redis", is_flag=True, help="Leave out the Redis Streams peer.")
 @click.option(
@@ -293,6 +300,7 @@ def bench_command(
     topics: int | None,
     web_topics: int | None,
     wal_messages: int | None,
+    poll_messages: int | None,
     base: Path | None,
     keep: bool,
     no_redis: bool,
@@ -349,6 +357,10 @@ def bench_command(
         if wal_messages:
             click.echo(f"WAL size: {wal_messages:,} messages ...", err=True)
             wal = wal_size.run(workdir / "wal", wal_messages)
+        polls = None
+        if poll_messages:
+            click.echo(f"poll size: {poll_messages:,} messages ...", err=True)
+            polls = poll_size.run(workdir / "poll", poll_messages)
         if load_before:  # other work on the machine skews the numbers: say how much there was
             run.machine["load"] = f"{load_before} before, {_load()} after (1-minute average)"
     finally:
@@ -368,6 +380,9 @@ def bench_command(
     if wal is not None:
         click.echo()
         click.echo(wal_size.text(wal))
+    if polls is not None:
+        click.echo()
+        click.echo(poll_size.text(polls))
     if json_path is not None:
         data = run.to_json()
         if many is not None:
@@ -392,6 +407,10 @@ def bench_command(
                 {**asdict(r), "produce_per_s": r.produce_per_s, "consume_per_s": r.consume_per_s}
                 for r in wal
             ]
+        if polls is not None:
+            data["poll_size"] = [
+                {**asdict(r), "ns_per_record": r.ns_per_record, "per_s": r.per_s} for r in polls
+            ]
         json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_path}", err=True)
     if markdown_path is not None:
@@ -402,6 +421,8 @@ def bench_command(
             text += "\n" + web.markdown() + "\n"
         if wal is not None:
             text += "\n" + wal_size.markdown(wal) + "\n"
+        if polls is not None:
+            text += "\n" + poll_size.markdown(polls) + "\n"
         markdown_path.write_text(text, encoding="utf-8")
         click.echo(f"wrote {markdown_path}", err=True)
     problems = _problems(run)

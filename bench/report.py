@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cases import MACHINE, Result, format_size
+from engine.units import format_bytes
 
 PARTITIONLET = "partitionlet"
 PEERS = ("redis", "sqlite")
@@ -65,14 +66,6 @@ def memory_bytes(meminfo: str | None = None) -> int | None:
             parts = line.split()
             return int(parts[1]) * 1024 if parts[2:3] == ["kB"] else int(parts[1])
     return None
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
 
 
 def _unescape_mount(field: str) -> str:

@@ -1,5 +1,6 @@
-"""`plet tui`: the terminal console. Loaded lazily by engine/cli.py (`PletGroup.lazy_commands`),
-so that the engine never imports Textual."""
+"""`plet tui`: the terminal console. Registered as the entry point `tui` of
+`partitionlet.commands` (pyproject.toml) and loaded by `plet` only when used, so that the
+engine never imports Textual."""
 
 from __future__ import annotations
 
@@ -28,11 +29,11 @@ def tui_command(ctx: click.Context, topic: str | None) -> None:
       plet tui --cluster data/demo --topic /apps/sensors:car-17
     """
     from engine import names
-    from engine.cli import _fail, _require_path
+    from engine.cli import fail, require_cluster_path
 
-    path = _require_path(ctx)
+    path = require_cluster_path(ctx)
     if not Path(path).is_dir():
-        _fail(f"no cluster at {path!r}: create one with 'plet init --cluster {path}'")
+        fail(f"no cluster at {path!r}: create one with 'plet init --cluster {path}'")
     if topic is not None:
         names.split_full_name(topic)  # InvalidName: an error message, not a broken screen
     from console.app import ConsoleApp

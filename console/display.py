@@ -1,19 +1,9 @@
-"""How the terminal console shows sizes, times and durations: short and fixed-width."""
+"""How the terminal console shows times and durations: short and fixed-width (sizes are
+the engine's `engine.units.format_bytes`, as every frontend shows them)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-
-
-def fmt_bytes(size: int | float | None) -> str:
-    if size is None:
-        return "-"
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def fmt_ms(ms: int | None) -> str:

@@ -1,33 +1,33 @@
-"""The replication graph around a stream, found by following its links out and in.
+"""The replication graph around a stream, drawn in text.
 
-Links to cluster directories on this machine are followed (each cluster is opened, asked,
-and closed); an http(s) target is shown as an end point. Cycles (A->B->A, A->B->C->A) are
-normal in multi-master replication, so they are listed, not treated as errors.
-Called from worker threads only.
+The graph is the engine's walk (engine.replication.graph.walk): links followed out of the
+stream and, since a console user reads this machine's files anyway, upstreams followed in;
+cluster directories on this machine are opened, asked and closed; an http(s) target is an
+end point. Cycles (A->B->A, A->B->C->A) are normal in multi-master replication, so they are
+listed and drawn as rings, not treated as errors. Called from worker threads only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from rich.text import Text
 
 from engine import Cluster
-from engine.cluster import CATALOG_FILE
-from engine.errors import PartitionletError
+from engine.replication import LinkState
+from engine.replication import graph as replication_graph
+from engine.replication.graph import UPSTREAM, EdgeState
 
-MAX_NODES = 24
-MAX_CYCLES = 12
+MAX_CLUSTERS = replication_graph.MAX_CLUSTERS
 
-STATE_STYLES = {
-    "in_sync": "green",
-    "pending": "yellow",
-    "paused": "dim",
-    "broken": "bold red",
-    "conflict": "bold magenta",
-    "upstream": "cyan",
+STATE_STYLES: dict[str, str] = {
+    LinkState.IN_SYNC: "green",
+    LinkState.PENDING: "yellow",
+    LinkState.PAUSED: "dim",
+    LinkState.BROKEN: "bold red",
+    LinkState.CONFLICT: "bold magenta",
+    UPSTREAM: "cyan",
 }
 
 Node = tuple[str, str]  # (cluster id, or a target's address when unknown; stream path)
@@ -37,9 +37,10 @@ Node = tuple[str, str]  # (cluster id, or a target's address when unknown; strea
 class Edge:
     source: Node
     target: Node
-    state: str
+    state: EdgeState
     lag_messages: int = 0
     lag_seconds: float = 0.0
+    measured: bool = False  # lag measured now (this cluster's links), else as recorded
 
 
 @dataclass
@@ -51,114 +52,35 @@ class Graph:
     unreachable: dict[Node, str] = field(default_factory=dict)  # why a node was not asked
 
 
-def _local_dir(target: str) -> Path | None:
-    if "://" in target:
-        return None
-    path = Path(target)
-    return path if (path / CATALOG_FILE).is_file() else None
-
-
-def crawl(cluster: Cluster, stream: str, max_nodes: int = MAX_NODES) -> Graph:
-    start: Node = (cluster.id, stream)
+def crawl(cluster: Cluster, stream: str, max_clusters: int = MAX_CLUSTERS) -> Graph:
+    """The engine's graph around `stream`, as streams ((cluster, stream) nodes) and links."""
+    walked = replication_graph.walk(
+        cluster, stream, follow_upstreams=True, max_clusters=max_clusters
+    )
+    clusters = {n.key: n for n in walked.nodes}
+    start: Node = (walked.this.key, stream)
     graph = Graph(start)
     graph.labels[start] = f"{cluster.name}:{stream}"
-    seen_edges: set[tuple[Node, Node]] = set()
-    # (node, how to open its cluster: None for the app's own)
-    todo: list[tuple[Node, Path | None]] = [(start, None)]
-    visited: set[Node] = set()
-
-    def visit(node: Node, c: Cluster) -> list[tuple[Node, Path | None]]:
-        stream_path = node[1]
-        found: list[tuple[Node, Path | None]] = []
-        for link in c.replicas(stream_path):
-            target: Node = (link.target_id or link.target, link.target_stream)
-            graph.labels.setdefault(target, _label(link.target, link.target_stream))
-            if (node, target) not in seen_edges:
-                seen_edges.add((node, target))
-                graph.edges.append(
-                    Edge(node, target, link.state, link.lag_messages, link.lag_seconds)
-                )
-            found.append((target, _local_dir(link.target)))
-        for up in c.upstreams(stream_path):
-            source: Node = (up.source_id, up.source_stream)
-            graph.labels.setdefault(source, _label(up.source, up.source_stream))
-            found.append((source, _local_dir(up.source)))
-        return found
-
-    while todo and len(visited) < max_nodes:
-        node, where = todo.pop(0)
-        if node in visited:
-            continue
-        visited.add(node)
-        try:
-            if where is None:
-                if node != start:
-                    graph.unreachable[node] = "not a cluster directory on this machine"
-                    continue
-                todo.extend(visit(node, cluster))
-            else:
-                with Cluster.open(where) as other:
-                    graph.labels[node] = f"{other.name}:{node[1]}"
-                    todo.extend(visit(node, other))
-        except (PartitionletError, OSError) as exc:
-            graph.unreachable[node] = str(exc)
-    # Links from a source that could not be asked are known from this side only.
-    for source, target in _upstream_only(graph, cluster, visited):
-        if (source, target) not in seen_edges:
-            seen_edges.add((source, target))
-            graph.edges.append(Edge(source, target, "upstream"))
-    graph.cycles = [_from(start, cycle) for cycle in find_cycles(graph.edges)]
+    for link in walked.links:
+        source: Node = (link.source, link.stream)
+        target: Node = (link.target, link.target_stream)
+        for node in (source, target):
+            where = clusters[node[0]]
+            graph.labels.setdefault(node, f"{where.name}:{node[1]}")
+            if where.remote:
+                graph.unreachable[node] = "not a cluster directory on this machine"
+            elif where.reason:
+                graph.unreachable[node] = where.reason
+        graph.edges.append(
+            Edge(source, target, link.state, link.lag_messages, link.lag_seconds, link.measured)
+        )
+    graph.cycles = walked.cycles()
     return graph
 
 
-def _from(node: Node, cycle: list[Node]) -> list[Node]:
-    """The cycle rotated to begin at `node` when it passes there (easier to read)."""
-    if node not in cycle:
-        return cycle
-    i = cycle.index(node)
-    return cycle[i:] + cycle[:i]
-
-
-def _upstream_only(graph: Graph, cluster: Cluster, visited: set[Node]) -> list[tuple[Node, Node]]:
-    """Edges source -> start for upstreams whose source could not be asked."""
-    out = []
-    for up in cluster.upstreams(graph.start[1]):
-        source: Node = (up.source_id, up.source_stream)
-        if source not in visited or source in graph.unreachable:
-            out.append((source, graph.start))
-    return out
-
-
-def _label(address: str, stream: str) -> str:
-    name = address.rstrip("/").rsplit("/", 1)[-1] if "://" not in address else address
-    return f"{name}:{stream}"
-
-
 def find_cycles(edges: list[Edge]) -> list[list[Node]]:
-    """Simple cycles of the directed graph, each once (rotated to start at its least node)."""
-    succ: dict[Node, list[Node]] = {}
-    for e in edges:
-        succ.setdefault(e.source, []).append(e.target)
-    cycles: list[list[Node]] = []
-    seen: set[tuple[Node, ...]] = set()
-
-    def walk(first: Node, node: Node, path: list[Node]) -> None:
-        if len(cycles) >= MAX_CYCLES:
-            return
-        for nxt in succ.get(node, ()):
-            if nxt == first:
-                cycle = path[:]
-                i = cycle.index(min(cycle))
-                canon = tuple(cycle[i:] + cycle[:i])
-                if canon not in seen:
-                    seen.add(canon)
-                    cycles.append(list(canon))
-            elif nxt not in path and nxt > first:
-                walk(first, nxt, path + [nxt])
-
-    for first in sorted(succ):
-        walk(first, first, [first])
-    return cycles
+    """Simple cycles among `edges`, each once (rotated to start at its least node)."""
+    return replication_graph.find_cycles((e.source, e.target) for e in edges)
 
 
 def draw(graph: Graph, style_of: Callable[[str], str] | None = None) -> Text:
@@ -175,7 +97,7 @@ def draw(graph: Graph, style_of: Callable[[str], str] | None = None) -> Text:
         here = e.source == graph.start or e.target == graph.start
         text.append("  " + label(e.source, "?").ljust(width), "bold" if here else "")
         info = e.state
-        if e.state == "pending":
+        if e.state == LinkState.PENDING and e.measured:
             info += f" {e.lag_messages:,} msgs / {e.lag_seconds:.1f} s"
         text.append(" ──", "dim")
         text.append(f"{info}", style_of(e.state))

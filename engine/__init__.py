@@ -23,6 +23,9 @@ from engine.records import (
     VolumeInfo,
 )
 
+# Also gives `Cluster` its replication methods (engine.cluster.register_replication).
+from engine.replication import Replicator
+
 __all__ = [
     "Cluster",
     "Consumer",
@@ -35,19 +38,10 @@ __all__ = [
     "Principal",
     "Producer",
     "RecordMetadata",
+    "Replicator",
     "StreamInfo",
     "TopicInfo",
     "TopicPartition",
     "VolumeInfo",
     "errors",
 ]
-
-
-def __getattr__(name: str):
-    # Replicator arrives with the replication issue; import it lazily so that the engine
-    # works without it and `from engine import Replicator` names what is missing.
-    if name == "Replicator":
-        from engine.replication import Replicator
-
-        return Replicator
-    raise AttributeError(f"module 'engine' has no attribute {name!r}")

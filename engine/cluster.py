@@ -22,15 +22,16 @@ import time
 import uuid
 import weakref
 from collections import defaultdict
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine import names, policies, times
 from engine.auth import acl
 from engine.auth import users as user_store
 from engine.auth.principal import Principal
+from engine.auth.users import ApiTokenInfo, UserInfo
 from engine.errors import (
     AccessDenied,
     Closed,
@@ -59,10 +60,16 @@ from engine.records import (
     TopicPartition,
     VolumeInfo,
 )
+from engine.storage import scan
 from engine.storage.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
+from engine.storage.jobs import JobTable
 from engine.storage.log import PartitionLog
 from engine.storage.segments import Placement
 from engine.storage.volume import ACTIVE, PartitionletState, Volume
+
+if TYPE_CHECKING:  # engine.replication imports this module
+    from engine.replication import ReplicaInfo, UpstreamInfo
+    from engine.replication.http import ReplicationTokenInfo
 
 CATALOG_FILE = "catalog.db"
 VOLUME_DIR = "volumes"
@@ -74,8 +81,63 @@ DEFAULT_PARTITIONLET_MS = 60 * 60 * 1000
 MAX_VOLUMES = 256
 
 
+class AppendSignal:
+    """In-process wake-ups from producers to consumers of one cluster: a producer calls
+    `notify()` after it appended; a consumer reads `seq`, finds nothing new, and calls
+    `wait(seq, timeout)`, which returns at once if an append came in between. Consumers in
+    other processes notice new data by polling (engine.storage.log)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._seq = 0
+
+    @property
+    def seq(self) -> int:
+        return self._seq
+
+    def notify(self) -> None:
+        with self._cond:
+            self._seq += 1
+            self._cond.notify_all()
+
+    def wait(self, seq: int, timeout: float) -> int:
+        """Wait until an append happens after `seq` (or `timeout` seconds pass); returns
+        the sequence number now."""
+        with self._cond:
+            if self._seq == seq:
+                self._cond.wait(timeout)
+            return self._seq
+
+
+class MetadataWatcher(Protocol):
+    """What `Cluster.watch_metadata` takes: a producer, or anything that caches topics."""
+
+    def forget_metadata(self) -> None: ...
+
+
 class Cluster:
-    """An open cluster directory. Use `Cluster.open(path)`; close it (or use `with`)."""
+    """An open cluster directory. Use `Cluster.open(path)`; close it (or use `with`).
+
+    Applications call the methods below (streams, topics, groups, users, ...). Engine
+    modules (client, ops, auth, replication) reach the storage layer through these typed
+    names only, never through a private field; every SQL statement and file stays in
+    engine.storage:
+
+    - `catalog` -> `Catalog`: the metadata file; `catalog.accounts` and
+      `catalog.memberships` are its users/sessions/tokens and group membership tables;
+    - `volume(volume_id)` -> `Volume`, `open_volumes()` -> {volume id: `Volume`}: the
+      volume files;
+    - `jobs` -> `JobTable`: the replay job records (spark_tasks.jobs keeps them);
+    - `placement` -> `Placement`: which volume takes the next partitionlet;
+    - `authorize(stream, perm, principal=None, what=None)`: the stream's ACE check;
+    - `appends` -> `AppendSignal`: in-process producers wake in-process consumers;
+    - `watch_metadata(watcher)`: `watcher.forget_metadata()` runs when this object changes
+      topics or policies;
+    - `check_open()`: raise `errors.Closed` once the cluster is closed.
+
+    Spark reads volume files through `scan_plan(...)` (`engine.storage.scan`,
+    docs/SPARK.md).
+    """
 
     def __init__(
         self,
@@ -91,18 +153,15 @@ class Cluster:
         self.principal = principal
         self.partitionlet_bytes = int(settings["partitionlet_bytes"])
         self.partitionlet_ms = int(settings["partitionlet_ms"])
-        self._catalog = catalog
-        self._volumes = volumes
+        self._cat = catalog
+        self._vols = volumes
         self._closed = False
         self._placement = Placement(self)
-        # In-process producers notify in-process consumers at once; consumers in other
-        # processes notice new data by polling (engine.storage.log).
-        self._appended = threading.Condition()
-        self._append_seq = 0
+        self.appends = AppendSignal()
         # Producers of this object drop their cached topics and policies at once when it
         # changes them (other processes' changes arrive through the catalog's topology
         # version, which each producer's sender checks), so `send` checks nothing.
-        self._producers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._watchers: weakref.WeakSet[MetadataWatcher] = weakref.WeakSet()
         # Set on a view made by as_principal: the cluster whose files it shares.
         self._view_of: Cluster | None = None
         # True when opened without principal=: the library acts as whoever can write the
@@ -220,7 +279,7 @@ class Cluster:
         console makes one per request for the logged-in user. Closing the view leaves the
         cluster open; closing the cluster closes its views too.
         """
-        self._check_open()
+        self.check_open()
         if not isinstance(principal, Principal):
             raise TypeError(f"a Principal is required, not {type(principal).__name__}")
         view = copy.copy(self)
@@ -241,8 +300,8 @@ class Cluster:
         self._closed = True
         if self._view_of is not None:
             return
-        self._catalog.close()
-        for vol in self._volumes.values():
+        self.catalog.close()
+        for vol in self._vols.values():
             vol.close()
 
     @property
@@ -258,61 +317,92 @@ class Cluster:
     def __repr__(self) -> str:
         return f"<Cluster {self.name!r} {self.id} at {str(self.path)!r}>"
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise `errors.Closed` when this cluster (or the one it is a view of) is closed."""
         if self._closed or (self._view_of is not None and self._view_of._closed):
             raise Closed(f"cluster {self.path} is closed")
+
+    # --- the storage layer, for engine modules (see the class docstring) -------------------
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog file (engine.storage.catalog)."""
+        return self._cat
+
+    def volume(self, volume_id: int) -> Volume:
+        """The open volume file `volume_id` (engine.storage.volume); KeyError if none."""
+        return self._vols[volume_id]
+
+    def open_volumes(self) -> dict[int, Volume]:
+        """Every open volume file, by id (a copy: the cluster's own map stays as it is)."""
+        return dict(self._vols)
+
+    @property
+    def jobs(self) -> JobTable:
+        """The replay job records (engine.storage.jobs), which spark_tasks.jobs keeps."""
+        return self._cat.jobs
+
+    @property
+    def placement(self) -> Placement:
+        """Where new partitionlets go (engine.storage.segments)."""
+        return self._placement
+
+    def watch_metadata(self, watcher: MetadataWatcher) -> None:
+        """Call `watcher.forget_metadata()` whenever this object changes topics, partitions
+        or policies; held weakly, so a watcher that goes away needs no unregistering."""
+        self._watchers.add(watcher)
 
     # --- streams --------------------------------------------------------------------------
 
     def create_stream(self, path: str, /, **stream_policies: Any) -> StreamInfo:
         """Create the stream `path` with `stream_policies` (the others take their defaults).
         `path` is positional only, so a policy named "path" is refused as unknown."""
-        self._check_open()
+        self.check_open()
         names.validate_stream_path(path)
         checked = policies.validate(stream_policies)
-        self._catalog.create_stream(path, checked, self.principal.user)
+        self.catalog.create_stream(path, checked, self.principal.user)
         self._metadata_changed()
         return self.stream(path)
 
     def edit_stream(self, path: str, /, **stream_policies: Any) -> StreamInfo:
         """Change some policies of the stream; the others keep their values. The result is
         checked whole, so a stored bad value (an old catalog) must be replaced in the edit."""
-        self._check_open()
+        self.check_open()
         names.validate_stream_path(path)
-        row = self._catalog.stream(path)
-        self._authorize(row, "admin_perm")
-        self._catalog.set_policies(path, policies.validate(stream_policies, base=row.policies))
+        row = self.catalog.stream(path)
+        self.authorize(row, "admin_perm")
+        self.catalog.set_policies(path, policies.validate(stream_policies, base=row.policies))
         self._metadata_changed()
         return self.stream(path)
 
     def delete_stream(self, path: str) -> None:
         """Delete the stream with all its topics, messages and committed offsets."""
-        self._check_open()
+        self.check_open()
         names.validate_stream_path(path)
-        self._authorize(self._catalog.stream(path), "admin_perm")
-        self._purge(self._catalog.delete_stream(path))
+        self.authorize(self.catalog.stream(path), "admin_perm")
+        self._purge(self.catalog.delete_stream(path))
         self._metadata_changed()
 
     def stream(self, path: str) -> StreamInfo:
-        self._check_open()
+        self.check_open()
         names.validate_stream_path(path)
-        return self._stream_info(self._catalog.stream(path))
+        return self._stream_info(self.catalog.stream(path))
 
     def streams(
         self, prefix: str | None = None, limit: int | None = None, offset: int = 0
     ) -> list[StreamInfo]:
         """Streams ordered by path; `prefix` keeps those whose path starts with it."""
-        self._check_open()
+        self.check_open()
         _check_paging(limit, offset)
-        return [self._stream_info(row) for row in self._catalog.streams(prefix, limit, offset)]
+        return [self._stream_info(row) for row in self.catalog.streams(prefix, limit, offset)]
 
     def stream_count(self, prefix: str | None = None) -> int:
-        self._check_open()
-        return self._catalog.stream_count(prefix)
+        self.check_open()
+        return self.catalog.stream_count(prefix)
 
     def _stream_info(self, row: StreamRow) -> StreamInfo:
         messages = nbytes = 0
-        for vol in self._volumes.values():
+        for vol in self._vols.values():
             m, b = vol.stream_usage(row.id)
             messages += m
             nbytes += b
@@ -331,30 +421,30 @@ class Cluster:
     def create_topic(self, name: str, partitions: int | None = None) -> TopicInfo:
         """Create the topic `name` (a full name); `partitions` defaults to the stream's
         `default_partitions`."""
-        self._check_open()
+        self.check_open()
         stream_path, topic = names.split_full_name(name)
-        row = self._catalog.stream(stream_path)
-        self._authorize(row, "topic_perm")
+        row = self.catalog.stream(stream_path)
+        self.authorize(row, "topic_perm")
         count = row.policies["default_partitions"] if partitions is None else partitions
         _check_partition_count(count)
-        self._catalog.create_topics(row.id, [(topic, count)], exist_ok=False)
+        self.catalog.create_topics(row.id, [(topic, count)], exist_ok=False)
         self._metadata_changed()
         return self.topic(name)
 
     def delete_topic(self, name: str) -> None:
         """Delete the topic with its messages and committed offsets."""
-        self._check_open()
+        self.check_open()
         row = self._topic_row(name)
-        self._authorize(self._catalog.stream_by_id(row.stream_id), "topic_perm")
-        self._purge(self._catalog.delete_topic(row))
+        self.authorize(self.catalog.stream_by_id(row.stream_id), "topic_perm")
+        self._purge(self.catalog.delete_topic(row))
         self._metadata_changed()
 
     def add_partitions(self, name: str, count: int) -> TopicInfo:
         """Grow the topic to `count` partitions in all (never fewer)."""
-        self._check_open()
+        self.check_open()
         row = self._topic_row(name)
-        self._authorize(
-            self._catalog.stream_by_id(row.stream_id),
+        self.authorize(
+            self.catalog.stream_by_id(row.stream_id),
             "topic_perm",
             what="add partitions to topics of",
         )
@@ -365,12 +455,12 @@ class Cluster:
                 f"grow, not shrink to {count}"
             )
         if count > row.partitions:
-            self._catalog.set_partitions(row.id, count)
+            self.catalog.set_partitions(row.id, count)
             self._metadata_changed()
         return self.topic(name)
 
     def topic(self, name: str) -> TopicInfo:
-        self._check_open()
+        self.check_open()
         return self._topic_infos([self._topic_row(name)])[0]
 
     def topics(
@@ -404,26 +494,26 @@ class Cluster:
     def _topic_page(
         self, stream: str, prefix: str | None, limit: int | None, offset: int, after: str | None
     ) -> list[TopicRow]:
-        self._check_open()
+        self.check_open()
         names.validate_stream_path(stream)
         _check_paging(limit, offset)
-        row = self._catalog.stream(stream)
-        return self._catalog.topics(row.id, prefix, limit, offset, after)
+        row = self.catalog.stream(stream)
+        return self.catalog.topics(row.id, prefix, limit, offset, after)
 
     def topic_count(self, stream: str, prefix: str | None = None) -> int:
-        self._check_open()
+        self.check_open()
         names.validate_stream_path(stream)
-        return self._catalog.topic_count(self._catalog.stream(stream).id, prefix)
+        return self.catalog.topic_count(self.catalog.stream(stream).id, prefix)
 
     def _topic_row(self, name: str) -> TopicRow:
         stream_path, topic = names.split_full_name(name)
-        return self._catalog.topic(stream_path, topic)
+        return self.catalog.topic(stream_path, topic)
 
     def _topic_infos(self, rows: list[TopicRow]) -> list[TopicInfo]:
         chains: dict[tuple[int, int], list[PartitionletRow]] = defaultdict(list)
-        for pl in self._catalog.chains([r.id for r in rows]):
+        for pl in self.catalog.chains([r.id for r in rows]):
             chains[(pl.topic_id, pl.partition)].append(pl)
-        states = self._volume_states([pl for chain in chains.values() for pl in chain])
+        states = self._partitionlet_states([pl for chain in chains.values() for pl in chain])
         infos = []
         for row in rows:
             parts = []
@@ -436,13 +526,13 @@ class Cluster:
             infos.append(TopicInfo(row.full_name, row.stream, row.name, parts, row.created_ms))
         return infos
 
-    def _volume_states(self, pls: list[PartitionletRow]) -> dict[int, PartitionletState]:
+    def _partitionlet_states(self, pls: list[PartitionletRow]) -> dict[int, PartitionletState]:
         by_volume: dict[int, list[int]] = defaultdict(list)
         for pl in pls:
             by_volume[pl.volume_id].append(pl.id)
         states: dict[int, PartitionletState] = {}
         for volume_id, ids in by_volume.items():
-            states.update(self._volumes[volume_id].states(ids))
+            states.update(self._vols[volume_id].states(ids))
         return states
 
     @staticmethod
@@ -485,18 +575,18 @@ class Cluster:
 
     def partitionlets(self, topic: str | None = None) -> list[PartitionletInfo]:
         """Every partitionlet (of one topic, when given), by topic, partition and offset."""
-        self._check_open()
+        self.check_open()
         if topic is not None:
             row = self._topic_row(topic)
-            rows, topic_names = self._catalog.chains([row.id]), {row.id: row.full_name}
+            rows, topic_names = self.catalog.chains([row.id]), {row.id: row.full_name}
         else:
-            rows = self._catalog.all_partitionlets()
+            rows = self.catalog.all_partitionlets()
             topic_names = {}
             for topic_id in {pl.topic_id for pl in rows}:
-                t = self._catalog.topic_by_id(topic_id)
+                t = self.catalog.topic_by_id(topic_id)
                 if t is not None:
                     topic_names[topic_id] = t.full_name
-        states = self._volume_states(rows)
+        states = self._partitionlet_states(rows)
         return [
             self._partitionlet_info(topic_names[pl.topic_id], pl, states.get(pl.id))
             for pl in rows
@@ -505,19 +595,19 @@ class Cluster:
 
     def totals(self) -> ClusterTotals:
         """Streams, topics, messages and bytes of the whole cluster."""
-        self._check_open()
-        streams, topics = self._catalog.totals()
+        self.check_open()
+        streams, topics = self.catalog.totals()
         messages = data = 0
-        for vol in self._volumes.values():
+        for vol in self._vols.values():
             m, b = vol.usage_totals()
             messages += m
             data += b
         return ClusterTotals(streams, topics, messages, data)
 
     def volumes(self) -> list[VolumeInfo]:
-        self._check_open()
+        self.check_open()
         infos = []
-        for volume_id, vol in sorted(self._volumes.items()):
+        for volume_id, vol in sorted(self._vols.items()):
             data_bytes, count, active = vol.sizes()
             infos.append(
                 VolumeInfo(
@@ -545,20 +635,20 @@ class Cluster:
         With `top`, only the `top` hottest partitions by `by` ("messages", "bytes",
         "write_messages", ...) and those in `include` are listed, with their topics, and
         no partitionlets: what a console shows, fast when 100,000 partitions are warm."""
-        self._check_open()
+        self.check_open()
         return heat_map(self, window_s, top, by, include)
 
     # --- consumer groups ------------------------------------------------------------------
 
     def groups(self) -> list[GroupInfo]:
         """Every group that has members or committed offsets, by id."""
-        self._check_open()
-        return [self.group(group_id) for group_id in self._catalog.group_ids()]
+        self.check_open()
+        return [self.group(group_id) for group_id in self.catalog.group_ids()]
 
     def group(self, group_id: str) -> GroupInfo:
         """Members, assignment, committed offsets and lag of a group."""
-        self._check_open()
-        catalog = self._catalog
+        self.check_open()
+        catalog = self.catalog
         state = catalog.group_state(group_id)
         committed = catalog.group_offsets(group_id)
         now = time.time_ns() // 1_000_000
@@ -608,15 +698,15 @@ class Cluster:
         UTC (DESIGN.md: a time without a zone is UTC), not the machine's local time. The
         group must have no live members (as Kafka requires), so nobody commits over the
         reset."""
-        self._check_open()
+        self.check_open()
         if not isinstance(group_id, str) or not group_id:
             raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
         row = self._topic_row(topic)
-        self._authorize(
-            self._catalog.stream_by_id(row.stream_id), "admin_perm", what="reset group offsets on"
+        self.authorize(
+            self.catalog.stream_by_id(row.stream_id), "admin_perm", what="reset group offsets on"
         )
         now = time.time_ns() // 1_000_000
-        members = self._catalog.group_members(group_id, now)
+        members = self.catalog.group_members(group_id, now)
         if members:
             raise IllegalState(
                 f"group {group_id!r} has {len(members)} live member(s); stop its consumers "
@@ -632,7 +722,7 @@ class Cluster:
             raise InvalidOffset(
                 f"reset to 'earliest', 'latest', an offset >= 0 or a datetime, not {to!r}"
             )
-        stream = self._catalog.stream_by_id(row.stream_id)
+        stream = self.catalog.stream_by_id(row.stream_id)
         ttl = policies.check_stored(stream.path, stream.policies)["ttl"]  # an old catalog's
         cutoff = now - ttl * 1000 if ttl else None
         result = {}
@@ -649,30 +739,76 @@ class Cluster:
             else:
                 offset = min(max(int(to), start), end)  # type: ignore[arg-type]
             result[TopicPartition(row.full_name, partition)] = offset
-        self._catalog.commit_offsets(
+        self.catalog.commit_offsets(
             group_id, [(row.id, tp.partition, o, "") for tp, o in result.items()]
         )
         return result
+
+    # --- scan plans (engine.storage.scan; docs/SPARK.md) -----------------------------------
+
+    def scan_ranges(
+        self,
+        topics: Sequence[str],
+        *,
+        starting: scan.OffsetSpec = "earliest",
+        ending: scan.OffsetSpec = "latest",
+        starting_timestamp: int | None = None,
+        ending_timestamp: int | None = None,
+        principal: Principal | None = None,
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """The offsets [start, end) to scan in every partition of `topics` (full names),
+        clamped to what the partition holds. `starting` and `ending` are "earliest",
+        "latest", or {TopicPartition: offset, "earliest" or "latest"} (a partition left out
+        starts at the earliest and ends at the latest). `starting_timestamp` moves the
+        start up to the first message at or after it, `ending_timestamp` the end down to
+        it (ms since the epoch; Kafka's meaning). Needs consume_perm on every stream, as
+        this cluster's principal or `principal`."""
+        self.check_open()
+        return scan.ranges(
+            self,
+            topics,
+            starting=starting,
+            ending=ending,
+            starting_timestamp=starting_timestamp,
+            ending_timestamp=ending_timestamp,
+            principal=principal,
+        )
+
+    def scan_plan(
+        self,
+        ranges: Mapping[TopicPartition, tuple[int, int]],
+        *,
+        principal: Principal | None = None,
+    ) -> list[scan.ScanTask]:
+        """One `ScanTask` per partitionlet that meets a range [start, end) of `ranges`
+        (as `scan_ranges` gives them, or a streaming reader's own), in topic, partition and
+        offset order; `engine.storage.scan.read(task)` reads one without opening the
+        cluster. Needs consume_perm on every stream."""
+        self.check_open()
+        return scan.plan(self, ranges, principal)
 
     # --- maintenance ----------------------------------------------------------------------
 
     def enforce_retention(self) -> RetentionReport:
         """Drop partitionlets whose messages have all expired (the streams' `ttl`)."""
-        self._check_open()
+        self.check_open()
         return retention.enforce_retention(self)
 
     def compact(self) -> CompactionReport:
         """Keep the latest message per key in the partitionlets of compacted streams."""
-        self._check_open()
+        self.check_open()
         return retention.compact(self)
 
     def rebalance(self, *, dry_run: bool = False, max_moves: int | None = None) -> RebalanceReport:
         """Move sealed partitionlets between volumes to even out bytes and heat; report
         what moved (or, with `dry_run`, what would)."""
-        self._check_open()
+        self.check_open()
         return balance.rebalance(self, dry_run=dry_run, max_moves=max_moves)
 
     # --- replication (engine.replication) ------------------------------------------------
+    # engine.replication is built on this class (it opens other cluster directories), so
+    # this module does not import it: these methods forward to what it registered
+    # (`register_replication`, below) when it was imported; engine/__init__ imports it.
 
     def add_replica(
         self,
@@ -680,79 +816,61 @@ class Cluster:
         target: str | os.PathLike[str],
         target_stream: str | None = None,
         paused: bool = False,
-    ) -> Any:
+    ) -> ReplicaInfo:
         """Replicate `stream` to `target` (another cluster's directory): create the target
         stream with the same policies when missing, copy what exists (unless `paused`),
         and let `engine.Replicator` follow. Needs a cluster administrator
         (`is_administrator`: the link makes this cluster reach another directory or host),
         copy_perm here and admin_perm on an existing target stream. Returns the link's
         `ReplicaInfo`."""
-        self._check_open()
-        from engine import replication
+        self.check_open()
+        return _replication().add_replica(self, stream, target, target_stream, paused)
 
-        return replication.add_replica(self, stream, target, target_stream, paused)
-
-    def replicas(self, stream: str) -> list[Any]:
+    def replicas(self, stream: str) -> list[ReplicaInfo]:
         """The links out of `stream` (`ReplicaInfo`: target, target_stream, state, lag,
         error, conflict, throughput)."""
-        self._check_open()
-        from engine import replication
+        self.check_open()
+        return _replication().replicas(self, stream)
 
-        return replication.replicas(self, stream)
-
-    def upstreams(self, stream: str) -> list[Any]:
+    def upstreams(self, stream: str) -> list[UpstreamInfo]:
         """The links into `stream` (`UpstreamInfo`: source, source_stream, source_id)."""
-        self._check_open()
-        from engine import replication
-
-        return replication.upstreams(self, stream)
+        self.check_open()
+        return _replication().upstreams(self, stream)
 
     def pause_replica(self, stream: str, target: str | os.PathLike[str]) -> None:
-        self._check_open()
-        from engine import replication
-
-        replication.pause_replica(self, stream, target)
+        self.check_open()
+        _replication().pause_replica(self, stream, target)
 
     def resume_replica(self, stream: str, target: str | os.PathLike[str]) -> None:
         """Resume a paused link, or re-check one in conflict after it was resolved."""
-        self._check_open()
-        from engine import replication
-
-        replication.resume_replica(self, stream, target)
+        self.check_open()
+        _replication().resume_replica(self, stream, target)
 
     def remove_replica(self, stream: str, target: str | os.PathLike[str]) -> None:
-        self._check_open()
-        from engine import replication
-
-        replication.remove_replica(self, stream, target)
+        self.check_open()
+        _replication().remove_replica(self, stream, target)
 
     def create_replication_token(self, stream: str) -> str:
         """Issue a token with which another cluster may replicate into `stream` of this one
         over HTTP (through `plet web`); only its SHA-256 is stored. Needs admin_perm on the
         stream when it exists, a cluster administrator when it does not (the token lets the
         other cluster create it). The source gives it as `https://TOKEN@host:port`."""
-        self._check_open()
-        from engine.replication import http as replication_http
+        self.check_open()
+        return _replication().create_token(self, stream)
 
-        return replication_http.create_token(self, stream)
-
-    def replication_tokens(self, stream: str | None = None) -> list[Any]:
+    def replication_tokens(self, stream: str | None = None) -> list[ReplicationTokenInfo]:
         """The replication tokens issued here (`ReplicationTokenInfo`: id, stream,
         created_ms, created_by, last_used_ms; never the token), of one stream when given.
         A cluster administrator sees all; others, those of the streams they administer."""
-        self._check_open()
-        from engine.replication import http as replication_http
-
-        return replication_http.tokens(self, stream)
+        self.check_open()
+        return _replication().tokens(self, stream)
 
     def revoke_replication_token(self, token_id: str) -> None:
         """Revoke the token `token_id` (as `replication_tokens` lists it): the target's API
         refuses it (401) from the next request on. Needs admin_perm on its stream, or a
         cluster administrator."""
-        self._check_open()
-        from engine.replication import http as replication_http
-
-        replication_http.revoke_token(self, token_id)
+        self.check_open()
+        _replication().revoke_token(self, token_id)
 
     # --- console users (engine/users.py) --------------------------------------------------
 
@@ -763,92 +881,107 @@ class Cluster:
         *,
         groups: tuple[str, ...] | list[str] | str = (),
         admin: bool = False,
-    ) -> Any:
+    ) -> UserInfo:
         """Add a console user (`UserInfo`); an admin passes every ACE."""
-        self._check_open()
+        self.check_open()
         return user_store.add_user(self, name, password, groups=groups, admin=admin)
 
-    def user(self, name: str) -> Any:
-        self._check_open()
+    def user(self, name: str) -> UserInfo:
+        self.check_open()
         return user_store.user(self, name)
 
-    def users(self) -> list[Any]:
-        self._check_open()
+    def users(self) -> list[UserInfo]:
+        self.check_open()
         return user_store.users(self)
 
     def set_password(self, name: str, password: str) -> None:
-        self._check_open()
+        self.check_open()
         user_store.set_password(self, name, password)
 
-    def edit_user(self, name: str, *, groups: Any = None, admin: bool | None = None) -> Any:
-        self._check_open()
+    def edit_user(
+        self,
+        name: str,
+        *,
+        groups: tuple[str, ...] | list[str] | str | None = None,
+        admin: bool | None = None,
+    ) -> UserInfo:
+        self.check_open()
         return user_store.edit_user(self, name, groups=groups, admin=admin)
 
     def delete_user(self, name: str) -> None:
-        self._check_open()
+        self.check_open()
         user_store.delete_user(self, name)
 
-    def authenticate(self, name: str, password: str) -> Any:
+    def authenticate(self, name: str, password: str) -> UserInfo | None:
         """The `UserInfo` when `password` is the user's, else None; throttled per name
         (`errors.LoginThrottled`) and bounded in hashes at once (`errors.Busy`)."""
-        self._check_open()
+        self.check_open()
         return user_store.authenticate(self, name, password)
 
     def create_session(self, name: str, *, lifetime_s: float | None = None) -> str:
         """A new web console session of user `name` (its id, for the cookie)."""
-        self._check_open()
+        self.check_open()
         if lifetime_s is None:
             lifetime_s = user_store.SESSION_LIFETIME_S
         return user_store.create_session(self, name, lifetime_s=lifetime_s)
 
-    def session_user(self, session_id: str, *, idle_s: float | None = None) -> Any:
+    def session_user(self, session_id: str, *, idle_s: float | None = None) -> UserInfo | None:
         """The `UserInfo` of a live session, or None once it ended."""
-        self._check_open()
+        self.check_open()
         if idle_s is None:
             idle_s = user_store.SESSION_IDLE_S
         return user_store.session_user(self, session_id, idle_s=idle_s)
 
     def end_session(self, session_id: str) -> None:
-        self._check_open()
+        self.check_open()
         user_store.end_session(self, session_id)
 
     def end_sessions(self, name: str) -> int:
         """End every web console session of user `name`."""
-        self._check_open()
+        self.check_open()
         return user_store.end_sessions(self, name)
 
-    def create_api_token(self, name: str, label: str = "", *, expires_in: Any = None) -> str:
+    def create_api_token(
+        self, name: str, label: str = "", *, expires_in: float | timedelta | str | None = None
+    ) -> str:
         """A new API token for user `name`, returned once; only its hash is kept.
         `expires_in`: seconds, a timedelta or text such as "30d"; None: never."""
-        self._check_open()
+        self.check_open()
         return user_store.create_api_token(self, name, label, expires_in=expires_in)
 
-    def api_tokens(self, name: str | None = None) -> list[Any]:
-        self._check_open()
+    def api_tokens(self, name: str | None = None) -> list[ApiTokenInfo]:
+        self.check_open()
         return user_store.api_tokens(self, name)
 
     def revoke_api_token(self, name: str, token_id: str) -> None:
-        self._check_open()
+        self.check_open()
         user_store.revoke_api_token(self, name, token_id)
 
-    def user_for_token(self, token: str) -> Any:
+    def user_for_token(self, token: str) -> UserInfo | None:
         """The `UserInfo` an API token belongs to, or None (`errors.TokenExpired` once it
         expired)."""
-        self._check_open()
+        self.check_open()
         return user_store.user_for_token(self, token)
 
     # --- access control -------------------------------------------------------------------
 
-    def _authorize(
+    def authorize(
         self,
-        stream: StreamRow,
+        stream: str | StreamRow | StreamInfo,
         perm: str,
         principal: Principal | None = None,
         what: str | None = None,
     ) -> None:
         """Raise `AccessDenied` unless `principal` (default: the cluster's) satisfies the
-        stream's ACE `perm` (produce_perm, consume_perm, topic_perm, copy_perm,
-        admin_perm)."""
+        ACE `perm` (produce_perm, consume_perm, topic_perm, copy_perm, admin_perm) of
+        `stream`: a stream path (`errors.UnknownStream` if there is none), or a stream as
+        the catalog or `stream()` gives it. `what` words the refusal ("reset offsets on")."""
+        if perm not in _PERM_VERBS:
+            raise InvalidArgument(f"perm must be one of {', '.join(_PERM_VERBS)}, not {perm!r}")
+        if isinstance(stream, str):
+            self.check_open()
+            names.validate_stream_path(stream)
+            stream = self._cat.stream(stream)
         who = principal or self.principal
         ace = stream.policies.get(perm)
         try:
@@ -872,30 +1005,15 @@ class Cluster:
     # --- internals shared by producers and consumers ---------------------------------------
 
     def _metadata_changed(self) -> None:
-        for producer in list(self._producers):
-            producer._forget_metadata()
-
-    def _volume(self, volume_id: int) -> Volume:
-        return self._volumes[volume_id]
+        for watcher in list(self._watchers):
+            watcher.forget_metadata()
 
     def _purge(self, pls: list[PartitionletRow]) -> None:
         by_volume: dict[int, list[int]] = defaultdict(list)
         for pl in pls:
             by_volume[pl.volume_id].append(pl.id)
         for volume_id, ids in by_volume.items():
-            self._volumes[volume_id].purge(ids)
-
-    def _notify_appended(self) -> None:
-        with self._appended:
-            self._append_seq += 1
-            self._appended.notify_all()
-
-    def _wait_appended(self, seq: int, timeout: float) -> int:
-        """Wait until an in-process append happens after `seq` (or `timeout` passes)."""
-        with self._appended:
-            if self._append_seq == seq:
-                self._appended.wait(timeout)
-            return self._append_seq
+            self._vols[volume_id].purge(ids)
 
 
 _PERM_VERBS = {
@@ -905,6 +1023,58 @@ _PERM_VERBS = {
     "copy_perm": "copy (replicate) the whole of",
     "admin_perm": "administer",
 }
+
+
+class ReplicationHooks(Protocol):
+    """What the replication methods of `Cluster` forward to: engine.replication, which
+    imports this module (it opens other cluster directories) and so registers itself here
+    instead of being imported by it."""
+
+    def add_replica(
+        self,
+        cluster: Cluster,
+        stream: str,
+        target: str | os.PathLike[str],
+        target_stream: str | None,
+        paused: bool,
+    ) -> ReplicaInfo: ...
+
+    def replicas(self, cluster: Cluster, stream: str) -> list[ReplicaInfo]: ...
+
+    def upstreams(self, cluster: Cluster, stream: str) -> list[UpstreamInfo]: ...
+
+    def pause_replica(
+        self, cluster: Cluster, stream: str, target: str | os.PathLike[str]
+    ) -> None: ...
+
+    def resume_replica(
+        self, cluster: Cluster, stream: str, target: str | os.PathLike[str]
+    ) -> None: ...
+
+    def remove_replica(
+        self, cluster: Cluster, stream: str, target: str | os.PathLike[str]
+    ) -> None: ...
+
+    def create_token(self, cluster: Cluster, stream: str) -> str: ...
+
+    def tokens(self, cluster: Cluster, stream: str | None) -> list[ReplicationTokenInfo]: ...
+
+    def revoke_token(self, cluster: Cluster, token_id: str) -> None: ...
+
+
+_replication_hooks: ReplicationHooks | None = None
+
+
+def register_replication(hooks: ReplicationHooks) -> None:
+    """Called once by engine.replication when it is imported."""
+    global _replication_hooks
+    _replication_hooks = hooks
+
+
+def _replication() -> ReplicationHooks:
+    if _replication_hooks is None:  # only if engine.cluster were loaded without `engine`
+        raise IllegalState("engine.replication is not loaded: import engine")
+    return _replication_hooks
 
 
 def _refuse_foreign(root: Path) -> None:

@@ -1,8 +1,12 @@
-"""Stream policies: their names, defaults and validation (DESIGN, "Stream policies").
+"""Stream policies: one table of their names, types, defaults, bounds, labels and help
+(DESIGN, "Stream policies"), and their validation, which reads its bounds from that table.
 
-A stream stores all of them; `validate(...)` returns a complete, checked dict or raises
-`InvalidPolicy` naming the policy and the accepted values. ACE policies are stored as
-text here; their grammar is checked by `engine.auth.acl`.
+`POLICIES` is the table every frontend builds its form or options from (the web and
+terminal consoles' policy forms, `plet stream create/edit`), so a label, a help text or a
+bound is written once: `policy(name)` looks one up, `cli_help(name)` is its command-line
+help. A stream stores all of them; `validate(...)` returns a complete, checked dict or
+raises `InvalidPolicy` naming the policy and the accepted values. ACE policies are stored
+as text here; their grammar is checked by `engine.auth.acl`.
 
 The catalog runs `validate` on every policy set it stores (engine.storage.catalog), whoever sends
 it (the API, the consoles, a replicating cluster). A catalog written before that may hold
@@ -13,26 +17,12 @@ can skip such a stream and say so, and an edit can replace the bad values.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from engine.auth import acl
 from engine.errors import InvalidPolicy
 from engine.storage.batch import MAX_TIMESTAMP_MS
-
-ACE_POLICIES = ("produce_perm", "consume_perm", "topic_perm", "copy_perm", "admin_perm")
-TIMESTAMP_TYPES = ("create", "log_append")
-
-DEFAULTS: dict[str, Any] = {
-    "ttl": 604800,
-    "default_partitions": 1,
-    "auto_create": True,
-    "compact": False,
-    "min_compaction_lag_ms": 0,
-    "delete_retention_ms": 86400000,
-    "timestamp_type": "create",
-    "max_message_bytes": 1048576,
-    **{name: "u:<creator>" for name in ACE_POLICIES},
-}
 
 # Upper bounds keep a typo (an extra zero or two) from becoming a policy nobody meant.
 MAX_PARTITIONS = 10_000
@@ -41,6 +31,177 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # the year 9999), so `now - span` stays a number every reader and SQLite can use.
 MAX_SPAN_MS = MAX_TIMESTAMP_MS
 MAX_TTL_S = MAX_SPAN_MS // 1000
+TIMESTAMP_TYPES = ("create", "log_append")
+_YEAR_9999 = "the year 9999"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One stream policy. `type` is int, bool or str; an int has `min` and `max` (`far`,
+    when set, says why `max` is a bound no one should meet, so forms and errors state the
+    usual bound first); a str has `choices`, or is an ACE (`ace`)."""
+
+    name: str
+    type: type
+    default: Any
+    label: str
+    help: str
+    min: int | None = None
+    max: int | None = None
+    far: str = ""
+    choices: tuple[str, ...] = ()
+    ace: bool = False
+    metavar: str = ""  # the value's name on the command line: SECONDS, MS, N, BYTES, ACE
+
+    @property
+    def kind(self) -> str:
+        """Which control a form shows: "bool", "int", "choice" or "ace"."""
+        if self.ace:
+            return "ace"
+        if self.choices:
+            return "choice"
+        return self.type.__name__
+
+    @property
+    def option(self) -> str:
+        """The command-line option: `--default-partitions` (a bool's is `--x/--no-x`)."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def bounds(self) -> str:
+        """The accepted values in words ("A whole number from 1 to 10,000."), '' when a
+        control shows them itself (a checkbox, a list of choices) or a grammar states them
+        (ACEs)."""
+        if self.type is not int:
+            return ""
+        if self.far:
+            return f"A whole number, {self.min:,} or more."
+        return f"A whole number from {self.min:,} to {self.max:,}."
+
+    @property
+    def hint(self) -> str:
+        """The help with the accepted values, as every form shows it next to the field."""
+        return f"{self.help} {self.bounds}" if self.bounds else self.help
+
+    @property
+    def default_text(self) -> str:
+        if self.type is bool:
+            return "on" if self.default else "off"
+        return str(self.default)
+
+
+def _ace(name: str, label: str, who_may: str) -> Policy:
+    return Policy(
+        name, str, "u:<creator>", label, f"ACE: who may {who_may}.", ace=True, metavar="ACE"
+    )
+
+
+# The table, in the order forms show it.
+POLICIES: tuple[Policy, ...] = (
+    Policy(
+        "ttl",
+        int,
+        604800,
+        "TTL (seconds)",
+        "Seconds a message is kept, counted from its timestamp; 0 keeps forever.",
+        min=0,
+        max=MAX_TTL_S,
+        far=_YEAR_9999,
+        metavar="SECONDS",
+    ),
+    Policy(
+        "default_partitions",
+        int,
+        1,
+        "Default partitions",
+        "Partitions of a topic created on its first produce.",
+        min=1,
+        max=MAX_PARTITIONS,
+        metavar="N",
+    ),
+    Policy("auto_create", bool, True, "Auto-create topics", "Create a topic on its first produce."),
+    Policy(
+        "compact",
+        bool,
+        False,
+        "Compact",
+        "Keep only the latest message per key when compacting.",
+    ),
+    Policy(
+        "min_compaction_lag_ms",
+        int,
+        0,
+        "Min compaction lag (ms)",
+        "Milliseconds after its timestamp before compaction may drop a message.",
+        min=0,
+        max=MAX_SPAN_MS,
+        far=_YEAR_9999,
+        metavar="MS",
+    ),
+    Policy(
+        "delete_retention_ms",
+        int,
+        86400000,
+        "Delete retention (ms)",
+        "Milliseconds a tombstone (a null value) is kept after compaction.",
+        min=0,
+        max=MAX_SPAN_MS,
+        far=_YEAR_9999,
+        metavar="MS",
+    ),
+    Policy(
+        "timestamp_type",
+        str,
+        "create",
+        "Timestamp type",
+        "Whose clock stamps a message: create, the producer's; log_append, the log's.",
+        choices=TIMESTAMP_TYPES,
+        metavar="|".join(TIMESTAMP_TYPES),
+    ),
+    Policy(
+        "max_message_bytes",
+        int,
+        1048576,
+        "Max message bytes",
+        "Largest record in bytes: key, value and headers together.",
+        min=1,
+        max=MAX_MESSAGE_BYTES,
+        metavar="BYTES",
+    ),
+    _ace("produce_perm", "Produce permission", "produce to the stream's topics"),
+    _ace("consume_perm", "Consume permission", "consume from the stream's topics"),
+    _ace("topic_perm", "Topic permission", "create and delete the stream's topics"),
+    _ace("copy_perm", "Copy permission", "replicate (copy) the whole stream to another cluster"),
+    # What the engine checks admin_perm for (Cluster.edit_stream, delete_stream,
+    # reset_offsets; replication's pause/resume/remove and tokens), said the same everywhere.
+    _ace(
+        "admin_perm",
+        "Admin permission",
+        "edit these policies, delete the stream, reset its groups' offsets and manage its "
+        "replication links and tokens",
+    ),
+)
+_BY_NAME = {p.name: p for p in POLICIES}
+
+DEFAULTS: dict[str, Any] = {p.name: p.default for p in POLICIES}
+ACE_POLICIES = tuple(p.name for p in POLICIES if p.ace)
+
+
+def policy(name: str) -> Policy:
+    """The table's row of policy `name`; `InvalidPolicy` listing the known ones if none."""
+    try:
+        return _BY_NAME[name]
+    except (KeyError, TypeError):
+        raise InvalidPolicy(
+            f"unknown policy {shown(name)}; known policies: {', '.join(sorted(DEFAULTS))}"
+        ) from None
+
+
+def cli_help(name: str) -> str:
+    """The help of policy `name`'s command-line option, with its default."""
+    row = policy(name)
+    return f"{row.hint} [default: {row.default_text}]"
+
 
 # ASCII digits only (str.isdigit() also takes "²", which int() refuses), with room for the
 # largest bound: a longer number is out of range without being converted at all.
@@ -84,30 +245,21 @@ def _bool(name: str, value: Any) -> bool:
 
 
 def _check(name: str, value: Any) -> Any:
-    if name == "ttl":
-        return _int(name, value, 0, MAX_TTL_S, "the year 9999")
-    if name == "default_partitions":
-        return _int(name, value, 1, MAX_PARTITIONS)
-    if name in ("auto_create", "compact"):
+    row = policy(name)
+    if row.type is bool:
         return _bool(name, value)
-    if name in ("min_compaction_lag_ms", "delete_retention_ms"):
-        return _int(name, value, 0, MAX_SPAN_MS, "the year 9999")
-    if name == "timestamp_type":
-        if not isinstance(value, str) or value not in TIMESTAMP_TYPES:
-            raise InvalidPolicy(
-                f"policy 'timestamp_type' must be 'create' or 'log_append', got {shown(value)}"
-            )
+    if row.type is int:
+        assert row.min is not None and row.max is not None
+        return _int(name, value, row.min, row.max, row.far)
+    if row.choices:
+        if not isinstance(value, str) or value not in row.choices:
+            accepted = " or ".join(repr(c) for c in row.choices)
+            raise InvalidPolicy(f"policy {name!r} must be {accepted}, got {shown(value)}")
         return value
-    if name == "max_message_bytes":
-        return _int(name, value, 1, MAX_MESSAGE_BYTES)
-    if name in ACE_POLICIES:
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidPolicy(f"policy {name!r} must be a non-empty ACE, got {shown(value)}")
-        acl.parse(value, policy=name)
-        return value
-    raise InvalidPolicy(
-        f"unknown policy {shown(name)}; known policies: {', '.join(sorted(DEFAULTS))}"
-    )
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidPolicy(f"policy {name!r} must be a non-empty ACE, got {shown(value)}")
+    acl.parse(value, policy=name)
+    return value
 
 
 def validate(policies: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""`plet replay ...`: submit, list, watch and cancel replay jobs (loaded lazily by engine.cli).
+"""`plet replay ...`: submit, list, watch and cancel replay jobs (the entry point `replay` of
+`partitionlet.commands` in pyproject.toml, loaded by `plet` only when used).
 
 Submitting starts the job's own process and returns at once (print the id), unless `--wait`
 follows it to the end. No pyspark is imported here.
@@ -13,7 +14,7 @@ from typing import Any
 
 import click
 
-from engine.cli import _require_path, cluster_option
+from engine.cli import cluster_option, require_cluster_path
 from spark_tasks import jobs
 
 
@@ -48,7 +49,7 @@ def _show(job: jobs.Job, as_json: bool, log: bool = True) -> None:
 
 
 def _submit(ctx: click.Context, kind: str, wait: bool, as_json: bool, **params: Any) -> None:
-    path = _require_path(ctx)
+    path = require_cluster_path(ctx)
     job_id = jobs.submit(path, kind, **params)
     if not wait:
         click.echo(json.dumps({"id": job_id}) if as_json else f"job {job_id} submitted")
@@ -161,7 +162,7 @@ def custom_command(ctx, wait, as_json, conf, **params):
 @click.pass_context
 def list_command(ctx, limit, as_json):
     """The cluster's jobs, newest first."""
-    found = jobs.list(cluster=_require_path(ctx), limit=limit)
+    found = jobs.list(cluster=require_cluster_path(ctx), limit=limit)
     if as_json:
         click.echo(json.dumps([j.to_dict() for j in found], default=str, indent=2))
         return
@@ -182,7 +183,7 @@ def list_command(ctx, limit, as_json):
 @click.pass_context
 def status_command(ctx, job_id, as_json):
     """A job's state, progress, result and log tail."""
-    _show(jobs.status(job_id, cluster=_require_path(ctx)), as_json)
+    _show(jobs.status(job_id, cluster=require_cluster_path(ctx)), as_json)
 
 
 @replay_group.command("cancel")
@@ -191,7 +192,7 @@ def status_command(ctx, job_id, as_json):
 @click.pass_context
 def cancel_command(ctx, job_id):
     """Cancel a queued or running job."""
-    job = jobs.cancel(job_id, cluster=_require_path(ctx))
+    job = jobs.cancel(job_id, cluster=require_cluster_path(ctx))
     if job.done:
         click.echo(f"job {job_id}: {job.state}")
     else:

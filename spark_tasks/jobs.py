@@ -1,8 +1,8 @@
 """Replay jobs: submit, watch and cancel Spark jobs that run in their own processes.
 
 This module never imports pyspark (the consoles use it). A job's record lives in the
-cluster's catalog, table `jobs` (engine/catalog.py creates it; only this package uses it),
-so every process that opens the cluster sees the same jobs:
+cluster's catalog, table `jobs`, read and written through `Cluster.jobs`
+(engine.storage.jobs), so every process that opens the cluster sees the same jobs:
 
     job_id = jobs.submit("data/dc1", "copy", source="/s:t", target="/s:t2")
     jobs.status(job_id, cluster="data/dc1")      # a Job: state, progress, result, log tail
@@ -23,7 +23,6 @@ import builtins
 import json
 import os
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -32,32 +31,42 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from engine import times
-from engine.cluster import CATALOG_FILE, Cluster
+from engine.cluster import CATALOG_FILE, Cluster, JobTable
 from engine.errors import InvalidArgument, NotFound
 
 KINDS = ("copy", "materialize", "window-counts", "custom")
-QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
-    "queued",
-    "running",
-    "succeeded",
-    "failed",
-    "cancelled",
-)
-FINAL_STATES = frozenset({SUCCEEDED, FAILED, CANCELLED})
+
+
+class JobState(StrEnum):
+    """A replay job's state: queued -> running -> succeeded, failed or cancelled. A str
+    enum: stored, compared, printed and put in JSON as its value ("running")."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        """Whether the job has ended (nothing changes it any more)."""
+        return self in FINAL_STATES
+
+
+# The members under the module-level names callers used before the enum (the same objects).
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = JobState
+FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 DEFAULT_MASTER = "local[*]"
 LOG_DIR = "jobs"
 LOG_TAIL_CHARS = 4000
 CLUSTER_ENV = "PLET_CLUSTER"
 
 _last_cluster: str | None = None
-_COLUMNS = (
-    "id, kind, params, state, cancel_requested, pid, host, tasks_done, tasks_total, submitted_ms, "
-    "started_ms, ended_ms, result, error, log_path, log_tail"
-)
 
 
 class UnknownJob(NotFound):
@@ -70,7 +79,7 @@ class Job:
     cluster: str
     kind: str
     params: dict[str, Any]
-    state: str
+    state: JobState
     cancel_requested: bool
     pid: int | None
     host: str | None
@@ -84,9 +93,14 @@ class Job:
     log_path: str | None
     log_tail: str
 
+    def __post_init__(self) -> None:
+        # a record read back holds the state's text: a JobState from here on (an unknown
+        # text raises, rather than showing a state no code handles)
+        object.__setattr__(self, "state", JobState(self.state))
+
     @property
     def done(self) -> bool:
-        return self.state in FINAL_STATES
+        return self.state.final
 
     @property
     def progress(self) -> float | None:
@@ -114,68 +128,34 @@ def _catalog(cluster: str | os.PathLike[str]) -> Path:
 
 
 @contextmanager
-def _connect(
-    cluster: str | os.PathLike[str], *, write: bool = False
-) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(_catalog(cluster), timeout=30, isolation_level=None)
-    try:
-        if write:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        else:
-            yield conn
-    finally:
-        conn.close()
+def _jobs(cluster: str | os.PathLike[str]) -> Iterator[JobTable]:
+    """The job table of the cluster at `cluster` (opening it creates the table in a
+    catalog made by an older engine)."""
+    _catalog(cluster)  # never create a cluster where there is none
+    with Cluster.open(cluster) as opened:
+        yield opened.jobs
 
 
-def _ensure_table(cluster: str | os.PathLike[str]) -> None:
-    """Opening the cluster creates the table in a catalog made by an older engine."""
-    _catalog(cluster)
-    Cluster.open(cluster).close()
-
-
-def _row(cluster: str, row: tuple) -> Job:
-    (
-        job_id,
-        kind,
-        params,
-        state,
-        cancel_requested,
-        pid,
-        host,
-        done,
-        total,
-        submitted,
-        started,
-        ended,
-        result,
-        error,
-        log_path,
-        log_tail,
-    ) = row
+def _job(cluster: str, row: Any) -> Job:
+    """A `Job` from a row of `Cluster.jobs` (engine.storage.jobs.JobRow)."""
     return Job(
-        job_id,
+        row.id,
         cluster,
-        kind,
-        json.loads(params),
-        state,
-        bool(cancel_requested),
-        pid,
-        host,
-        done,
-        total,
-        submitted,
-        started,
-        ended,
-        json.loads(result) if result else None,
-        error,
-        log_path,
-        log_tail,
+        row.kind,
+        json.loads(row.params),
+        row.state,
+        row.cancel_requested,
+        row.pid,
+        row.host,
+        row.tasks_done,
+        row.tasks_total,
+        row.submitted_ms,
+        row.started_ms,
+        row.ended_ms,
+        json.loads(row.result) if row.result else None,
+        row.error,
+        row.log_path,
+        row.log_tail,
     )
 
 
@@ -199,30 +179,31 @@ def update(cluster: str | os.PathLike[str], job_id: int, **fields: Any) -> None:
         "error",
         "log_tail",
     }
-    if set(fields) - allowed:
+    if set(fields) - allowed:  # the runner's fields only (the table allows a few more)
         raise ValueError(f"cannot set {sorted(set(fields) - allowed)} of a job")
     if "result" in fields and fields["result"] is not None:
         fields["result"] = json.dumps(fields["result"], default=str)
-    sets = ", ".join(f"{k} = ?" for k in fields)
-    with _connect(cluster, write=True) as conn:
-        conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?", (*fields.values(), job_id))
+    with _jobs(cluster) as table:
+        table.update(job_id, **fields)
 
 
 def claim(cluster: str | os.PathLike[str], job_id: int, pid: int) -> bool:
     """queued -> running, for the runner; False if the job was cancelled before it began."""
-    with _connect(cluster, write=True) as conn:
-        cur = conn.execute(
-            "UPDATE jobs SET state = ?, pid = ?, host = ?, started_ms = ? "
-            "WHERE id = ? AND state = ?",
-            (RUNNING, pid, socket.gethostname(), _now_ms(), job_id, QUEUED),
+    with _jobs(cluster) as table:
+        return table.update(
+            job_id,
+            (QUEUED,),
+            state=RUNNING,
+            pid=pid,
+            host=socket.gethostname(),
+            started_ms=_now_ms(),
         )
-        return cur.rowcount == 1
 
 
 def cancel_requested(cluster: str | os.PathLike[str], job_id: int) -> bool:
-    with _connect(cluster) as conn:
-        row = conn.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    return bool(row and row[0])
+    with _jobs(cluster) as table:
+        row = table.get(job_id)
+    return bool(row and row.cancel_requested)
 
 
 # --- parameters --------------------------------------------------------------------------
@@ -290,20 +271,13 @@ def submit(cluster_path: str | os.PathLike[str], kind: str, **params: Any) -> in
     master (default local[*]); `conf` is a dict of extra Spark settings."""
     global _last_cluster
     cluster = str(Path(cluster_path).resolve())
-    _ensure_table(cluster)
     p = check_params(kind, params)
-    with _connect(cluster, write=True) as conn:
-        cur = conn.execute(
-            "INSERT INTO jobs (kind, params, state, submitted_ms) VALUES (?, ?, ?, ?)",
-            (kind, json.dumps(p), QUEUED, _now_ms()),
-        )
-        job_id = cur.lastrowid
-    log_dir = Path(cluster) / LOG_DIR
-    log_dir.mkdir(exist_ok=True)
-    log_path = log_dir / f"job-{job_id}.log"
-    update_log = {"log_path": str(log_path)}
-    with _connect(cluster, write=True) as conn:
-        conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (update_log["log_path"], job_id))
+    with _jobs(cluster) as table:
+        job_id = table.add(kind, json.dumps(p), QUEUED, _now_ms())
+        log_dir = Path(cluster) / LOG_DIR
+        log_dir.mkdir(exist_ok=True)
+        log_path = log_dir / f"job-{job_id}.log"
+        table.update(job_id, log_path=str(log_path))
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -318,11 +292,8 @@ def submit(cluster_path: str | os.PathLike[str], kind: str, **params: Any) -> in
             cwd=log_dir,  # whatever Spark leaves behind stays out of the cluster's files
         )
     _children.append(proc)
-    with _connect(cluster, write=True) as conn:  # so that a runner that never starts shows
-        conn.execute(
-            "UPDATE jobs SET pid = ?, host = ? WHERE id = ? AND state = ?",
-            (proc.pid, socket.gethostname(), job_id, QUEUED),
-        )
+    with _jobs(cluster) as table:  # so that a runner that never starts shows
+        table.update(job_id, (QUEUED,), pid=proc.pid, host=socket.gethostname())
     # Reap it when it ends, so that no zombie is left in a long-lived submitter.
     threading.Thread(target=proc.wait, name=f"plet-job-{job_id}", daemon=True).start()
     _last_cluster = cluster
@@ -339,7 +310,8 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _tail(path: str | None) -> str:
+def log_tail(path: str | None) -> str:
+    """The last LOG_TAIL_CHARS characters of a job's log file ("" when unreadable)."""
     if not path:
         return ""
     try:
@@ -355,24 +327,26 @@ def _tail(path: str | None) -> str:
 def status(job_id: int, *, cluster: str | os.PathLike[str] | None = None) -> Job:
     """The job's record; a job whose runner died without a word is marked failed."""
     path = _resolve_cluster(cluster)
-    with _connect(path) as conn:
-        row = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
-    if row is None:
-        raise UnknownJob(f"no job {job_id} in cluster {path}")
-    job = _row(path, row)
-    here = job.host == socket.gethostname()  # a pid means something on its host only
-    if job.state in (QUEUED, RUNNING) and job.pid and here and not _pid_alive(job.pid):
-        time.sleep(0.2)  # the runner may be writing its last words
-        with _connect(path, write=True) as conn:
-            conn.execute(
-                "UPDATE jobs SET state = ?, error = ?, ended_ms = ? "
-                "WHERE id = ? AND state IN (?, ?)",
-                (FAILED, "the job's process died", _now_ms(), job.id, QUEUED, RUNNING),
+    with _jobs(path) as table:
+        row = table.get(int(job_id))
+        if row is None:
+            raise UnknownJob(f"no job {job_id} in cluster {path}")
+        job = _job(path, row)
+        here = job.host == socket.gethostname()  # a pid means something on its host only
+        if job.state in (QUEUED, RUNNING) and job.pid and here and not _pid_alive(job.pid):
+            time.sleep(0.2)  # the runner may be writing its last words
+            table.update(
+                job.id,
+                (QUEUED, RUNNING),
+                state=FAILED,
+                error="the job's process died",
+                ended_ms=_now_ms(),
             )
-            row = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job.id,)).fetchone()
-        job = _row(path, row)
+            row = table.get(job.id)
+            assert row is not None  # jobs are never deleted
+            job = _job(path, row)
     if not job.done:  # live: the tail of the log as it grows
-        job = Job(**{**asdict(job), "log_tail": _tail(job.log_path)})
+        job = Job(**{**asdict(job), "log_tail": log_tail(job.log_path)})
     return job
 
 
@@ -381,33 +355,22 @@ def list(  # noqa: A001 - the job API's name
 ) -> builtins.list[Job]:
     """Jobs of the cluster, newest first."""
     path = _resolve_cluster(cluster)
-    try:
-        with _connect(path) as conn:
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM jobs ORDER BY id DESC LIMIT ?", (limit,)
-            ).fetchall()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return []
-        raise
-    return [_row(path, r) for r in rows]
+    with _jobs(path) as table:
+        return [_job(path, r) for r in table.newest(limit)]
 
 
 def cancel(job_id: int, *, cluster: str | os.PathLike[str] | None = None) -> Job:
     """Cancel a job: a queued one at once, a running one as soon as its runner notices
     (within a second). Cancelling a finished job changes nothing."""
     path = _resolve_cluster(cluster)
-    with _connect(path, write=True) as conn:
-        row = conn.execute("SELECT state FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
-        if row is None:
+    with _jobs(path) as table:
+        if table.get(int(job_id)) is None:
             raise UnknownJob(f"no job {job_id} in cluster {path}")
-        if row[0] == QUEUED:
-            conn.execute(
-                "UPDATE jobs SET state = ?, cancel_requested = 1, ended_ms = ? WHERE id = ?",
-                (CANCELLED, _now_ms(), job_id),
-            )
-        elif row[0] == RUNNING:
-            conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
+        # one conditional write each, so a job that starts meanwhile is still asked to stop
+        if not table.update(
+            int(job_id), (QUEUED,), state=CANCELLED, cancel_requested=1, ended_ms=_now_ms()
+        ):
+            table.update(int(job_id), (RUNNING,), cancel_requested=1)
     return status(job_id, cluster=path)
 
 

@@ -140,7 +140,7 @@ def main(argv: list[str]) -> int:
             result=result,
             error=error,
             ended_ms=time.time_ns() // 1_000_000,
-            log_tail=jobs._tail(job.log_path),
+            log_tail=jobs.log_tail(job.log_path),
             **fields,
         )
     return 0 if state == jobs.SUCCEEDED else 1

@@ -3,20 +3,17 @@
 Nothing here imports pyspark: the planner runs where Spark plans (the driver's Python
 worker), the reader runs in the tasks, and both only need the engine and pyarrow.
 
-A scan is a list of `Slice`s: one per partitionlet that meets the requested offset range of
-its partition. A slice names the volume file and the partitionlet id, so a task opens that
-one SQLite file read-only and reads its batches by the index `(partitionlet, last_offset)`,
-without the catalog. If the partitionlet moved to another volume between planning and
-reading (`rebalance`), the task finds its new home in the catalog, read-only too.
+The engine's scan plan (engine.storage.scan, docs/SPARK.md) does the work: a scan is a
+list of `ScanTask`s, one per partitionlet that meets the requested offset range of its
+partition, which `Cluster.scan_plan` makes; a task reads its volume file with
+`engine.storage.scan.read`, without the catalog. This module turns the data source's
+options into the plan's arguments and the stored batches into Arrow.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sqlite3
-import struct
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +23,9 @@ from engine import names
 from engine.auth.principal import Principal
 from engine.cluster import CATALOG_FILE, Cluster
 from engine.errors import InvalidPolicy, NotFound, PartitionletError
-from engine.policies import check_stored
-from engine.storage import batch as batch_codec
-from engine.storage.log import PartitionLog
+from engine.records import TopicPartition
+from engine.storage import scan as engine_scan
+from engine.storage.scan import ScanTask
 
 # Column names and Spark SQL types: those of Spark's Kafka source (with includeHeaders),
 # plus `stream`.
@@ -50,7 +47,9 @@ COLUMNS = (
 )
 EARLIEST, LATEST = -2, -1  # the Kafka source's codes in JSON offsets
 ROWS_PER_ARROW_BATCH = 8192
-BUSY_TIMEOUT_S = 30.0
+
+# One Spark task's share of a scan (picklable): the engine's scan task.
+Slice = ScanTask
 
 
 class OptionError(ValueError):
@@ -58,33 +57,16 @@ class OptionError(ValueError):
 
 
 @dataclass(frozen=True)
-class Slice:
-    """The offsets [start, end) of one partitionlet to read (picklable, sent to a task)."""
-
-    cluster: str
-    volume_path: str
-    pl_id: int
-    stream: str
-    topic: str
-    partition: int
-    start: int
-    end: int
-    cutoff_ms: int | None  # messages older than this have expired (stream ttl)
-
-
-@dataclass(frozen=True)
 class TopicPlan:
-    topic_id: int
     stream: str
     topic: str  # full name
     partitions: int
-    ttl_s: int
 
 
 # --- options ----------------------------------------------------------------------------
 
 
-def _int_option(options: dict[str, str], name: str) -> int | None:
+def int_option(options: dict[str, str], name: str) -> int | None:
     raw = options.get(name)
     if raw is None or raw == "":
         return None
@@ -160,12 +142,12 @@ def resolve_topics(cluster: Cluster, options: dict[str, str]) -> list[TopicPlan]
     if pattern and not stream_opt:
         raise OptionError("option 'topicPattern' needs the option 'stream'")
     principal = principal_of(options)
-    catalog = cluster._catalog
-    wanted: list[tuple[str, str]] = []
+    wanted: list[str] = []
     try:
         if topic_opt:
             for full in (t.strip() for t in topic_opt.split(",")):
-                wanted.append(names.split_full_name(full))
+                names.split_full_name(full)
+                wanted.append(full)
         else:
             names.validate_stream_path(stream_opt)
             regex = None
@@ -174,26 +156,15 @@ def resolve_topics(cluster: Cluster, options: dict[str, str]) -> list[TopicPlan]
                     regex = re.compile(pattern)
                 except re.error as exc:
                     raise OptionError(f"option topicPattern {pattern!r}: {exc}") from None
-            srow = catalog.stream(stream_opt)
-            for t in catalog.topics(srow.id, None, None, 0):
-                if regex is None or regex.fullmatch(t.name):
-                    wanted.append((stream_opt, t.name))
+            for full in cluster.topic_names(stream_opt):
+                if regex is None or regex.fullmatch(full.partition(":")[2]):
+                    wanted.append(full)
         plans = []
-        streams: dict[str, Any] = {}
-        for stream, topic in wanted:
-            if stream not in streams:
-                streams[stream] = catalog.stream(stream)
-                cluster._authorize(streams[stream], "consume_perm", principal)
-            row = catalog.topic(stream, topic)
-            plans.append(
-                TopicPlan(
-                    row.id,
-                    stream,
-                    row.full_name,
-                    row.partitions,
-                    check_stored(stream, streams[stream].policies)["ttl"],
-                )
-            )
+        for full in wanted:
+            stream, _ = names.split_full_name(full)
+            cluster.authorize(stream, "consume_perm", principal)
+            info = cluster.topic(full)
+            plans.append(TopicPlan(stream, info.name, len(info.partitions)))
     except (NotFound, InvalidPolicy) as exc:
         raise OptionError(str(exc)) from None
     return plans
@@ -202,45 +173,35 @@ def resolve_topics(cluster: Cluster, options: dict[str, str]) -> list[TopicPlan]
 # --- offsets ----------------------------------------------------------------------------
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+def _spec(spec: str | dict) -> engine_scan.OffsetSpec:
+    """The engine's form of a JSON offsets option: -2 and -1 become earliest and latest."""
+    if isinstance(spec, str):
+        return spec
+    marks = {EARLIEST: engine_scan.EARLIEST, LATEST: engine_scan.LATEST}
+    return {
+        TopicPartition(topic, p): marks.get(o, o)
+        for topic, parts in spec.items()
+        for p, o in parts.items()
+    }
 
 
-def cutoff_of(plan: TopicPlan, now: int) -> int | None:
-    return now - plan.ttl_s * 1000 if plan.ttl_s else None
-
-
-def bounds(cluster: Cluster, plan: TopicPlan, partition: int) -> tuple[int, int, PartitionLog]:
-    """(log start offset, log end offset) of a partition, and its log."""
-    log = PartitionLog(cluster, plan.topic_id, partition, plan.topic)
-    return log.start_offset(), log.end_offset(), log
-
-
-def offset_at(
-    spec: str | dict, plan: TopicPlan, partition: int, start: int, end: int, default: int
-) -> int:
-    if spec == "earliest":
-        return start
-    if spec == "latest":
-        return end
-    value = spec.get(plan.topic, {}).get(partition, default)  # type: ignore[union-attr]
-    if value == EARLIEST:
-        return start
-    if value == LATEST:
-        return end
-    return value
+def _scan_ranges(cluster: Cluster, plans: list[TopicPlan], options: dict[str, str], **kw: Any):
+    try:
+        return cluster.scan_ranges([p.topic for p in plans], principal=principal_of(options), **kw)
+    except (NotFound, InvalidPolicy) as exc:
+        raise OptionError(str(exc)) from None
 
 
 def ranges(cluster: Cluster, plans: list[TopicPlan], options: dict[str, str]) -> dict:
-    """{(topic, partition): (start, end)} of a batch read, after the range options."""
+    """{TopicPartition: (start, end)} of a batch read, after the range options."""
     starting = parse_offsets(options, "startingOffsets", "earliest")
     ending = parse_offsets(options, "endingOffsets", "latest")
     if ending == "earliest":
         raise OptionError("endingOffsets cannot be 'earliest'")
     if isinstance(ending, dict) and any(o == EARLIEST for p in ending.values() for o in p.values()):
         raise OptionError("endingOffsets cannot use -2 (earliest)")
-    start_ts = _int_option(options, "startingTimestamp")
-    end_ts = _int_option(options, "endingTimestamp")
+    start_ts = int_option(options, "startingTimestamp")
+    end_ts = int_option(options, "endingTimestamp")
     if start_ts is not None and end_ts is not None and end_ts < start_ts:
         raise OptionError("endingTimestamp is before startingTimestamp")
     known = {p.topic for p in plans}
@@ -249,117 +210,62 @@ def ranges(cluster: Cluster, plans: list[TopicPlan], options: dict[str, str]) ->
             for topic in spec:
                 if topic not in known:
                     raise OptionError(f"option {name} names {topic!r}, which this read does not")
-    now = now_ms()
-    out = {}
-    for plan in plans:
-        cutoff = cutoff_of(plan, now)
-        for partition in range(plan.partitions):
-            lo, hi, log = bounds(cluster, plan, partition)
-            start = offset_at(starting, plan, partition, lo, hi, EARLIEST)
-            end = offset_at(ending, plan, partition, lo, hi, LATEST)
-            if start_ts is not None:
-                found = log.offset_for_time(start_ts, cutoff)
-                start = max(start, found.offset if found else hi)
-            if end_ts is not None:
-                # As Kafka's source: the end is the first offset at or after the time.
-                found = log.offset_for_time(end_ts, cutoff)
-                end = min(end, found.offset if found else hi)
-            out[(plan.topic, partition)] = (max(start, lo), min(end, hi))
+    return _scan_ranges(
+        cluster,
+        plans,
+        options,
+        starting=_spec(starting),
+        ending=_spec(ending),
+        starting_timestamp=start_ts,
+        ending_timestamp=end_ts,
+    )
+
+
+def starts(cluster: Cluster, plans: list[TopicPlan], options: dict[str, str]) -> dict:
+    """Where a streaming read starts: {full topic: {partition (str): offset}}, from
+    startingOffsets (default latest) or, when given, startingTimestamp."""
+    starting = parse_offsets(options, "startingOffsets", "latest")
+    start_ts = int_option(options, "startingTimestamp")
+    found = _scan_ranges(
+        cluster,
+        plans,
+        options,
+        # a timestamp decides alone: from the first message at or after it
+        starting="earliest" if start_ts is not None else _spec(starting),
+        starting_timestamp=start_ts,
+    )
+    out: dict[str, dict[str, int]] = {p.topic: {} for p in plans}
+    for tp, (start, _end) in sorted(found.items()):
+        out[tp.topic][str(tp.partition)] = start
     return out
 
 
-def slices(
-    cluster: Cluster, plans: list[TopicPlan], wanted: dict[tuple[str, int], tuple[int, int]]
-) -> list[Slice]:
-    """One slice per partitionlet that meets a wanted range, in topic/partition/offset order."""
-    now = now_ms()
-    out = []
-    by_topic = {p.topic: p for p in plans}
-    for (topic, partition), (start, end) in sorted(wanted.items()):
-        if start >= end:
-            continue
-        plan = by_topic[topic]
-        cutoff = cutoff_of(plan, now)
-        for pl in cluster._catalog.chain(plan.topic_id, partition):
-            pl_end = pl.end_offset if pl.end_offset is not None else end
-            lo, hi = max(start, pl.base_offset), min(end, pl_end)
-            if lo >= hi:
-                continue
-            if cutoff is not None and pl.end_offset is not None and pl.max_ts is not None:
-                if pl.max_ts < cutoff:
-                    continue  # sealed and expired as a whole
-            path = str(cluster._volume(pl.volume_id).path.absolute())
-            out.append(
-                Slice(
-                    str(cluster.path.absolute()),
-                    path,
-                    pl.id,
-                    plan.stream,
-                    topic,
-                    partition,
-                    lo,
-                    hi,
-                    cutoff,
-                )
-            )
+def ends(cluster: Cluster, plans: list[TopicPlan], options: dict[str, str]) -> dict:
+    """The log end offsets: {full topic: {partition (str): offset}}."""
+    found = _scan_ranges(cluster, plans, options)
+    out: dict[str, dict[str, int]] = {p.topic: {} for p in plans}
+    for tp, (_start, end) in sorted(found.items()):
+        out[tp.topic][str(tp.partition)] = end
     return out
+
+
+def slices(cluster: Cluster, options: dict[str, str], wanted: dict) -> list[ScanTask]:
+    """One scan task per partitionlet that meets a wanted range ({TopicPartition or
+    (topic, partition): (start, end)}), in topic/partition/offset order."""
+    try:
+        return cluster.scan_plan(
+            {TopicPartition(*tp): r for tp, r in wanted.items()},
+            principal=principal_of(options),
+        )
+    except (NotFound, InvalidPolicy) as exc:
+        raise OptionError(str(exc)) from None
 
 
 # --- reading ----------------------------------------------------------------------------
 
 
-def _connect_ro(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
-    return conn
-
-
-def _relocate(s: Slice) -> str | None:
-    """The volume that holds the partitionlet now, per the catalog (after a move)."""
-    conn = _connect_ro(str(Path(s.cluster) / CATALOG_FILE))
-    try:
-        row = conn.execute(
-            "SELECT v.path FROM partitionlets p JOIN volumes v ON v.id = p.volume_id "
-            "WHERE p.id = ?",
-            (s.pl_id,),
-        ).fetchone()
-    finally:
-        conn.close()
-    if row is None:
-        return None
-    path = Path(row[0])
-    return str(path if path.is_absolute() else Path(s.cluster) / path)
-
-
-def _batches(path: str, s: Slice) -> tuple[list[tuple], bool]:
-    """(batch rows of the slice, whether the volume holds the partitionlet live)."""
-    conn = _connect_ro(path)
-    try:
-        conn.execute("BEGIN")  # one snapshot for the state and the batches
-        state = conn.execute("SELECT state FROM partitionlets WHERE id = ?", (s.pl_id,)).fetchone()
-        rows = conn.execute(
-            "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload FROM batches "
-            "WHERE partitionlet = ? AND last_offset >= ? AND base_offset < ? "
-            "ORDER BY last_offset",
-            (s.pl_id, s.start, s.end),
-        ).fetchall()
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-    return rows, state is not None and state[0] != 2
-
-
-def read_rows(s: Slice) -> Iterator[tuple]:
-    """Batch rows of a slice, following the partitionlet if it moved."""
-    rows, live = _batches(s.volume_path, s)
-    if not live:
-        moved = _relocate(s)
-        if moved is not None and moved != s.volume_path:
-            rows, live = _batches(moved, s)
-    return iter(rows)
-
-
-def read_arrow(s: Slice) -> Iterator[Any]:
-    """pyarrow RecordBatches of the messages of a slice, in offset order.
+def read_arrow(s: ScanTask) -> Iterator[Any]:
+    """pyarrow RecordBatches of the messages of a scan task, in offset order.
 
     The stored batch format is columnar, so keys and values become Arrow binary arrays
     straight from the payload (lengths -> offsets with numpy, the bytes sliced once), with no
@@ -370,10 +276,8 @@ def read_arrow(s: Slice) -> Iterator[Any]:
     schema = arrow_schema()
     pending: list = []
     rows = 0
-    for row in read_rows(s):
-        if s.cutoff_ms is not None and row[4] < s.cutoff_ms:
-            continue  # the whole batch has expired
-        rb = _arrow_batch(row, s, schema)
+    for batch in engine_scan.read(s):
+        rb = _arrow_batch(batch, s, schema)
         if rb is None or not rb.num_rows:
             continue
         pending.append(rb)
@@ -402,36 +306,27 @@ def _binary(pa, np, payload: bytes, lengths, pos: int):
     return arr.cast(pa.binary()), pos + total
 
 
-def _arrow_batch(row: tuple, s: Slice, schema: Any) -> Any:
+def _arrow_batch(batch: engine_scan.ScanBatch, s: ScanTask, schema: Any) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    base, _last, ts_type, first_ts, _max_ts, payload = row
-    version, flags, count, base_ts = batch_codec._HEADER.unpack_from(payload, 0)
-    if version != batch_codec.VERSION:
-        raise ValueError(f"unsupported record batch version {version}")
-    pos = batch_codec._HEADER.size
-    if flags & batch_codec.F_TS64:
-        stamps = np.frombuffer(payload, "<i8", count, pos)
-        pos += 8 * count
+    payload, base, ts_type = batch.payload, batch.base_offset, batch.timestamp_type
+    cols = engine_scan.layout(payload, base)
+    count = cols.count
+    if cols.timestamps_at is not None:
+        stamps = np.frombuffer(payload, "<i8", count, cols.timestamps_at)
     else:
-        stamps = np.full(count, base_ts, dtype=np.int64)
-    if flags & batch_codec.F_DELTAS:
-        offsets = np.frombuffer(payload, "<u4", count, pos).astype(np.int64) + base
-        pos += 4 * count
+        stamps = np.full(count, cols.base_timestamp, dtype=np.int64)
+    if cols.deltas_at is not None:
+        offsets = np.frombuffer(payload, "<u4", count, cols.deltas_at).astype(np.int64) + base
     else:
         offsets = np.arange(base, base + count, dtype=np.int64)
-    value_lengths = np.frombuffer(payload, "<i4", count, pos)
-    pos += 4 * count
+    value_lengths = np.frombuffer(payload, "<i4", count, cols.value_lengths_at)
     key_lengths = None
-    if flags & batch_codec.F_KEYS:
-        key_lengths = np.frombuffer(payload, "<i4", count, pos)
-        pos += 4 * count
-    headers = None
-    if flags & batch_codec.F_HEADERS:
-        (hlen,) = struct.unpack_from("<I", payload, pos)
-        pos += 4 + hlen
-        headers = batch_codec.decode(payload, base).headers
+    if cols.key_lengths_at is not None:
+        key_lengths = np.frombuffer(payload, "<i4", count, cols.key_lengths_at)
+    headers = cols.headers
+    pos = cols.values_at
     values, pos = _binary(pa, np, payload, value_lengths, pos)
     if key_lengths is not None:
         keys, pos = _binary(pa, np, payload, key_lengths, pos)
@@ -465,7 +360,7 @@ def _arrow_batch(row: tuple, s: Slice, schema: Any) -> Any:
     if i0 or i1 < count:
         rb = rb.slice(i0, i1 - i0)
         stamps = stamps[i0:i1]
-    if s.cutoff_ms is not None and first_ts < s.cutoff_ms:
+    if s.cutoff_ms is not None and batch.first_timestamp < s.cutoff_ms:
         rb = rb.filter(pa.array(stamps >= s.cutoff_ms))
     return rb
 

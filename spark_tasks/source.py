@@ -100,7 +100,7 @@ class BatchReader(DataSourceReader):
             raise OptionError("maxOffsetsPerTrigger applies to readStream only")
         with scan.open_cluster(options) as cluster:
             plans = scan.resolve_topics(cluster, options)
-            self._slices = scan.slices(cluster, plans, scan.ranges(cluster, plans, options))
+            self._slices = scan.slices(cluster, options, scan.ranges(cluster, plans, options))
 
     def partitions(self) -> list[InputPartition]:
         return [SliceInput(s) for s in self._slices]
@@ -130,35 +130,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with scan.open_cluster(options) as cluster:  # fail early on bad options
             plans = scan.resolve_topics(cluster, options)
             scan.parse_offsets(options, "startingOffsets", "latest")
-            self._initial = self._starts(cluster, plans)
+            self._initial = scan.starts(cluster, plans, options)
 
     # --- offsets --------------------------------------------------------------------------
-
-    def _starts(self, cluster, plans) -> dict:
-        starting = scan.parse_offsets(self._options, "startingOffsets", "latest")
-        start_ts = scan._int_option(self._options, "startingTimestamp")
-        now = scan.now_ms()
-        out: dict[str, dict[str, int]] = {}
-        for plan in plans:
-            parts = out.setdefault(plan.topic, {})
-            for p in range(plan.partitions):
-                lo, hi, log = scan.bounds(cluster, plan, p)
-                offset = scan.offset_at(starting, plan, p, lo, hi, scan.LATEST)
-                if start_ts is not None:
-                    found = log.offset_for_time(start_ts, scan.cutoff_of(plan, now))
-                    offset = found.offset if found else hi
-                parts[str(p)] = max(lo, min(offset, hi))
-        return out
 
     def _ends(self) -> dict:
         with scan.open_cluster(self._options) as cluster:
             plans = scan.resolve_topics(cluster, self._options)
-            return {
-                plan.topic: {
-                    str(p): scan.bounds(cluster, plan, p)[1] for p in range(plan.partitions)
-                }
-                for plan in plans
-            }
+            return scan.ends(cluster, plans, self._options)
 
     def initialOffset(self) -> dict:
         return self._initial
@@ -200,8 +179,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not wanted:
             return []
         with scan.open_cluster(self._options) as cluster:
-            plans = [p for p in scan.resolve_topics(cluster, self._options) if p.topic in end]
-            return [SliceInput(s) for s in scan.slices(cluster, plans, wanted)]
+            return [SliceInput(s) for s in scan.slices(cluster, self._options, wanted)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(partition)

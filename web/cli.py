@@ -1,6 +1,6 @@
 """`plet web`: serve the web console's app, with the replicator and maintenance running in
-background threads. Loaded lazily by engine/cli.py (`PletGroup.lazy_commands`), so that the
-engine never imports Flask.
+background threads. Registered as the entry point `web` of `partitionlet.commands`
+(pyproject.toml) and loaded by `plet` only when used, so that the engine never imports Flask.
 
 `plet web --demo` first makes (or finds) the demo of web/demo.py under the `--cluster`
 directory (default data/demo), serves its cluster dc1 and runs the demo's live load and the
@@ -71,7 +71,7 @@ def web_command(
 
     from engine import Cluster
     from engine.auth.users import ensure_admin
-    from engine.cli import _cluster_path, _fail, _require_path
+    from engine.cli import cluster_path, fail, require_cluster_path
     from engine.ops.maintenance import Maintenance
     from engine.replication import Replicator
     from web import close_app, create_app, state
@@ -81,7 +81,7 @@ def web_command(
         from web import demo as web_demo
 
         # Like `plet demo`: the demo never lands in PLET_CLUSTER's real cluster by accident.
-        root = _cluster_path(ctx, use_env=False) or web_demo.DEFAULT_ROOT
+        root = cluster_path(ctx, use_env=False) or web_demo.DEFAULT_ROOT
         # An engine error (say, the root is a cluster itself) becomes the CLI's message.
         prepared = web_demo.prepare(
             root,
@@ -92,9 +92,9 @@ def web_command(
         path = str(prepared.primary)
         admin = prepared.admin
     else:
-        path = _require_path(ctx)
+        path = require_cluster_path(ctx)
         if not Path(path).is_dir():
-            _fail(f"no cluster at {path!r}: create one with 'plet init --cluster {path}'")
+            fail(f"no cluster at {path!r}: create one with 'plet init --cluster {path}'")
         # Before the app exists: nobody can log in yet, and the password is printed once.
         with Cluster.open(path) as cluster:
             admin = ensure_admin(cluster)

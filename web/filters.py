@@ -1,4 +1,5 @@
-"""Jinja filters for numbers, sizes and times as the console shows them."""
+"""Jinja filters for numbers, sizes and times as the console shows them, and the help
+of the header syntax (both the engine's, so every frontend says the same)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,8 @@ from datetime import UTC, datetime
 
 from flask import Flask
 
-
-def human_bytes(value: float | int | None) -> str:
-    if value is None:
-        return "-"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
-        size /= 1024
-    return f"{size:,.1f} TiB"  # pragma: no cover - the loop returns
+from engine.headers import FORM_HELP
+from engine.units import format_bytes
 
 
 def number(value: float | int | None, digits: int = 0) -> str:
@@ -32,6 +25,8 @@ def ms_time(value: int | None) -> str:
 
 
 def init_app(app: Flask) -> None:
-    app.add_template_filter(human_bytes, "bytes")
+    app.add_template_filter(format_bytes, "bytes")  # the engine's, as the CLI and TUI show sizes
     app.add_template_filter(number, "number")
     app.add_template_filter(ms_time, "ms_time")
+    # what a produce form says under its headers field: the engine's one syntax
+    app.jinja_env.globals["header_help"] = FORM_HELP

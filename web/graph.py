@@ -1,5 +1,5 @@
-"""Geometry of the replication graph, ready to draw as SVG: pure functions, no Flask, no
-engine.
+"""Geometry of the replication graph, ready to draw as SVG: pure functions, no Flask; of
+the engine only the link states.
 
 Clusters sit on a circle (a ring A->B->C->A then reads as a ring), edges run between the
 circles' rims so that arrowheads touch the target's outline. A pair of clusters linked both
@@ -13,13 +13,23 @@ import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from engine.replication import LinkState
+from engine.replication.graph import UPSTREAM
+
 WIDTH = 640
 HEIGHT = 440
 NODE_RADIUS = 38
 # How far a two-way edge bows away from the straight line, in user units.
 BOW = 36.0
 # Worst first: the state an edge shows when it carries links in several states.
-STATE_ORDER = ("conflict", "broken", "pending", "paused", "in_sync", "upstream")
+STATE_ORDER = (
+    LinkState.CONFLICT,
+    LinkState.BROKEN,
+    LinkState.PENDING,
+    LinkState.PAUSED,
+    LinkState.IN_SYNC,
+    UPSTREAM,
+)
 
 
 @dataclass(frozen=True)
@@ -130,7 +140,7 @@ def worst_state(states: Sequence[str]) -> str:
     ranked = [s for s in STATE_ORDER if s in states]
     if ranked:
         return ranked[0]
-    return states[0] if states else "in_sync"
+    return states[0] if states else LinkState.IN_SYNC
 
 
 def short_label(text: str, limit: int = 14) -> str:

@@ -189,9 +189,9 @@ def _authorize_submit(form: JobForm, params: dict[str, Any]) -> None:
         if params.get("source"):
             stream, _ = names.split_full_name(params["source"])
             c.topic(params["source"])
-            c._authorize(c.stream(stream), "consume_perm")
+            c.authorize(stream, "consume_perm")
         elif params.get("stream"):
-            c._authorize(c.stream(params["stream"]), "consume_perm")
+            c.authorize(params["stream"], "consume_perm")
     except (errors.NotFound, errors.AccessDenied, ValueError) as exc:
         form.errors["source" if params.get("source") else "stream"] = str(exc)
     if params.get("stream") and params.get("topic_pattern"):
@@ -204,11 +204,11 @@ def _authorize_submit(form: JobForm, params: dict[str, Any]) -> None:
         try:
             stream, _ = names.split_full_name(target)
             info = c.stream(stream)
-            c._authorize(info, "produce_perm")
+            c.authorize(info, "produce_perm")
             try:
                 c.topic(target)
             except errors.UnknownTopic:
-                c._authorize(info, "topic_perm")  # the job creates it
+                c.authorize(info, "topic_perm")  # the job creates it
             if target == params.get("source"):
                 form.errors["target"] = "The target must differ from the source."
         except (errors.NotFound, errors.AccessDenied, ValueError) as exc:
@@ -226,7 +226,7 @@ def may_see(job: jobs.Job) -> bool:
             stream, _ = names.split_full_name(job.params["source"])
         else:
             stream = job.params.get("stream") or ""
-        c._authorize(c.stream(stream), "consume_perm")
+        c.authorize(stream, "consume_perm")
     except (errors.PartitionletError, ValueError):
         return False
     return True
@@ -256,7 +256,7 @@ def duration_s(job: jobs.Job) -> float | None:
 
 def progress(job: jobs.Job) -> tuple[int, int] | None:
     """(value, max) for the progress bar, None while Spark has planned no task yet."""
-    if job.state == jobs.SUCCEEDED:
+    if job.state is jobs.JobState.SUCCEEDED:
         return (job.tasks_total, job.tasks_total) if job.tasks_total else (1, 1)
     if not job.tasks_total:
         return None

@@ -2,11 +2,9 @@
 SVG on the server, with a banner for conflicts and broken links, the table of this
 cluster's links (pause, resume, remove) and a form to add one.
 
-The graph holds this cluster, the targets of its links and the sources of its upstreams.
-Cluster directories reached along links are opened briefly to read their own links as
-their catalogs record them (nothing measured, nothing sent over a network), so a ring
-A->B->C->A shows whole from A; only this cluster's own links have their lag measured.
-An upstream's source is only shown: its address is what the source said it is.
+The graph is the engine's walk (engine.replication.graph.walk: this cluster's links
+measured, the clusters reached along links read as their catalogs recorded them, upstream
+sources shown but never opened); this page lays it out (web/graph.py) and draws it.
 Adding a link is for cluster administrators (engine.replication.check_may_add_link); the
 others see why the form is not there. Administrators also list and revoke the replication
 tokens this cluster issued.
@@ -15,66 +13,38 @@ tokens this cluster issued.
 from __future__ import annotations
 
 import os
-from collections import deque
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from flask import Blueprint, redirect, request, url_for
 
 from engine import Cluster, errors, names
-from engine import replication as engine_replication
-from engine.cluster import CATALOG_FILE
-from engine.replication import ReplicaInfo, UpstreamInfo, normalize_target
+from engine.replication import (
+    GraphLink,
+    GraphNode,
+    LinkState,
+    ReplicaInfo,
+    UpstreamInfo,
+    check_may_add_link,
+    normalize_target,
+    walk,
+)
 from web import graph as layout
 from web.pages import cluster, render, wants_partial
 
 replication = Blueprint("replication", __name__)
 
-# How many other clusters the page opens to follow links (a bound on its cost).
-MAX_CLUSTERS = 12
 REFRESH_S = 5
-
-
-@dataclass
-class Node:
-    key: str  # the cluster id, or the address when the cluster could not be asked
-    name: str
-    address: str
-    cluster_id: str | None = None
-    this: bool = False
-    reachable: bool = True
-    reason: str | None = None
-    remote: bool = False  # an http(s) address: shown, not opened
-
-    @property
-    def short_id(self) -> str:
-        return self.cluster_id[:8] if self.cluster_id else ""
-
-
-@dataclass
-class Link:
-    """A link between two clusters of the graph; `measured` when its lag was measured now
-    (this cluster's links), otherwise as the source's catalog recorded it."""
-
-    source: str  # node keys
-    target: str
-    stream: str
-    target_stream: str
-    state: str
-    lag_messages: int = 0
-    lag_seconds: float = 0.0
-    error: str | None = None
-    conflict: list[dict[str, Any]] = field(default_factory=list)
-    measured: bool = False
+PROBLEMS = (LinkState.CONFLICT, LinkState.BROKEN)
 
 
 @dataclass
 class Edge:
-    source: str
+    """The links from one cluster to another, drawn as one edge."""
+
+    source: str  # node keys
     target: str
-    links: list[Link]
+    links: list[GraphLink]
     geometry: layout.EdgeGeometry
 
     @property
@@ -100,124 +70,25 @@ class Edge:
 
 @dataclass
 class ReplicationGraph:
-    nodes: list[Node]
+    nodes: list[GraphNode]
     edges: list[Edge]
     layout: layout.GraphLayout
     own: list[ReplicaInfo]
     upstreams: list[UpstreamInfo]
-    problems: list[tuple[Link, Node, Node]]  # broken and conflicting links, worst first
+    problems: list[tuple[GraphLink, GraphNode, GraphNode]]  # broken and conflicting, worst first
 
-    def node(self, key: str) -> Node:
+    def node(self, key: str) -> GraphNode:
         return next(n for n in self.nodes if n.key == key)
 
 
-def _is_url(address: str) -> bool:
-    return address.lower().startswith(("http://", "https://"))
-
-
-def _address_name(address: str) -> str:
-    if _is_url(address):
-        return urlsplit(address).netloc or address
-    return Path(address).name or address
-
-
 def build_graph(c: Cluster) -> ReplicationGraph:
-    """This cluster's links (measured), its upstreams, and the links of the cluster
-    directories around it (as recorded), as nodes, edges and their layout."""
-    here = str(c.path.resolve())
-    this = Node(c.id, c.name, here, c.id, this=True)
-    nodes: dict[str, Node] = {c.id: this}
-    key_of: dict[str, str] = {here: c.id}  # address -> node key
-    own = engine_replication.links(c)
-    ups = engine_replication.upstream_links(c)
-    links: list[Link] = [
-        Link(
-            c.id,
-            i.target,
-            i.stream,
-            i.target_stream,
-            i.state,
-            i.lag_messages,
-            i.lag_seconds,
-            i.error,
-            list(i.conflict),
-            True,
-        )
-        for i in own
-    ]
-    known_ids: dict[str, str] = {}  # address -> cluster id, as links recorded it
-    queue: deque[str] = deque()
-    for i in own:
-        if i.target_id:
-            known_ids.setdefault(i.target, i.target_id)
-        queue.append(i.target)
-    for u in ups:
-        # An upstream's source address is whatever the source said it is (over HTTP,
-        # whoever holds a token): it is shown, never opened on this host. Clusters are
-        # followed along links only, which an administrator added.
-        known_ids.setdefault(u.source, u.source_id)
-    seen = {here}
-    opened = 0
-    while queue:
-        address = queue.popleft()
-        if address in seen:
-            continue
-        seen.add(address)
-        node = Node(
-            known_ids.get(address, address),
-            _address_name(address),
-            address,
-            known_ids.get(address),
-        )
-        if _is_url(address):
-            node.remote = True
-        elif opened >= MAX_CLUSTERS:
-            node.reason = "not opened: too many clusters to follow"
-        else:
-            opened += 1
-            found = _peek(address, node)
-            if found is not None and node.key not in nodes:
-                for i in found[0]:
-                    links.append(
-                        Link(
-                            node.key,
-                            i.target,
-                            i.stream,
-                            i.target_stream,
-                            i.state,
-                            error=i.error,
-                            conflict=list(i.conflict),
-                        )
-                    )
-                    if i.target_id:
-                        known_ids.setdefault(i.target, i.target_id)
-                    queue.append(i.target)
-                for u in found[1]:
-                    known_ids.setdefault(u.source, u.source_id)
-        if node.key in nodes:  # the same cluster under a second address
-            key_of[address] = node.key
-            continue
-        nodes[node.key] = node
-        key_of[address] = node.key
-    # Targets are addresses until here: name them by node key.
-    for link in links:
-        link.target = key_of.get(link.target, known_ids.get(link.target, link.target))
-        if link.target not in nodes:
-            nodes[link.target] = Node(link.target, _address_name(link.target), link.target)
-    # Upstreams whose source could not be asked still show, as an edge into this cluster.
-    for u in ups:
-        source = key_of.get(u.source, u.source_id)
-        if not any(lk.source == source and lk.target == c.id for lk in links):
-            if source not in nodes:
-                nodes[source] = Node(source, _address_name(u.source), u.source, u.source_id)
-            links.append(Link(source, c.id, u.source_stream, u.stream, "upstream"))
-    order = [this] + sorted(
-        (n for n in nodes.values() if not n.this), key=lambda n: (n.name, n.key)
-    )
-    pairs: dict[tuple[str, str], list[Link]] = {}
-    for link in links:
+    """The engine's graph around this cluster, with its layout and its problems."""
+    walked = walk(c)
+    nodes = {n.key: n for n in walked.nodes}
+    pairs: dict[tuple[str, str], list[GraphLink]] = {}
+    for link in walked.links:
         pairs.setdefault((link.source, link.target), []).append(link)
-    geometry = layout.layout_graph([n.key for n in order], list(pairs))
+    geometry = layout.layout_graph([n.key for n in walked.nodes], list(pairs))
     edges = [
         Edge(s, t, pairs[(s, t)], geometry.edges[(s, t)])
         for s, t in pairs
@@ -225,39 +96,11 @@ def build_graph(c: Cluster) -> ReplicationGraph:
     ]
     problems = [
         (link, nodes[link.source], nodes[link.target])
-        for link in links
-        if link.state in ("conflict", "broken")
+        for link in walked.links
+        if link.state in PROBLEMS
     ]
-    problems.sort(key=lambda p: (p[0].state != "conflict", not p[0].measured))
-    return ReplicationGraph(order, edges, geometry, own, ups, problems)
-
-
-def _peek(address: str, node: Node) -> tuple[list[ReplicaInfo], list[UpstreamInfo]] | None:
-    """Open the cluster directory at `address` just long enough to read its links as its
-    catalog records them; a directory that is missing or not a cluster is a broken node
-    (never created: the catalog file must be there before it is opened)."""
-    if not (Path(address) / CATALOG_FILE).is_file():
-        node.reachable = False
-        node.reason = f"no cluster at {address}"
-        return None
-    try:
-        other = Cluster.open(address)
-    except Exception as exc:  # noqa: BLE001 - whatever is wrong there, the page still shows
-        node.reachable = False
-        node.reason = f"{type(exc).__name__}: {exc}"
-        return None
-    try:
-        node.key = node.cluster_id = other.id
-        node.name = other.name
-        return engine_replication.links(other, measure=False), engine_replication.upstream_links(
-            other
-        )
-    except Exception as exc:  # noqa: BLE001
-        node.reachable = False
-        node.reason = f"{type(exc).__name__}: {exc}"
-        return None
-    finally:
-        other.close()
+    problems.sort(key=lambda p: (p[0].state != LinkState.CONFLICT, not p[0].measured))
+    return ReplicationGraph(walked.nodes, edges, geometry, walked.own, walked.upstreams, problems)
 
 
 # --- views ---------------------------------------------------------------------------------
@@ -375,7 +218,7 @@ def _add_link(form: dict[str, Any]) -> tuple[dict[str, str], int]:
     try:
         # First, before the target is looked at: the refusal is the same for every target,
         # so it tells nothing about which paths or hosts exist.
-        engine_replication.check_may_add_link(c)
+        check_may_add_link(c)
     except errors.AccessDenied as exc:
         return {"form": str(exc)}, 403
     problems: dict[str, str] = {}

@@ -43,23 +43,9 @@ SORTS = {
     "messages": ("Messages (this page)", "messages"),
 }
 
-BOOL_POLICIES = ("auto_create", "compact")
-# The policies form: (policy, label, hint), in the order shown.
-POLICY_FIELDS = (
-    ("ttl", "TTL (seconds)", "How long a message is kept; 0 keeps forever."),
-    ("default_partitions", "Default partitions", "Partitions of an auto-created topic."),
-    ("auto_create", "Auto-create topics", "Create a topic on its first produce."),
-    ("compact", "Compact", "Keep only the latest message per key."),
-    ("min_compaction_lag_ms", "Min compaction lag (ms)", "A message younger is never compacted."),
-    ("delete_retention_ms", "Delete retention (ms)", "How long a tombstone is kept."),
-    ("timestamp_type", "Timestamp type", "create: the producer's; log_append: the append time."),
-    ("max_message_bytes", "Max message bytes", "Key, value and headers together."),
-    ("produce_perm", "Produce permission", "ACE: who may produce."),
-    ("consume_perm", "Consume permission", "ACE: who may consume."),
-    ("topic_perm", "Topic permission", "ACE: who may create and delete topics."),
-    ("copy_perm", "Copy permission", "ACE: who may replicate the stream out."),
-    ("admin_perm", "Admin permission", "ACE: who may edit these policies and delete the stream."),
-)
+# The policies form shows the engine's table (label, help, type, choices) in its order.
+POLICY_FIELDS = stream_policies.POLICIES
+BOOL_POLICIES = tuple(p.name for p in POLICY_FIELDS if p.type is bool)
 # The policies the create form offers (the rest take their defaults).
 CREATE_FIELDS = ("ttl", "default_partitions", "auto_create", "compact")
 
@@ -204,7 +190,7 @@ def index():
         "streams/_list.html",
         create={"path": "", **_create_defaults()},
         create_errors={},
-        fields=[f for f in POLICY_FIELDS if f[0] in CREATE_FIELDS],
+        fields=[p for p in POLICY_FIELDS if p.name in CREATE_FIELDS],
         **_list_context(),
     )
 
@@ -240,7 +226,7 @@ def create():
     context = {
         "create": {"path": path, **_create_defaults(), **values},
         "create_errors": found,
-        "fields": [f for f in POLICY_FIELDS if f[0] in CREATE_FIELDS],
+        "fields": [p for p in POLICY_FIELDS if p.name in CREATE_FIELDS],
     }
     if wants_partial():
         return render("streams/index.html", "streams/_create.html", **context)
@@ -332,7 +318,6 @@ def _stream_context(path: str, **overrides: Any) -> dict[str, Any]:
         "topic_form": {"name": "", "partitions": ""},
         "topic_errors": {},
         "topic_message": None,
-        "timestamp_types": stream_policies.TIMESTAMP_TYPES,
         "create_defaults": {},
     }
     context.update(_topics_context(path))
@@ -374,7 +359,6 @@ def edit_policies(stream: str):
         "policy_saved": not found,
         "may_admin": _may_admin(info),
         "stored_problem": stream_policies.problem(info.policies),
-        "timestamp_types": stream_policies.TIMESTAMP_TYPES,
     }
     if wants_partial():
         return render("streams/stream.html", "streams/_policies.html", **context)

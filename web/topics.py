@@ -5,21 +5,24 @@ produce a message.
 URLs carry the full topic name without its leading slash (/topics/apps/sensors:car-17).
 The browser form asks for the page itself with query arguments, so every view of the
 messages has a URL to share and reload; htmx gets back only the messages part
-(topics/_messages.html). Reading is web/messages.py's: every read goes through a
+(topics/_messages.html). Reading is the engine's browse service: every read goes through a
 `Consumer` made on the user's cluster, which checks consume_perm.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from flask import Blueprint, Response, abort, request, stream_with_context
 
-from engine import Producer, errors
-from engine.client.producer import MAX_HEADERS
+from engine import Producer, errors, times
+from engine.client import browse
+from engine.client.browse import FORWARD, NEWEST, BadQuery, Browser
+from engine.headers import parse_headers
 from engine.records import TopicInfo
 from web import messages as msgs
-from web.messages import BadInput, Budget, MessageReader, Selection
+from web.messages import BadInput
 from web.pages import cluster, render, wants_partial
 
 topics = Blueprint("topics", __name__)
@@ -37,12 +40,6 @@ def _topic(name: str) -> TopicInfo:
 def _status(status: int) -> int:
     # htmx swaps only 2xx answers: a partial with an inline error still answers 200
     return 200 if wants_partial() else status
-
-
-def _partitions(info: TopicInfo, selection: Selection) -> list[int]:
-    if selection.partition is None:
-        return [p.partition for p in info.partitions]
-    return [selection.partition]
 
 
 def _rows(records: list, fmt: str) -> list[msgs.MessageView]:
@@ -80,56 +77,22 @@ def _browse(info: TopicInfo, args: Any) -> dict[str, Any]:
     except BadInput as exc:
         return ctx | {"form_errors": exc.errors, "status": 400}
     ctx["selection"] = selection
-    partitions = _partitions(info, selection)
     try:
-        reader = MessageReader(cluster(), info, partitions)
+        browser = Browser(cluster(), info, selection.request.partitions)
     except errors.AccessDenied as exc:
         return ctx | {"denied": str(exc), "status": 403}
-    with reader:
+    with browser:
         try:
-            cursor = msgs.parse_positions(args.get("cursor"), partitions, "cursor")
-        except BadInput as exc:
-            return ctx | {"form_errors": exc.errors, "status": 400}
-        begins, ends = reader.bounds()
-        match = selection.filter.compile()
-        if selection.newest_first:
-            highs = {p: min(cursor.get(p, ends[p]), ends[p]) for p in partitions}
-            scan = reader.backward(highs, begins, selection.limit, match, Budget())
-            after = ends  # the live tail shows what comes after the newest
-        else:
-            starts = reader.starts(selection, begins, ends)
-            if cursor:
-                starts = {
-                    p: min(max(cursor.get(p, starts[p]), begins[p]), ends[p]) for p in partitions
-                }
-            else:
-                ctx["notes"] = _seek_notes(selection, begins, ends)
-            scan = reader.forward(starts, ends, selection.limit, match, Budget())
-            after = scan.cursor  # the live tail goes on where the page stops
+            page = browser.page(selection.request)
+        except BadQuery as exc:  # a cursor that is not one of this view's
+            return ctx | {"form_errors": exc.fields, "status": 400}
     return ctx | {
-        "scan": scan,
-        "rows": _rows(scan.records, selection.fmt),
-        "after": msgs.format_positions(after),
-        "cursor": msgs.format_positions(scan.cursor),
+        "scan": page,
+        "rows": _rows(page.records, selection.fmt),
+        "notes": list(page.notes),
+        "after": page.tail,  # the live tail goes on after the newest message seen
+        "cursor": page.cursor,
     }
-
-
-def _seek_notes(selection: Selection, begins: dict[int, int], ends: dict[int, int]) -> list[str]:
-    """Say so when an offset to seek to lies outside a partition's messages."""
-    notes = []
-    if selection.start == "offset" and selection.offset is not None:
-        for p in sorted(ends):
-            if selection.offset < begins[p]:
-                notes.append(
-                    f"Partition {p} starts at offset {begins[p]:,} (older messages have "
-                    f"expired or been compacted away): showing from there."
-                )
-            elif selection.offset > ends[p]:
-                notes.append(
-                    f"Offset {selection.offset:,} is past the end of partition {p} (its log "
-                    f"end offset is {ends[p]:,}): nothing there yet."
-                )
-    return notes
 
 
 def _page_context(info: TopicInfo) -> dict[str, Any]:
@@ -142,9 +105,9 @@ def _page_context(info: TopicInfo) -> dict[str, Any]:
 @topics.route("/topics/<path:name>")
 def topic(name: str):
     info = _topic(name)
-    browse = _browse(info, request.args)
-    status = browse.pop("status")
-    body = render("topics/topic.html", "topics/_messages.html", **_page_context(info), **browse)
+    browse_ctx = _browse(info, request.args)
+    status = browse_ctx.pop("status")
+    body = render("topics/topic.html", "topics/_messages.html", **_page_context(info), **browse_ctx)
     return body, _status(status)
 
 
@@ -152,37 +115,37 @@ def topic(name: str):
 def more(name: str):
     """The next page of the current view, appended below it (htmx)."""
     info = _topic(name)
-    browse = _browse(info, request.args)
-    status = browse.pop("status")
+    browse_ctx = _browse(info, request.args)
+    status = browse_ctx.pop("status")
     if not wants_partial():
         # without htmx the link leads to a page that starts at the cursor
-        body = render("topics/topic.html", None, **_page_context(info), **browse)
+        body = render("topics/topic.html", None, **_page_context(info), **browse_ctx)
         return body, status
-    return render("topics/_more.html", None, topic=info, **browse), 200
+    return render("topics/_more.html", None, topic=info, **browse_ctx), 200
 
 
 @topics.route("/topics/<path:name>/tail")
 def tail(name: str):
-    """New messages after the `after` offsets, for the live tail (htmx polls it).
+    """New messages after the `after` cursor (a page's tail), for the live tail (htmx
+    polls it).
 
     Answers 204 (htmx swaps nothing) when nothing moved, else the rows to add and a
-    poller that asks from the new offsets on. An error stops the tail with a message.
+    poller that asks from the new cursor on. An error stops the tail with a message.
     """
+    after = request.args.get("after") or None
     try:
         info = _topic(name)
         selection = msgs.parse_selection(request.args, info)
-        partitions = _partitions(info, selection)
-        after = msgs.parse_positions(request.args.get("after"), partitions, "after")
-        with MessageReader(cluster(), info, partitions) as reader:
-            begins, ends = reader.bounds()
-            starts = {p: min(max(after.get(p, ends[p]), begins[p]), ends[p]) for p in partitions}
-            scan = reader.forward(starts, ends, msgs.TAIL_MAX, selection.filter.compile(), Budget())
-    except (BadInput, errors.PartitionletError) as exc:
-        message = "; ".join(exc.errors.values()) if isinstance(exc, BadInput) else str(exc)
+        query = replace(
+            selection.request, seek=NEWEST, direction=FORWARD, cursor=after, limit=msgs.TAIL_MAX
+        )
+        page = browse.browse(cluster(), query)
+    except (BadQuery, errors.PartitionletError) as exc:
+        message = "; ".join(exc.fields.values()) if isinstance(exc, BadQuery) else str(exc)
         return render("topics/_tail_stopped.html", None, message=message), 200
-    if scan.cursor == starts:
+    if page.cursor == after or (after is None and not page.records):
         return Response(status=204)
-    records = scan.records[::-1] if selection.newest_first else scan.records
+    records = page.records[::-1] if selection.newest_first else page.records
     if records:
         info = _topic(name)  # the page's counts and offsets, as of now
     added = (msgs.whole(request.args.get("added") or "0") or 0) + len(records)
@@ -191,7 +154,7 @@ def tail(name: str):
         None,
         topic=info,
         selection=selection,
-        after=msgs.format_positions(scan.cursor),
+        after=page.cursor,
         added=added,
         tail_full=added >= msgs.TAIL_ROWS_MAX,
         new_rows=_rows(records, selection.fmt),
@@ -201,7 +164,9 @@ def tail(name: str):
 # --- download ------------------------------------------------------------------------------
 
 
-def _export_args(args: Any, info: TopicInfo) -> tuple[Selection, str, int, int | None, int | None]:
+def _export_args(
+    args: Any, info: TopicInfo
+) -> tuple[msgs.Selection, str, int, int | None, int | None]:
     """(selection, "jsonl" or "csv", max messages, until ms, to offset) of a download; a
     400 page naming every bad argument otherwise."""
     problems: dict[str, str] = {}
@@ -225,7 +190,7 @@ def _export_args(args: Any, info: TopicInfo) -> tuple[Selection, str, int, int |
     raw = (args.get("until") or "").strip()
     if raw:
         try:
-            until = msgs.parse_time(raw)
+            until = times.parse_time(raw)
         except ValueError as exc:
             problems["until"] = str(exc)
     to_offset = None
@@ -246,34 +211,27 @@ def _export_args(args: Any, info: TopicInfo) -> tuple[Selection, str, int, int |
 
 @topics.route("/topics/<path:name>/download")
 def download(name: str):
-    """The selection as a JSON-lines or CSV file, streamed (format: docs/WEB.md)."""
+    """The selection as a JSON-lines or CSV file, streamed (format: docs/API.md,
+    "Records")."""
     info = _topic(name)
     selection, kind, max_count, until, to_offset = _export_args(request.args, info)
-    partitions = _partitions(info, selection)
-    reader = MessageReader(cluster(), info, partitions)  # AccessDenied: a 403 page
+    # "this selection" from its start: a page's cursor is not part of a download
+    query = replace(selection.request, cursor=None)
+    browser = Browser(cluster(), info, query.partitions)  # AccessDenied: a 403 page
     try:
-        begins, ends = reader.bounds()
-        if selection.newest_first:
-            starts = {p: max(begins[p], ends[p] - max_count) for p in partitions}
-        else:
-            starts = reader.starts(selection, begins, ends)
-        if until is not None:
-            ends = reader.offsets_at(until + 1, ends)  # up to and including `until`
-        if to_offset is not None:
-            ends = {p: min(ends[p], to_offset + 1) for p in partitions}
-        records = reader.export(starts, ends, max_count, selection.filter.compile())
+        records = browser.export(query, max_count, until_ms=until, to_offset=to_offset)
         if kind == "csv":
-            lines = msgs.csv_lines(records, formulas=request.args.get("formulas") == "keep")
+            lines = browse.csv_lines(records, formulas=request.args.get("formulas") == "keep")
         else:
-            lines = msgs.jsonl_lines(records)
+            lines = browse.jsonl_lines(records)
         response = Response(
             stream_with_context(lines),
             mimetype="text/csv" if kind == "csv" else "application/x-ndjson",
         )
     except BaseException:
-        reader.close()
+        browser.close()
         raise
-    response.call_on_close(reader.close)
+    response.call_on_close(browser.close)
     which = "all" if selection.partition is None else f"p{selection.partition}"
     filename = f"{info.stream[1:].replace('/', '_')}_{info.topic}_{which}.{kind}"
     response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -283,24 +241,6 @@ def download(name: str):
 
 
 # --- produce --------------------------------------------------------------------------------
-
-
-def parse_headers(text: str) -> list[tuple[str, bytes]]:
-    """`name: value` lines (blank lines skipped) as message headers; BadInput names the
-    first line that is not one."""
-    headers = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name.strip():
-            raise BadInput(
-                {"headers": f"line {number} ({line.strip()[:40]!r}) is not `name: value`"}
-            )
-        if len(headers) >= MAX_HEADERS:  # the engine's limit, said next to the field
-            raise BadInput({"headers": f"a message may carry at most {MAX_HEADERS:,} headers"})
-        headers.append((name.strip(), value.strip().encode()))
-    return headers
 
 
 def _produce(info: TopicInfo, form: Any) -> tuple[dict[str, Any], int]:
@@ -320,10 +260,10 @@ def _produce(info: TopicInfo, form: Any) -> tuple[dict[str, Any], int]:
             )
         else:
             partition = number
-    try:
+    try:  # `name=value` lines: the engine's one header syntax
         headers = parse_headers(values["headers"])
-    except BadInput as exc:
-        problems.update(exc.errors)
+    except errors.InvalidArgument as exc:
+        problems["headers"] = str(exc)
         headers = []
     if problems:
         return state | {"errors": problems}, 400
@@ -356,6 +296,6 @@ def produce(name: str):
     if wants_partial():
         return render("topics/_produce.html", None, topic=info, produce=produced), 200
     context = _page_context(info) | {"produce": produced}
-    browse = _browse(info, {})
-    browse.pop("status")
-    return render("topics/topic.html", None, **context, **browse), status
+    browse_ctx = _browse(info, {})
+    browse_ctx.pop("status")
+    return render("topics/topic.html", None, **context, **browse_ctx), status

@@ -24,7 +24,7 @@ time (**… more** loads the next page). The search box above it narrows the tre
 | `r` / `F5` / `ctrl+r` | anywhere | refresh now (the shown tab also refreshes every few seconds) |
 | `?` / `F1` | anywhere | this help |
 | `q` | anywhere | quit |
-| `s` | anywhere | seek: an offset, an ISO time, `earliest` or `latest` |
+| `s` | anywhere | seek: an offset, an ISO time (UTC when it has no zone), `earliest` or `latest` |
 | `f` | anywhere | follow the tail (new messages appear as they arrive, newest first) |
 | `p` | anywhere | produce a message to the open topic (key, value, headers, partition) |
 | `v` | anywhere | show the value as text, JSON or hex |

@@ -16,20 +16,7 @@ from console.messages import Loaded
 from console.widgets.pane import note
 from engine import Producer, RecordMetadata
 from engine.errors import InvalidArgument
-
-
-def parse_headers(text: str) -> list[tuple[str, bytes]]:
-    """`name=value, name=value` -> headers; a name needs an `=`."""
-    headers = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise InvalidArgument(f"header {item!r} is not name=value")
-        headers.append((name.strip(), value.strip().encode()))
-    return headers
+from engine.headers import FORM_HELP, parse_headers
 
 
 class ProduceScreen(ModalScreen[RecordMetadata | None]):
@@ -55,8 +42,8 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
             yield TextArea(id="produce-value")
             # a null value deletes the key in a compacted stream: not the same as empty
             yield Checkbox("Null value (a tombstone)", id="produce-null")
-            yield Label("Headers (name=value, name=value)")
-            yield Input(id="produce-headers")
+            yield Label(f"Headers ({FORM_HELP})")
+            yield TextArea(id="produce-headers")
             hint = f"0-{self.partitions - 1}, " if self.partitions else ""
             yield Label(f"Partition ({hint}empty: by key)")
             yield Input(id="produce-partition")
@@ -80,7 +67,7 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
         null = self.query_one("#produce-null", Checkbox).value
         partition_text = self.query_one("#produce-partition", Input).value.strip()
         try:
-            headers = parse_headers(self.query_one("#produce-headers", Input).value)
+            headers = parse_headers(self.query_one("#produce-headers", TextArea).text)
             partition = None
             if partition_text:
                 if not partition_text.isdigit():

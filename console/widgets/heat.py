@@ -9,13 +9,14 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Select, Static
 
-from console.display import fmt_bytes, fmt_rate
+from console.display import fmt_rate
 from console.widgets.heat_map import HeatData, HeatMapWidget
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
 from engine import errors
 from engine.ops.heat import HeatMap, Load
 from engine.records import TopicPartition
+from engine.units import format_bytes
 
 WINDOWS = ((60, "1 minute"), (300, "5 minutes"), (900, "15 minutes"), (3600, "1 hour"))
 METRICS = (
@@ -125,9 +126,9 @@ class HeatPane(Pane):
                     (
                         Text(label),
                         fmt_rate(load.write_messages_per_s),
-                        fmt_bytes(int(load.write_bytes_per_s)),
+                        format_bytes(int(load.write_bytes_per_s)),
                         fmt_rate(load.read_messages_per_s),
-                        fmt_bytes(int(load.read_bytes_per_s)),
+                        format_bytes(int(load.read_bytes_per_s)),
                     ),
                 )
                 for label, _, load in rows

@@ -133,8 +133,8 @@ class MessagesPane(Pane):
         table.clear()
         self.records = {}
         # The newest page lists the newest first (the page itself is oldest first).
-        newest_first = self.newest_first
-        for record in reversed(page.records) if newest_first else page.records:
+        # The page is in display order: newest first from the newest, else oldest first.
+        for record in page.records:
             key = _row_key(record)
             self.records[key] = record
             table.add_row(*_cells(record), key=key)
@@ -147,7 +147,7 @@ class MessagesPane(Pane):
             # Row 0 is the newest (newest first) or the first at the seek position.
             table.move_cursor(row=0, animate=False)
         if self.following:
-            self._start_follow(page.topic, page.ends)
+            self._start_follow(page)
         # The cursor may not move (row 0 before and after): show the detail explicitly.
         self._show_detail(self.selected_record())
         self._page = page
@@ -163,7 +163,7 @@ class MessagesPane(Pane):
         page = self._page
         if page is None:
             return
-        parts = [f"{len(self.records):,} shown, {self.seek.describe()}"]
+        parts = [f"{len(self.records):,} shown, {browse.describe_seek(self.seek)}"]
         if self.needle:
             parts.append(f"filter {self.needle!r} ({page.scanned:,} scanned)")
         if page.truncated:
@@ -179,22 +179,21 @@ class MessagesPane(Pane):
 
     # --- following the tail -----------------------------------------------------------
 
-    def _start_follow(self, topic: str, ends: dict[int, int]) -> None:
+    def _start_follow(self, page: browse.Page) -> None:
         self._follow_seq += 1
-        self._follow(self._follow_seq, topic, dict(ends), self.needle)
+        self._follow(self._follow_seq, page, self.needle)
 
     def _stop_follow(self) -> None:
         self._follow_seq += 1  # arrivals of the old follower are dropped
         self.workers.cancel_group(self, "follow")
 
     @work(thread=True, group="follow", exclusive=True)
-    def _follow(self, seq: int, topic: str, ends: dict[int, int], needle: str) -> None:
+    def _follow(self, seq: int, page: browse.Page, needle: str) -> None:
         worker = get_current_worker()
         try:
             browse.follow(
                 self.cluster,
-                topic,
-                ends,
+                page,
                 needle=needle,
                 on_records=lambda records: self.post_message(RecordsArrived(seq, records)),
                 cancelled=lambda: worker.is_cancelled,

@@ -10,10 +10,11 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from console.display import fmt_bytes, fmt_ms
+from console.display import fmt_ms
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
 from engine import TopicInfo, VolumeInfo
+from engine.units import format_bytes
 
 
 def chain_text(info: TopicInfo) -> Text:
@@ -27,7 +28,7 @@ def chain_text(info: TopicInfo) -> Text:
             text.append(" ── " if i else " ", style="dim")
             style = "bold green" if let.active else "cyan"
             text.append(f"[#{let.id} vol {let.volume} ", style=style)
-            text.append(f"{let.base_offset:,}..{let.last_offset:,} {fmt_bytes(let.bytes)}")
+            text.append(f"{let.base_offset:,}..{let.last_offset:,} {format_bytes(let.bytes)}")
             text.append(" ●]" if let.active else "]", style=style)
         text.append("\n")
     return text
@@ -82,7 +83,7 @@ class PartitionsPane(Pane):
             note(
                 summary,
                 f"{info.name} · {info.partition_count} partitions · {info.messages:,} messages"
-                f" · {fmt_bytes(info.bytes)}",
+                f" · {format_bytes(info.bytes)}",
                 "bold",
             )
             self.query_one("#part-chains", Static).update(chain_text(info))
@@ -99,7 +100,7 @@ class PartitionsPane(Pane):
                                 f"{let.last_offset:,}",
                                 "yes" if let.active else "no",
                                 f"{let.messages:,}",
-                                fmt_bytes(let.bytes),
+                                format_bytes(let.bytes),
                                 fmt_ms(let.first_timestamp),
                                 fmt_ms(let.last_timestamp),
                             ),
@@ -114,11 +115,11 @@ class PartitionsPane(Pane):
                     (
                         v.id,
                         Text(_short_path(v.path, self.cluster.path)),
-                        fmt_bytes(v.bytes),
-                        fmt_bytes(v.data_bytes),
+                        format_bytes(v.bytes),
+                        format_bytes(v.data_bytes),
                         v.partitionlets,
                         v.active_partitionlets,
-                        fmt_bytes(v.recent_write_bytes),
+                        format_bytes(v.recent_write_bytes),
                     ),
                 )
                 for v in volumes

@@ -12,27 +12,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
-from console.display import fmt_bytes, fmt_ms
+from console.display import fmt_ms
 from console.widgets.pane import Pane, note
 from engine import StreamInfo
-from engine.policies import DEFAULTS, TIMESTAMP_TYPES, validate
-
-BOOL_POLICIES = ("auto_create", "compact")
-HELP = {
-    "ttl": "seconds a message is kept; 0 keeps forever",
-    "default_partitions": "partitions of an auto-created topic",
-    "auto_create": "create a topic on first produce",
-    "compact": "keep the latest message per key",
-    "min_compaction_lag_ms": "ms a message stays before compaction may drop it",
-    "delete_retention_ms": "ms a tombstone is kept after compaction",
-    "timestamp_type": "whose clock stamps a message",
-    "max_message_bytes": "largest record: key, value and headers",
-    "produce_perm": "ACE: who may produce",
-    "consume_perm": "ACE: who may consume",
-    "topic_perm": "ACE: who may create and delete topics",
-    "copy_perm": "ACE: who may replicate the stream",
-    "admin_perm": "ACE: who may edit policies and reset groups",
-}
+from engine.policies import POLICIES, policy, validate
+from engine.units import format_bytes
 
 
 def _field_id(name: str) -> str:
@@ -55,21 +39,23 @@ class PoliciesPane(Pane):
     def compose(self) -> ComposeResult:
         yield Static(id="policy-summary")
         with VerticalScroll(id="policy-form"):
-            for name in DEFAULTS:
+            # the engine's table: its labels, help and controls, in its order
+            for row in POLICIES:
+                field = _field_id(row.name)
                 with Horizontal(classes="policy-row"):
-                    yield Label(name, classes="policy-name")
-                    if name in BOOL_POLICIES:
-                        yield Checkbox("", id=_field_id(name), compact=True)
-                    elif name == "timestamp_type":
+                    yield Label(row.label, classes="policy-name", markup=False)
+                    if row.kind == "bool":
+                        yield Checkbox("", id=field, compact=True)
+                    elif row.kind == "choice":
                         yield Select(
-                            [(t, t) for t in TIMESTAMP_TYPES],
+                            [(t, t) for t in row.choices],
                             allow_blank=False,
-                            id=_field_id(name),
+                            id=field,
                             compact=True,
                         )
                     else:
-                        yield Input(id=_field_id(name), compact=True)
-                    yield Static(HELP[name], id=f"{_field_id(name)}-error", classes="policy-help")
+                        yield Input(id=field, compact=True)
+                    yield Static(row.hint, id=f"{field}-error", classes="policy-help", markup=False)
         yield Static(id="policy-error", classes="error")
         with Horizontal(classes="dialog-buttons"):
             yield Button("Save", id="policy-save", variant="primary", compact=True)
@@ -90,11 +76,12 @@ class PoliciesPane(Pane):
         note(
             summary,
             f"{info.path} · created by {info.creator} on {fmt_ms(info.created_ms)} UTC · "
-            f"{info.topic_count:,} topics · {info.messages:,} messages · {fmt_bytes(info.bytes)}",
+            f"{info.topic_count:,} topics · {info.messages:,} messages · {format_bytes(info.bytes)}",
             "bold",
         )
+        known = {row.name for row in POLICIES}
         for name, value in info.policies.items():
-            if name not in DEFAULTS:
+            if name not in known:
                 continue
             widget = self.query_one(f"#{_field_id(name)}")
             if isinstance(widget, Checkbox):
@@ -108,16 +95,16 @@ class PoliciesPane(Pane):
     def _field_note(self, name: str, error: str | None) -> None:
         widget = self.query_one(f"#{_field_id(name)}-error", Static)
         widget.set_class(error is not None, "error")
-        note(widget, error if error is not None else HELP[name])
+        note(widget, error if error is not None else policy(name).hint)
 
     def form_values(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in DEFAULTS:
-            widget = self.query_one(f"#{_field_id(name)}")
+        for row in POLICIES:
+            widget = self.query_one(f"#{_field_id(row.name)}")
             if isinstance(widget, Checkbox | Select):
-                out[name] = widget.value
+                out[row.name] = widget.value
             elif isinstance(widget, Input):
-                out[name] = widget.value.strip()
+                out[row.name] = widget.value.strip()
         return out
 
     def changes(self) -> tuple[dict[str, Any], dict[str, str]]:
@@ -141,8 +128,8 @@ class PoliciesPane(Pane):
         if self.info is None:
             return
         changed, errors = self.changes()
-        for name in DEFAULTS:
-            self._field_note(name, errors.get(name))
+        for row in POLICIES:
+            self._field_note(row.name, errors.get(row.name))
         error = self.query_one("#policy-error", Static)
         if errors:
             note(error, f"fix {len(errors)} field(s) first; nothing was saved")

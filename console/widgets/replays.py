@@ -20,13 +20,14 @@ from console.display import bar, fmt_s
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
 from spark_tasks import jobs
+from spark_tasks.jobs import JobState
 
 STATE_STYLES = {
-    "queued": "dim",
-    "running": "yellow",
-    "succeeded": "green",
-    "failed": "bold red",
-    "cancelled": "magenta",
+    JobState.QUEUED: "dim",
+    JobState.RUNNING: "yellow",
+    JobState.SUCCEEDED: "green",
+    JobState.FAILED: "bold red",
+    JobState.CANCELLED: "magenta",
 }
 
 
@@ -127,7 +128,7 @@ class ReplaysPane(Pane):
         if job.error:
             text.append("\nerror   ", style="bold red")
             text.append(job.error)
-        if job.log_tail and job.state == jobs.FAILED:
+        if job.log_tail and job.state is JobState.FAILED:
             text.append("\nlog tail:\n", style="bold")
             text.append("\n".join(job.log_tail.splitlines()[-15:]), style="dim")
         detail.update(text)

@@ -15,6 +15,7 @@ from textual.widgets import Button, DataTable, Static
 from console.replication_graph import STATE_STYLES, Graph, crawl, draw
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
+from engine.replication import LinkState
 
 
 class ReplicationPane(Pane):
@@ -101,7 +102,7 @@ class ReplicationPane(Pane):
         if link is None or self.stream is None:
             self.notify("Pick a link first.", severity="warning")
             return
-        stream, target, paused = self.stream, link.target, link.state == "paused"
+        stream, target, paused = self.stream, link.target, link.state == LinkState.PAUSED
 
         def toggle() -> str:
             if paused:

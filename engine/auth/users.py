@@ -27,8 +27,9 @@ of a cluster (several `plet web`, the CLI) sees one truth at once:
 - Passwords (NIST SP 800-63B, 5.1.1.2): 8 to 1024 characters, not one of the 30,000 most
   common passwords (the list zxcvbn ships), not the user's name either way round.
 
-Thread-safety: the functions take a `Cluster` and go through its catalog, so any thread
-that may use the cluster may call them.
+Thread-safety: the functions take a `Cluster` and go through its catalog's accounts
+(engine.storage.accounts, where the SQL is), so any thread that may use the cluster may
+call them.
 """
 
 from __future__ import annotations
@@ -52,11 +53,11 @@ from engine.errors import (
     InvalidArgument,
     InvalidName,
     LoginThrottled,
-    PartitionletError,
     TokenExpired,
     UnknownUser,
     WeakPassword,
 )
+from engine.storage.accounts import Accounts, UserRow
 from engine.storage.catalog import now_ms
 
 if TYPE_CHECKING:
@@ -259,12 +260,12 @@ def verify_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(computed.hex(), digest)
 
 
-def _row_info(row: tuple) -> UserInfo:
-    name, groups, admin, created_ms = row
-    return UserInfo(name, tuple(g for g in groups.split(",") if g), bool(admin), created_ms)
+def _info(row: UserRow) -> UserInfo:
+    return UserInfo(row.name, row.groups, row.admin, row.created_ms)
 
 
-_COLUMNS = "name, groups, admin, created_ms"
+def _accounts(cluster: Cluster) -> Accounts:
+    return cluster.catalog.accounts
 
 
 def add_user(
@@ -278,29 +279,19 @@ def add_user(
     check_user_name(name)
     group_names = _check_groups(groups)
     password_hash = hash_password(check_password(password, name))
-    catalog = cluster._catalog
-    with catalog.write():
-        if catalog.conn.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
-            raise AlreadyExists(f"user {name!r} exists already")
-        catalog.conn.execute(
-            "INSERT INTO users (name, password_hash, groups, admin, created_ms) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (name, password_hash, ",".join(group_names), int(bool(admin)), now_ms()),
-        )
+    _accounts(cluster).add_user(name, password_hash, group_names, bool(admin), now_ms())
     return user(cluster, name)
 
 
 def user(cluster: Cluster, name: str) -> UserInfo:
-    rows = cluster._catalog._query(f"SELECT {_COLUMNS} FROM users WHERE name = ?", (name,))
-    if not rows:
+    row = _accounts(cluster).user(name)
+    if row is None:
         raise UnknownUser(f"no user {name!r}")
-    return _row_info(rows[0])
+    return _info(row)
 
 
 def users(cluster: Cluster) -> list[UserInfo]:
-    return [
-        _row_info(r) for r in cluster._catalog._query(f"SELECT {_COLUMNS} FROM users ORDER BY name")
-    ]
+    return [_info(r) for r in _accounts(cluster).users()]
 
 
 def set_password(cluster: Cluster, name: str, password: str) -> None:
@@ -309,15 +300,7 @@ def set_password(cluster: Cluster, name: str, password: str) -> None:
     if not isinstance(name, str):
         raise UnknownUser(f"no user {name!r}")
     password_hash = hash_password(check_password(password, name))
-    catalog = cluster._catalog
-    with catalog.write():
-        cursor = catalog.conn.execute(
-            "UPDATE users SET password_hash = ? WHERE name = ?", (password_hash, name)
-        )
-        if cursor.rowcount == 0:
-            raise UnknownUser(f"no user {name!r}")
-        catalog.conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,))
-        catalog.conn.execute("DELETE FROM login_failures WHERE name = ?", (name,))
+    _accounts(cluster).set_password_hash(name, password_hash)
 
 
 def edit_user(
@@ -329,34 +312,15 @@ def edit_user(
 ) -> UserInfo:
     """Change `name`'s groups and admin flag (None: keep). A change of the admin flag ends
     the user's sessions: rights that grew or shrank start from a fresh login."""
-    catalog = cluster._catalog
-    with catalog.write():
-        row = catalog.conn.execute("SELECT admin FROM users WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            raise UnknownUser(f"no user {name!r}")
-        if groups is not None:
-            catalog.conn.execute(
-                "UPDATE users SET groups = ? WHERE name = ?",
-                (",".join(_check_groups(groups)), name),
-            )
-        if admin is not None and bool(admin) != bool(row[0]):
-            catalog.conn.execute(
-                "UPDATE users SET admin = ? WHERE name = ?", (int(bool(admin)), name)
-            )
-            catalog.conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,))
+    checked = None if groups is None else _check_groups(groups)
+    _accounts(cluster).edit_user(name, checked, admin)
     return user(cluster, name)
 
 
 def delete_user(cluster: Cluster, name: str) -> None:
     """Delete a user with their API tokens and sessions (a user later made with the same
     name inherits none of them)."""
-    catalog = cluster._catalog
-    with catalog.write():
-        cursor = catalog.conn.execute("DELETE FROM users WHERE name = ?", (name,))
-        if cursor.rowcount == 0:
-            raise UnknownUser(f"no user {name!r}")
-        catalog.conn.execute("DELETE FROM api_tokens WHERE user = ?", (name,))
-        catalog.conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,))
+    _accounts(cluster).delete_user(name)
 
 
 def authenticate(cluster: Cluster, name: str, password: str) -> UserInfo | None:
@@ -373,22 +337,16 @@ def authenticate(cluster: Cluster, name: str, password: str) -> UserInfo | None:
         _count_attempt(cluster, name)
     if len(password) > MAX_PASSWORD_LENGTH:
         return None
-    rows = (
-        cluster._catalog._query(
-            f"SELECT password_hash, {_COLUMNS} FROM users WHERE name = ?", (name,)
-        )
-        if known_shape
-        else []
-    )
-    if not rows:
+    found = _accounts(cluster).password_hash(name) if known_shape else None
+    if found is None:
         if _DUMMY_HASH is None:
             _DUMMY_HASH = hash_password(secrets.token_hex(16))
         verify_password(password, _DUMMY_HASH)
         return None
-    if not verify_password(password, rows[0][0]):
+    if not verify_password(password, found[0]):
         return None
-    _forget_failures(cluster, name)
-    return _row_info(rows[0][1:])
+    _accounts(cluster).forget_login_failures(name)
+    return _info(found[1])
 
 
 def _lock_ms(failures: int) -> int:
@@ -401,34 +359,15 @@ def _lock_ms(failures: int) -> int:
 def _count_attempt(cluster: Cluster, name: str) -> None:
     """Count an attempt at `name` as a failure before its hash is checked (a success takes
     it back), or raise `LoginThrottled` while the name must wait."""
-    catalog = cluster._catalog
     now = now_ms()
-    wait_ms = 0
-    with catalog.write():
-        row = catalog.conn.execute(
-            "SELECT failures, last_failure_ms, locked_until_ms FROM login_failures WHERE name = ?",
-            (name,),
-        ).fetchone()
-        if row is not None and row[2] > now:
-            wait_ms = row[2] - now
-        else:
-            # a run of failures is forgotten LOGIN_WINDOW_S after its last failure or wait
-            recent = row is not None and now - max(row[1], row[2]) <= LOGIN_WINDOW_S * 1000
-            failures = (row[0] if recent else 0) + 1
-            lock = _lock_ms(failures)
-            catalog.conn.execute(
-                "INSERT INTO login_failures (name, failures, last_failure_ms, locked_until_ms) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET failures = excluded.failures, "
-                "last_failure_ms = excluded.last_failure_ms, "
-                "locked_until_ms = excluded.locked_until_ms",
-                (name, failures, now, now + lock if lock else 0),
-            )
-            # names nobody tried for long go, so guesses at made-up names cannot pile up
-            forget = now - (LOGIN_WINDOW_S + LOGIN_LOCK_MAX_S) * 1000
-            catalog.conn.execute(
-                "DELETE FROM login_failures WHERE last_failure_ms < ? AND locked_until_ms < ?",
-                (forget, now),
-            )
+    wait_ms = _accounts(cluster).count_login_attempt(
+        name,
+        now,
+        window_ms=LOGIN_WINDOW_S * 1000,
+        lock_ms=_lock_ms,
+        # names nobody tried for long go, so guesses at made-up names cannot pile up
+        forget_before=now - (LOGIN_WINDOW_S + LOGIN_LOCK_MAX_S) * 1000,
+    )
     if wait_ms:
         seconds = -(-wait_ms // 1000)
         raise LoginThrottled(
@@ -437,18 +376,9 @@ def _count_attempt(cluster: Cluster, name: str) -> None:
         )
 
 
-def _forget_failures(cluster: Cluster, name: str) -> None:
-    catalog = cluster._catalog
-    with catalog.write():
-        catalog.conn.execute("DELETE FROM login_failures WHERE name = ?", (name,))
-
-
 def login_wait(cluster: Cluster, name: str) -> int:
     """Seconds `name` must still wait before its next login attempt (0: none)."""
-    rows = cluster._catalog._query(
-        "SELECT locked_until_ms FROM login_failures WHERE name = ?", (name,)
-    )
-    wait_ms = rows[0][0] - now_ms() if rows else 0
+    wait_ms = _accounts(cluster).locked_until(name) - now_ms()
     return -(-wait_ms // 1000) if wait_ms > 0 else 0
 
 
@@ -466,16 +396,9 @@ def create_session(cluster: Cluster, name: str, *, lifetime_s: float = SESSION_L
         raise InvalidArgument(f"a session lifetime is 0 to 366 days in seconds, not {lifetime_s!r}")
     session_id = secrets.token_urlsafe(32)
     now = now_ms()
-    catalog = cluster._catalog
-    with catalog.write():
-        if not catalog.conn.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
-            raise UnknownUser(f"no user {name!r}")
-        catalog.conn.execute("DELETE FROM web_sessions WHERE expires_ms <= ?", (now,))
-        catalog.conn.execute(
-            "INSERT INTO web_sessions (id_hash, user, created_ms, last_seen_ms, expires_ms) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (_session_hash(session_id), name, now, now, now + int(lifetime_s * 1000)),
-        )
+    _accounts(cluster).add_session(
+        _session_hash(session_id), name, now, now + int(lifetime_s * 1000)
+    )
     return session_id
 
 
@@ -487,65 +410,30 @@ def session_user(
     if not isinstance(session_id, str) or not 20 <= len(session_id) <= 100:
         return None
     id_hash = _session_hash(session_id)
-    found = _credential(cluster, "web_sessions", "id_hash", "last_seen_ms", id_hash)
+    accounts = _accounts(cluster)
+    found = accounts.session(id_hash)
     if found is None:
         return None
-    last_seen, expires, user = found
     now = now_ms()
     idle_ms = int(idle_s * 1000)
-    if now >= expires or now - last_seen > idle_ms:
-        _end_session_hash(cluster, id_hash)
+    last_seen = found.last_used_ms if found.last_used_ms is not None else 0
+    if (found.expires_ms is not None and now >= found.expires_ms) or now - last_seen > idle_ms:
+        accounts.end_session(id_hash)
         return None
     if now - last_seen >= min(SESSION_SEEN_RESOLUTION_MS, idle_ms // 10):
-        _touch(cluster, "web_sessions", "id_hash", "last_seen_ms", id_hash, now)
-    return user
-
-
-# Sessions and API tokens are both credentials: a row keyed by a hash, naming its user,
-# with a last use and an expiry. Table and column names below are these constants only.
-def _credential(
-    cluster: Cluster, table: str, key: str, seen: str, key_hash: str
-) -> tuple[int | None, int | None, UserInfo] | None:
-    """(last use, expiry, user) of the credential whose `key` column is `key_hash`."""
-    columns = ", ".join(f"u.{c.strip()}" for c in _COLUMNS.split(","))
-    rows = cluster._catalog._query(
-        f"SELECT c.{seen}, c.expires_ms, {columns} "
-        f"FROM {table} c JOIN users u ON u.name = c.user WHERE c.{key} = ?",
-        (key_hash,),
-    )
-    if not rows:
-        return None
-    last_seen, expires, *user_row = rows[0]
-    return last_seen, expires, _row_info(tuple(user_row))
-
-
-def _touch(cluster: Cluster, table: str, key: str, seen: str, key_hash: str, now: int) -> None:
-    """Record a credential's last use; advisory: a busy catalog must not fail the request."""
-    catalog = cluster._catalog
-    try:
-        with catalog.write():
-            catalog.conn.execute(f"UPDATE {table} SET {seen} = ? WHERE {key} = ?", (now, key_hash))
-    except PartitionletError:
-        pass
-
-
-def _end_session_hash(cluster: Cluster, id_hash: str) -> None:
-    catalog = cluster._catalog
-    with catalog.write():
-        catalog.conn.execute("DELETE FROM web_sessions WHERE id_hash = ?", (id_hash,))
+        accounts.touch_session(id_hash, now)
+    return _info(found.user)
 
 
 def end_session(cluster: Cluster, session_id: object) -> None:
     """End one session (logout); an unknown or ended one is left as it is."""
     if isinstance(session_id, str) and session_id:
-        _end_session_hash(cluster, _session_hash(session_id))
+        _accounts(cluster).end_session(_session_hash(session_id))
 
 
 def end_sessions(cluster: Cluster, name: str) -> int:
     """End every session of user `name`; returns how many there were."""
-    catalog = cluster._catalog
-    with catalog.write():
-        return catalog.conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,)).rowcount
+    return _accounts(cluster).end_sessions(name)
 
 
 def _token_hash(token: str) -> str:
@@ -593,47 +481,33 @@ def create_api_token(
     lifetime = parse_lifetime(expires_in)
     token = "plet_" + secrets.token_urlsafe(32)
     now = now_ms()
-    catalog = cluster._catalog
-    with catalog.write():
-        catalog.conn.execute(
-            "INSERT INTO api_tokens (token_hash, user, label, created_ms, expires_ms) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (
-                _token_hash(token),
-                name,
-                label,
-                now,
-                None if lifetime is None else now + lifetime * 1000,
-            ),
-        )
+    _accounts(cluster).add_token(
+        _token_hash(token), name, label, now, None if lifetime is None else now + lifetime * 1000
+    )
     return token
 
 
 def api_tokens(cluster: Cluster, name: str | None = None) -> list[ApiTokenInfo]:
-    sql = "SELECT token_hash, user, label, created_ms, last_used_ms, expires_ms FROM api_tokens"
-    args: tuple = ()
-    if name is not None:
-        sql += " WHERE user = ?"
-        args = (name,)
-    rows = cluster._catalog._query(sql + " ORDER BY created_ms, token_hash", args)
     now = now_ms()
     return [
-        ApiTokenInfo(h[:12], u, label, c, last, exp, exp is not None and now >= exp)
-        for h, u, label, c, last, exp in rows
+        ApiTokenInfo(
+            t.token_hash[:12],
+            t.user,
+            t.label,
+            t.created_ms,
+            t.last_used_ms,
+            t.expires_ms,
+            t.expires_ms is not None and now >= t.expires_ms,
+        )
+        for t in _accounts(cluster).tokens(name)
     ]
 
 
 def revoke_api_token(cluster: Cluster, name: str, token_id: str) -> None:
     if not isinstance(token_id, str) or not re.fullmatch(r"[0-9a-f]{12}", token_id):
         raise InvalidArgument(f"invalid token id {token_id!r}: 12 hex digits, as listed")
-    catalog = cluster._catalog
-    with catalog.write():
-        cursor = catalog.conn.execute(
-            "DELETE FROM api_tokens WHERE user = ? AND substr(token_hash, 1, 12) = ?",
-            (name, token_id),
-        )
-        if cursor.rowcount == 0:
-            raise UnknownUser(f"user {name!r} has no token {token_id}")
+    if not _accounts(cluster).delete_token(name, token_id):
+        raise UnknownUser(f"user {name!r} has no token {token_id}")
 
 
 def user_for_token(cluster: Cluster, token: str) -> UserInfo | None:
@@ -645,10 +519,11 @@ def user_for_token(cluster: Cluster, token: str) -> UserInfo | None:
     if not isinstance(token, str) or not token or len(token) > 200:
         return None
     token_hash = _token_hash(token)
-    found = _credential(cluster, "api_tokens", "token_hash", "last_used_ms", token_hash)
+    accounts = _accounts(cluster)
+    found = accounts.token(token_hash)
     if found is None:
         return None
-    last_used, expires, user = found
+    last_used, expires, row = found
     now = now_ms()
     if expires is not None and now >= expires:
         raise TokenExpired(
@@ -656,8 +531,8 @@ def user_for_token(cluster: Cluster, token: str) -> UserInfo | None:
             "on the Users page or with `plet user token`"
         )
     if last_used is None or now - last_used >= LAST_USED_RESOLUTION_MS:
-        _touch(cluster, "api_tokens", "token_hash", "last_used_ms", token_hash, now)
-    return user
+        accounts.touch_token(token_hash, now)
+    return _info(row)
 
 
 def ensure_admin(cluster: Cluster, password: str | None = None) -> tuple[str, str | None]:
@@ -667,7 +542,7 @@ def ensure_admin(cluster: Cluster, password: str | None = None) -> tuple[str, st
     administrator's name and the generated password (None when none was generated), which
     the caller prints once: only its hash is kept.
     """
-    if cluster._catalog._query("SELECT 1 FROM users LIMIT 1"):
+    if _accounts(cluster).has_users():
         return ADMIN, None
     given = password or os.environ.get(ADMIN_PASSWORD_ENV) or None
     if given is not None:

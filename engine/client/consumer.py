@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import names
 from engine.auth.principal import Principal
@@ -40,7 +40,10 @@ from engine.records import (
     OffsetAndTimestamp,
     TopicPartition,
 )
-from engine.storage.log import PartitionLog
+from engine.storage.log import PartitionLog, bulk_records
+
+if TYPE_CHECKING:  # annotations only: the cluster module needs none of this one
+    from engine.cluster import Cluster
 
 _RESETS = {
     "earliest": "earliest",
@@ -91,7 +94,7 @@ class Consumer:
 
     def __init__(
         self,
-        cluster: Any,
+        cluster: Cluster,
         *topics: str,
         group_id: str | None = None,
         auto_offset_reset: str = "latest",
@@ -174,9 +177,10 @@ class Consumer:
         meta = self._meta.get(full)
         if meta is None:
             stream_path, name = names.split_full_name(full)
-            row = self._cluster._catalog.topic(stream_path, name)
-            stream = self._cluster._catalog.stream_by_id(row.stream_id)
-            self._cluster._authorize(stream, "consume_perm", self.principal)
+            catalog = self._cluster.catalog
+            row = catalog.topic(stream_path, name)
+            stream = catalog.stream_by_id(row.stream_id)
+            self._cluster.authorize(stream, "consume_perm", self.principal)
             # check_stored: a catalog written before policies were checked may hold anything
             ttl = check_stored(stream.path, stream.policies)["ttl"]
             meta = self._meta[full] = _TopicMeta(row.id, row.stream_id, row.partitions, ttl)
@@ -200,7 +204,7 @@ class Consumer:
     def _refresh_metadata(self) -> None:
         """Follow topology changes: new partitions, deleted topics, changed policies, and
         for a subscription, topics created since."""
-        versions = self._cluster._catalog.versions()
+        versions = self._cluster.catalog.versions()
         if versions == self._versions:
             return
         topology_changed = versions[0] != self._versions[0]
@@ -268,16 +272,16 @@ class Consumer:
         wanted = set(self._subscription)
         if self._pattern is not None:
             stream, regex = self._pattern
+            catalog = self._cluster.catalog
             try:
-                stream_id = self._cluster._catalog.stream(stream).id
+                stream_row = catalog.stream(stream)
             except UnknownStream:
                 return wanted
-            stream = self._cluster._catalog.stream_by_id(stream_id)
             try:
-                self._cluster._authorize(stream, "consume_perm", self.principal)
+                self._cluster.authorize(stream_row, "consume_perm", self.principal)
             except AccessDenied:
                 return wanted  # a pattern matches only what the principal may read
-            for row in self._cluster._catalog.topics(stream_id, None, None, 0):
+            for row in catalog.topics(stream_row.id, None, None, 0):
                 if regex.fullmatch(row.name):
                     wanted.add(row.full_name)
         return wanted
@@ -296,7 +300,7 @@ class Consumer:
             topic_ids = sorted(self._topic_names)
             if self._member is None:
                 self._member = groups.GroupMember(
-                    self._cluster._catalog,
+                    self._cluster.catalog.memberships,
                     self.group_id,
                     client_id=self.client_id,
                     strategy=self.partition_assignment_strategy,
@@ -367,11 +371,10 @@ class Consumer:
             self._sync_group()
 
     def _generation_now(self) -> int:
-        row = self._cluster._catalog.conn.execute(
-            "SELECT generation FROM groups WHERE group_id = ?", (self.group_id,)
-        ).fetchone()
+        assert self.group_id is not None  # only members ask
+        generation = self._cluster.catalog.group_generation(self.group_id)
         self._next_group_check = time.monotonic() + _GROUP_CHECK_S
-        return row[0] if row else -1
+        return generation
 
     def _new_assigned(self, tp: TopicPartition) -> _Assigned:
         meta = self._topic_meta(tp.topic)
@@ -418,7 +421,7 @@ class Consumer:
 
     def _reset_position(self, tp: TopicPartition, state: _Assigned) -> int:
         if self.group_id is not None:
-            committed = self._cluster._catalog.committed(
+            committed = self._cluster.catalog.committed(
                 self.group_id, state.meta.topic_id, tp.partition
             )
             if committed is not None:
@@ -534,7 +537,7 @@ class Consumer:
         if self.group_id is None:
             return None
         tp = self._check_tp(partition)
-        row = self._cluster._catalog.committed(
+        row = self._cluster.catalog.committed(
             self.group_id, self._topic_meta(tp.topic).topic_id, tp.partition
         )
         if row is None:
@@ -564,7 +567,7 @@ class Consumer:
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                 raise InvalidOffset(f"offset for {tp!r} must be a non-negative int")
             rows.append((self._topic_meta(full.topic).topic_id, full.partition, offset, metadata))
-        self._cluster._catalog.commit_offsets(self.group_id, rows)
+        self._cluster.catalog.commit_offsets(self.group_id, rows)
 
     def _position_rows(self, tps: set[TopicPartition]) -> list[tuple[int, int, int, str]]:
         """(topic_id, partition, position, "") of the partitions that have a position."""
@@ -579,7 +582,7 @@ class Consumer:
     def _commit_positions(self, tps: set[TopicPartition]) -> None:
         rows = self._position_rows(tps)
         if rows and self.group_id is not None:
-            self._cluster._catalog.commit_offsets(self.group_id, rows)
+            self._cluster.catalog.commit_offsets(self.group_id, rows)
         self._next_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
 
     def _maybe_auto_commit(self) -> None:
@@ -616,14 +619,15 @@ class Consumer:
             self._maybe_sync_group()
             self._maybe_auto_commit()
             self._reads.maybe_flush()
-            seq = cluster._append_seq
-            records = self._fetch(limit)
+            seq = cluster.appends.seq
+            with bulk_records(limit):  # deserializers too: see engine.storage.log
+                records = self._fetch(limit)
             if records:
                 return records
             left = deadline - time.monotonic()
             if left <= 0:
                 return {}
-            cluster._wait_appended(seq, min(left, _IDLE_WAIT_S))
+            cluster.appends.wait(seq, min(left, _IDLE_WAIT_S))
 
     def _fetch(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}

@@ -33,7 +33,7 @@ from engine.errors import InvalidArgument
 from engine.records import TopicPartition
 
 if TYPE_CHECKING:
-    from engine.storage.catalog import Catalog
+    from engine.storage.memberships import Memberships
 
 log = logging.getLogger(__name__)
 
@@ -113,11 +113,11 @@ def assign(
 class GroupMember:
     """This consumer's membership of a group. The consumer's thread calls `sync`, `release`
     and `leave`; the heartbeat thread calls `heartbeat`. Each call is one short catalog
-    transaction."""
+    transaction (engine.storage.memberships holds its statements)."""
 
     def __init__(
         self,
-        catalog: Catalog,
+        store: Memberships,
         group_id: str,
         *,
         client_id: str,
@@ -126,7 +126,7 @@ class GroupMember:
         heartbeat_interval_ms: int,
         max_poll_interval_ms: int,
     ) -> None:
-        self._catalog = catalog
+        self._store = store
         self.group_id = group_id
         self.client_id = client_id
         self.member_id = f"{client_id}-{uuid.uuid4()}"
@@ -147,7 +147,7 @@ class GroupMember:
     def join(self, topic_ids: Iterable[int]) -> None:
         """Enter the group (or change the subscription) and start heartbeating."""
         self.topics = sorted(set(topic_ids))
-        with self._catalog.write():
+        with self._store.write():
             self._register()
             self._rebalance_if_needed()
         if self._thread is None:
@@ -159,17 +159,9 @@ class GroupMember:
     def leave(self, commits: list[tuple[int, int, int, str]]) -> None:
         """Leave at once: commit `commits`, free the partitions, reassign the rest."""
         self._stop.set()
-        with self._catalog.write():
-            conn = self._catalog.conn
-            _commit_rows(conn, self.group_id, commits)
-            conn.execute(
-                "DELETE FROM group_owners WHERE group_id = ? AND member_id = ?",
-                (self.group_id, self.member_id),
-            )
-            conn.execute(
-                "DELETE FROM group_members WHERE group_id = ? AND member_id = ?",
-                (self.group_id, self.member_id),
-            )
+        with self._store.write():
+            self._store.commit(self.group_id, commits, now_ms())
+            self._store.remove(self.group_id, self.member_id)
             self._rebalance_if_needed()
 
     def stop(self) -> None:
@@ -184,7 +176,7 @@ class GroupMember:
     def target(self) -> set[TopicPart]:
         """This member's share in the current assignment (rebalancing first if needed)."""
         self._changed.clear()
-        with self._catalog.write():
+        with self._store.write():
             self._touch()
             self._rebalance_if_needed()
             return set(self._my_assignment())
@@ -192,45 +184,17 @@ class GroupMember:
     def release(self, parts: Iterable[TopicPart], commits: list[tuple[int, int, int, str]]) -> None:
         """Commit `commits` and give up `parts`, in one transaction."""
         parts = list(parts)
-        with self._catalog.write():
-            conn = self._catalog.conn
-            _commit_rows(conn, self.group_id, commits)
-            conn.executemany(
-                "DELETE FROM group_owners WHERE group_id = ? AND topic_id = ? AND partition = ? "
-                "AND member_id = ?",
-                [(self.group_id, t, p, self.member_id) for t, p in parts],
-            )
+        with self._store.write():
+            self._store.commit(self.group_id, commits, now_ms())
+            self._store.release(self.group_id, self.member_id, parts)
 
     def claim(self, parts: Iterable[TopicPart]) -> set[TopicPart]:
         """Take the partitions of `parts` that nobody (alive) owns; returns those taken."""
-        taken: set[TopicPart] = set()
         parts = list(parts)
         if not parts:
-            return taken
-        with self._catalog.write():
-            conn = self._catalog.conn
-            live = {
-                m
-                for (m,) in conn.execute(
-                    "SELECT member_id FROM group_members WHERE group_id = ?", (self.group_id,)
-                )
-            }
-            for topic_id, partition in parts:
-                row = conn.execute(
-                    "SELECT member_id FROM group_owners WHERE group_id = ? AND topic_id = ? "
-                    "AND partition = ?",
-                    (self.group_id, topic_id, partition),
-                ).fetchone()
-                if row is not None and row[0] != self.member_id and row[0] in live:
-                    continue  # its owner has not released it yet
-                conn.execute(
-                    "INSERT INTO group_owners (group_id, topic_id, partition, member_id) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (group_id, topic_id, partition) "
-                    "DO UPDATE SET member_id = excluded.member_id",
-                    (self.group_id, topic_id, partition, self.member_id),
-                )
-                taken.add((topic_id, partition))
-        return taken
+            return set()
+        with self._store.write():
+            return self._store.claim(self.group_id, self.member_id, parts)
 
     # --- heartbeats -----------------------------------------------------------------------
 
@@ -247,38 +211,28 @@ class GroupMember:
                 log.debug("heartbeat of %s failed", self.member_id, exc_info=True)
 
     def heartbeat(self) -> None:
-        with self._catalog.write():
+        with self._store.write():
             self._touch()
             generation = self._rebalance_if_needed()
         if generation != self.generation:
             self._changed.set()
 
     def _touch(self) -> None:
-        cur = self._catalog.conn.execute(
-            "UPDATE group_members SET heartbeat_ms = ? WHERE group_id = ? AND member_id = ?",
-            (now_ms(), self.group_id, self.member_id),
-        )
-        if cur.rowcount == 0:  # expired by the others (a long pause): join again
-            self._register()
+        if not self._store.touch(self.group_id, self.member_id, now_ms()):
+            self._register()  # expired by the others (a long pause): join again
 
     def _register(self) -> None:
         """Insert this member (or update its subscription and heartbeat); in a write
         transaction."""
-        self._catalog.conn.execute(
-            "INSERT INTO group_members (group_id, member_id, client_id, host, strategy, "
-            "topics, session_ms, heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (group_id, member_id) DO UPDATE SET topics = excluded.topics, "
-            "heartbeat_ms = excluded.heartbeat_ms",
-            (
-                self.group_id,
-                self.member_id,
-                self.client_id,
-                self.host,
-                self.strategy,
-                json.dumps(self.topics),
-                self.session_timeout_ms,
-                now_ms(),
-            ),
+        self._store.register(
+            self.group_id,
+            self.member_id,
+            client_id=self.client_id,
+            host=self.host,
+            strategy=self.strategy,
+            topics=self.topics,
+            session_ms=self.session_timeout_ms,
+            now=now_ms(),
         )
 
     # --- the assignment (inside a write transaction) --------------------------------------
@@ -286,85 +240,32 @@ class GroupMember:
     def _rebalance_if_needed(self) -> int:
         """Expire dead members; recompute the assignment if its basis changed. Returns the
         generation."""
-        conn = self._catalog.conn
+        store = self._store
         now = now_ms()
-        dead = [
-            m
-            for (m,) in conn.execute(
-                "SELECT member_id FROM group_members WHERE group_id = ? AND heartbeat_ms + "
-                "session_ms < ?",
-                (self.group_id, now),
-            )
-        ]
-        for member in dead:
-            conn.execute(
-                "DELETE FROM group_members WHERE group_id = ? AND member_id = ?",
-                (self.group_id, member),
-            )
-            conn.execute(
-                "DELETE FROM group_owners WHERE group_id = ? AND member_id = ?",
-                (self.group_id, member),
-            )
-        members = {
-            m: json.loads(t)
-            for m, t in conn.execute(
-                "SELECT member_id, topics FROM group_members WHERE group_id = ?", (self.group_id,)
-            )
-        }
-        strategies = {
-            s
-            for (s,) in conn.execute(
-                "SELECT DISTINCT strategy FROM group_members WHERE group_id = ?", (self.group_id,)
-            )
-        }
+        store.expire(self.group_id, now)
+        members = store.members(self.group_id)
+        strategies = store.strategies(self.group_id)
         # The same choice whoever computes it: members that disagree must not take turns
         # rewriting the assignment. One strategy for all when they agree, else the first
         # by name.
         strategy = min(strategies) if strategies else self.strategy
         topic_ids = sorted({t for topics in members.values() for t in topics})
-        partitions = {}
-        for topic_id in topic_ids:
-            row = conn.execute("SELECT partitions FROM topics WHERE id = ?", (topic_id,)).fetchone()
-            if row is not None:
-                partitions[topic_id] = row[0]
+        partitions = store.partition_counts(topic_ids)
         basis = json.dumps([strategy, sorted(members.items()), sorted(partitions.items())])
-        row = conn.execute(
-            "SELECT generation, basis FROM groups WHERE group_id = ?", (self.group_id,)
-        ).fetchone()
-        if row is not None and row[1] == basis:
-            return row[0]
-        generation = (row[0] if row else 0) + 1
+        current = store.basis(self.group_id)
+        if current is not None and current[1] == basis:
+            return current[0]
+        generation = (current[0] if current else 0) + 1
         plan = assign(strategy, members, partitions)
-        conn.execute(
-            "INSERT INTO groups (group_id, generation, protocol, assignment, basis, updated_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (group_id) DO UPDATE SET "
-            "generation = excluded.generation, protocol = excluded.protocol, "
-            "assignment = excluded.assignment, basis = excluded.basis, "
-            "updated_ms = excluded.updated_ms",
-            (self.group_id, generation, strategy, json.dumps(plan), basis, now),
-        )
+        store.set_assignment(self.group_id, generation, strategy, plan, basis, now)
         return generation
 
     def _my_assignment(self) -> list[TopicPart]:
-        row = self._catalog.conn.execute(
-            "SELECT generation, assignment FROM groups WHERE group_id = ?", (self.group_id,)
-        ).fetchone()
-        if row is None:
+        found = self._store.assignment(self.group_id)
+        if found is None:
             return []
-        self.generation = row[0]
-        return [tuple(tp) for tp in json.loads(row[1]).get(self.member_id, [])]
-
-
-def _commit_rows(conn, group_id: str, commits: list[tuple[int, int, int, str]]) -> None:
-    if commits:
-        ms = now_ms()
-        conn.executemany(
-            'INSERT INTO group_offsets (group_id, topic_id, partition, "offset", metadata, '
-            "commit_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (group_id, topic_id, partition) "
-            'DO UPDATE SET "offset" = excluded."offset", metadata = excluded.metadata, '
-            "commit_ms = excluded.commit_ms",
-            [(group_id, t, p, o, m, ms) for t, p, o, m in commits],
-        )
+        self.generation, plan = found
+        return list(plan.get(self.member_id, []))
 
 
 def topic_partition(names: dict[int, str], part: TopicPart) -> TopicPartition:

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import names
 from engine import policies as policies_module
@@ -43,6 +43,9 @@ from engine.records import CREATE_TIME, LOG_APPEND_TIME, RecordMetadata
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import StreamRow
 from engine.storage.segments import Appender, BatchWrite
+
+if TYPE_CHECKING:  # annotations only: the cluster module needs none of this one
+    from engine.cluster import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +238,7 @@ class Producer:
 
     def __init__(
         self,
-        cluster: Any,
+        cluster: Cluster,
         *,
         acks: int | str = "all",
         linger_ms: int = 0,
@@ -285,8 +288,8 @@ class Producer:
         self._urgent = False  # a full batch, a flush or a close: skip the linger
         self._closing = False
         self._closed = False
-        self._topology = cluster._catalog.topology_version()
-        cluster._producers.add(self)  # tells us when it changes topics or policies
+        self._topology = cluster.catalog.topology_version()
+        cluster.watch_metadata(self)  # tells us when it changes topics or policies
         self._sender = threading.Thread(target=self._run, name="plet-producer-sender", daemon=True)
         self._sender.start()
         # Like kafka-python: buffered messages are written when the interpreter exits.
@@ -418,7 +421,7 @@ class Producer:
         sender, many at a time, so a producer can create topics at a high rate."""
         full = names.resolve(topic, self.default_stream)
         stream_path, name = names.split_full_name(full)
-        catalog = self._cluster._catalog
+        catalog = self._cluster.catalog
         stream = self._streams.get(stream_path)
         if stream is None:
             stream = catalog.stream(stream_path)
@@ -428,10 +431,10 @@ class Producer:
             stream = self._streams[stream_path] = dataclasses.replace(stream, policies=checked)
         policies = stream.policies
         ts_type = LOG_APPEND_TIME if policies["timestamp_type"] == "log_append" else CREATE_TIME
-        self._cluster._authorize(stream, "produce_perm", self.principal)
+        self._cluster.authorize(stream, "produce_perm", self.principal)
         row = catalog.topic_or_none(stream.id, name)
         if row is None and policies["auto_create"]:
-            self._cluster._authorize(
+            self._cluster.authorize(
                 stream,
                 "topic_perm",
                 self.principal,
@@ -464,7 +467,7 @@ class Producer:
         for b in taken:
             if b.topic.topic_id is None:
                 pending.setdefault(b.topic.stream_id, {})[b.topic.name] = b.topic
-        catalog = self._cluster._catalog
+        catalog = self._cluster.catalog
         new_ids: set[int] = set()
         for stream_id, states in pending.items():
             count = next(iter(states.values())).partitions
@@ -533,6 +536,16 @@ class Producer:
         self._sender.join(timeout)
         self._closed = True
         atexit.unregister(self._atexit)
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        """Wait until a closed producer has written (or failed) everything it held: True
+        once it has, False when `timeout` seconds pass first. A `close(timeout)` that timed
+        out leaves that writing going on; whoever owns the cluster must wait for it before
+        closing the cluster. False at once for a producer not closed."""
+        if not self._closed:
+            return False
+        self._sender.join(timeout)
+        return not self._sender.is_alive()
 
     def __enter__(self) -> Producer:
         return self
@@ -621,7 +634,7 @@ class Producer:
                 if not b.resolved and b.error is None and b.offset < 0:
                     b.error = exc if isinstance(exc, PartitionletError) else _wrap(exc)
         if any(b.error is None for b in taken):
-            self._cluster._notify_appended()
+            self._cluster.appends.notify()
         self._resolve(taken)
 
     def _resolve(self, taken: list[_Batch]) -> None:
@@ -647,15 +660,16 @@ class Producer:
 
     def _refresh_metadata(self, appender: Appender) -> None:
         """Drop cached metadata when topics, partitions or policies changed anywhere."""
-        version = self._cluster._catalog.topology_version()
+        version = self._cluster.catalog.topology_version()
         if version == self._topology:
             return
         self._topology = version
         appender.forget()
-        self._forget_metadata()
+        self.forget_metadata()
 
-    def _forget_metadata(self) -> None:
-        """Drop cached topics and streams: re-resolved at their next send."""
+    def forget_metadata(self) -> None:
+        """Drop cached topics and streams: re-resolved at their next send. The cluster
+        calls it when it changes topics or policies (`Cluster.watch_metadata`)."""
         with self._lock:
             self._topics.clear()  # batches already open keep their (older) metadata
             self._streams.clear()

@@ -14,6 +14,9 @@ meet through the facade, or commonly names in an `except` clause, are defined.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from engine import errors as engine_errors
 
 
@@ -261,6 +264,14 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
 }
 kafka_errors = _BY_CODE  # kafka-python's name for this table
 
+# What `from engine.kafka.errors import *` (and so `engine.kafka` itself) exports: the
+# error classes and kafka-python's two lookups, not this module's helpers.
+__all__ = [
+    name
+    for name, value in list(globals().items())
+    if isinstance(value, type) and issubclass(value, KafkaError)
+] + ["for_code", "kafka_errors"]
+
 
 def for_code(error_code: int) -> type[BrokerResponseError]:
     """The class of a Kafka protocol error code (UnknownError for a code not listed)."""
@@ -323,3 +334,12 @@ def translate(exc: BaseException, **overrides: type[KafkaError]) -> BaseExceptio
     error = target(str(exc))
     error.__cause__ = exc
     return error
+
+
+@contextlib.contextmanager
+def translated(**overrides: type[KafkaError]) -> Iterator[None]:
+    """Raise engine errors met inside the block as the facade's classes (see `translate`)."""
+    try:
+        yield
+    except engine_errors.PartitionletError as exc:
+        raise translate(exc, **overrides) from exc

@@ -162,7 +162,7 @@ def rebalance(
     """Move sealed partitionlets between the volumes of `cluster` to even out their loads
     (see the module docstring); at most `max_moves` of them when given. With `dry_run`,
     plan and report only: nothing is written, orphans included."""
-    cluster._check_open()
+    cluster.check_open()
     if max_moves is not None and (
         isinstance(max_moves, bool) or not isinstance(max_moves, int) or max_moves < 0
     ):
@@ -173,7 +173,7 @@ def rebalance(
         orphans, live = _find_orphans(cluster)
         if not dry_run:
             _purge_orphans(cluster, orphans)
-        catalog = cluster._catalog
+        catalog = cluster.catalog
         orphan_ids = {(o.volume, o.partitionlet) for o in orphans}
         volume_bytes = {
             vid: sum(b for pl_id, (_, b) in rows.items() if (vid, pl_id) not in orphan_ids)
@@ -181,7 +181,8 @@ def rebalance(
         }
         read_heat = _read_heat(cluster)
         write_heat = {
-            vid: vol.recent_write_bytes(HEAT_WINDOW_S) for vid, vol in cluster._volumes.items()
+            vid: vol.recent_write_bytes(HEAT_WINDOW_S)
+            for vid, vol in cluster.open_volumes().items()
         }
         placed = catalog.partitionlet_volumes()
         heat = dict(write_heat)
@@ -238,7 +239,7 @@ def rebalance(
                 after[m.from_volume] -= m.bytes
                 after[m.to_volume] += m.bytes
         else:
-            after = {vid: vol.sizes()[0] for vid, vol in cluster._volumes.items()}
+            after = {vid: vol.sizes()[0] for vid, vol in cluster.open_volumes().items()}
         volumes = tuple(
             VolumeBalance(
                 vid,
@@ -257,10 +258,10 @@ def move(cluster: Cluster, partitionlet: int, to_volume: int) -> Move | None:
     """Move one sealed partitionlet to `to_volume` (copy, switch, delete; see the module
     docstring). Returns the move, or None when it did not happen because the partitionlet
     is gone or was not sealed any more by the time of the copy. Refuses an active one."""
-    cluster._check_open()
-    if to_volume not in cluster._volumes:
+    cluster.check_open()
+    if to_volume not in cluster.open_volumes():
         raise InvalidArgument(f"no volume {to_volume!r} in this cluster")
-    catalog = cluster._catalog
+    catalog = cluster.catalog
     with chain_lock(cluster):
         row = catalog.partitionlet(partitionlet)
         if row is None:
@@ -272,7 +273,7 @@ def move(cluster: Cluster, partitionlet: int, to_volume: int) -> Move | None:
         if row.volume_id == to_volume:
             return None
         topic = catalog.topic_by_id(row.topic_id)
-        state = cluster._volume(row.volume_id).state(partitionlet)
+        state = cluster.volume(row.volume_id).state(partitionlet)
         if topic is None or state is None or state.state != SEALED:
             return None
         result = Move(
@@ -283,7 +284,7 @@ def move(cluster: Cluster, partitionlet: int, to_volume: int) -> Move | None:
 
 def clean_orphans(cluster: Cluster) -> list[Orphan]:
     """Purge every orphan copy (left by a move that died half-way); returns them."""
-    cluster._check_open()
+    cluster.check_open()
     with chain_lock(cluster):
         orphans, _ = _find_orphans(cluster)
         _purge_orphans(cluster, orphans)
@@ -361,13 +362,13 @@ def _execute(cluster: Cluster, move: Move) -> bool:
     under the move; an error part-way leaves at most an orphan, purged here if possible
     and otherwise by the next rebalance."""
     pl_id = move.partitionlet
-    source = cluster._volume(move.from_volume)
-    target = cluster._volume(move.to_volume)
+    source = cluster.volume(move.from_volume)
+    target = cluster.volume(move.to_volume)
     copied = target.copy_partitionlet_from(source, pl_id)
     if copied is None:
         return False  # not sealed on the source any more: dropped by retention
     try:
-        switched = cluster._catalog.move_partitionlet(pl_id, move.from_volume, move.to_volume)
+        switched = cluster.catalog.move_partitionlet(pl_id, move.from_volume, move.to_volume)
     except Exception:
         _settle(cluster, move)
         raise
@@ -390,11 +391,11 @@ def _execute(cluster: Cluster, move: Move) -> bool:
 def _settle(cluster: Cluster, move: Move) -> None:
     """After a failed switch: purge whichever copy the catalog does not point at."""
     try:
-        row = cluster._catalog.partitionlet(move.partitionlet)
+        row = cluster.catalog.partitionlet(move.partitionlet)
         keep = row.volume_id if row is not None else None
         for vid in (move.from_volume, move.to_volume):
             if vid != keep:
-                cluster._volume(vid).purge([move.partitionlet])
+                cluster.volume(vid).purge([move.partitionlet])
     except PartitionletError:
         pass  # the next rebalance finds the orphan
 
@@ -406,8 +407,8 @@ def _find_orphans(cluster: Cluster) -> tuple[list[Orphan], dict[int, dict[int, t
     volume holds a row of it, so a row seen in a volume is already in the catalog when the
     catalog is read, unless it was deleted meanwhile (and then it is an orphan indeed).
     """
-    live = {vid: vol.live_partitionlets() for vid, vol in sorted(cluster._volumes.items())}
-    placed = cluster._catalog.partitionlet_volumes()
+    live = {vid: vol.live_partitionlets() for vid, vol in sorted(cluster.open_volumes().items())}
+    placed = cluster.catalog.partitionlet_volumes()
     orphans = [
         Orphan(pl_id, vid, nbytes)
         for vid, rows in live.items()
@@ -422,4 +423,4 @@ def _purge_orphans(cluster: Cluster, orphans: list[Orphan]) -> None:
     for o in orphans:
         by_volume.setdefault(o.volume, []).append(o.partitionlet)
     for vid, ids in by_volume.items():
-        cluster._volume(vid).purge(ids)
+        cluster.volume(vid).purge(ids)

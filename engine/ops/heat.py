@@ -135,7 +135,7 @@ class ReadCounter:
             by_volume[volume_id].append((bucket, pl_id, messages, nbytes))
         for volume_id, rows in by_volume.items():
             try:
-                self._cluster._volume(volume_id).add_read_heat(rows)
+                self._cluster.volume(volume_id).add_read_heat(rows)
             except PartitionletError:
                 pass  # heat is advisory: a busy volume must not fail a poll
 
@@ -162,7 +162,7 @@ def _stream_and_name(cluster: Cluster, full_name: str) -> tuple[int, str] | None
     """(stream id, topic name) of a full topic name, or None when it does not exist."""
     try:
         stream_path, name = names.split_full_name(full_name)
-        return cluster._catalog.stream(stream_path).id, name
+        return cluster.catalog.stream(stream_path).id, name
     except (NotFound, ValueError):
         return None
 
@@ -205,7 +205,7 @@ def heat_map(
     # SQLite sums per bucket, partitionlet and partition; Python merges the volumes (a
     # partition's chain may span several) and builds Loads only for what is returned.
     partition_sums: dict[tuple[int, int], list[int]] = {}
-    for volume_id, vol in sorted(cluster._volumes.items()):
+    for volume_id, vol in sorted(cluster.open_volumes().items()):
         series = [empty] * count
         totals = [0, 0, 0, 0]
         for bucket, wm, wb, rm, rb in vol.heat_by_bucket(first, now_bucket):
@@ -225,18 +225,20 @@ def heat_map(
         keys = heapq.nlargest(top, keys, key=lambda k: sum(partition_sums[k][c] for c in columns))
         for tp in include:
             found = _stream_and_name(cluster, tp.topic)
-            row = cluster._catalog.topic_or_none(*found) if found else None
+            row = cluster.catalog.topic_or_none(*found) if found else None
             key = (row.id, tp.partition) if row is not None else None
             if key in partition_sums and key not in keys:
                 keys.append(key)
     topic_ids = sorted({topic_id for topic_id, _ in keys})
-    full_names = {row.id: row.full_name for row in cluster._catalog._topic_rows(topic_ids)}
+    full_names = {row.id: row.full_name for row in cluster.catalog.topics_by_id(topic_ids)}
     wanted = set(keys)
     cells: dict[tuple[int, int], list[Load]] = {}
     # only the buckets of the partitions shown (all of them when every one is)
     shown = topic_ids if len(keys) < len(partition_sums) else None
     cell_rows = [
-        r for vol in cluster._volumes.values() for r in vol.heat_cells(first, now_bucket, shown)
+        r
+        for vol in cluster.open_volumes().values()
+        for r in vol.heat_cells(first, now_bucket, shown)
     ]
     for bucket, topic_id, partition, wm, wb, rm, rb in cell_rows:
         key = (topic_id, partition)

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -54,7 +53,6 @@ from engine import policies as stream_policies
 from engine.errors import InvalidPolicy
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import PartitionletRow
-from engine.storage.connection import translate
 from engine.storage.segments import chain_lock
 from engine.storage.volume import ACTIVE, DELETED, SEALED, BatchRewrite, PartitionletState
 
@@ -143,42 +141,26 @@ class _Partition:
     chain: list[PartitionletRow]
 
 
-def _query(cluster: Cluster, sql: str, args: tuple) -> list[tuple]:
-    catalog = cluster._catalog
-    try:
-        return catalog.conn.execute(sql, args).fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise translate(exc, catalog.path, "catalog") from exc
-
-
 def _pages(
     cluster: Cluster,
-    where: str,
+    policy: str,
     wanted: Callable[[dict[str, Any]], bool],
     skipped: dict[str, str],
     what: str,
 ) -> Iterator[list[_Partition]]:
-    """The partitions (with their chains) of the topics whose stream matches `where` (a
-    cheap filter in SQL) and `wanted` (its checked policies), a page of topics at a time.
-    A stream whose stored policies are invalid is left out and put in `skipped` (path ->
-    problem), logged once for the pass `what`.
-
-    This query is not in engine.storage.catalog: it filters streams on their policies inside
-    SQLite (json_extract), so that a catalog of many streams is walked without parsing
-    every stream's policies in Python.
+    """The partitions (with their chains) of the topics whose stream stores `policy` as
+    anything but 0 or false (a cheap filter inside SQLite, `Catalog.topics_with_policy`)
+    and passes `wanted` (its checked policies), a page of topics at a time. A stream whose
+    stored policies are invalid is left out and put in `skipped` (path -> problem), logged
+    once for the pass `what`.
     """
+    catalog = cluster.catalog
     after = 0
     policies: dict[int, dict[str, Any] | None] = {}  # None: not wanted, or invalid
     # Policy sets are mostly alike (the defaults): check each distinct text once a pass.
     checked: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
     while True:
-        rows = _query(
-            cluster,
-            "SELECT t.id, s.id, s.path, t.name, s.policies FROM topics t "
-            f"JOIN streams s ON s.id = t.stream_id WHERE t.id > ? AND ({where}) "
-            "ORDER BY t.id LIMIT ?",
-            (after, PAGE_TOPICS),
-        )
+        rows = catalog.topics_with_policy(policy, after, PAGE_TOPICS)
         if not rows:
             return
         after = rows[-1][0]
@@ -202,7 +184,7 @@ def _pages(
             if policies[stream_id] is not None:
                 names[topic_id] = (f"{path}:{name}", policies[stream_id])
         chains: dict[tuple[int, int], list[PartitionletRow]] = defaultdict(list)
-        for pl in cluster._catalog.chains(list(names)):
+        for pl in catalog.chains(list(names)):
             chains[(pl.topic_id, pl.partition)].append(pl)
         yield [
             _Partition(names[tid][0], tid, part, names[tid][1], chain)
@@ -228,7 +210,7 @@ def _states(cluster: Cluster, pls: list[PartitionletRow]) -> dict[int, Partition
         by_volume[pl.volume_id].append(pl.id)
     states: dict[int, PartitionletState] = {}
     for volume_id, ids in by_volume.items():
-        states.update(cluster._volume(volume_id).states(ids))
+        states.update(cluster.volume(volume_id).states(ids))
     return states
 
 
@@ -245,10 +227,9 @@ def _enforce_retention(cluster: Cluster) -> RetentionReport:
     dropped = messages = nbytes = sealed = 0
     by_topic: dict[str, list[int]] = {}
     skipped: dict[str, str] = {}
-    # `IS NOT 0`, not `> 0`: a stored ttl that is not a number must reach the check (and
-    # the report), not be left out silently by SQLite's comparison.
-    where = "json_extract(s.policies, '$.ttl') IS NOT 0"
-    for page in _pages(cluster, where, lambda p: p["ttl"] > 0, skipped, "retention"):
+    # Not only ttl > 0: a stored ttl that is not a number must reach the check (and the
+    # report), not be left out silently (topics_with_policy keeps all but 0).
+    for page in _pages(cluster, "ttl", lambda p: p["ttl"] > 0, skipped, "retention"):
         now = _now_ms()
         drops, n_sealed = _expired(cluster, page, now)
         sealed += n_sealed
@@ -307,7 +288,7 @@ def _expired(
         if st.state == ACTIVE:
             if not _all_expired(st, cutoff):
                 continue
-            st = cluster._volume(pl.volume_id).seal_expired(pl.id, cutoff)
+            st = cluster.volume(pl.volume_id).seal_expired(pl.id, cutoff)
             if st is None or st.state != SEALED:
                 continue  # an append came first
         if st.state == SEALED:
@@ -315,12 +296,12 @@ def _expired(
             # catalog learns the end offset and a successor starts there (or the one
             # another writer made is kept).
             successors.append(
-                (pl.topic_id, pl.partition, cluster._placement.choose(), st.next_offset, pl.id)
+                (pl.topic_id, pl.partition, cluster.placement.choose(), st.next_offset, pl.id)
             )
             rolled.append((p.topic, pl, st))
     n_sealed = 0
     if successors:
-        cluster._catalog.add_partitionlets(successors)
+        cluster.catalog.add_partitionlets(successors)
         for topic, pl, st in rolled:
             if _all_expired(st, cutoffs[(pl.topic_id, pl.partition)]):
                 n_sealed += 1
@@ -347,32 +328,9 @@ def _drop(
         by_volume[pl.volume_id].append(pl.id)
     freed: dict[int, tuple[int, int]] = {}
     for volume_id, ids in by_volume.items():
-        freed.update(cluster._volume(volume_id).drop(ids))
-    catalog = cluster._catalog
-    done = []
-    with catalog.write():
-        conn = catalog.conn
-        for topic, pl in drops:
-            row = conn.execute(
-                "SELECT volume_id, end_offset FROM partitionlets WHERE id = ?", (pl.id,)
-            ).fetchone()
-            if row is None or row[1] is None or row[0] != pl.volume_id:
-                # Gone already (another process), or moved to another volume since the
-                # chain was read: its copy there is dropped on the next run.
-                continue
-            # Keep the end of the chain: it carries the log end offset.
-            later = conn.execute(
-                "SELECT 1 FROM partitionlets WHERE topic_id = ? AND partition = ? "
-                "AND base_offset >= ? AND id != ? LIMIT 1",
-                (pl.topic_id, pl.partition, row[1], pl.id),
-            ).fetchone()
-            if later is None:
-                continue
-            conn.execute("DELETE FROM partitionlets WHERE id = ?", (pl.id,))
-            done.append((topic, pl, freed.get(pl.id, (0, 0))))
-        if done:
-            catalog.bump_topology()
-    return done
+        freed.update(cluster.volume(volume_id).drop(ids))
+    dropped = set(cluster.catalog.drop_partitionlets([pl for _, pl in drops]))
+    return [(topic, pl, freed.get(pl.id, (0, 0))) for topic, pl in drops if pl.id in dropped]
 
 
 # --- compaction ------------------------------------------------------------------------------
@@ -388,10 +346,9 @@ def _compact(cluster: Cluster) -> CompactionReport:
     totals = defaultdict(int)
     by_topic: dict[str, dict[str, int]] = {}
     skipped: dict[str, str] = {}
-    # Not `= 1`: a stored `compact` that is not a boolean must reach the check (and the
-    # report), not be left out silently. (JSON false reads as 0.)
-    where = "json_extract(s.policies, '$.compact') IS NOT 0"
-    for page in _pages(cluster, where, lambda p: p["compact"], skipped, "compaction"):
+    # Not only true: a stored `compact` that is not a boolean must reach the check (and
+    # the report), not be left out silently (topics_with_policy keeps all but false).
+    for page in _pages(cluster, "compact", lambda p: p["compact"], skipped, "compaction"):
         for p in page:
             totals["partitions"] += 1
             for key, value in _compact_partition(cluster, p).items():
@@ -418,7 +375,7 @@ def _compact(cluster: Cluster) -> CompactionReport:
 def _batches(cluster: Cluster, pl: PartitionletRow) -> Iterator[tuple]:
     """(batch id, base_offset, last_offset, count, payload) of a partitionlet, in offset
     order, read a few at a time (each read is one consistent statement)."""
-    vol = cluster._volume(pl.volume_id)
+    vol = cluster.volume(pl.volume_id)
     after = -1
     while True:
         rows = vol.batch_rows(pl.id, after, READ_BATCHES)
@@ -460,7 +417,7 @@ def _compact_partition(cluster: Cluster, p: _Partition) -> dict[str, int]:
                 plan.append(rw)
         if not plan:
             continue
-        applied, freed = cluster._volume(pl.volume_id).rewrite_batches(pl.id, plan)
+        applied, freed = cluster.volume(pl.volume_id).rewrite_batches(pl.id, plan)
         if not applied:
             continue
         stats["partitionlets_rewritten"] += 1
@@ -472,9 +429,9 @@ def _compact_partition(cluster: Cluster, p: _Partition) -> dict[str, int]:
         if pl.end_offset is not None:
             # Keep the catalog's copy of a sealed partitionlet's statistics true (listings
             # and retention read it).
-            st = cluster._volume(pl.volume_id).state(pl.id)
+            st = cluster.volume(pl.volume_id).state(pl.id)
             if st is not None and st.state != DELETED:
-                cluster._catalog.record_sealed_stats(pl.id, st.bytes, st.first_ts, st.max_ts)
+                cluster.catalog.record_sealed_stats(pl.id, st.bytes, st.first_ts, st.max_ts)
     return stats
 
 

@@ -9,7 +9,7 @@ holds both halves without importing any web library:
   base64), with a timeout, and retried with bounded exponential backoff when the connection
   fails, times out or the server answers 5xx. Retrying is always safe: every method is
   idempotent on the target (`apply` skips batches it holds already, see
-  engine/replication.py), and a replicator resumes from the target's end offsets anyway.
+  engine.replication.directory), and a replicator resumes from the target's end offsets anyway.
   When the retries run out the call raises `TransportError`, and the replicator puts the
   link in state `broken` with that error until a later pass gets through. A link goes where
   it says: no proxy, no redirect (a 3xx is a `TransportError`, and the token never goes to
@@ -57,12 +57,13 @@ from engine.errors import (
     UnknownToken,
 )
 from engine.policies import MAX_PARTITIONS
+from engine.replication.directory import DirectoryTarget
+from engine.replication.protocol import ApplyResult, check_replica_batch
 from engine.storage.batch import MAX_OFFSET, MAX_TIMESTAMP_MS
 from engine.storage.volume import ReplicaBatch
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
-    from engine.replication import ApplyResult
 
 API_PREFIX = "/api/v1/replication"
 TOKEN_PREFIX = "plr_"
@@ -126,7 +127,7 @@ def create_token(cluster: Cluster, stream: str) -> str:
     """Issue a token for replicating into `stream` of `cluster` (see the module doc)."""
     names.validate_stream_path(stream)
     try:
-        row = cluster._catalog.stream(stream)
+        row = cluster.catalog.stream(stream)
     except UnknownStream:
         # The source's add_replica will create it (autosetup): letting another cluster
         # create a stream here is a cluster administrator's act.
@@ -136,9 +137,9 @@ def create_token(cluster: Cluster, stream: str) -> str:
                 "token that lets another cluster create it (create the stream first)"
             ) from None
     else:
-        cluster._authorize(row, "admin_perm")
+        cluster.authorize(row, "admin_perm")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    cluster._catalog.add_replication_token(hash_token(token), stream, cluster.principal.user)
+    cluster.catalog.add_replication_token(hash_token(token), stream, cluster.principal.user)
     return token
 
 
@@ -148,7 +149,7 @@ def _administers(cluster: Cluster, stream: str) -> bool:
     if cluster.is_administrator:
         return True
     try:
-        cluster._authorize(cluster._catalog.stream(stream), "admin_perm")
+        cluster.authorize(cluster.catalog.stream(stream), "admin_perm")
     except (UnknownStream, AccessDenied):
         return False
     return True
@@ -160,7 +161,7 @@ def tokens(cluster: Cluster, stream: str | None = None) -> list[ReplicationToken
         names.validate_stream_path(stream)
     allowed: dict[str, bool] = {}
     out = []
-    for token_hash, path, created_ms, created_by, used_ms in cluster._catalog.replication_tokens(
+    for token_hash, path, created_ms, created_by, used_ms in cluster.catalog.replication_tokens(
         stream
     ):
         if path not in allowed:
@@ -182,7 +183,7 @@ def revoke_token(cluster: Cluster, token_id: str) -> None:
         )
     found = [
         (token_hash, path)
-        for token_hash, path, *_ in cluster._catalog.replication_tokens()
+        for token_hash, path, *_ in cluster.catalog.replication_tokens()
         if token_hash.startswith(token_id)
     ]
     if not found:
@@ -193,7 +194,7 @@ def revoke_token(cluster: Cluster, token_id: str) -> None:
                 f"user {cluster.principal.user!r} may not revoke token {token_id}: it opens "
                 f"stream {path}, which needs its admin_perm or a cluster administrator"
             )
-    cluster._catalog.delete_replication_tokens([token_hash for token_hash, _ in found])
+    cluster.catalog.delete_replication_tokens([token_hash for token_hash, _ in found])
 
 
 # --- wire format ---------------------------------------------------------------------------
@@ -239,7 +240,7 @@ def batch_to_json(b: ReplicaBatch) -> list[Any]:
 def batch_from_json(item: list[Any]) -> ReplicaBatch:
     """The `ReplicaBatch` of one wire item, its types checked; what the values mean (a
     real batch, offsets and times in range) is checked by the engine before anything is
-    written (`engine.replication.check_replica_batch`, in `DirectoryTarget.apply`)."""
+    written (`check_replica_batch`, in `DirectoryTarget.apply`)."""
     if not isinstance(item, list) or len(item) != 9:
         raise InvalidArgument("a replicated batch is a list of 9 fields")
     base, last, count, first_ts, max_ts, ts_type, origin, payload, append_ms = item
@@ -252,8 +253,6 @@ def batch_from_json(item: list[Any]) -> ReplicaBatch:
         raw = base64.b64decode(payload, validate=True)
     except ValueError:  # binascii.Error
         raise InvalidArgument("bad replicated batch: the payload is not base64") from None
-    from engine.replication import check_replica_batch
-
     batch = ReplicaBatch(base, last, count, first_ts, max_ts, ts_type, origin, raw, append_ms)
     check_replica_batch(batch)  # early: a bad item stops the request before any work
     return batch
@@ -314,7 +313,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 class HttpTarget:
-    """A target cluster behind its `plet web`, as a `engine.replication.Target`."""
+    """A target cluster behind its `plet web`, as an `engine.replication.protocol.Target`."""
 
     def __init__(
         self,
@@ -486,8 +485,6 @@ class HttpTarget:
     def apply(
         self, stream: str, topic: str, partition: int, batches: list[ReplicaBatch]
     ) -> ApplyResult:
-        from engine.replication import ApplyResult
-
         got = self._call(
             "apply",
             {
@@ -580,8 +577,6 @@ class ReplicationService:
     """
 
     def __init__(self, path: str) -> None:
-        from engine.replication import DirectoryTarget
-
         self._target = DirectoryTarget(str(path))
         self.cluster = self._target.cluster
         self._lock = threading.Lock()
@@ -594,7 +589,7 @@ class ReplicationService:
         if not token:
             raise Unauthorized("a replication token is required (Authorization: Bearer ...)")
         token_hash = hash_token(token)
-        catalog = self.cluster._catalog
+        catalog = self.cluster.catalog
         found = catalog.replication_token(token_hash)
         if found is None:
             raise Unauthorized("unknown replication token")
@@ -643,7 +638,7 @@ class ReplicationService:
     def _op_check_admin(self, stream: str, args: dict[str, Any]) -> dict[str, Any]:
         # The token is the authority here: it was issued by someone allowed to administer
         # the stream (create_token checks admin_perm). It only needs the stream to exist.
-        self._target.cluster._catalog.stream(stream)
+        self._target.check_stream(stream)
         return {}
 
     def _op_ensure_topics(self, stream: str, args: dict[str, Any]) -> dict[str, Any]:

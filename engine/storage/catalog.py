@@ -28,6 +28,7 @@ from engine.errors import (
     UnknownStream,
     UnknownTopic,
 )
+from engine.storage.accounts import Accounts
 from engine.storage.connection import (
     BUSY_TIMEOUT_MS,
     ThreadConnections,
@@ -35,6 +36,8 @@ from engine.storage.connection import (
     translate,
     write_transaction,
 )
+from engine.storage.jobs import JobTable
+from engine.storage.memberships import Memberships
 
 FORMAT = "partitionlet-catalog"
 SCHEMA_VERSION = 1
@@ -318,11 +321,32 @@ class Catalog:
     def close(self) -> None:
         self._conns.close()
 
-    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+    def query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        """The rows of one statement, its SQLite errors translated (engine.errors); for
+        this module and the storage layer's table modules (accounts, memberships, jobs)."""
         try:
             return self.conn.execute(sql, args).fetchall()
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "catalog") from exc
+
+    _query = query
+
+    # --- tables kept by their own storage modules -----------------------------------------
+
+    @property
+    def accounts(self) -> Accounts:
+        """Users, web sessions, API tokens and login failures (engine.storage.accounts)."""
+        return Accounts(self)
+
+    @property
+    def memberships(self) -> Memberships:
+        """Consumer group members, owners and assignments (engine.storage.memberships)."""
+        return Memberships(self)
+
+    @property
+    def jobs(self) -> JobTable:
+        """Replay job records (engine.storage.jobs)."""
+        return JobTable(self)
 
     def initialize(self, settings: dict[str, str]) -> None:
         """Create the schema and store `settings` (first process only; idempotent)."""
@@ -649,7 +673,7 @@ class Catalog:
                         (stream_id, take, skip),
                     )
                 ]
-                return self._topic_rows(ids)
+                return self.topics_by_id(ids)
         sql = "SELECT id FROM topics WHERE stream_id = ?"
         args: list[Any] = [stream_id]
         if prefix:
@@ -660,10 +684,10 @@ class Catalog:
             args.append(after)
         sql += " ORDER BY name LIMIT ? OFFSET ?"
         args += [-1 if limit is None else limit, offset]
-        return self._topic_rows([i for (i,) in self._query(sql, tuple(args))])
+        return self.topics_by_id([i for (i,) in self._query(sql, tuple(args))])
 
-    def _topic_rows(self, ids: list[int]) -> list[TopicRow]:
-        """The rows of these topic ids, ordered by name."""
+    def topics_by_id(self, ids: list[int]) -> list[TopicRow]:
+        """The rows of these topic ids (those that exist), ordered by name."""
         rows: list[TopicRow] = []
         for chunk in _chunks(ids):
             marks = ",".join("?" * len(chunk))
@@ -1060,6 +1084,15 @@ class Catalog:
             (stream_id,),
         )
 
+    def all_upstream_rows(self) -> list[tuple[str, str, str, str, int]]:
+        """(stream path, source, source_stream, source_id, created_ms) of every link into
+        every stream, ordered by stream, source and source stream."""
+        return self._query(
+            "SELECT s.path, u.source, u.source_stream, u.source_id, u.created_ms "
+            "FROM upstreams u JOIN streams s ON s.id = u.stream_id "
+            "ORDER BY s.path, u.source, u.source_stream"
+        )
+
     def add_replication_token(self, token_hash: str, stream: str, created_by: str = "") -> None:
         """Record a token (its hash) a source may use to replicate into `stream`."""
         with self.write():
@@ -1178,3 +1211,55 @@ class Catalog:
                 )
                 changed += cur.rowcount
         return changed
+
+    # --- retention and compaction (engine.ops.retention) ------------------------------------
+
+    def topics_with_policy(
+        self, policy: str, after_topic_id: int, limit: int
+    ) -> list[tuple[int, int, str, str, str]]:
+        """(topic id, stream id, stream path, topic name, stored policies JSON) of the
+        topics after `after_topic_id`, by id, whose stream's `policy` is stored as anything
+        but 0 or false (a stored value that is not a number reaches the caller's check).
+
+        The filter runs inside SQLite (json_extract), so that a catalog of many streams is
+        walked without parsing every stream's policies in Python."""
+        if policy not in stream_policies.DEFAULTS:
+            raise ValueError(f"unknown policy {policy!r}")
+        return self._query(
+            "SELECT t.id, s.id, s.path, t.name, s.policies FROM topics t "
+            "JOIN streams s ON s.id = t.stream_id "
+            "WHERE t.id > ? AND json_extract(s.policies, ?) IS NOT 0 ORDER BY t.id LIMIT ?",
+            (after_topic_id, f"$.{policy}", limit),
+        )
+
+    def drop_partitionlets(self, pls: list[PartitionletRow]) -> list[int]:
+        """Remove the catalog rows of these sealed partitionlets, in one transaction, and
+        return the ids removed. A row is kept when it is gone already, has moved to another
+        volume since `pls` was read, is not sealed, or ends its chain (the last one carries
+        the log end offset)."""
+        done = []
+        with self.write():
+            conn = self.conn
+            for pl in pls:
+                row = conn.execute(
+                    "SELECT volume_id, end_offset FROM partitionlets WHERE id = ?", (pl.id,)
+                ).fetchone()
+                if row is None or row[1] is None or row[0] != pl.volume_id:
+                    continue
+                later = conn.execute(
+                    "SELECT 1 FROM partitionlets WHERE topic_id = ? AND partition = ? "
+                    "AND base_offset >= ? AND id != ? LIMIT 1",
+                    (pl.topic_id, pl.partition, row[1], pl.id),
+                ).fetchone()
+                if later is None:
+                    continue
+                conn.execute("DELETE FROM partitionlets WHERE id = ?", (pl.id,))
+                done.append(pl.id)
+            if done:
+                self.bump_topology()
+        return done
+
+    def group_generation(self, group_id: str) -> int:
+        """The group's current assignment generation; -1 before its first."""
+        rows = self._query("SELECT generation FROM groups WHERE group_id = ?", (group_id,))
+        return rows[0][0] if rows else -1

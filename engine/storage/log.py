@@ -12,7 +12,11 @@ consumer and is used by one thread at a time.
 
 from __future__ import annotations
 
+import gc
+import threading
 from bisect import bisect_left
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from itertools import repeat
 from typing import TYPE_CHECKING
@@ -33,6 +37,56 @@ NO_HEADERS: tuple = ()
 
 # Batches fetched per volume query: a batch holds up to thousands of messages.
 FETCH_BATCHES = 16
+
+# Reads that may make more records than this pause the cyclic garbage collector while
+# they make them (fewer set off no collection: the collector's first threshold is 700).
+GC_PAUSE_RECORDS = 700
+_gc_lock = threading.RLock()  # a finalizer run by gc.collect may read
+_gc_pauses = 0  # bulk reads in progress, in every thread (the collector is per process)
+_gc_resume = False  # the collector was enabled when the first of them began
+_gc_promote = False  # and nothing was frozen by the application (gc.freeze)
+
+
+@contextmanager
+def bulk_records(max_records: int) -> Iterator[None]:
+    """Make up to `max_records` records without the cyclic garbage collector walking them.
+
+    Records are NamedTuples, which CPython never untracks (it untracks exact tuples only),
+    so while a read made 100,000 of them a generation-0 collection ran every 700 and the
+    older generations' collections walked every record made so far, again and again: such
+    a poll cost twice as much per record as one of 500 (issue 13; `plet bench --poll`).
+    Here the collector is paused while the records are made, and when the last bulk read
+    ends everything made meanwhile is moved to the oldest generation in O(1)
+    (`gc.freeze()` then `gc.unfreeze()`, two list splices), where only a full collection
+    looks at it, as at any long-lived data; a generation-1 collection first clears the
+    young generations, so no young garbage skips its examination. An application that
+    froze objects itself (gc.freeze before forking) keeps them frozen: then the records
+    are only made with the collector paused. Pauses nest and overlap across threads; the
+    last one to end restores the collector as the first one found it.
+    """
+    if max_records <= GC_PAUSE_RECORDS:
+        yield
+        return
+    global _gc_pauses, _gc_resume, _gc_promote
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_resume = gc.isenabled()
+            _gc_promote = _gc_resume and gc.get_freeze_count() == 0
+            if _gc_promote:
+                gc.collect(1)
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0:
+                if _gc_promote:
+                    gc.freeze()
+                    gc.unfreeze()
+                if _gc_resume:
+                    gc.enable()
 
 
 class _Decoded:
@@ -87,7 +141,7 @@ class PartitionLog:
     def refresh(self) -> None:
         """Re-read the chain (the consumer calls it when the topology version moved)."""
         self._loaded = True
-        self._chain = self._cluster._catalog.chain(self.topic_id, self.partition)
+        self._chain = self._cluster.catalog.chain(self.topic_id, self.partition)
         self._ahead = []
         self._decoded = None
 
@@ -112,7 +166,7 @@ class PartitionLog:
             last = self._chain[-1]
             if last.end_offset is not None:
                 return last.end_offset
-        state = self._cluster._volume(last.volume_id).state(last.id)
+        state = self._cluster.volume(last.volume_id).state(last.id)
         return last.base_offset if state is None else state.next_offset
 
     # --- reading --------------------------------------------------------------------------
@@ -124,6 +178,12 @@ class PartitionLog:
 
         Records older than `cutoff_ms` (expired by the stream's ttl) are skipped.
         """
+        with bulk_records(max_records):
+            return self._read(position, max_records, cutoff_ms)
+
+    def _read(
+        self, position: int, max_records: int, cutoff_ms: int | None
+    ) -> tuple[list[ConsumerRecord], int]:
         records: list[ConsumerRecord] = []
         while len(records) < max_records:
             d = self._decoded
@@ -194,7 +254,7 @@ class PartitionLog:
                 or self._ahead[0][1] < position  # all of it is behind us
                 or self._ahead[-1][0] > position  # a seek back, or a gap (read once more)
             ):
-                self._ahead = self._cluster._volume(pl.volume_id).read(
+                self._ahead = self._cluster.volume(pl.volume_id).read(
                     pl.id, position, FETCH_BATCHES
                 )
                 self._ahead_pl = pl.id
@@ -204,7 +264,7 @@ class PartitionLog:
             if self._ahead:
                 return _Decoded(pl, self._ahead.pop()), position
             # Nothing at or after `position` in this partitionlet.
-            state = self._cluster._volume(pl.volume_id).state(pl.id)
+            state = self._cluster.volume(pl.volume_id).state(pl.id)
             if pl.end_offset is not None:
                 if state is None or state.state == DELETED:
                     # Moved to another volume (rebalance) or dropped (retention) since
@@ -255,7 +315,7 @@ class PartitionLog:
         for pl in self._chain:
             if pl.max_ts is not None and pl.end_offset is not None and pl.max_ts < target:
                 continue  # sealed and entirely older
-            row = self._cluster._volume(pl.volume_id).first_batch_at_time(pl.id, target)
+            row = self._cluster.volume(pl.volume_id).first_batch_at_time(pl.id, target)
             if row is None:
                 continue
             b = batch_codec.decode(row[5], row[0])

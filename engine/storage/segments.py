@@ -17,12 +17,11 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.errors import FileLocked, PartitionletError, StorageError, UnknownTopic
 from engine.storage.catalog import PartitionletRow
-from engine.storage.volume import Append
+from engine.storage.volume import BatchWrite
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
@@ -57,7 +56,8 @@ class Placement:
             now = time.monotonic()
             if now - self._read_at > HEAT_REFRESH_S or not self._heat:
                 self._heat = {
-                    vid: sum(vol.recent_bytes()) for vid, vol in self._cluster._volumes.items()
+                    vid: sum(vol.recent_bytes())
+                    for vid, vol in self._cluster.open_volumes().items()
                 }
                 self._placed = dict.fromkeys(self._heat, 0)
                 self._read_at = now
@@ -71,29 +71,6 @@ class Placement:
                     self._placed[volume_id] += 1
                     chosen.append(volume_id)
             return chosen
-
-
-@dataclass
-class BatchWrite:
-    """One encoded batch for one partition; `offset` (its base offset) or `error` is set
-    by `Appender.write`."""
-
-    stream_id: int
-    topic_id: int
-    partition: int
-    payload: bytes
-    count: int
-    first_ts: int
-    max_ts: int
-    ts_type: int
-    origin: str
-    new_topic: bool = False  # created by this writer just now: no partitionlet yet
-    offset: int | None = None
-    error: BaseException | None = None
-
-    @property
-    def key(self) -> tuple[int, int]:
-        return (self.topic_id, self.partition)
 
 
 class Appender:
@@ -121,7 +98,7 @@ class Appender:
                 {w.key for w in pending if w.key not in self._active},
                 {w.key for w in pending if w.new_topic},
             )
-            by_volume: dict[int, list[tuple[BatchWrite, Append]]] = defaultdict(list)
+            by_volume: dict[int, list[BatchWrite]] = defaultdict(list)
             for w in pending:
                 pl = self._active.get(w.key)
                 if pl is None:
@@ -130,45 +107,28 @@ class Appender:
                         "(deleted while writing)"
                     )
                     continue
-                by_volume[pl.volume_id].append(
-                    (
-                        w,
-                        Append(
-                            pl.id,
-                            w.stream_id,
-                            w.topic_id,
-                            w.partition,
-                            pl.base_offset,
-                            w.payload,
-                            w.count,
-                            w.first_ts,
-                            w.max_ts,
-                            w.ts_type,
-                            w.origin,
-                        ),
-                    )
-                )
+                w.pl_id = pl.id
+                w.pl_base_offset = pl.base_offset
+                by_volume[pl.volume_id].append(w)
             retry: list[BatchWrite] = []
             sealed: dict[tuple[int, int], tuple[int, int, int]] = {}
-            for volume_id, pairs in by_volume.items():
+            for volume_id, batch_writes in by_volume.items():
                 try:
-                    cluster._volume(volume_id).append(
-                        [a for _, a in pairs],
+                    cluster.volume(volume_id).append(
+                        batch_writes,
                         sync=sync,
                         roll_bytes=cluster.partitionlet_bytes,
                         roll_ms=cluster.partitionlet_ms,
                     )
                 except PartitionletError as exc:
-                    for w, _ in pairs:
+                    for w in batch_writes:
                         w.error = exc
                     continue
-                for w, a in pairs:
-                    if a.offset is not None:
-                        w.offset = a.offset
-                    else:
+                for w in batch_writes:
+                    if w.offset is None:
                         retry.append(w)
-                    if a.sealed_at is not None:
-                        sealed[w.key] = (a.pl_id, a.sealed_at, volume_id)
+                    if w.sealed_at is not None:
+                        sealed[w.key] = (w.pl_id, w.sealed_at, volume_id)
             if sealed:
                 self._roll(sealed)
             if not retry:
@@ -185,11 +145,11 @@ class Appender:
         topics this writer has just created, which cannot have one yet."""
         if not keys:
             return
-        catalog = self._cluster._catalog
+        catalog = self._cluster.catalog
         found = catalog.active_partitionlets(sorted(keys - new)) if keys - new else {}
         missing = sorted(k for k in keys if k not in found)
         if missing:
-            volumes = self._cluster._placement.choose_many(len(missing))
+            volumes = self._cluster.placement.choose_many(len(missing))
             found.update(
                 catalog.add_first_partitionlets(
                     [(tid, part, vid) for (tid, part), vid in zip(missing, volumes, strict=True)]
@@ -200,8 +160,8 @@ class Appender:
     def _roll(self, sealed: dict[tuple[int, int], tuple[int, int, int]]) -> None:
         """Give each sealed partitionlet its successor (or learn the one another made)."""
         cluster = self._cluster
-        catalog = cluster._catalog
-        volumes = cluster._placement.choose_many(len(sealed))
+        catalog = cluster.catalog
+        volumes = cluster.placement.choose_many(len(sealed))
         wanted = [
             (tid, part, vid, end, pl_id)
             for ((tid, part), (pl_id, end, _)), vid in zip(
@@ -212,9 +172,26 @@ class Appender:
             self._active.pop(key, None)
         self._active.update(catalog.add_partitionlets(wanted))
         for pl_id, _, volume_id in sealed.values():
-            state = cluster._volume(volume_id).state(pl_id)
+            state = cluster.volume(volume_id).state(pl_id)
             if state is not None:  # statistics for listings that read no volume
                 catalog.record_sealed_stats(pl_id, state.bytes, state.first_ts, state.max_ts)
+
+    # --- for a writer that appends through the volume itself (replicated apply) -------------
+
+    def active(self, key: tuple[int, int]) -> PartitionletRow | None:
+        """The active partitionlet of (topic id, partition), learnt (or made) when not
+        known yet; None when the partition no longer exists."""
+        if key not in self._active:
+            self._load_active({key}, set())
+        return self._active.get(key)
+
+    def sealed(self, key: tuple[int, int], pl_id: int, end: int, volume_id: int) -> None:
+        """The volume sealed `pl_id` (of `key`) at offset `end`: give it its successor."""
+        self._roll({key: (pl_id, end, volume_id)})
+
+    def stale(self, key: tuple[int, int]) -> None:
+        """Forget where `key`'s active partitionlet is (another writer rolled it)."""
+        self._active.pop(key, None)
 
 
 # Serializes the jobs that rewrite chains behind readers' backs (rebalance moves, orphan

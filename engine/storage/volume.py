@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -108,24 +110,203 @@ _STATE_COLUMNS = (
 )
 
 
-@dataclass
-class Append:
-    """One batch to append. `offset` is filled in by `Volume.append` (or left None if stale)."""
+@dataclass(slots=True)
+class BatchWrite:
+    """One encoded batch for one partition, the one record of the write path: the producer
+    makes it, `engine.storage.segments.Appender` says where it goes (`pl_id`,
+    `pl_base_offset`), `Volume.append` fills in `offset` (its base offset) or `sealed_at`
+    (the partitionlet was sealed: the offset its successor starts at), and the appender
+    `error` when it could not be written."""
 
-    pl_id: int
     stream_id: int
     topic_id: int
     partition: int
-    pl_base_offset: int
     payload: bytes
     count: int
     first_ts: int
     max_ts: int
     ts_type: int
     origin: str
+    new_topic: bool = False  # created by this writer just now: no partitionlet yet
     offset: int | None = None
-    # Set when the partitionlet is sealed: the offset its successor starts at.
+    error: BaseException | None = None
+    pl_id: int = 0  # the active partitionlet it is sent to
+    pl_base_offset: int = 0
     sealed_at: int | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.topic_id, self.partition)
+
+
+@dataclass(slots=True)
+class _Partitionlet:
+    """A partitionlet's row as one write transaction changes it (written back at its end)."""
+
+    next_offset: int
+    state: int
+    bytes: int
+    created_ms: int
+    base_offset: int
+    first_ts: int | None
+    max_ts: int | None
+    batches: int
+    messages: int
+    changed: bool = False
+    # Set when the row does not exist yet: (stream_id, topic_id, partition) to insert it.
+    new: tuple[int, int, int] | None = None
+
+
+def should_roll(pl: _Partitionlet, now_ms: int, *, roll_bytes: int, roll_ms: int) -> bool:
+    """Whether the active partitionlet `pl` takes no more batches (Kafka's `shouldRoll`,
+    asked before each append; the batch then goes to the successor): it holds
+    `roll_bytes`, or it took appends and is `roll_ms` old. After an append only the size
+    is asked again (`is_full`): a partitionlet filled by a batch is sealed in the
+    transaction of that batch, so its end offset is fixed in one place."""
+    return is_full(pl, roll_bytes) or (
+        pl.next_offset > pl.base_offset and now_ms - pl.created_ms >= roll_ms
+    )
+
+
+def is_full(pl: _Partitionlet, roll_bytes: int) -> bool:
+    return pl.bytes >= roll_bytes
+
+
+_INSERT_BATCHES = (
+    "INSERT INTO batches (partitionlet, base_offset, last_offset, count, first_ts, max_ts, "
+    "ts_high, ts_type, append_ms, origin, bytes, payload) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SELECT_PARTITIONLET = (
+    "SELECT id, next_offset, state, bytes, created_ms, base_offset, first_ts, max_ts, batches, "
+    "messages FROM partitionlets "
+)
+
+
+def _add_usage(conn: sqlite3.Connection, per_stream: dict[int, list[int]]) -> None:
+    """Inside a write transaction: add (messages, bytes) to streams' usage."""
+    conn.executemany(
+        "INSERT INTO stream_usage (stream_id, messages, bytes) VALUES (?, ?, ?) "
+        "ON CONFLICT (stream_id) DO UPDATE SET "
+        "messages = messages + excluded.messages, bytes = bytes + excluded.bytes",
+        [(sid, m, b) for sid, (m, b) in per_stream.items()],
+    )
+
+
+class _Appending:
+    """The batches one write transaction appends (produced or replicated), and what they
+    add to their partitionlets' rows, the heat and the streams' usage; `write` stores it
+    all with one statement per kind, so appending to many partitions at once, as a
+    producer creating topics does, stays cheap."""
+
+    __slots__ = ("now", "rows", "heat", "usage")
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+        self.rows: list[tuple] = []
+        self.heat: dict[int, list[int]] = {}
+        self.usage: dict[int, list[int]] = {}
+
+    def add(
+        self,
+        pl_id: int,
+        pl: _Partitionlet,
+        stream_id: int,
+        base_offset: int,
+        last_offset: int,
+        count: int,
+        first_ts: int,
+        max_ts: int,
+        ts_type: int,
+        origin: str,
+        payload: bytes,
+    ) -> None:
+        size = len(payload)
+        # ts_high, the running max of max_ts, is the time index of `first_batch_at_time`.
+        ts_high = max_ts if pl.max_ts is None or max_ts > pl.max_ts else pl.max_ts
+        self.rows.append(
+            (
+                pl_id,
+                base_offset,
+                last_offset,
+                count,
+                first_ts,
+                max_ts,
+                ts_high,
+                ts_type,
+                self.now,
+                origin,
+                size,
+                payload,
+            )
+        )
+        pl.next_offset = last_offset + 1
+        pl.bytes += size
+        pl.first_ts = first_ts if pl.first_ts is None or first_ts < pl.first_ts else pl.first_ts
+        pl.max_ts = ts_high
+        pl.batches += 1
+        pl.messages += count
+        pl.changed = True
+        heat = self.heat.get(pl_id)
+        if heat is None:
+            self.heat[pl_id] = [count, size]
+        else:
+            heat[0] += count
+            heat[1] += size
+        usage = self.usage.get(stream_id)
+        if usage is None:
+            self.usage[stream_id] = [count, size]
+        else:
+            usage[0] += count
+            usage[1] += size
+
+    def write(self, conn: sqlite3.Connection, partitionlets: dict[int, _Partitionlet]) -> None:
+        """Inside the write transaction: new partitionlet rows, the batches, the changed
+        rows, the write heat and the usage."""
+        now = self.now
+        conn.executemany(
+            "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
+            "base_offset, next_offset, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (pl_id, *pl.new, pl.base_offset, pl.base_offset, now)
+                for pl_id, pl in partitionlets.items()
+                if pl.new is not None
+            ],
+        )
+        conn.executemany(_INSERT_BATCHES, self.rows)
+        conn.executemany(
+            "UPDATE partitionlets SET next_offset = ?, state = ?, bytes = ?, first_ts = ?, "
+            "max_ts = ?, batches = ?, messages = ? WHERE id = ?",
+            [
+                (
+                    pl.next_offset,
+                    pl.state,
+                    pl.bytes,
+                    pl.first_ts,
+                    pl.max_ts,
+                    pl.batches,
+                    pl.messages,
+                    pl_id,
+                )
+                for pl_id, pl in partitionlets.items()
+                if pl.changed
+            ],
+        )
+        if not self.rows:
+            return
+        bucket = now // (HEAT_BUCKET_S * 1000)
+        conn.executemany(
+            "INSERT INTO heat (bucket, partitionlet, w_messages, w_bytes) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (bucket, partitionlet) DO UPDATE SET "
+            "w_messages = w_messages + excluded.w_messages, "
+            "w_bytes = w_bytes + excluded.w_bytes",
+            [(bucket, pl_id, m, b) for pl_id, (m, b) in self.heat.items()],
+        )
+        if bucket % 360 == 0:  # about once an hour of appends: forget old heat
+            conn.execute(
+                "DELETE FROM heat WHERE bucket < ?", (bucket - HEAT_KEEP_S // HEAT_BUCKET_S,)
+            )
+        _add_usage(conn, self.usage)
 
 
 @dataclass(frozen=True)
@@ -161,6 +342,32 @@ class Volume:
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
 
+    @contextmanager
+    def _writing(self, sync: bool) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE) on this thread's connection; with
+        `sync`, that commit is fsynced (`synchronous=FULL`, acks=all), the others not."""
+        conn = self.conn
+        if sync:
+            conn.execute("PRAGMA synchronous=FULL")
+        try:
+            with write_transaction(conn, self.path, "volume"):
+                yield conn
+        finally:
+            if sync:
+                conn.execute("PRAGMA synchronous=NORMAL")
+
+    def _partitionlets(self, pl_ids: list[int]) -> dict[int, _Partitionlet]:
+        """Inside a write transaction: the rows of these partitionlets that exist."""
+        conn = self.conn
+        found: dict[int, _Partitionlet] = {}
+        for i in range(0, len(pl_ids), 500):
+            chunk = pl_ids[i : i + 500]
+            for row in conn.execute(
+                _SELECT_PARTITIONLET + f"WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            ):
+                found[row[0]] = _Partitionlet(*row[1:])
+        return found
+
     def close(self) -> None:
         self._conns.close()
 
@@ -195,155 +402,48 @@ class Volume:
 
     # --- writing --------------------------------------------------------------------------
 
-    def append(self, appends: list[Append], *, sync: bool, roll_bytes: int, roll_ms: int) -> None:
-        """Append batches in one transaction; fills each `Append.offset` or `sealed_at`.
+    def append(
+        self, writes: list[BatchWrite], *, sync: bool, roll_bytes: int, roll_ms: int
+    ) -> None:
+        """Append batches in one transaction, each to its `pl_id`; fills each
+        `BatchWrite.offset`, or `sealed_at` when its partitionlet is sealed.
 
         `sync=True` makes this commit durable against a machine crash (fsync of the WAL).
-        A partitionlet that reached `roll_bytes` or `roll_ms` of age is sealed here, in the
-        same transaction as its last append, so its end offset is fixed in one place.
-        Statements are issued per kind, not per batch (one read of the partitionlets, one
-        executemany each for batches, partitionlets, heat and usage), so appending to many
-        partitions at once, as a producer creating topics does, stays cheap.
+        A partitionlet that `should_roll` is sealed here, in the same transaction as its
+        last append, so its end offset is fixed in one place.
         """
-        conn = self.conn
         now = time.time_ns() // 1_000_000
-        if sync:
-            conn.execute("PRAGMA synchronous=FULL")
-        try:
-            with write_transaction(conn, self.path, "volume"):
-                # [next_offset, state, bytes, created_ms, base, first_ts, max_ts, batches,
-                #  messages, changed, Append that created it or None]
-                states: dict[int, list] = {}
-                ids = sorted({a.pl_id for a in appends})
-                for i in range(0, len(ids), 500):
-                    chunk = ids[i : i + 500]
-                    for row in conn.execute(
-                        "SELECT id, next_offset, state, bytes, created_ms, base_offset, "
-                        "first_ts, max_ts, batches, messages FROM partitionlets "
-                        f"WHERE id IN ({','.join('?' * len(chunk))})",
-                        chunk,
-                    ):
-                        states[row[0]] = [*row[1:], False, None]
-                batch_rows = []
-                heat_rows = []
-                per_stream: dict[int, list[int]] = {}
-                for a in appends:
-                    st = states.get(a.pl_id)
-                    if st is None:  # its first append: the row is made below
-                        st = states[a.pl_id] = [
-                            a.pl_base_offset,
-                            ACTIVE,
-                            0,
-                            now,
-                            a.pl_base_offset,
-                            None,
-                            None,
-                            0,
-                            0,
-                            True,
-                            a,
-                        ]
-                    next_offset, state, nbytes, created_ms, base, first_ts, max_ts = st[:7]
-                    if state != ACTIVE:
-                        a.sealed_at = next_offset
-                        continue
-                    if next_offset > base and now - created_ms >= roll_ms:
-                        # Too old to take more: seal before this append; it goes to the successor.
-                        st[1] = SEALED
-                        st[9] = True
-                        a.sealed_at = next_offset
-                        continue
-                    size = len(a.payload)
-                    ts_high = a.max_ts if max_ts is None or a.max_ts > max_ts else max_ts
-                    batch_rows.append(
-                        (
-                            a.pl_id,
-                            next_offset,
-                            next_offset + a.count - 1,
-                            a.count,
-                            a.first_ts,
-                            a.max_ts,
-                            ts_high,
-                            a.ts_type,
-                            now,
-                            a.origin,
-                            size,
-                            a.payload,
-                        )
-                    )
-                    heat_rows.append((a.pl_id, a.count, size))
-                    a.offset = next_offset
-                    st[0] = next_offset + a.count
-                    st[2] = nbytes + size
-                    st[5] = a.first_ts if first_ts is None else min(first_ts, a.first_ts)
-                    st[6] = ts_high
-                    st[7] += 1
-                    st[8] += a.count
-                    st[9] = True
-                    usage = per_stream.get(a.stream_id)
-                    if usage is None:
-                        per_stream[a.stream_id] = [a.count, size]
-                    else:
-                        usage[0] += a.count
-                        usage[1] += size
-                    if st[2] >= roll_bytes:
-                        st[1] = SEALED
-                        a.sealed_at = st[0]
-                conn.executemany(
-                    "INSERT INTO batches (partitionlet, base_offset, last_offset, count, "
-                    "first_ts, max_ts, ts_high, ts_type, append_ms, origin, bytes, payload) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    batch_rows,
-                )
-                made = [(pl_id, st[10]) for pl_id, st in states.items() if st[10] is not None]
-                conn.executemany(
-                    "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
-                    "base_offset, next_offset, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            pl_id,
-                            a.stream_id,
-                            a.topic_id,
-                            a.partition,
-                            a.pl_base_offset,
-                            a.pl_base_offset,
-                            now,
-                        )
-                        for pl_id, a in made
-                    ],
-                )
-                conn.executemany(
-                    "UPDATE partitionlets SET next_offset = ?, state = ?, bytes = ?, first_ts = ?, "
-                    "max_ts = ?, batches = ?, messages = ? WHERE id = ?",
-                    [
-                        (st[0], st[1], st[2], st[5], st[6], st[7], st[8], pl_id)
-                        for pl_id, st in states.items()
-                        if st[9]
-                    ],
-                )
-                if batch_rows:
-                    bucket = now // (HEAT_BUCKET_S * 1000)
-                    conn.executemany(
-                        "INSERT INTO heat (bucket, partitionlet, w_messages, w_bytes) "
-                        "VALUES (?, ?, ?, ?) ON CONFLICT (bucket, partitionlet) DO UPDATE SET "
-                        "w_messages = w_messages + excluded.w_messages, "
-                        "w_bytes = w_bytes + excluded.w_bytes",
-                        [(bucket, *row) for row in heat_rows],
-                    )
-                    if bucket % 360 == 0:  # about once an hour of appends: forget old heat
-                        conn.execute(
-                            "DELETE FROM heat WHERE bucket < ?",
-                            (bucket - HEAT_KEEP_S // HEAT_BUCKET_S,),
-                        )
-                    conn.executemany(
-                        "INSERT INTO stream_usage (stream_id, messages, bytes) VALUES (?, ?, ?) "
-                        "ON CONFLICT (stream_id) DO UPDATE SET "
-                        "messages = messages + excluded.messages, bytes = bytes + excluded.bytes",
-                        [(sid, m, b) for sid, (m, b) in per_stream.items()],
-                    )
-        finally:
-            if sync:
-                conn.execute("PRAGMA synchronous=NORMAL")
+        with self._writing(sync) as conn:
+            pls = self._partitionlets(sorted({w.pl_id for w in writes}))
+            appending = _Appending(now)
+            for w in writes:
+                w.offset = w.sealed_at = None
+                pl = pls.get(w.pl_id)
+                if pl is None:  # its first append: the row is made at the end
+                    base = w.pl_base_offset
+                    pl = pls[w.pl_id] = _Partitionlet(
+                        base, ACTIVE, 0, now, base, None, None, 0, 0, True,
+                        (w.stream_id, w.topic_id, w.partition),
+                    )  # fmt: skip
+                if pl.state != ACTIVE:
+                    w.sealed_at = pl.next_offset
+                    continue
+                if should_roll(pl, now, roll_bytes=roll_bytes, roll_ms=roll_ms):
+                    # Full or too old to take more: sealed before this batch, which goes to
+                    # the successor.
+                    pl.state = SEALED
+                    pl.changed = True
+                    w.sealed_at = pl.next_offset
+                    continue
+                w.offset = offset = pl.next_offset
+                appending.add(
+                    w.pl_id, pl, w.stream_id, offset, offset + w.count - 1, w.count,
+                    w.first_ts, w.max_ts, w.ts_type, w.origin, w.payload,
+                )  # fmt: skip
+                if is_full(pl, roll_bytes):
+                    pl.state = SEALED
+                    w.sealed_at = pl.next_offset
+            appending.write(conn, pls)
 
     def create_partitionlet(
         self, pl_id: int, stream_id: int, topic_id: int, partition: int, base_offset: int
@@ -710,7 +810,6 @@ class Volume:
         if source is self or source.path == self.path:
             raise InvalidArgument(f"partitionlet {pl_id}: source and target are one volume")
         src = source.conn
-        conn = self.conn
         try:
             with read_transaction(src):
                 row = src.execute(
@@ -722,54 +821,35 @@ class Volume:
                 if row is None or row[6] != SEALED:
                     return None
                 stream_id = row[1]
-                if sync:
-                    conn.execute("PRAGMA synchronous=FULL")
-                try:
-                    with write_transaction(conn, self.path, "volume"):
-                        if expect_here is not None:
-                            here = conn.execute(
-                                f"SELECT {_STATE_COLUMNS} FROM partitionlets WHERE id = ?",
-                                (pl_id,),
-                            ).fetchone()
-                            if here is None or PartitionletState(*here) != expect_here:
-                                return None
-                        self._drop_for_copy(pl_id)
-                        conn.execute(
-                            "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
-                            "base_offset, next_offset, state, bytes, batches, messages, first_ts, "
-                            "max_ts, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            row,
-                        )
-                        cursor = src.execute(
-                            "SELECT base_offset, last_offset, count, first_ts, max_ts, ts_high, "
-                            "ts_type, append_ms, origin, bytes, payload FROM batches "
-                            "WHERE partitionlet = ? ORDER BY last_offset",
-                            (pl_id,),
-                        )
-                        messages = nbytes = 0
-                        while True:
-                            rows = cursor.fetchmany(chunk)
-                            if not rows:
-                                break
-                            conn.executemany(
-                                "INSERT INTO batches (partitionlet, base_offset, last_offset, "
-                                "count, first_ts, max_ts, ts_high, ts_type, append_ms, origin, "
-                                "bytes, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                [(pl_id, *r) for r in rows],
-                            )
-                            messages += sum(r[2] for r in rows)
-                            nbytes += sum(r[9] for r in rows)
-                        if messages or nbytes:
-                            conn.execute(
-                                "INSERT INTO stream_usage (stream_id, messages, bytes) "
-                                "VALUES (?, ?, ?) ON CONFLICT (stream_id) DO UPDATE SET "
-                                "messages = messages + excluded.messages, "
-                                "bytes = bytes + excluded.bytes",
-                                (stream_id, messages, nbytes),
-                            )
-                finally:
-                    if sync:
-                        conn.execute("PRAGMA synchronous=NORMAL")
+                with self._writing(sync) as conn:
+                    if expect_here is not None:
+                        here = conn.execute(
+                            f"SELECT {_STATE_COLUMNS} FROM partitionlets WHERE id = ?", (pl_id,)
+                        ).fetchone()
+                        if here is None or PartitionletState(*here) != expect_here:
+                            return None
+                    self._drop_for_copy(pl_id)
+                    conn.execute(
+                        "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
+                        "base_offset, next_offset, state, bytes, batches, messages, first_ts, "
+                        "max_ts, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                    # Batches as they are (their append time and time index too); a move is
+                    # no write, so it adds no heat.
+                    cursor = src.execute(
+                        "SELECT ?, base_offset, last_offset, count, first_ts, max_ts, ts_high, "
+                        "ts_type, append_ms, origin, bytes, payload FROM batches "
+                        "WHERE partitionlet = ? ORDER BY last_offset",
+                        (pl_id, pl_id),
+                    )
+                    messages = nbytes = 0
+                    while rows := cursor.fetchmany(chunk):
+                        conn.executemany(_INSERT_BATCHES, rows)
+                        messages += sum(r[3] for r in rows)
+                        nbytes += sum(r[10] for r in rows)
+                    if messages or nbytes:
+                        _add_usage(conn, {stream_id: [messages, nbytes]})
         except sqlite3.DatabaseError as exc:
             raise translate(exc, source.path, "volume") from exc
         return self.state(pl_id)
@@ -865,132 +945,64 @@ class Volume:
         The first batch that is neither applied nor present stops the call, as does a
         partitionlet found sealed (`sealed`: the caller rolls and tries again).
         """
-        conn = self.conn
         now = time.time_ns() // 1_000_000
         result = ReplicaAppend([])
-        if sync:
-            conn.execute("PRAGMA synchronous=FULL")
-        try:
-            with write_transaction(conn, self.path, "volume"):
-                row = conn.execute(
-                    "SELECT next_offset, state, bytes, created_ms, first_ts, max_ts, batches, "
-                    "messages FROM partitionlets WHERE id = ?",
-                    (target.pl_id,),
-                ).fetchone()
-                if row is None:
-                    conn.execute(
-                        "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
-                        "base_offset, next_offset, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            target.pl_id,
-                            target.stream_id,
-                            target.topic_id,
-                            target.partition,
-                            target.pl_base_offset,
-                            target.pl_base_offset,
-                            now,
-                        ),
-                    )
-                    row = (target.pl_base_offset, ACTIVE, 0, now, None, None, 0, 0)
-                next_offset, state, nbytes, created_ms, first_ts, max_ts, count_b, count_m = row
-                rows = []
-                added_m = added_b = 0
-                for b in batches:
-                    if state != ACTIVE:
-                        result.statuses.append("sealed")
+        statuses = result.statuses
+        pl_id = target.pl_id
+        with self._writing(sync) as conn:
+            pls = self._partitionlets([pl_id])
+            pl = pls.get(pl_id)
+            if pl is None:
+                base = target.pl_base_offset
+                pl = pls[pl_id] = _Partitionlet(
+                    base, ACTIVE, 0, now, base, None, None, 0, 0, True,
+                    (target.stream_id, target.topic_id, target.partition),
+                )  # fmt: skip
+            appending = _Appending(now)
+            for b in batches:
+                if pl.state != ACTIVE:
+                    statuses.append("sealed")
+                    break
+                if b.base_offset < pl.next_offset:
+                    if b.base_offset < target.pl_base_offset:
+                        statuses.append("behind")
                         break
-                    if b.base_offset < next_offset:
-                        if b.base_offset < target.pl_base_offset:
-                            result.statuses.append("behind")
-                            break
-                        here = conn.execute(
-                            "SELECT base_offset, last_offset, origin FROM batches "
-                            "WHERE partitionlet = ? AND last_offset >= ? "
-                            "ORDER BY last_offset LIMIT 1",
-                            (target.pl_id, b.base_offset),
-                        ).fetchone()
-                        if here is None or here[0] > b.last_offset:
-                            # Nothing here holds these offsets (compacted away): settled.
-                            result.statuses.append("present")
-                        elif (here[0], here[1], here[2]) == (
-                            b.base_offset,
-                            b.last_offset,
-                            b.origin,
-                        ):
-                            result.statuses.append("present")
-                        else:
-                            result.statuses.append("conflict")
-                            result.conflict_with = (here[0], here[1], here[2])
-                            break
-                        continue
-                    if next_offset > target.pl_base_offset and now - created_ms >= roll_ms:
-                        state = SEALED
-                        result.statuses.append("sealed")
+                    here = conn.execute(
+                        "SELECT base_offset, last_offset, origin FROM batches "
+                        "WHERE partitionlet = ? AND last_offset >= ? "
+                        "ORDER BY last_offset LIMIT 1",
+                        (pl_id, b.base_offset),
+                    ).fetchone()
+                    if here is None or here[0] > b.last_offset:
+                        # Nothing here holds these offsets (compacted away): settled.
+                        statuses.append("present")
+                    elif here == (b.base_offset, b.last_offset, b.origin):
+                        statuses.append("present")
+                    else:
+                        statuses.append("conflict")
+                        result.conflict_with = (here[0], here[1], here[2])
                         break
-                    size = len(b.payload)
-                    max_ts = b.max_ts if max_ts is None or b.max_ts > max_ts else max_ts
-                    first_ts = b.first_ts if first_ts is None else min(first_ts, b.first_ts)
-                    rows.append(
-                        (
-                            target.pl_id,
-                            b.base_offset,
-                            b.last_offset,
-                            b.count,
-                            b.first_ts,
-                            b.max_ts,
-                            max_ts,
-                            b.ts_type,
-                            now,
-                            b.origin,
-                            size,
-                            b.payload,
-                        )
-                    )
-                    next_offset = b.last_offset + 1
-                    nbytes += size
-                    count_b += 1
-                    count_m += b.count
-                    added_m += b.count
-                    added_b += size
-                    result.statuses.append("applied")
-                    if nbytes >= roll_bytes:
-                        state = SEALED
-                        result.sealed_at = next_offset
-                        break
-                if state == SEALED and result.sealed_at is None:
-                    result.sealed_at = next_offset
-                result.next_offset = next_offset
-                conn.executemany(
-                    "INSERT INTO batches (partitionlet, base_offset, last_offset, count, "
-                    "first_ts, max_ts, ts_high, ts_type, append_ms, origin, bytes, payload) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-                conn.execute(
-                    "UPDATE partitionlets SET next_offset = ?, state = ?, bytes = ?, "
-                    "first_ts = ?, max_ts = ?, batches = ?, messages = ? WHERE id = ?",
-                    (next_offset, state, nbytes, first_ts, max_ts, count_b, count_m, target.pl_id),
-                )
-                if rows:
-                    bucket = now // (HEAT_BUCKET_S * 1000)
-                    conn.execute(
-                        "INSERT INTO heat (bucket, partitionlet, w_messages, w_bytes) "
-                        "VALUES (?, ?, ?, ?) ON CONFLICT (bucket, partitionlet) DO UPDATE SET "
-                        "w_messages = w_messages + excluded.w_messages, "
-                        "w_bytes = w_bytes + excluded.w_bytes",
-                        (bucket, target.pl_id, added_m, added_b),
-                    )
-                    conn.execute(
-                        "INSERT INTO stream_usage (stream_id, messages, bytes) VALUES (?, ?, ?) "
-                        "ON CONFLICT (stream_id) DO UPDATE SET "
-                        "messages = messages + excluded.messages, bytes = bytes + excluded.bytes",
-                        (target.stream_id, added_m, added_b),
-                    )
-        finally:
-            if sync:
-                conn.execute("PRAGMA synchronous=NORMAL")
-        result.messages = added_m
-        result.bytes = added_b
+                    continue
+                if should_roll(pl, now, roll_bytes=roll_bytes, roll_ms=roll_ms):
+                    pl.state = SEALED
+                    pl.changed = True
+                    statuses.append("sealed")
+                    break
+                appending.add(
+                    pl_id, pl, target.stream_id, b.base_offset, b.last_offset, b.count,
+                    b.first_ts, b.max_ts, b.ts_type, b.origin, b.payload,
+                )  # fmt: skip
+                statuses.append("applied")
+                if is_full(pl, roll_bytes):
+                    pl.state = SEALED
+                    break
+            if pl.state == SEALED:
+                result.sealed_at = pl.next_offset
+            result.next_offset = pl.next_offset
+            appending.write(conn, pls)
+        usage = appending.usage.get(target.stream_id)
+        if usage is not None:
+            result.messages, result.bytes = usage
         return result
 
 

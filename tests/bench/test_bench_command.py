@@ -16,14 +16,9 @@ from click.testing import CliRunner
 from bench import command, report
 from bench.cases import QUICK_MESSAGES, Case, Result
 from bench.command import bench_command, parse_count, parse_size
-from bench.peers import redis_server_path
 
 SIZES = (100, 1024)
 RATIO = re.compile(r"^\d+\.\d+x$")
-
-needs_redis = pytest.mark.skipif(
-    redis_server_path() is None, reason="redis-server is not on PATH (make setup-test)"
-)
 
 
 def _invoke(args: list[str]):
@@ -49,7 +44,6 @@ def _table_rows(stdout: str) -> dict[str, list[str]]:
 # --------------------------------------------------------------------------- full quick run
 
 
-@needs_redis
 def test_quick_run_reports_every_system_with_ratios(tmp_path):
     json_file, md_file = tmp_path / "run.json", tmp_path / "run.md"
     work = tmp_path / "work"

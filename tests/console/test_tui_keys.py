@@ -170,6 +170,6 @@ async def test_a_seek_does_not_carry_over_to_the_next_topic(demo, make_app, unti
 
         pane = await _open_from_tree(app, pilot, until, WEB)
         assert seek.value == ""
-        assert pane.seek.kind == "latest"
+        assert pane.seek.kind == "newest"
         assert "newest" in str(app.query_one("#msg-status").content)
         assert len(pane.records) == 80  # the whole topic: the newest page, not from 10 on

@@ -188,12 +188,13 @@ async def test_produce_dialog_writes_to_the_engine(history, make_app, until):
         screen = app.screen
 
         # Bad input stays in the dialog with a message, and writes nothing.
-        screen.query_one("#produce-headers", Input).value = "no-equals-sign"
+        screen.query_one("#produce-headers", TextArea).text = "unit: C"  # not the syntax
         await pilot.click("#produce-send")
-        assert "not name=value" in str(screen.query_one("#produce-error", Static).content)
+        error = str(screen.query_one("#produce-error", Static).content)
+        assert "line 1: header 'unit: C' is not name=value: write it as 'unit=C'" in error
         assert history.topic(TOPIC).partitions[0].log_end_offset == 301
         screen.query_one("#produce-partition", Input).value = "7"
-        screen.query_one("#produce-headers", Input).value = ""
+        screen.query_one("#produce-headers", TextArea).text = ""
         await pilot.pause(0.3)  # a button ignores presses during its 0.2 s press effect
         await pilot.click("#produce-send")
         await until(
@@ -203,7 +204,7 @@ async def test_produce_dialog_writes_to_the_engine(history, make_app, until):
 
         screen.query_one("#produce-key", Input).value = "user-9"
         screen.query_one("#produce-value", TextArea).text = "hello\nworld"
-        screen.query_one("#produce-headers", Input).value = "source=tui, n=1"
+        screen.query_one("#produce-headers", TextArea).text = "source=tui\n\nn = 1"
         screen.query_one("#produce-partition", Input).value = "0"
         before = pane.loads
         await pilot.pause(0.3)

@@ -9,12 +9,12 @@ import pytest
 
 from console import browse, values
 from console.replication_graph import Edge, find_cycles
-from console.screens.produce import parse_headers
 from console.screens.replay_start import collect
 from console.screens.reset_offsets import parse_target
 from console.widgets.heat_map import SCALE, shade
 from engine import ConsumerRecord, Producer
 from engine.errors import InvalidArgument
+from engine.headers import parse_headers
 
 
 def _record(key=b"k", value=b"v", headers=()):
@@ -22,7 +22,7 @@ def _record(key=b"k", value=b"v", headers=()):
 
 
 def test_value_views():
-    assert values.preview(b"a\nb\x01c") == "a⏎b·c"
+    assert values.preview(b"a\nb\x01c") == "a⏎b\u2401c"  # as the web shows it
     assert values.preview(b"\xff\xfe") == "0xfffe"
     assert values.preview(None) == "null"
     assert values.preview(b"x" * 100, 10) == "x" * 9 + "…"
@@ -30,14 +30,16 @@ def test_value_views():
     assert values.render(b"nope", "json").startswith("(not JSON")
     assert values.render(b"AB", "hex") == "00000000  41 42" + " " * 42 + "  AB"
     assert values.render(None, "text") == "null (a tombstone)"
-    assert values.matches(_record(headers=[("trace", b"XYZ")]), "xyz")
-    assert not values.matches(_record(key=None), "nothing")
+    # the filter box: text anywhere (key, value, a header), any case
+    match = browse.needle_filter("xyz").compile()
+    assert match(_record(headers=[("trace", b"XYZ")]))
+    assert not browse.needle_filter("nothing").compile()(_record(key=None))
 
 
 def test_parse_seek():
     assert browse.parse_seek("") == browse.LATEST
     assert browse.parse_seek(" 42 ") == browse.Seek("offset", 42)
-    assert browse.parse_seek("earliest") == browse.Seek("earliest")
+    assert browse.parse_seek("earliest") == browse.Seek("oldest") == browse.OLDEST
     moment = datetime(2024, 5, 1, 12, tzinfo=UTC)
     assert browse.parse_seek("2024-05-01T12:00:00Z") == browse.Seek(
         "time", int(moment.timestamp() * 1000)
@@ -58,9 +60,9 @@ def test_read_page_merges_partitions_by_time_and_filters(cluster):
     producer.flush()
     producer.close()
     page = browse.read_page(cluster, "/s:t", limit=4)
-    assert [r.value for r in page.records] == [b"m6", b"m7", b"m8", b"m9"]
+    assert [r.value for r in page.records] == [b"m9", b"m8", b"m7", b"m6"]  # newest first
     assert page.ends == {0: 5, 1: 5}
-    page = browse.read_page(cluster, "/s:t", seek=browse.Seek("earliest"), limit=3)
+    page = browse.read_page(cluster, "/s:t", seek=browse.OLDEST, limit=3)
     assert [r.value for r in page.records] == [b"m0", b"m1", b"m2"]
     page = browse.read_page(cluster, "/s:t", seek=browse.Seek("offset", 3), partition=1)
     assert [r.value for r in page.records] == [b"m7", b"m9"]
@@ -68,7 +70,7 @@ def test_read_page_merges_partitions_by_time_and_filters(cluster):
     assert [r.value for r in page.records] == [b"m5", b"m6"]
     page = browse.read_page(cluster, "/s:t", needle="M3")
     assert [r.value for r in page.records] == [b"m3"]
-    page = browse.read_page(cluster, "/s:t", seek=browse.Seek("earliest"), needle="m", max_scan=4)
+    page = browse.read_page(cluster, "/s:t", seek=browse.OLDEST, needle="m", max_scan=4)
     assert page.truncated and len(page.records) < 10
 
 
@@ -92,7 +94,7 @@ def test_heat_scale():
 
 
 def test_dialog_parsers():
-    assert parse_headers("a=1, b = x=y ,") == [("a", b"1"), ("b", b"x=y")]
+    assert parse_headers("a=1\n b = x=y \n\n") == [("a", b"1"), ("b", b"x=y")]
     with pytest.raises(InvalidArgument):
         parse_headers("a")
     assert parse_target("earliest", "") == "earliest"

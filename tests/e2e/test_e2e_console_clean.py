@@ -91,7 +91,7 @@ def test_produce_form_swap_violates_no_csp(watched, live_server):
     produce.get_by_label("Headers").fill("not a header")
     produce.get_by_role("button", name="Produce").click()
     expect(produce.locator("#produce-headers-error")).to_contain_text("line 1")
-    produce.get_by_label("Headers").fill("source: e2e")
+    produce.get_by_label("Headers").fill("source=e2e")
     produce.get_by_role("button", name="Produce").click()
     expect(produce.get_by_role("status")).to_contain_text("Written to partition 0 at offset 0")
     expect(page.locator("#message-rows")).to_contain_text("first")  # the live tail swapped too

@@ -43,15 +43,15 @@ def hostile(live_server):
     consumer.commit({TopicPartition(TOPIC, 0): 1})
     consumer.close()
     cluster.create_api_token(ADMIN, SCRIPT)
-    from spark_tasks import jobs
-
     params = {"source": TOPIC, "window": ATTRIBUTE, "master": "local[1]", "submitted_by": ADMIN}
-    with jobs._connect(live_server.cluster_path, write=True) as conn:
-        job_id = conn.execute(
-            "INSERT INTO jobs (kind, params, state, submitted_ms, ended_ms, result, error, "
-            "log_tail) VALUES ('window-counts', ?, 'failed', 1, 2, ?, ?, ?)",
-            (json.dumps(params), json.dumps([{"topic": SCRIPT, "n": 1}]), SCRIPT, ATTRIBUTE),
-        ).lastrowid
+    job_id = cluster.jobs.add("window-counts", json.dumps(params), "failed", 1)
+    cluster.jobs.update(
+        job_id,
+        ended_ms=2,
+        result=json.dumps([{"topic": SCRIPT, "n": 1}]),
+        error=SCRIPT,
+        log_tail=ATTRIBUTE,
+    )
     return {"job_id": job_id}
 
 

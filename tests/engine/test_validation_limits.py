@@ -150,7 +150,7 @@ def test_a_replicating_cluster_cannot_store_bad_policies(cluster, tmp_path):
 
 
 def test_the_catalog_checks_what_it_stores(cluster):
-    catalog = cluster._catalog
+    catalog = cluster.catalog
     with pytest.raises(errors.InvalidPolicy):
         catalog.create_stream("/s", {"ttl": "forever"}, "alice")
     cluster.create_stream("/s")

@@ -13,7 +13,6 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 @pytest.fixture(scope="session")
 def spark():
-    pytest.importorskip("pyspark")
     from pyspark.sql import SparkSession
 
     import spark_tasks

@@ -195,12 +195,9 @@ def test_cancel_queued_and_unknown(history):
     with pytest.raises(jobs.UnknownJob):
         jobs.status(10_000 + uuid.uuid4().int % 1000, cluster=history)
     # A job cancelled before its process claims it never runs.
-    with jobs._connect(history, write=True) as conn:
-        cur = conn.execute(
-            "INSERT INTO jobs (kind, params, state, submitted_ms) VALUES (?, ?, ?, ?)",
-            ("copy", json.dumps({"source": "/h:events", "target": "/h:x"}), jobs.QUEUED, 0),
-        )
-        job_id = cur.lastrowid
+    with Cluster.open(history) as cluster:
+        params = json.dumps({"source": "/h:events", "target": "/h:x"})
+        job_id = cluster.jobs.add("copy", params, jobs.QUEUED, 0)
     assert jobs.cancel(job_id, cluster=history).state == jobs.CANCELLED
     from spark_tasks import run
 
@@ -213,12 +210,8 @@ def test_a_job_whose_process_died_is_failed(history):
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    with jobs._connect(history, write=True) as conn:
-        cur = conn.execute(
-            "INSERT INTO jobs (kind, params, state, pid, host, submitted_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            ("copy", "{}", jobs.RUNNING, dead.pid, socket.gethostname(), 0),
-        )
-        job_id = cur.lastrowid
+    with Cluster.open(history) as cluster:
+        job_id = cluster.jobs.add("copy", "{}", jobs.RUNNING, 0)
+        cluster.jobs.update(job_id, pid=dead.pid, host=socket.gethostname())
     job = jobs.status(job_id, cluster=history)
     assert job.state == jobs.FAILED and "died" in job.error

@@ -6,10 +6,9 @@ import json
 import time
 
 import pytest
+from pyspark.sql import functions as F  # noqa: N812 (Spark's usual name)
 
 from engine import Cluster, Producer
-
-F = pytest.importorskip("pyspark.sql.functions")
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
+from importlib.metadata import entry_points
 
 import pytest
 from click.testing import CliRunner
 
 from engine import Cluster
-from engine.cli import PletGroup, cli
+from engine.cli import cli
 from web import close_app, create_app
 
 
@@ -121,7 +122,7 @@ def test_bad_requests_are_400_and_tokens_are_stored_hashed(app, cluster):
     bad = {"stream": "/s", "topic": "t", "partition": 0, "batches": [[1, 2]]}
     assert post(client, "apply", bad, token=token).status_code == 400
     assert post(client, "stream_policies", {"stream": "no-slash"}, token=token).status_code == 400
-    stored = cluster._catalog._query("SELECT token_hash FROM replication_tokens")
+    stored = cluster.catalog.query("SELECT token_hash FROM replication_tokens")
     assert token not in repr(stored) and len(stored) == 1
     assert client.get("/api/v1/replication/info").status_code == 405
 
@@ -139,6 +140,6 @@ def test_cli_token_and_the_lazy_web_command(cluster_path):
             assert post(app.test_client(), "info", token=token).status_code == 200
         finally:
             close_app(app)
-    assert PletGroup.lazy_commands["web"] == ("web.cli", "web_command")
+    assert entry_points(group="partitionlet.commands")["web"].value == "web.cli:web_command"
     got = runner.invoke(cli, ["web", "--help"])
     assert got.exit_code == 0 and "--port" in got.output and "--host" in got.output

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from engine import Consumer, Producer, TopicPartition
+from engine import Cluster, Consumer, Producer, TopicPartition
 from tests.web.conftest import ADMIN, USER
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -229,9 +229,57 @@ def test_messages_text_binary_headers_and_paging(api):
     assert binary["value_encoding"] == "base64"
     assert base64.b64decode(binary["value"]) == b"\xff\xfe"
     assert binary["key"] is None and binary["key_encoding"] is None
-    assert binary["headers"] == [{"key": "unit", "value": "C", "value_encoding": "utf-8"}]
+    assert binary["headers"] == [{"name": "unit", "value": "C", "encoding": "utf-8"}]
+    assert binary["time"].endswith("Z") and binary["timestamp_type"] == "create"
     every = api.get("/topics/apps/sensors:car-17/messages").json
     assert len(every["messages"]) == 11 and set(every["next_offsets"]) == {"0", "1"}
+
+
+def test_messages_page_by_cursor_newest_first_and_refuse_a_forged_cursor(api):
+    url = "/topics/apps/sensors:car-17/messages"
+    seen = []
+    cursor = None
+    for _ in range(10):
+        body = api.get(
+            url, query_string={"limit": 4, "cursor": cursor} if cursor else {"limit": 4}
+        ).json
+        seen += [(m["partition"], m["offset"]) for m in body["messages"]]
+        if not body["more"]:
+            break
+        cursor = body["cursor"]
+    assert sorted(seen) == [(0, o) for o in range(10)] + [(1, 0)] and len(seen) == 11
+    newest = api.get(url, query_string={"start": "newest", "partition": 0, "limit": 2}).json
+    assert [m["offset"] for m in newest["messages"]] == [9, 8]
+    older = api.get(
+        url, query_string={"start": "newest", "partition": 0, "cursor": newest["cursor"]}
+    ).json
+    assert [m["offset"] for m in older["messages"]] == list(range(7, -1, -1))
+    for forged in ("0:3", "e30", newest["cursor"] + "x"):
+        got = api.get(url, query_string={"cursor": forged})
+        assert got.status_code == 400 and "cursor" in got.json["message"], forged
+    # a backward cursor used for a forward read
+    got = api.get(url, query_string={"partition": 0, "cursor": newest["cursor"]})
+    assert got.status_code == 400 and "backward" in got.json["message"]
+
+
+def test_messages_in_the_deprecated_v0_shape(api):
+    url = "/topics/apps/sensors:car-17/messages"
+    binary = api.get(url, query_string={"partition": 1, "shape": "v0"}).json["messages"][0]
+    assert binary["headers"] == [{"key": "unit", "value": "C", "value_encoding": "utf-8"}]
+    assert "time" not in binary and binary["value_encoding"] == "base64"
+    every = api.get(url, query_string={"shape": "v0"}).json["messages"]
+    assert [(m["partition"], m["offset"]) for m in every] == [(0, o) for o in range(10)] + [(1, 0)]
+    assert api.get(url, query_string={"shape": "v9"}).status_code == 400
+
+
+def test_a_record_read_can_be_produced_again(api, data):
+    url = "/topics/apps/sensors:car-17/messages"
+    read = api.get(url, query_string={"partition": 1}).json["messages"][0]
+    fields = ("key", "key_encoding", "value", "value_encoding", "headers")
+    got = api.post(url, json={k: read[k] for k in fields} | {"partition": 1})
+    assert got.status_code == 201
+    again = api.get(url, query_string={"partition": 1, "offset": got.json["offset"]}).json
+    assert {k: again["messages"][0][k] for k in fields} == {k: read[k] for k in fields}
 
 
 def test_messages_filters_and_time(api):
@@ -363,13 +411,10 @@ def fake_submit(monkeypatch):
 
     def submit(cluster_path, kind, **params):
         p = jobs.check_params(kind, params)
-        with jobs._connect(cluster_path, write=True) as conn:
-            cur = conn.execute(
-                "INSERT INTO jobs (kind, params, state, submitted_ms) VALUES (?, ?, 'queued', 0)",
-                (kind, json.dumps(p)),
-            )
+        with Cluster.open(cluster_path) as recorder:
+            job_id = recorder.jobs.add(kind, json.dumps(p), "queued", 0)
         submitted.append((kind, p))
-        return cur.lastrowid
+        return job_id
 
     monkeypatch.setattr(jobs, "submit", submit)
     return submitted

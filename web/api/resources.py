@@ -17,7 +17,9 @@ from typing import Any
 
 from flask import Response, request
 
-from engine import Consumer, Producer, TopicPartition, errors, times
+from engine import Producer, errors, times
+from engine.client import browse
+from engine.client.browse import encoded, record_json, timestamp_type_name
 from engine.ops.heat import MAX_WINDOW_S, Load
 from engine.records import ConsumerRecord, PartitionInfo, TopicInfo
 from web.api import api
@@ -37,9 +39,9 @@ from web.api.base import (
 )
 from web.pages import cluster, user
 
-# A filtered message search reads at most this many messages per request; the answer's
-# `next_offsets` continue from where it stopped.
-MAX_SCAN = 20_000
+# The record shapes `?shape=` may ask for: "v1" is engine.client.browse.record_json;
+# "v0", the shape before it, is deprecated and goes in the next release (docs/API.md).
+SHAPES = ("v1", "v0")
 # How long a produce waits for its message to be committed.
 PRODUCE_TIMEOUT_S = 10.0
 HEAT_TOP_PARTITIONS = 20
@@ -95,34 +97,22 @@ def topic_json(info: TopicInfo, *, partitions: bool = True) -> dict[str, Any]:
     return data
 
 
-def encode_bytes(obj: dict[str, Any], name: str, data: bytes | str | None) -> None:
-    """`obj[name]` as UTF-8 text, else base64, and `obj[name + "_encoding"]` saying which
-    ("utf-8", "base64", or None for a null key or value)."""
-    if data is None:
-        obj[name], obj[f"{name}_encoding"] = None, None
-        return
-    raw = data.encode() if isinstance(data, str) else bytes(data)
-    try:
-        obj[name], obj[f"{name}_encoding"] = raw.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        obj[name], obj[f"{name}_encoding"] = base64.b64encode(raw).decode("ascii"), "base64"
-
-
-def record_json(record: ConsumerRecord) -> dict[str, Any]:
+def record_json_v0(record: ConsumerRecord) -> dict[str, Any]:
+    """Deprecated: a record as the API wrote it before `browse.record_json` (headers as
+    `{"key", "value", "value_encoding"}`, no `time`). Asked for with `?shape=v0`."""
     obj: dict[str, Any] = {
         "topic": record.topic,
         "partition": record.partition,
         "offset": record.offset,
         "timestamp": record.timestamp,
-        "timestamp_type": "log_append" if record.timestamp_type == 1 else "create",
+        "timestamp_type": timestamp_type_name(record.timestamp_type),
     }
-    encode_bytes(obj, "key", record.key)
-    encode_bytes(obj, "value", record.value)
+    obj["key"], obj["key_encoding"] = encoded(record.key)
+    obj["value"], obj["value_encoding"] = encoded(record.value)
     headers = []
     for name, value in record.headers or ():
-        header: dict[str, Any] = {"key": name}
-        encode_bytes(header, "value", value)
-        headers.append(header)
+        text, encoding = encoded(value)
+        headers.append({"key": name, "value": text, "value_encoding": encoding})
     obj["headers"] = headers
     return obj
 
@@ -278,102 +268,50 @@ def delete_topic(name: str) -> Response:
     return Response(status=204)
 
 
-def _matches(
-    record: ConsumerRecord, key: bytes | None, value: bytes | None, header: bytes | None
-) -> bool:
-    if key is not None and key not in (record.key or b""):
-        return False
-    if value is not None and value not in (record.value or b""):
-        return False
-    if header is not None:
-        # as the API writes a header (name=value) and as the topic page does (name: value)
-        shown = (
-            name.encode() + sep + (v or b"")
-            for name, v in record.headers or ()
-            for sep in (b"=", b": ")
-        )
-        if not any(header in h for h in shown):
-            return False
-    return True
-
-
-def _needle(name: str) -> bytes | None:
-    raw = request.args.get(name)
-    return raw.encode() if raw else None
-
-
 @api.route("/topics/<path:name>/messages")
 def messages(name: str) -> Response:
-    """Messages of a topic (consume_perm): `partition`, `offset` or `time` (where each
-    partition starts; default its beginning), `limit`, and substring filters `key`,
-    `value`, `header` (matched against `name=value` and `name: value`). `next_offsets`
-    continue the read."""
+    """A page of a topic's messages (consume_perm), read by the engine's browse service
+    with the web page's query grammar (`browse.parse_query`): `partition`, `start`
+    (oldest by default here, newest, offset, time), `offset`, `time`, `direction`,
+    `limit`, substring filters `key`, `value`, `header` (`name=value` or `name: value`),
+    `text`, `icase`, and `cursor` (a page's `cursor`, to continue). `shape=v0` answers
+    records in the deprecated shape."""
     full = topic_name(name)
-    limit = query_int("limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
-    partition = query_int("partition")
-    offset = query_int("offset")
-    raw_time = request.args.get("time") or None
-    if offset is not None and raw_time is not None:
+    shape = request.args.get("shape") or "v1"
+    if shape not in SHAPES:
+        raise errors.InvalidArgument(f"shape must be one of {', '.join(SHAPES)}, not {shape!r}")
+    if request.args.get("offset") and request.args.get("time"):
         raise errors.InvalidArgument("give offset or time, not both")
-    at_ms = times.parse_time(raw_time) if raw_time is not None else None
-    key, value, header = _needle("key"), _needle("value"), _needle("header")
     c = cluster()
     info = c.topic(full)
-    if partition is not None and partition >= info.partition_count:
-        raise errors.InvalidPartition(
-            f"topic {full} has partitions 0 to {info.partition_count - 1}, not {partition}"
-        )
-    numbers = [partition] if partition is not None else list(range(info.partition_count))
-    tps = [TopicPartition(full, n) for n in numbers]
-    consumer = Consumer(c, enable_auto_commit=False, auto_offset_reset="earliest")
     try:
-        consumer.assign(tps)  # checks consume_perm as the token's user
-        if offset is not None:
-            for tp in tps:
-                consumer.seek(tp, offset)
-        elif at_ms is not None:
-            found = consumer.offsets_for_times({tp: at_ms for tp in tps})
-            for tp in tps:
-                hit = found.get(tp)
-                if hit is None:
-                    consumer.seek_to_end(tp)
-                else:
-                    consumer.seek(tp, hit.offset)
-        else:
-            consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
-        out: list[ConsumerRecord] = []
-        stopped: dict[TopicPartition, int] = {}
-        scanned = 0
-        filtered = key is not None or value is not None or header is not None
-        while len(out) < limit and scanned < MAX_SCAN:
-            if all(consumer.position(tp) >= ends[tp] for tp in tps):
-                break
-            want = min(500, MAX_SCAN - scanned) if filtered else limit - len(out)
-            batch = consumer.poll(timeout_ms=0, max_records=want)
-            if not batch:
-                break  # the rest expired or was compacted away
-            for tp, records in batch.items():
-                for record in records:
-                    if len(out) >= limit:
-                        stopped.setdefault(tp, record.offset)
-                        break
-                    scanned += 1
-                    if _matches(record, key, value, header):
-                        out.append(record)
-        next_offsets = {str(tp.partition): stopped.get(tp, consumer.position(tp)) for tp in tps}
-        end_reached = all(int(next_offsets[str(tp.partition)]) >= ends[tp] for tp in tps)
-    finally:
-        consumer.close(autocommit=False)
-    out.sort(key=lambda r: (r.partition, r.offset))
+        query = browse.parse_query(
+            request.args,
+            info,
+            default_start="oldest",
+            default_limit=DEFAULT_LIMIT,
+            max_limit=MAX_LIMIT,
+        )
+        page = browse.browse(c, query)  # checks consume_perm as the token's user
+    except browse.BadQuery as exc:
+        # the API's error name for a bad argument, whichever module found it
+        raise errors.InvalidArgument(str(exc)) from None
+    records = page.records
+    if shape == "v0":
+        out = [record_json_v0(r) for r in sorted(records, key=lambda r: (r.partition, r.offset))]
+    else:
+        out = [record_json(r) for r in records]
     return json_response(
         {
-            "topic": full,
-            "messages": [record_json(r) for r in out],
-            "next_offsets": next_offsets,
-            "end_offsets": {str(tp.partition): ends[tp] for tp in tps},
-            "scanned": scanned,
-            "end_reached": end_reached,
+            "topic": page.topic,
+            "messages": out,
+            "cursor": page.cursor,
+            "more": page.more,
+            "budget_exhausted": page.budget_exhausted,
+            "scanned": page.scanned,
+            "next_offsets": {str(p): o for p, o in sorted(page.positions.items())},
+            "end_offsets": {str(p): o for p, o in sorted(page.ends.items())},
+            "end_reached": not page.more,
         }
     )
 
@@ -408,8 +346,13 @@ def _headers(raw: Any) -> list[tuple[str, bytes]] | None:
         raise errors.InvalidArgument("headers must be a list of {key, value} or an object")
     headers = []
     for i, item in enumerate(raw):
+        if isinstance(item, dict) and "name" in item:
+            # the record shape's header (name, value, encoding): what a read gives back
+            item = {"key": item["name"], "value": item.get("value")} | (
+                {"value_encoding": item["encoding"]} if item.get("encoding") else {}
+            )
         if not isinstance(item, dict) or not isinstance(item.get("key"), str) or not item["key"]:
-            raise errors.InvalidArgument(f"headers[{i}] needs a non-empty string key")
+            raise errors.InvalidArgument(f"headers[{i}] needs a non-empty string name")
         headers.append((item["key"], _decode(item, "value", f"headers[{i}].") or b""))
     return headers
 

@@ -16,9 +16,10 @@ from click.testing import CliRunner
 import engine
 from engine import Cluster, Consumer, Principal, Producer, Replicator, TopicPartition, errors
 from engine.cli import cli
-from engine.replication import DirectoryTarget, ReplicaBatch, _batch_at
+from engine.replication import DirectoryTarget, ReplicaBatch
+from engine.replication.reading import batch_at
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def contents(cluster: Cluster, stream: str = "/s") -> dict[tuple[str, int, int], tuple]:
@@ -134,8 +135,8 @@ def test_ring_plus_two_way_link_converges_without_duplicates(dirs):
         assert [u.source_id for u in a.upstreams("/s")] in ([b.id, c.id], [c.id, b.id])
         # origins are kept: a message written in c is stored with c's uuid in a and b
         for cl in (a, b):
-            row = cl._catalog.topic("/s", "from-c")
-            assert _batch_at(cl, cl._catalog.chain(row.id, 0), 0)[2] == c.id
+            row = cl.catalog.topic("/s", "from-c")
+            assert batch_at(cl, row.id, 0, 0)[2] == c.id
         assert len(b.partitionlets("/s:from-a")) > 2  # the target rolled while receiving
 
 

@@ -19,7 +19,7 @@ def _run_in_threads(fn, n):
 
 def test_connections_of_ended_threads_are_closed(cluster):
     cluster.create_stream("/s")
-    conns = cluster._catalog._conns
+    conns = cluster.catalog._conns
     _run_in_threads(lambda: cluster.streams(), 50)
     gc.collect()
     assert len(conns._all) <= 1  # at most this thread's own

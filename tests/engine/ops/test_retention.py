@@ -198,7 +198,7 @@ def test_a_drop_interrupted_after_the_purge_is_finished_next_time(cluster_path):
             producer.send(T, value=b"old", timestamp_ms=now_ms() - 2 * HOUR_MS).get(timeout=10)
             producer.send(T, value=b"new").get(timeout=10)
         first = cluster.partitionlets(T)[0]
-        cluster._volume(first.volume).drop([first.id])  # the "crash": catalog untouched
+        cluster.volume(first.volume).drop([first.id])  # the "crash": catalog untouched
         assert [r.value for r in drain(reader(cluster))] == [b"new"]
         report = cluster.enforce_retention()
         assert (report.partitionlets_dropped, report.messages_freed) == (1, 0)
@@ -211,9 +211,9 @@ def test_dropping_bumps_the_topology_version(cluster_path):
         cluster.create_stream("/r", ttl=3600)
         with Producer(cluster, acks=1) as producer:
             producer.send(T, value=b"old", timestamp_ms=1).get(timeout=10)
-        version = cluster._catalog.topology_version()
+        version = cluster.catalog.topology_version()
         assert cluster.enforce_retention().partitionlets_dropped == 1
-        assert cluster._catalog.topology_version() > version
+        assert cluster.catalog.topology_version() > version
 
 
 def test_two_clusters_objects_on_one_directory_agree(cluster_path):

@@ -7,14 +7,17 @@ the split between stdout (data) and stderr (counts, errors).
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import click
@@ -463,21 +466,28 @@ def test_produce_with_keys_and_headers_then_consume_back(cpath):
     records = json_lines(ok("consume", "/apps/s:t", "--format", "json", "--cluster", cpath).stdout)
     assert len(records) == 4
     for record in records:
+        # the one record shape of docs/API.md, "Records" (the API and downloads share it)
         assert set(record) == {
             "topic",
             "partition",
             "offset",
             "timestamp",
             "timestamp_type",
+            "time",
             "key",
+            "key_encoding",
             "value",
+            "value_encoding",
             "headers",
         }
         assert record["topic"] == "/apps/s:t"
         assert record["partition"] == 0
         assert record["timestamp_type"] == "create"
         assert isinstance(record["timestamp"], int)
-        assert record["headers"] == [{"key": "unit", "value": "C"}, {"key": "src", "value": "a=b"}]
+        assert record["headers"] == [
+            {"name": "unit", "value": "C", "encoding": "utf-8"},
+            {"name": "src", "value": "a=b", "encoding": "utf-8"},
+        ]
     assert [r["offset"] for r in records] == [0, 1, 2, 3]
     assert [(r["key"], r["value"]) for r in records] == [
         ("k1", "v1"),
@@ -521,7 +531,7 @@ def test_binary_values_round_trip(cpath):
     assert records[0]["value_encoding"] == "base64"
     assert base64.b64decode(records[0]["value"]) == payload
     assert records[1]["value"] == "é"
-    assert "value_encoding" not in records[1]
+    assert records[1]["value_encoding"] == "utf-8"
 
 
 def test_produce_line_without_separator_fails_after_sending_earlier_lines(cpath):
@@ -967,3 +977,86 @@ def test_console_script_consume_into_closed_pipe(tmp_path):
     assert reader.wait(timeout=120) == 0, stderr
     assert first.startswith(b"000000-")
     assert b"Traceback" not in stderr
+
+
+# --- commands of other packages, found by entry point ------------------------------------
+
+FRONTEND_COMMANDS = {
+    "bench": "bench.command:bench_command",
+    "replay": "spark_tasks.cli:replay_group",
+    "tui": "console.cli:tui_command",
+    "web": "web.cli:web_command",
+}
+
+
+def test_frontend_commands_are_entry_points_the_root_group_lists():
+    registered = entry_points(group="partitionlet.commands")
+    assert {ep.name: ep.value for ep in registered} == FRONTEND_COMMANDS
+    top = ok("--help").stdout
+    for name in FRONTEND_COMMANDS:
+        assert f"\n  {name} " in top, top
+    assert "--port" in ok("web", "--help").stdout
+    assert "--topic FULL_NAME" in ok("tui", "--help").stdout
+
+
+def test_the_engine_names_no_frontend_module():
+    # A module named in a string (for importlib or a lazy loader) is an import all the same.
+    frontend = re.compile(r"(web|console|spark_tasks|bench)(\.[a-z_]+)+(:[a-z_]+)?")
+    root = Path(__file__).resolve().parents[3]
+    found = []
+    for path in sorted((root / "engine").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and frontend.fullmatch(node.value)
+            ):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
+    assert not found, "\n".join(found)
+
+
+def test_a_missing_or_broken_command_package_is_an_error_not_a_traceback(tmp_path):
+    # A distribution of our own on PYTHONPATH registers four commands: one whose package is
+    # not installed, one whose import fails (as a frontend without pyspark would), one that
+    # is not a command, and one that tries to take the place of a built-in command.
+    info = tmp_path / "plugins_demo-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugins-demo\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[partitionlet.commands]\n"
+        "ghost = no_such_package.cli:command\n"
+        "broken = broken_plugin:command\n"
+        "notcmd = json:dumps\n"
+        "stream = json:dumps\n"
+    )
+    (tmp_path / "broken_plugin.py").write_text("import no_such_dependency_xyz\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env.pop("PLET_CLUSTER", None)
+
+    def plet(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "engine.cli", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+
+    top = plet("--help")
+    assert top.returncode == 0, top.stderr
+    assert "ghost" not in top.stdout  # its package is not installed: not listed
+    assert "(unavailable: No module named 'no_such_dependency_xyz')" in top.stdout
+    assert "\n  web " in top.stdout  # the others still work
+
+    for name, reason in [
+        ("ghost", "No module named 'no_such_package'"),
+        ("broken", "No module named 'no_such_dependency_xyz'"),
+        ("notcmd", "json:dumps is not a click command"),
+    ]:
+        done = plet(name, "--some-option")
+        assert done.returncode == 1, (name, done.stderr)
+        assert done.stderr == f"error: 'plet {name}' is not available: {reason}\n"
+        assert done.stdout == ""
+
+    builtin = plet("stream", "--help")
+    assert builtin.returncode == 0 and "Create, edit, delete, list and describe" in builtin.stdout

@@ -16,7 +16,7 @@ import pytest
 
 from engine import Cluster, Consumer, TopicPartition
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 T = "/s:t"
 
 

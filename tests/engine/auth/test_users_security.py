@@ -262,8 +262,11 @@ def test_hashes_beyond_the_bound_wait_then_are_refused(monkeypatch):
     assert user_store.verify_password(PASSWORD, user_store.hash_password(PASSWORD))
 
 
-def test_concurrent_hashes_stay_within_the_bound():
+def test_concurrent_hashes_stay_within_the_bound(monkeypatch):
     gate = user_store.HASH_GATE
+    # A long wait, so a loaded test machine cannot turn slow hashes into Busy: what is
+    # checked here is the bound on hashes at once, not how fast they run.
+    monkeypatch.setattr(gate, "wait_s", 120.0)
     stored = user_store.hash_password(PASSWORD)
     gate.reset_peak()
     start = threading.Barrier(12)
@@ -277,8 +280,8 @@ def test_concurrent_hashes_stay_within_the_bound():
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
-    assert results == [True] * 12  # the default wait lets them all through, in turn
+        t.join(180)
+    assert results == [True] * 12  # waiting lets them all through, in turn
     assert 1 <= gate.peak <= gate.limit
 
 

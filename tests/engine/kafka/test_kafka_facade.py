@@ -3,14 +3,16 @@ documentation shows, with only their imports changed, on a real cluster director
 
 from __future__ import annotations
 
-import inspect
+import ast
+import importlib
 import json
 import time
+from pathlib import Path
 
 import pytest
 
 import engine.kafka as kafka_module
-from engine import Cluster, Consumer, Producer, errors
+from engine import Consumer, Producer, errors
 from engine.kafka import (
     ConsumerRebalanceListener,
     ConsumerRecord,
@@ -24,20 +26,11 @@ from engine.kafka import (
     RecordMetadata,
     RoundRobinPartitionAssignor,
     TopicPartition,
+    bootstrap,
 )
 from engine.kafka import errors as kafka_errors
 
 FAST = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 200}
-
-GROUPS_READY = (
-    hasattr(Cluster, "groups")
-    and hasattr(Cluster, "group")
-    and ("partition_assignment_strategy" in inspect.signature(Consumer).parameters)
-)
-needs_groups = pytest.mark.skipif(
-    not GROUPS_READY,
-    reason="the engine's consumer groups (engine/groups.py, Cluster.group) are not there yet",
-)
 
 
 @pytest.fixture(autouse=True)
@@ -47,9 +40,9 @@ def _clean_environment(monkeypatch):
     monkeypatch.delenv("PLET_CLUSTER", raising=False)
     monkeypatch.delenv("PLET_DEFAULT_STREAM", raising=False)
     yield
-    for entry in list(kafka_module._clusters.values()):
+    for entry in list(bootstrap._clusters.values()):
         entry[0].close()
-    kafka_module._clusters.clear()
+    bootstrap._clusters.clear()
 
 
 @pytest.fixture
@@ -295,7 +288,6 @@ class Recorder(ConsumerRebalanceListener):
         self.revoked.append(list(revoked))
 
 
-@needs_groups
 def test_two_consumers_in_one_group_share_all_partitions(cluster, servers):
     admin = KafkaAdminClient(bootstrap_servers=servers)
     admin.create_topics([NewTopic("jobs", num_partitions=4, replication_factor=1)])
@@ -375,7 +367,6 @@ def test_two_consumers_in_one_group_share_all_partitions(cluster, servers):
     admin.close()
 
 
-@needs_groups
 def test_pattern_subscription_matches_plain_names(cluster, servers):
     admin = KafkaAdminClient(bootstrap_servers=servers)
     admin.create_topics(
@@ -651,9 +642,8 @@ def test_broker_settings_are_accepted_and_typos_are_not(cluster, servers):
 def test_error_classes_and_import_paths():
     from engine.kafka.admin import KafkaAdminClient as Admin
     from engine.kafka.admin import NewTopic as Topic
-    from engine.kafka.structs import TopicPartition as TP
-
     from engine.kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
+    from engine.kafka.structs import TopicPartition as TP
 
     assert Admin is KafkaAdminClient and Topic is NewTopic and TP is TopicPartition
     assert issubclass(TopicAlreadyExistsError, KafkaError)
@@ -667,3 +657,209 @@ def test_error_classes_and_import_paths():
     assert isinstance(error, KafkaTimeoutError) and isinstance(error.__cause__, errors.Timeout)
     # the engine's producer is untouched by the facade: still full names, engine errors
     assert Producer.__module__ == "engine.client.producer"
+
+
+# --- the package: kafka-python's module paths, public engine objects only ----------------
+
+PACKAGE = Path(kafka_module.__file__).parent
+
+# Import lines of kafka-python programs, with `kafka` turned into `engine.kafka`.
+KAFKA_PYTHON_PATHS = {
+    "engine.kafka.errors": ["KafkaError", "TopicAlreadyExistsError", "NoBrokersAvailable"],
+    "engine.kafka.structs": ["TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp"],
+    "engine.kafka.serializer": ["Serializer", "Deserializer"],
+    "engine.kafka.admin": [
+        "KafkaAdminClient",
+        "NewTopic",
+        "NewPartitions",
+        "ConfigResource",
+        "ConfigResourceType",
+    ],
+    "engine.kafka.admin.client": ["KafkaAdminClient"],
+    "engine.kafka.admin.new_topic": ["NewTopic"],
+    "engine.kafka.admin.new_partitions": ["NewPartitions"],
+    "engine.kafka.admin.config_resource": ["ConfigResource", "ConfigResourceType"],
+    "engine.kafka.consumer": ["KafkaConsumer"],
+    "engine.kafka.consumer.group": ["KafkaConsumer"],
+    "engine.kafka.consumer.fetcher": ["ConsumerRecord"],
+    "engine.kafka.consumer.subscription_state": ["ConsumerRebalanceListener"],
+    "engine.kafka.producer": ["KafkaProducer"],
+    "engine.kafka.producer.kafka": ["KafkaProducer"],
+    "engine.kafka.producer.future": ["FutureRecordMetadata", "RecordMetadata"],
+    "engine.kafka.coordinator.assignors.range": ["RangePartitionAssignor"],
+    "engine.kafka.coordinator.assignors.roundrobin": ["RoundRobinPartitionAssignor"],
+    "engine.kafka.coordinator.assignors.sticky.sticky_assignor": ["StickyPartitionAssignor"],
+}
+
+
+@pytest.mark.parametrize("module_name", sorted(KAFKA_PYTHON_PATHS))
+def test_kafka_python_module_paths_are_real_modules(module_name):
+    """Each path is a file of the package, found by the import system like any module
+    (not an object planted in sys.modules), and holds kafka-python's names; every name is
+    the one class the package root exports."""
+    module = importlib.import_module(module_name)
+    relative = module_name.removeprefix("engine.kafka.").split(".")
+    expected = {PACKAGE.joinpath(*relative).with_suffix(".py"),
+                PACKAGE.joinpath(*relative, "__init__.py")}  # fmt: skip
+    assert Path(module.__file__) in expected
+    assert module.__spec__ is not None and module.__spec__.origin == module.__file__
+    for name in KAFKA_PYTHON_PATHS[module_name]:
+        value = getattr(module, name)
+        if hasattr(kafka_module, name):
+            assert getattr(kafka_module, name) is value
+
+
+def test_package_root_exports_kafka_python_names():
+    """kafka-python's `kafka/__init__.py` exports these; DESIGN names the first seven."""
+    for name in (
+        "KafkaProducer",
+        "KafkaConsumer",
+        "KafkaAdminClient",
+        "NewTopic",
+        "TopicPartition",
+        "OffsetAndMetadata",
+        "ConsumerRebalanceListener",
+        "Serializer",
+        "Deserializer",
+    ):
+        assert name in kafka_module.__all__
+        assert getattr(kafka_module, name).__module__.startswith("engine.")
+    assert set(kafka_errors.__all__) <= set(kafka_module.__all__)
+    assert "translate" not in kafka_module.__all__  # a helper, not a kafka-python name
+
+
+def _private_uses(tree: ast.AST) -> list[str]:
+    """Uses of a `_private` attribute on anything but the facade's own `self`/`cls`, by
+    attribute or by getattr/setattr/hasattr with a literal name."""
+    found = []
+    namedtuple_api = {"_replace", "_asdict", "_fields", "_make"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            attr = node.attr
+            owner = node.value
+            if (
+                attr.startswith("_")
+                and not attr.startswith("__")
+                and attr not in namedtuple_api
+                and not (isinstance(owner, ast.Name) and owner.id in ("self", "cls"))
+            ):
+                found.append(f"line {node.lineno}: .{attr}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and str(node.args[1].value).startswith("_")
+            and not str(node.args[1].value).startswith("__")
+        ):
+            found.append(f"line {node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+    return found
+
+
+def test_facade_uses_public_engine_objects_only():
+    """A frontend of the engine (DESIGN, "Layout"): no private attribute of an engine
+    object, no sqlite3, no module planted in sys.modules."""
+    problems = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text()
+        tree = ast.parse(source)
+        found = _private_uses(tree)
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            if any(n.split(".")[0] == "sqlite3" for n in names):
+                found.append(f"line {node.lineno}: imports sqlite3")
+        if "sys.modules" in source:
+            found.append("writes sys.modules")
+        if found:
+            problems[str(path.relative_to(PACKAGE))] = found
+    assert problems == {}
+
+
+def test_private_use_checker_flags_what_it_must():
+    tree = ast.parse(
+        "self._own\nself._producer._sender\ngetattr(p, '_sender', None)\n"
+        "exc._kafka_error = e\nr._replace(key=1)\ncluster._catalog.x()\nself.__class__\n"
+        "getattr(item, '__name__', None)\n"
+    )
+    assert sorted(_private_uses(tree)) == [
+        "line 2: ._sender",
+        "line 3: getattr(..., '_sender')",
+        "line 4: ._kafka_error",
+        "line 6: ._catalog",
+    ]
+
+
+def test_serializer_classes_and_assignors_by_kafka_python_paths(cluster, servers):
+    from engine.kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor as RR
+    from engine.kafka.coordinator.assignors.sticky.sticky_assignor import (
+        StickyPartitionAssignor,
+    )
+    from engine.kafka.serializer import Deserializer, Serializer
+
+    class Tagged(Serializer):
+        def serialize(self, topic, value):
+            return json.dumps({"topic": topic, "value": value}).encode()
+
+    class Untagged(Deserializer):
+        def deserialize(self, topic, data):
+            return json.loads(data)["value"]
+
+    KafkaAdminClient(bootstrap_servers=servers).create_topics([NewTopic("events", 2)])
+    producer = KafkaProducer(bootstrap_servers=servers, value_serializer=Tagged())
+    meta = producer.send("events", [1, 2], partition=1).get(timeout=10)
+    producer.close()
+    raw = Consumer(cluster, auto_offset_reset="earliest", enable_auto_commit=False)
+    raw.assign([TopicPartition("/kafka:events", 1)])
+    (stored,) = raw.poll(timeout_ms=1000)[TopicPartition("/kafka:events", 1)]
+    raw.close()
+    assert json.loads(stored.value) == {"topic": "events", "value": [1, 2]}
+    assert meta.serialized_value_size == len(stored.value)
+
+    consumer = KafkaConsumer(
+        "events",
+        bootstrap_servers=servers,
+        group_id="tagged",
+        auto_offset_reset="earliest",
+        value_deserializer=Untagged(),
+        partition_assignment_strategy=[StickyPartitionAssignor, RR],  # sticky: next one
+        **FAST,
+    )
+    (record,) = drain(consumer, 1)
+    assert (record.topic, record.partition, record.value) == ("events", 1, [1, 2])
+    consumer.close()
+    with pytest.raises(kafka_errors.KafkaConfigurationError, match="no strategy"):
+        KafkaConsumer(
+            bootstrap_servers=servers, partition_assignment_strategy=[StickyPartitionAssignor]
+        )
+
+
+def test_close_with_a_short_timeout_keeps_the_cluster_open_until_written(cluster, servers):
+    """`close(timeout=0)` returns at once; the shared cluster stays open until the
+    engine's producer has written what it held, then closes, and nothing is lost."""
+    count, value = 4000, b"v" * 4096
+    producer = KafkaProducer(
+        bootstrap_servers=servers,
+        acks="all",
+        linger_ms=600_000,  # nothing is written before close
+        batch_size=64 << 20,
+        buffer_memory=128 << 20,
+    )
+    for _ in range(count):
+        producer.send("bulk", value, partition=0)
+    shared = producer._cluster
+    producer.close(timeout=0)
+    assert not shared.closed  # still writing: 16 MB, fsynced
+    deadline = time.monotonic() + 60
+    while not shared.closed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert shared.closed and bootstrap._clusters == {}
+    raw = Consumer(cluster, enable_auto_commit=False)
+    assert raw.end_offsets([TopicPartition("/kafka:bulk", 0)]) == {
+        TopicPartition("/kafka:bulk", 0): count
+    }
+    raw.close()

@@ -25,7 +25,7 @@ from engine.storage import segments as partitionlet
 from engine.storage.log import PartitionLog
 from engine.storage.volume import DELETED, SEALED
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 T = "/s:t"
 PL_BYTES = 2000
 
@@ -44,8 +44,8 @@ def setup_topic(cluster: Cluster, partitions: int = 1, **policies) -> None:
 
 def pile_on(cluster: Cluster, monkeypatch: pytest.MonkeyPatch, volume: int = 1) -> None:
     """Place every new partitionlet on one volume: the uneven cluster rebalance fixes."""
-    monkeypatch.setattr(cluster._placement, "choose", lambda: volume)
-    monkeypatch.setattr(cluster._placement, "choose_many", lambda count: [volume] * count)
+    monkeypatch.setattr(cluster.placement, "choose", lambda: volume)
+    monkeypatch.setattr(cluster.placement, "choose_many", lambda count: [volume] * count)
 
 
 def produce(
@@ -106,13 +106,13 @@ def expected(sent: list[tuple[int, int, bytes]], partitions: int = 1):
 
 
 def live_rows(cluster: Cluster) -> dict[int, dict[int, tuple[int, int]]]:
-    return {vid: vol.live_partitionlets() for vid, vol in cluster._volumes.items()}
+    return {vid: vol.live_partitionlets() for vid, vol in cluster.open_volumes().items()}
 
 
 def assert_consistent(cluster: Cluster) -> None:
     """Every live volume row is where the catalog places it (no orphan), and every
     partitionlet that took appends has its live row in its volume."""
-    placed = cluster._catalog.partitionlet_volumes()
+    placed = cluster.catalog.partitionlet_volumes()
     rows = live_rows(cluster)
     for vid, ids in rows.items():
         for pl_id in ids:
@@ -258,7 +258,7 @@ def test_dry_run_changes_nothing(cluster_path, monkeypatch):
         sent = produce(cluster, 400, partitions=2)
         listing = cluster.partitionlets()
         rows = live_rows(cluster)
-        version = cluster._catalog.topology_version()
+        version = cluster.catalog.topology_version()
         usage = cluster.stream("/s").bytes
 
         report = balance.rebalance(cluster, dry_run=True)
@@ -268,7 +268,7 @@ def test_dry_run_changes_nothing(cluster_path, monkeypatch):
         assert report.bytes_after != report.bytes_before  # projected
         assert cluster.partitionlets() == listing
         assert live_rows(cluster) == rows
-        assert cluster._catalog.topology_version() == version
+        assert cluster.catalog.topology_version() == version
         assert cluster.stream("/s").bytes == usage
         # the real run does what the dry run announced
         real = balance.rebalance(cluster)
@@ -300,9 +300,9 @@ def test_move_back_over_the_tombstone(cluster_path):
         home = pl.volume
         away = home % 4 + 1
         assert balance.move(cluster, pl.id, away).to_volume == away
-        assert cluster._volume(home).state(pl.id).state == DELETED  # tombstone
+        assert cluster.volume(home).state(pl.id).state == DELETED  # tombstone
         assert balance.move(cluster, pl.id, home).to_volume == home  # replaces it
-        state = cluster._volume(home).state(pl.id)
+        state = cluster.volume(home).state(pl.id)
         assert state.state == SEALED and state.bytes == pl.bytes
         assert balance.move(cluster, pl.id, home) is None  # already there
         assert_consistent(cluster)
@@ -318,7 +318,7 @@ def test_reader_with_a_stale_chain_skips_nothing(cluster_path):
     with open_small(cluster_path) as cluster:
         setup_topic(cluster)
         sent = produce(cluster, 300)
-        topic_id = cluster._catalog.topic("/s", "t").id
+        topic_id = cluster.catalog.topic("/s", "t").id
         log = PartitionLog(cluster, topic_id, 0, T)
         records, position = log.read(0, 5, None)  # chain cached, batches read ahead
         for p in sealed(cluster):
@@ -361,7 +361,7 @@ def test_concurrent_readers_read_everything_once_in_order(cluster_path):
         def log_reader() -> None:
             try:
                 with Cluster.open(cluster_path) as other:
-                    log = PartitionLog(other, other._catalog.topic("/s", "t").id, 0, T)
+                    log = PartitionLog(other, other.catalog.topic("/s", "t").id, 0, T)
                     position = 0
                     deadline = time.monotonic() + 120
                     while position < len(want) and time.monotonic() < deadline:
@@ -475,8 +475,8 @@ def test_volume_copy_and_conditional_purge(cluster_path):
         setup_topic(cluster)
         produce(cluster, 200)
         pl = sealed(cluster)[0]
-        src = cluster._volume(pl.volume)
-        dst = cluster._volume(pl.volume % 4 + 1)
+        src = cluster.volume(pl.volume)
+        dst = cluster.volume(pl.volume % 4 + 1)
         copy = dst.copy_partitionlet_from(src, pl.id)
         assert copy == src.state(pl.id) and copy.state == SEALED
         assert dst.read(pl.id, 0, 1000) == src.read(pl.id, 0, 1000)
@@ -490,8 +490,8 @@ def test_volume_copy_and_conditional_purge(cluster_path):
         assert src.state(pl.id).state == DELETED
         assert dst.copy_partitionlet_from(src, pl.id) is None  # nothing sealed to copy
         active = next(p for p in cluster.partitionlets(T) if p.active)
-        elsewhere = cluster._volume(active.volume % 4 + 1)
-        assert elsewhere.copy_partitionlet_from(cluster._volume(active.volume), active.id) is None
+        elsewhere = cluster.volume(active.volume % 4 + 1)
+        assert elsewhere.copy_partitionlet_from(cluster.volume(active.volume), active.id) is None
         with pytest.raises(errors.InvalidArgument):
             src.copy_partitionlet_from(src, pl.id)
 
@@ -543,21 +543,21 @@ def test_crash_between_copy_and_switch(tmp_path, cluster_path, then):
     die_during_move(tmp_path, cluster_path, "before-switch", pl.id, target)
 
     with Cluster.open(cluster_path) as cluster:  # opening is not confused by the orphan
-        assert cluster._catalog.partitionlet(pl.id).volume_id == pl.volume
-        orphan = cluster._volume(target).state(pl.id)
+        assert cluster.catalog.partitionlet(pl.id).volume_id == pl.volume
+        orphan = cluster.volume(target).state(pl.id)
         assert orphan.state == SEALED and orphan.bytes == pl.bytes  # the copy, unreferenced
         assert read_all(cluster) == expected(sent)  # readers go by the catalog
         if then == "rebalance":
             report = balance.rebalance(cluster)
             assert balance.Orphan(pl.id, target, pl.bytes) in report.orphans
-            assert cluster._volume(target).state(pl.id).state in (DELETED, SEALED)
-            if cluster._catalog.partitionlet(pl.id).volume_id != target:
-                assert cluster._volume(target).state(pl.id).state == DELETED
+            assert cluster.volume(target).state(pl.id).state in (DELETED, SEALED)
+            if cluster.catalog.partitionlet(pl.id).volume_id != target:
+                assert cluster.volume(target).state(pl.id).state == DELETED
         # moving it there again copies over whatever the crash left
-        if cluster._catalog.partitionlet(pl.id).volume_id != target:
+        if cluster.catalog.partitionlet(pl.id).volume_id != target:
             assert balance.move(cluster, pl.id, target) is not None
-        assert cluster._catalog.partitionlet(pl.id).volume_id == target
-        assert cluster._volume(pl.volume).state(pl.id).state == DELETED
+        assert cluster.catalog.partitionlet(pl.id).volume_id == target
+        assert cluster.volume(pl.volume).state(pl.id).state == DELETED
         assert_consistent(cluster)
         assert read_all(cluster) == expected(sent)
 
@@ -572,17 +572,17 @@ def test_crash_between_switch_and_delete(tmp_path, cluster_path):
     die_during_move(tmp_path, cluster_path, "after-switch", pl.id, target)
 
     with Cluster.open(cluster_path) as cluster:
-        assert cluster._catalog.partitionlet(pl.id).volume_id == target
-        assert cluster._volume(pl.volume).state(pl.id).state == SEALED  # the orphan
+        assert cluster.catalog.partitionlet(pl.id).volume_id == target
+        assert cluster.volume(pl.volume).state(pl.id).state == SEALED  # the orphan
         assert cluster.stream("/s").bytes == usage + pl.bytes  # counted twice until cleaned
         assert read_all(cluster) == expected(sent)
 
         report = balance.rebalance(cluster, dry_run=True)  # reports, keeps
         assert balance.Orphan(pl.id, pl.volume, pl.bytes) in report.orphans
-        assert cluster._volume(pl.volume).state(pl.id).state == SEALED
+        assert cluster.volume(pl.volume).state(pl.id).state == SEALED
 
         assert balance.Orphan(pl.id, pl.volume, pl.bytes) in balance.clean_orphans(cluster)
-        assert cluster._volume(pl.volume).state(pl.id).state == DELETED
+        assert cluster.volume(pl.volume).state(pl.id).state == DELETED
         assert cluster.stream("/s").bytes == usage
         assert balance.rebalance(cluster).orphans == ()
         assert_consistent(cluster)

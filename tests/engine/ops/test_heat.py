@@ -70,7 +70,7 @@ def test_new_partitionlets_avoid_the_hot_volume(cluster):
     cluster.create_topic("/h:hot", partitions=1)
     load(cluster, "/h:hot", 200, 1000, 1)
     hot_volume = cluster.topic("/h:hot").partitions[0].partitionlets[0].volume
-    cluster._placement._read_at = 0  # forget the cached heat figures
+    cluster.placement._read_at = 0  # forget the cached heat figures
     cluster.create_topic("/h:new", partitions=3)
     load(cluster, "/h:new", 3, 10, 3)
     volumes = [p.partitionlets[0].volume for p in cluster.topic("/h:new").partitions]

@@ -1,0 +1,58 @@
+"""How commands print: tables and JSON on stdout, counts and progress on stderr, and the
+formats of sizes, times and durations in tables.
+
+Data goes to stdout so that it stays a clean stream for pipes; what is said about it goes
+to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+
+def echo_err(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
+def format_ms(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def format_seconds(seconds: int) -> str:
+    if seconds == 0:
+        return "forever"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def echo_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "") -> None:
+    """Left-aligned columns, two spaces apart, header in bold on a terminal."""
+    cells = [[str(cell) for cell in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+
+    def line(row: Sequence[str]) -> str:
+        return indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+
+    click.echo(click.style(line(headers).rstrip(), bold=True))
+    for row in cells:
+        click.echo(line(row).rstrip())
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))

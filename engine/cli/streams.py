@@ -1,0 +1,177 @@
+"""`plet stream ...`: create, edit, delete, list and describe streams, and the policy options
+of `create` and `edit`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import click
+
+from engine.cli.options import cluster_option, open_cluster, paging_options
+from engine.cli.output import echo_json, echo_table, format_ms, format_seconds, plural
+from engine.policies import POLICIES, Policy, cli_help
+from engine.units import format_bytes
+
+
+def _policy_option(row: Policy) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A policy's option, built from the one policy table (engine.policies): its
+    destination is the policy's name, so the given ones pass straight through."""
+    if row.kind == "bool":
+        flag = row.option[2:]
+        return click.option(
+            f"--{flag}/--no-{flag}", row.name, default=None, help=cli_help(row.name)
+        )
+    return click.option(
+        row.option,
+        row.name,
+        type=int if row.kind == "int" else None,
+        metavar=row.metavar or None,
+        help=cli_help(row.name),
+    )
+
+
+_POLICY_OPTIONS = [_policy_option(row) for row in POLICIES]
+_POLICY_NAMES = tuple(row.name for row in POLICIES)
+
+
+def policy_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_POLICY_OPTIONS):
+        func = option(func)
+    return func
+
+
+def _given_policies(options: dict[str, Any]) -> dict[str, Any]:
+    # Only what the user typed: the engine owns the defaults and the validation.
+    return {name: options[name] for name in _POLICY_NAMES if options.get(name) is not None}
+
+
+def stream_json(info: Any) -> dict[str, Any]:
+    return asdict(info)
+
+
+@click.group()
+def stream() -> None:
+    """Create, edit, delete, list and describe streams (`/apps/sensors`)."""
+
+
+@stream.command("create")
+@cluster_option
+@click.argument("path")
+@policy_options
+@click.pass_context
+def stream_create(ctx: click.Context, path: str, **options: Any) -> None:
+    """Create a stream at PATH with the given policies (the others keep their defaults).
+
+    \b
+    Example:
+      plet stream create /apps/sensors --ttl 86400 --default-partitions 3
+    """
+    info = open_cluster(ctx).create_stream(path, **_given_policies(options))
+    click.echo(f"created stream {info.path}")
+
+
+@stream.command("edit")
+@cluster_option
+@click.argument("path")
+@policy_options
+@click.pass_context
+def stream_edit(ctx: click.Context, path: str, **options: Any) -> None:
+    """Change some policies of the stream at PATH.
+
+    \b
+    Example:
+      plet stream edit /apps/sensors --ttl 0 --consume-perm 'u:alice | g:ops'
+    """
+    policies = _given_policies(options)
+    if not policies:
+        raise click.UsageError("nothing to change: give at least one policy option", ctx=ctx)
+    open_cluster(ctx).edit_stream(path, **policies)
+    changes = ", ".join(f"{name}={value!r}" for name, value in policies.items())
+    click.echo(f"updated stream {path}: {changes}")
+
+
+@stream.command("delete")
+@cluster_option
+@click.argument("path")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def stream_delete(ctx: click.Context, path: str, yes: bool) -> None:
+    """Delete the stream at PATH with all its topics and messages."""
+    cluster = open_cluster(ctx)
+    info = cluster.stream(path)  # an unknown stream fails before the question
+    if not yes:
+        click.confirm(
+            f"Delete stream {info.path} with its {plural(info.topic_count, 'topic')} and "
+            f"{plural(info.messages, 'message')}?",
+            abort=True,
+            err=True,
+        )
+    cluster.delete_stream(path)
+    click.echo(f"deleted stream {info.path}")
+
+
+@stream.command("list")
+@cluster_option
+@paging_options
+@click.pass_context
+def stream_list(
+    ctx: click.Context, prefix: str | None, limit: int | None, offset: int, as_json: bool
+) -> None:
+    """List streams, ordered by path.
+
+    \b
+    Example:
+      plet stream list --prefix /apps --limit 20
+    """
+    infos = open_cluster(ctx).streams(prefix=prefix, limit=limit, offset=offset)
+    if as_json:
+        echo_json([stream_json(info) for info in infos])
+        return
+    echo_table(
+        ("PATH", "TOPICS", "MESSAGES", "SIZE", "TTL", "CREATOR"),
+        (
+            (
+                info.path,
+                f"{info.topic_count:,}",
+                f"{info.messages:,}",
+                format_bytes(info.bytes),
+                format_seconds(int(info.policies.get("ttl", 0))),
+                info.creator,
+            )
+            for info in infos
+        ),
+    )
+
+
+@stream.command("info")
+@cluster_option
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def stream_info(ctx: click.Context, path: str, as_json: bool) -> None:
+    """Describe the stream at PATH: its policies, topic count and size."""
+    info = open_cluster(ctx).stream(path)
+    if as_json:
+        echo_json(stream_json(info))
+        return
+    echo_table(
+        ("STREAM", info.path),
+        (
+            ("creator", info.creator),
+            ("created", format_ms(info.created_ms)),
+            ("topics", f"{info.topic_count:,}"),
+            ("messages", f"{info.messages:,}"),
+            ("size", format_bytes(info.bytes)),
+        ),
+    )
+    click.echo()
+    rows = []
+    for name, value in sorted(info.policies.items()):
+        shown = json.dumps(value) if isinstance(value, bool) else str(value)
+        if name == "ttl":
+            shown += f" ({format_seconds(int(value))})"
+        rows.append((name, shown))
+    echo_table(("POLICY", "VALUE"), rows)

@@ -1,0 +1,153 @@
+"""`plet topic ...`: create, delete, list and describe topics."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import click
+
+from engine.cli.options import cluster_option, open_cluster, paging_options
+from engine.cli.output import echo_err, echo_json, echo_table, format_ms, plural
+from engine.units import format_bytes
+
+
+def partition_json(info: Any) -> dict[str, Any]:
+    data = asdict(info)
+    data["high_watermark"] = info.high_watermark
+    data["messages"] = info.messages
+    return data
+
+
+def topic_json(info: Any) -> dict[str, Any]:
+    data = asdict(info)
+    data["partitions"] = [partition_json(p) for p in info.partitions]
+    data["partition_count"] = info.partition_count
+    data["messages"] = info.messages
+    data["bytes"] = info.bytes
+    return data
+
+
+@click.group()
+def topic() -> None:
+    """Create, delete, list and describe topics (`/apps/sensors:car-17`)."""
+
+
+@topic.command("create")
+@cluster_option
+@click.argument("full_name")
+@click.option("--partitions", type=int, help="Partition count (default: the stream's policy).")
+@click.pass_context
+def topic_create(ctx: click.Context, full_name: str, partitions: int | None) -> None:
+    """Create the topic FULL_NAME (`/stream/path:topic`).
+
+    \b
+    Example:
+      plet topic create /apps/sensors:car-17 --partitions 3
+    """
+    info = open_cluster(ctx).create_topic(full_name, partitions=partitions)
+    click.echo(f"created topic {info.name} with {plural(info.partition_count, 'partition')}")
+
+
+@topic.command("delete")
+@cluster_option
+@click.argument("full_name")
+@click.pass_context
+def topic_delete(ctx: click.Context, full_name: str) -> None:
+    """Delete the topic FULL_NAME and its messages."""
+    open_cluster(ctx).delete_topic(full_name)
+    click.echo(f"deleted topic {full_name}")
+
+
+@topic.command("list")
+@cluster_option
+@click.argument("stream_path", metavar="STREAM")
+@paging_options
+@click.pass_context
+def topic_list(
+    ctx: click.Context,
+    stream_path: str,
+    prefix: str | None,
+    limit: int | None,
+    offset: int,
+    as_json: bool,
+) -> None:
+    """List the topics of STREAM, ordered by name.
+
+    \b
+    Example:
+      plet topic list /apps/sensors --prefix car- --limit 50 --offset 100
+    """
+    cluster = open_cluster(ctx)
+    infos = cluster.topics(stream_path, prefix=prefix, limit=limit, offset=offset)
+    if as_json:
+        echo_json([topic_json(info) for info in infos])
+        return
+    echo_table(
+        ("TOPIC", "PARTITIONS", "MESSAGES", "SIZE", "LAST MESSAGE"),
+        (
+            (
+                info.name,
+                info.partition_count,
+                f"{info.messages:,}",
+                format_bytes(info.bytes),
+                format_ms(max((p.last_timestamp or 0 for p in info.partitions), default=0) or None),
+            )
+            for info in infos
+        ),
+    )
+    if limit and len(infos) == limit:
+        # A full page: say where it sits, since a stream may hold hundreds of thousands.
+        total = cluster.topic_count(stream_path, prefix=prefix)
+        if total > offset + len(infos):
+            echo_err(
+                f"showing {offset + 1:,}-{offset + len(infos):,} of {total:,} topics; "
+                f"next page: --offset {offset + len(infos)}"
+            )
+
+
+@topic.command("info")
+@cluster_option
+@click.argument("full_name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def topic_info(ctx: click.Context, full_name: str, as_json: bool) -> None:
+    """Describe the topic FULL_NAME: partitions, offsets and partitionlet chains."""
+    info = open_cluster(ctx).topic(full_name)
+    if as_json:
+        echo_json(topic_json(info))
+        return
+    echo_table(
+        ("TOPIC", info.name),
+        (
+            ("stream", info.stream),
+            ("created", format_ms(info.created_ms)),
+            ("partitions", info.partition_count),
+            ("messages", f"{info.messages:,}"),
+            ("size", format_bytes(info.bytes)),
+        ),
+    )
+    for part in info.partitions:
+        click.echo()
+        click.echo(
+            click.style(f"partition {part.partition}", bold=True)
+            + f"  offsets {part.log_start_offset:,}..{part.log_end_offset:,}"
+            + f"  ({plural(part.messages, 'message')}, {format_bytes(part.bytes)})"
+            + f"  {format_ms(part.first_timestamp)} .. {format_ms(part.last_timestamp)}"
+        )
+        echo_table(
+            ("PARTITIONLET", "VOLUME", "BASE_OFFSET", "LAST_OFFSET", "ACTIVE", "MESSAGES", "SIZE"),
+            (
+                (
+                    let.id,
+                    let.volume,
+                    let.base_offset,
+                    let.last_offset,
+                    "yes" if let.active else "no",
+                    f"{let.messages:,}",
+                    format_bytes(let.bytes),
+                )
+                for let in part.partitionlets
+            ),
+            indent="  ",
+        )

@@ -1,0 +1,996 @@
+"""The browse service: a topic's messages read page by page, the way a console shows them.
+
+One implementation behind every frontend that shows messages (the web page, the JSON API,
+the terminal console and `plet consume`):
+
+- a `Query` says which partitions, where to start (`Seek`: newest, oldest, an offset or a
+  time), which way to read (forward: oldest first; backward: newest first), what to match
+  (`Filter`), how many to show (`limit`) and how much it may scan (`Budget`);
+- `browse(cluster, query)` (or `Browser.page` for several reads on one topic) answers a
+  `Page`: the records in display order, an opaque `cursor` that continues the read, whether
+  the budget ran out before the page was full, and how many messages were scanned. A scan
+  stops at its budget and says where, so a search never hangs on a big topic, and paging by
+  cursor never skips or repeats a message;
+- `Browser.export` streams the records of a query for a download; `jsonl_lines` and
+  `csv_lines` write them;
+- `record_json` is THE JSON shape of a record (docs/API.md, "Records").
+
+Reads go through a public `Consumer` made on the caller's cluster (assign and seek, no
+group, nothing committed), so the engine checks the consume permission, hides expired
+messages and counts the reads as heat. Times are parsed by `engine.times` only.
+
+A filter is anything with `compile()` (a test for records, or None to let all through) and
+a truth value (whether it filters at all): `Filter` is the substring filter every console
+offers; a later expression language plugs in as another `RecordFilter`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+import heapq
+import io
+import json
+import re
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from itertools import islice
+from typing import Any, Protocol
+
+from engine import times
+from engine.client.consumer import Consumer
+from engine.errors import InvalidArgument
+from engine.records import LOG_APPEND_TIME, ConsumerRecord, TopicInfo, TopicPartition
+
+SEEKS = ("newest", "oldest", "offset", "time")
+FORWARD = "forward"
+BACKWARD = "backward"
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+# A page's scan stops after this many messages or this much time, whichever comes first,
+# and reports how far it got: search stays fast and never hangs on a big topic.
+SCAN_MESSAGES = 200_000
+SCAN_SECONDS = 0.2
+# Messages read per poll while scanning with a filter.
+SCAN_CHUNK = 10_000
+# Offsets and times are SQLite integers: nothing above this is a position anyone can seek to.
+MAX_OFFSET = 2**63 - 1
+# A cursor longer than this is not one we wrote (a thousand partitions fit many times over).
+MAX_CURSOR_CHARS = 100_000
+
+Match = Callable[[ConsumerRecord], bool]
+
+
+class BadQuery(InvalidArgument):
+    """A query that cannot be run: `fields` maps each query field to what is wrong with
+    it, so a form can show every mistake next to its field."""
+
+    def __init__(self, fields: Mapping[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
+        self.fields = dict(fields)
+
+
+def whole(raw: str) -> int | None:
+    """`raw` as a whole number from 0 to MAX_OFFSET, or None (ASCII digits only: `"²"`
+    passes str.isdigit() but is no number)."""
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 19:
+        return None
+    number = int(raw)
+    return number if number <= MAX_OFFSET else None
+
+
+# --- where to start --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Seek:
+    """Where a read starts in each partition: `newest` (after the last message), `oldest`
+    (the log start offset), `offset` (`value`, clamped to each partition's offsets) or
+    `time` (`value` in epoch ms: the first message at or after it)."""
+
+    kind: str = "newest"
+    value: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in SEEKS:
+            raise InvalidArgument(f"seek to one of {', '.join(SEEKS)}, not {self.kind!r}")
+        if self.kind in ("offset", "time") and self.value is None:
+            raise InvalidArgument(f"a seek to an {self.kind} needs its value")
+
+    @classmethod
+    def offset(cls, offset: int) -> Seek:
+        return cls("offset", offset)
+
+    @classmethod
+    def time(cls, ms: int) -> Seek:
+        return cls("time", ms)
+
+    @classmethod
+    def parse(cls, text: str) -> Seek:
+        """One box for all seeks (the terminal console's, a command's `--seek`): empty,
+        `newest`/`latest`/`end`; `oldest`/`earliest`/`beginning`/`start`; digits, an
+        offset; anything else a time (engine.times: ISO 8601, UTC without a zone)."""
+        text = text.strip()
+        low = text.lower()
+        if low in ("", "latest", "end", "newest"):
+            return NEWEST
+        if low in ("earliest", "beginning", "start", "oldest"):
+            return OLDEST
+        number = whole(text)
+        if number is not None:
+            return cls.offset(number)
+        try:
+            return cls.time(times.parse_time(text))
+        except InvalidArgument as exc:
+            raise InvalidArgument(
+                f"seek to an offset (e.g. 42), 'oldest', 'newest' or a time: {exc}"
+            ) from None
+
+    @property
+    def default_direction(self) -> str:
+        """The newest messages are read newest first; a read from anywhere else goes
+        forward in time."""
+        return BACKWARD if self.kind == "newest" else FORWARD
+
+    def describe(self) -> str:
+        if self.kind == "offset":
+            return f"from offset {self.value:,}"
+        if self.kind == "time":
+            return f"from {iso_ms(self.value or 0)}"
+        return self.kind
+
+
+NEWEST = Seek("newest")
+OLDEST = Seek("oldest")
+
+
+# --- what to match ---------------------------------------------------------------------------
+
+
+class RecordFilter(Protocol):
+    """What a query matches records with: `Filter`, or a later expression language."""
+
+    def compile(self) -> Match | None: ...
+
+    def __bool__(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Substrings that a record must contain, all of those given: `key` in its key,
+    `value` in its value, `header` in one of its headers written `name=value` (the header
+    syntax of forms and commands) or `name: value` (as pages show a header), and `text`
+    anywhere (key, value, a header's name or value). Bytes are matched as UTF-8;
+    `ignore_case` folds case."""
+
+    key: str = ""
+    value: str = ""
+    header: str = ""
+    text: str = ""
+    ignore_case: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.key or self.value or self.header or self.text)
+
+    def compile(self) -> Match | None:
+        """A test for records, or None when the filter lets everything through."""
+        if not self:
+            return None
+        icase = self.ignore_case
+        key = _contains(self.key, icase) if self.key else None
+        value = _contains(self.value, icase) if self.value else None
+        header = _contains(self.header, icase) if self.header else None
+        text = _contains(self.text, icase) if self.text else None
+
+        def match(r: ConsumerRecord) -> bool:
+            if key is not None and not key(r.key):
+                return False
+            if value is not None and not value(r.value):
+                return False
+            if header is not None and not any(
+                header(_header_bytes(n, v, sep)) for n, v in r.headers or () for sep in _SEPS
+            ):
+                return False
+            if text is not None and not (
+                text(r.key)
+                or text(r.value)
+                or any(text(n.encode()) or text(v) for n, v in r.headers or ())
+            ):
+                return False
+            return True
+
+        return match
+
+
+_SEPS = (b"=", b": ")
+
+
+def _header_bytes(name: str, value: bytes | None, sep: bytes) -> bytes:
+    return name.encode() + sep + (value or b"")
+
+
+def _contains(needle: str, ignore_case: bool) -> Callable[[Any], bool]:
+    if not ignore_case:
+        raw = needle.encode()
+        return lambda data: data is not None and raw in _raw(data)
+    if needle.isascii():
+        # bytes.lower() folds ASCII only, which is all an ASCII needle can match
+        low = needle.lower().encode()
+        return lambda data: data is not None and low in _raw(data).lower()
+    folded = needle.casefold()
+    return lambda data: (
+        data is not None and folded in _raw(data).decode("utf-8", "replace").casefold()
+    )
+
+
+def _raw(data: Any) -> bytes:
+    # a consumer made with a deserializer hands over str; the browse service's do not
+    return data.encode() if isinstance(data, str) else bytes(data)
+
+
+# --- the query and its answer ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much one page may scan: messages and wall time, whichever runs out first."""
+
+    messages: int = SCAN_MESSAGES
+    seconds: float = SCAN_SECONDS
+
+    def start(self) -> _Meter:
+        return _Meter(self.messages, time.monotonic() + self.seconds)
+
+
+class _Meter:
+    def __init__(self, left: int, deadline: float) -> None:
+        self.left = left
+        self.deadline = deadline
+
+    def spend(self, messages: int) -> None:
+        self.left -= messages
+
+    @property
+    def exhausted(self) -> bool:
+        return self.left <= 0 or time.monotonic() >= self.deadline
+
+
+@dataclass(frozen=True)
+class Query:
+    """One page to read. `partitions` None means all; `direction` None means the seek's
+    default (backward from newest, forward otherwise); `cursor` (a `Page.cursor` or
+    `Page.tail` of the same topic and direction) continues a read and overrides `seek`."""
+
+    topic: str
+    partitions: tuple[int, ...] | None = None
+    seek: Seek = NEWEST
+    direction: str | None = None
+    filter: RecordFilter = field(default_factory=Filter)
+    limit: int = DEFAULT_LIMIT
+    budget: Budget = field(default_factory=Budget)
+    cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.direction not in (None, FORWARD, BACKWARD):
+            raise BadQuery({"direction": f"read forward or backward, not {self.direction!r}"})
+        if not 1 <= self.limit <= MAX_OFFSET:
+            raise BadQuery({"limit": f"a page holds at least 1 message, not {self.limit}"})
+
+    @property
+    def forward(self) -> bool:
+        return (self.direction or self.seek.default_direction) == FORWARD
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a read.
+
+    `records` are in display order: forward pages oldest first, backward pages newest
+    first, merged across partitions by timestamp. `cursor` continues the read in the same
+    direction (it is always given: a forward cursor at the end finds what arrives later);
+    `more` says whether the next page may hold something as of this read;
+    `budget_exhausted` that the scan stopped at its budget before the page was full.
+    `tail` is a forward cursor from the newest message this page knows of, for following.
+    """
+
+    topic: str
+    partitions: tuple[int, ...]
+    forward: bool
+    records: list[ConsumerRecord]
+    cursor: str
+    more: bool
+    budget_exhausted: bool
+    scanned: int
+    positions: dict[int, int]  # where the next page starts in each partition
+    begins: dict[int, int]  # log start offsets at the time of the read
+    ends: dict[int, int]  # log end offsets at the time of the read
+    looked: dict[int, tuple[int, int]]  # first and last offset scanned, per partition
+    tail: str
+    notes: tuple[str, ...] = ()  # what a seek met (an offset before the start, past the end)
+
+
+# --- cursors ---------------------------------------------------------------------------------
+
+
+_CURSOR_CHARS = re.compile(r"[A-Za-z0-9_-]+={0,2}")  # base64url, padding optional
+
+
+def _topic_tag(topic: str) -> str:
+    # A cursor names its topic by a checksum: enough to refuse one pasted from another topic.
+    return format(zlib.crc32(topic.encode()), "08x")
+
+
+def encode_cursor(topic: str, forward: bool, positions: Mapping[int, int]) -> str:
+    """An opaque, URL-safe string that continues a read of `topic` from `positions`."""
+    body = {
+        "v": 1,
+        "d": "f" if forward else "b",
+        "t": _topic_tag(topic),
+        "p": {str(p): o for p, o in sorted(positions.items())},
+    }
+    raw = json.dumps(body, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(
+    cursor: str, topic: str, forward: bool, partitions: Iterable[int]
+) -> dict[int, int]:
+    """The positions `cursor` holds, or BadQuery saying why it is not a cursor of this
+    read (garbled, another topic, the other direction, a partition not selected)."""
+
+    def bad(why: str) -> BadQuery:
+        return BadQuery({"cursor": why})
+
+    if (
+        not isinstance(cursor, str)
+        or len(cursor) > MAX_CURSOR_CHARS
+        or not _CURSOR_CHARS.fullmatch(cursor)
+    ):
+        raise bad("not a cursor this service wrote: ask for the first page again")
+    try:
+        bare = cursor.rstrip("=")
+        raw = base64.urlsafe_b64decode(bare + "=" * (-len(bare) % 4))
+        body = json.loads(raw)
+    except (binascii.Error, ValueError, RecursionError):
+        raise bad("not a cursor this service wrote: ask for the first page again") from None
+    if not isinstance(body, dict) or body.get("v") != 1 or not isinstance(body.get("p"), dict):
+        raise bad("not a cursor this service wrote: ask for the first page again")
+    if body.get("t") != _topic_tag(topic):
+        raise bad(f"this cursor continues a read of another topic, not {topic}")
+    if body.get("d") != ("f" if forward else "b"):
+        raise bad(
+            "this cursor continues a "
+            + ("backward (newest first)" if forward else "forward (oldest first)")
+            + " read: ask with the same start"
+        )
+    wanted = set(partitions)
+    positions: dict[int, int] = {}
+    for p, o in body["p"].items():
+        partition = whole(p) if isinstance(p, str) else None
+        if partition is None or isinstance(o, bool) or not isinstance(o, int):
+            raise bad("not a cursor this service wrote: ask for the first page again")
+        if not 0 <= o <= MAX_OFFSET:
+            raise bad(f"offset {o} of partition {partition} is out of range")
+        if partition not in wanted:
+            raise bad(f"partition {partition} is not one of those selected")
+        positions[partition] = o
+    return positions
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+class Browser:
+    """Reads some partitions of one topic, page after page; close it (or use `with`).
+
+    Making it checks the consume permission (the engine's `Consumer.assign` does) and
+    raises `errors.AccessDenied` when the cluster's principal may not read; an unknown
+    topic raises `UnknownTopic`, a partition it does not have `BadQuery`.
+    """
+
+    def __init__(
+        self, cluster: Any, topic: str | TopicInfo, partitions: Iterable[int] | None = None
+    ) -> None:
+        info = cluster.topic(topic) if isinstance(topic, str) else topic
+        self.info = info
+        self.topic = info.name
+        count = len(info.partitions)
+        chosen = sorted(set(range(count) if partitions is None else partitions))
+        wrong = [p for p in chosen if not 0 <= p < count]
+        if wrong:
+            raise BadQuery(
+                {
+                    "partition": f"{wrong[0]!r} is not a partition of this topic: "
+                    f"choose 0 to {count - 1} or all"
+                }
+            )
+        self.partitions = tuple(chosen)
+        self._tps = {p: TopicPartition(info.name, p) for p in self.partitions}
+        self._consumer = Consumer(cluster, enable_auto_commit=False)
+        try:
+            self._consumer.assign(list(self._tps.values()))
+            # Read one partition at a time: poll() would otherwise mix them round-robin.
+            self._consumer.pause(*self._tps.values())
+        except BaseException:
+            self._consumer.close(autocommit=False)
+            raise
+        self._reading: int | None = None
+
+    def close(self) -> None:
+        self._consumer.close(autocommit=False)
+
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- positions ------------------------------------------------------------------------
+
+    def bounds(self) -> tuple[dict[int, int], dict[int, int]]:
+        """(log start offsets, log end offsets) of the partitions."""
+        tps = list(self._tps.values())
+        begins = self._consumer.beginning_offsets(tps)
+        ends = self._consumer.end_offsets(tps)
+        return (
+            {tp.partition: o for tp, o in begins.items()},
+            {tp.partition: o for tp, o in ends.items()},
+        )
+
+    def offsets_at(self, time_ms: int, ends: Mapping[int, int]) -> dict[int, int]:
+        """The first offset at or after `time_ms` in each partition (the end if none)."""
+        found = self._consumer.offsets_for_times({tp: time_ms for tp in self._tps.values()})
+        return {
+            tp.partition: ends[tp.partition] if f is None else f.offset for tp, f in found.items()
+        }
+
+    def _seek_positions(
+        self, seek: Seek, begins: Mapping[int, int], ends: Mapping[int, int]
+    ) -> dict[int, int]:
+        if seek.kind == "oldest":
+            return dict(begins)
+        if seek.kind == "offset":
+            assert seek.value is not None
+            return {p: min(max(seek.value, begins[p]), ends[p]) for p in ends}
+        if seek.kind == "time":
+            assert seek.value is not None
+            return self.offsets_at(seek.value, ends)
+        return dict(ends)
+
+    def _start(
+        self, query: Query, begins: Mapping[int, int], ends: Mapping[int, int]
+    ) -> tuple[dict[int, int], tuple[str, ...]]:
+        """Where `query` starts in each partition, and notes on what its seek met."""
+        if query.topic != self.topic:
+            raise BadQuery({"topic": f"this browser reads {self.topic}, not {query.topic}"})
+        selected = self.partitions if query.partitions is None else tuple(query.partitions)
+        if sorted(selected) != list(self.partitions):
+            raise BadQuery({"partition": "the query selects other partitions than the browser"})
+        positions = self._seek_positions(query.seek, begins, ends)
+        if query.cursor is None:
+            return positions, _seek_notes(query.seek, begins, ends)
+        given = decode_cursor(query.cursor, self.topic, query.forward, self.partitions)
+        # A partition the cursor does not name (added since) starts at the seek; a
+        # position outside the partition's offsets now (expired, or a forged cursor) is
+        # clamped to them.
+        for p, o in given.items():
+            positions[p] = min(max(o, begins[p]), ends[p])
+        return positions, ()
+
+    # --- pages ----------------------------------------------------------------------------
+
+    def page(self, query: Query) -> Page:
+        """The page `query` asks for (see the module docstring)."""
+        begins, ends = self.bounds()
+        positions, notes = self._start(query, begins, ends)
+        match = query.filter.compile() if query.filter else None
+        meter = query.budget.start()
+        if query.forward:
+            records, after, looked, scanned, stopped = self._forward(
+                positions, ends, query.limit, match, meter
+            )
+            more = any(after[p] < ends[p] for p in after)
+            tail = after
+        else:
+            records, after, looked, scanned, stopped = self._backward(
+                positions, begins, query.limit, match, meter
+            )
+            more = any(after[p] > begins[p] for p in after)
+            tail = dict(ends)  # what arrives after this read comes after the ends
+        return Page(
+            topic=self.topic,
+            partitions=self.partitions,
+            forward=query.forward,
+            records=records,
+            cursor=encode_cursor(self.topic, query.forward, after),
+            more=more,
+            budget_exhausted=stopped,
+            scanned=scanned,
+            positions=after,
+            begins=begins,
+            ends=ends,
+            looked=looked,
+            tail=encode_cursor(self.topic, True, tail),
+            notes=notes,
+        )
+
+    def _read(self, p: int, position: int, end: int, n: int) -> tuple[list[ConsumerRecord], int]:
+        """Up to `n` records of partition `p` at offsets in [position, end), and where the
+        next read starts. No records means none are left below `end`."""
+        tp = self._tps[p]
+        consumer = self._consumer
+        if self._reading != p:
+            if self._reading is not None:
+                consumer.pause(self._tps[self._reading])
+            consumer.resume(tp)
+            self._reading = p
+        consumer.seek(tp, position)
+        got = consumer.poll(timeout_ms=0, max_records=max(1, n)).get(tp, [])
+        following = consumer.position(tp)
+        if got and got[-1].offset >= end:
+            got = [r for r in got if r.offset < end]
+            following = end
+        if not got:
+            following = max(following, end)
+        return got, following
+
+    def _forward(
+        self,
+        starts: Mapping[int, int],
+        ends: Mapping[int, int],
+        limit: int,
+        match: Match | None,
+        meter: _Meter,
+    ) -> tuple[list[ConsumerRecord], dict[int, int], dict[int, tuple[int, int]], int, bool]:
+        """The first `limit` records (matching `match`) from `starts` up to `ends`,
+        oldest first, merged across partitions by timestamp."""
+        position = dict(starts)
+        found: dict[int, list[ConsumerRecord]] = {p: [] for p in position}
+        looked: dict[int, tuple[int, int]] = {}
+        scanned = 0
+        active = [p for p in sorted(position) if position[p] < ends[p]]
+        stopped = False
+        while active and not stopped:
+            for p in list(active):
+                want = limit - len(found[p])
+                n = min(SCAN_CHUNK if match else want, ends[p] - position[p])
+                got, following = self._read(p, position[p], ends[p], n)
+                if match is None:
+                    hits = got
+                else:
+                    hits = []
+                    for r in got:
+                        if match(r):
+                            hits.append(r)
+                            if len(hits) == want:
+                                following = r.offset + 1  # the next page starts after it
+                                break
+                if got:
+                    last = min(following, ends[p]) - 1
+                    looked[p] = (looked.get(p, (position[p], 0))[0], last)
+                    scanned += sum(1 for r in got if r.offset <= last)
+                found[p].extend(hits)
+                position[p] = following
+                meter.spend(len(got))
+                if not got or position[p] >= ends[p] or len(found[p]) >= limit:
+                    active.remove(p)
+                if active and meter.exhausted:
+                    stopped = True
+                    break
+        shown = list(
+            islice(
+                heapq.merge(*(found[p] for p in sorted(found)), key=_order),
+                limit,
+            )
+        )
+        after = dict(position)
+        taken = _count_by_partition(shown)
+        for p, records in found.items():
+            if len(records) > taken.get(p, 0):
+                after[p] = records[taken.get(p, 0)].offset  # not shown yet: next page
+        return shown, after, looked, scanned, stopped
+
+    def _backward(
+        self,
+        highs: Mapping[int, int],
+        begins: Mapping[int, int],
+        limit: int,
+        match: Match | None,
+        meter: _Meter,
+    ) -> tuple[list[ConsumerRecord], dict[int, int], dict[int, tuple[int, int]], int, bool]:
+        """The `limit` newest records (matching `match`) below `highs` down to `begins`,
+        newest first, merged across partitions by timestamp."""
+        high = dict(highs)
+        found: dict[int, list[ConsumerRecord]] = {p: [] for p in high}  # newest first
+        looked: dict[int, tuple[int, int]] = {}
+        scanned = 0
+        active = [p for p in sorted(high) if high[p] > begins[p]]
+        stopped = False
+        while active and not stopped:
+            for p in list(active):
+                want = limit - len(found[p])
+                low = max(begins[p], high[p] - (SCAN_CHUNK if match else want))
+                got = self._read_range(p, low, high[p])
+                hits = got if match is None else [r for r in got if match(r)]
+                if len(hits) > want:
+                    hits = hits[-want:]
+                    new_high = hits[0].offset  # older ones wait for the next page
+                else:
+                    new_high = low
+                if new_high < high[p]:
+                    looked[p] = (new_high, looked.get(p, (0, high[p] - 1))[1])
+                scanned += sum(1 for r in got if r.offset >= new_high)
+                meter.spend(len(got))
+                found[p].extend(reversed(hits))
+                high[p] = new_high
+                if high[p] <= begins[p] or len(found[p]) >= limit:
+                    active.remove(p)
+                if active and meter.exhausted:
+                    stopped = True
+                    break
+        shown = list(
+            islice(
+                heapq.merge(*(found[p] for p in sorted(found)), key=_order, reverse=True),
+                limit,
+            )
+        )
+        after = dict(high)
+        taken = _count_by_partition(shown)
+        for p, records in found.items():
+            if len(records) > taken.get(p, 0):
+                after[p] = records[taken.get(p, 0)].offset + 1
+        return shown, after, looked, scanned, stopped
+
+    def _read_range(self, p: int, low: int, high: int) -> list[ConsumerRecord]:
+        records: list[ConsumerRecord] = []
+        position = low
+        while position < high:
+            got, position = self._read(p, position, high, high - position)
+            if not got:
+                break
+            records.extend(got)
+        return records
+
+    # --- export ---------------------------------------------------------------------------
+
+    def export(
+        self,
+        query: Query,
+        max_count: int,
+        *,
+        until_ms: int | None = None,
+        to_offset: int | None = None,
+    ) -> Iterator[ConsumerRecord]:
+        """The records `query` selects, partition by partition in offset order, at most
+        `max_count` of them, up to and including `until_ms` and `to_offset` when given.
+        From newest, the last `max_count` offsets of each partition. No budget: an export
+        is streamed (a generator), as long as the reader reads."""
+        begins, ends = self.bounds()
+        if query.seek.kind == "newest" and query.cursor is None:
+            starts = {p: max(begins[p], ends[p] - max_count) for p in self.partitions}
+        else:
+            forward = replace(query, direction=FORWARD)
+            starts, _ = self._start(forward, begins, ends)
+        if until_ms is not None:
+            ends = self.offsets_at(until_ms + 1, ends)
+        if to_offset is not None:
+            ends = {p: min(ends[p], to_offset + 1) for p in self.partitions}
+        match = query.filter.compile() if query.filter else None
+        count = 0
+        for p in sorted(starts):
+            position = starts[p]
+            while position < ends[p] and count < max_count:
+                got, position = self._read(p, position, ends[p], SCAN_CHUNK)
+                if not got:
+                    break
+                for r in got:
+                    if match is None or match(r):
+                        yield r
+                        count += 1
+                        if count >= max_count:
+                            return
+
+
+def _order(record: ConsumerRecord) -> tuple[int, int, int]:
+    return (record.timestamp, record.partition, record.offset)
+
+
+def _count_by_partition(records: Iterable[ConsumerRecord]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for r in records:
+        counts[r.partition] = counts.get(r.partition, 0) + 1
+    return counts
+
+
+def _seek_notes(seek: Seek, begins: Mapping[int, int], ends: Mapping[int, int]) -> tuple[str, ...]:
+    """Say so when an offset to seek to lies outside a partition's messages."""
+    notes = []
+    if seek.kind == "offset" and seek.value is not None:
+        for p in sorted(ends):
+            if seek.value < begins[p]:
+                notes.append(
+                    f"Partition {p} starts at offset {begins[p]:,} (older messages have "
+                    f"expired or been compacted away): showing from there."
+                )
+            elif seek.value > ends[p]:
+                notes.append(
+                    f"Offset {seek.value:,} is past the end of partition {p} (its log "
+                    f"end offset is {ends[p]:,}): nothing there yet."
+                )
+    return tuple(notes)
+
+
+def browse(cluster: Any, query: Query) -> Page:
+    """One page of `query`, read with a browser made and closed for it."""
+    with Browser(cluster, query.topic, query.partitions) as browser:
+        return browser.page(query)
+
+
+def export(
+    cluster: Any,
+    query: Query,
+    max_count: int,
+    *,
+    until_ms: int | None = None,
+    to_offset: int | None = None,
+) -> Iterator[ConsumerRecord]:
+    """`Browser.export` with a browser of its own, closed when the iterator ends or is
+    closed. The permission check happens here, before the first record is asked for."""
+    browser = Browser(cluster, query.topic, query.partitions)
+
+    def records() -> Iterator[ConsumerRecord]:
+        try:
+            yield from browser.export(query, max_count, until_ms=until_ms, to_offset=to_offset)
+        finally:
+            browser.close()
+
+    return records()
+
+
+def follow(
+    cluster: Any,
+    topic: str,
+    tail: str,
+    *,
+    partitions: Iterable[int] | None = None,
+    filter: RecordFilter | None = None,
+    on_records: Callable[[list[ConsumerRecord]], None],
+    cancelled: Callable[[], bool],
+    poll_ms: int = 250,
+    batch: int = 500,
+) -> None:
+    """Hand every batch of new records after the cursor `tail` (a `Page.tail`) that
+    match `filter` to `on_records`, oldest first, until `cancelled()`. Other processes'
+    writes are found by polling every `poll_ms`."""
+    with Browser(cluster, topic, partitions) as browser:
+        while not cancelled():
+            page = browser.page(
+                Query(
+                    browser.topic,
+                    browser.partitions,
+                    OLDEST,
+                    FORWARD,
+                    filter if filter is not None else Filter(),
+                    batch,
+                    cursor=tail,
+                )
+            )
+            tail = page.cursor
+            if page.records and not cancelled():
+                on_records(page.records)
+            if not page.more:
+                time.sleep(poll_ms / 1000)
+
+
+# --- the query string grammar of the web page and the API ------------------------------------
+
+
+def parse_query(
+    args: Mapping[str, str],
+    topic: TopicInfo,
+    *,
+    default_start: str = "newest",
+    default_limit: int = DEFAULT_LIMIT,
+    max_limit: int = MAX_LIMIT,
+    budget: Budget | None = None,
+) -> Query:
+    """The `Query` that URL query arguments ask for, the same grammar for the web page and
+    the JSON API; BadQuery names every bad field.
+
+    `partition` (a number or `all`), `start` (newest, oldest, offset, time), `offset`,
+    `time` (engine.times), `direction` (forward, backward), `limit` (1 to `max_limit`),
+    `key`, `value`, `header`, `text` (substrings; matched as typed, spaces included),
+    `icase` (any non-empty value folds case), `cursor`. Empty fields count as not given.
+    An offset (else a time) given without `start`, or with `start` newest or oldest, says
+    where to start.
+    """
+    errors: dict[str, str] = {}
+
+    def text(name: str) -> str:
+        return (args.get(name) or "").strip()
+
+    partitions: tuple[int, ...] | None = None
+    raw = text("partition")
+    if raw and raw != "all":
+        count = len(topic.partitions)
+        number = whole(raw)
+        if number is None or number >= count:
+            errors["partition"] = (
+                f"{raw!r} is not a partition of this topic: choose 0 to {count - 1} or all"
+            )
+        else:
+            partitions = (number,)
+
+    offset = None
+    raw = text("offset")
+    if raw:
+        offset = whole(raw)
+        if offset is None:
+            errors["offset"] = f"an offset is a whole number from 0, not {raw!r}"
+
+    time_ms = None
+    raw = text("time")
+    if raw:
+        try:
+            time_ms = times.parse_time(raw)
+        except InvalidArgument as exc:
+            errors["time"] = str(exc)
+
+    start = text("start") or default_start
+    if start in ("newest", "oldest"):
+        start = "offset" if offset is not None else "time" if time_ms is not None else start
+    seek = NEWEST
+    if start not in SEEKS:
+        errors["start"] = f"start at one of {', '.join(SEEKS)}, not {start!r}"
+    elif start == "offset":
+        if offset is not None:
+            seek = Seek.offset(offset)
+        elif "offset" not in errors:
+            errors["offset"] = "give the offset to start at"
+    elif start == "time":
+        if time_ms is not None:
+            seek = Seek.time(time_ms)
+        elif "time" not in errors:
+            errors["time"] = "give the time to start at"
+    else:
+        seek = Seek(start)
+
+    direction = text("direction") or None
+    if direction not in (None, FORWARD, BACKWARD):
+        errors["direction"] = f"read forward or backward, not {direction!r}"
+
+    limit = default_limit
+    raw = text("limit")
+    if raw:
+        number = whole(raw)
+        if number is None or not 1 <= number <= max_limit:
+            errors["limit"] = f"show 1 to {max_limit} messages a page, not {raw!r}"
+        else:
+            limit = number
+
+    if errors:
+        raise BadQuery(errors)
+    return Query(
+        topic=topic.name,
+        partitions=partitions,
+        seek=seek,
+        direction=direction,
+        # a filter is matched as typed: spaces may be what someone looks for
+        filter=Filter(
+            key=args.get("key") or "",
+            value=args.get("value") or "",
+            header=args.get("header") or "",
+            text=args.get("text") or "",
+            ignore_case=bool(args.get("icase")),
+        ),
+        limit=limit,
+        budget=budget or Budget(),
+        cursor=text("cursor") or None,
+    )
+
+
+# --- the JSON of a record --------------------------------------------------------------------
+
+
+def iso_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds: 2024-05-01T12:00:00.000Z."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def encoded(data: bytes | str | None) -> tuple[str | None, str | None]:
+    """(text, encoding) of a key, value or header value: the text itself when the bytes
+    are valid UTF-8 (`"utf-8"`), else base64 (`"base64"`); (None, None) for null."""
+    if data is None:
+        return None, None
+    raw = _raw(data)
+    try:
+        return raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii"), "base64"
+
+
+def timestamp_type_name(timestamp_type: int) -> str:
+    return "log_append" if timestamp_type == LOG_APPEND_TIME else "create"
+
+
+def record_json(record: ConsumerRecord) -> dict[str, Any]:
+    """THE JSON shape of a record: the CLI's `--format json` lines, the API's messages and
+    the JSON-lines downloads (docs/API.md, "Records")."""
+    key, key_encoding = encoded(record.key)
+    value, value_encoding = encoded(record.value)
+    headers = []
+    for name, raw in record.headers or ():
+        text, encoding = encoded(raw)
+        headers.append({"name": name, "value": text, "encoding": encoding})
+    return {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "timestamp_type": timestamp_type_name(record.timestamp_type),
+        "time": iso_ms(record.timestamp),
+        "key": key,
+        "key_encoding": key_encoding,
+        "value": value,
+        "value_encoding": value_encoding,
+        "headers": headers,
+    }
+
+
+# --- export files ----------------------------------------------------------------------------
+
+CSV_COLUMNS = (
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "timestamp_type",
+    "time",
+    "key",
+    "key_encoding",
+    "value",
+    "value_encoding",
+    "headers",
+)
+
+# A spreadsheet reads a cell that starts with one of these as a formula (CSV injection):
+# a message's key, value or header is whatever a producer wrote, so by default such a cell
+# gets a leading apostrophe, which spreadsheets show as text (OWASP's advice).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralize(cell: str) -> str:
+    """`cell` made safe to open in a spreadsheet: a leading `'` when it could start a
+    formula."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
+def jsonl_lines(records: Iterable[ConsumerRecord]) -> Iterator[bytes]:
+    """One `record_json` object a line."""
+    for record in records:
+        yield (json.dumps(record_json(record), ensure_ascii=False) + "\n").encode()
+
+
+def csv_lines(records: Iterable[ConsumerRecord], *, formulas: bool = False) -> Iterator[bytes]:
+    """A header row (CSV_COLUMNS), then one row per message, the fields of `record_json`
+    with `headers` as its JSON text. Cells that a spreadsheet would run as a formula are
+    neutralized (see FORMULA_STARTS) unless `formulas` asks for the bytes exactly."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer.writerow(CSV_COLUMNS)
+    for record in records:
+        row = record_json(record)
+        row["headers"] = json.dumps(row["headers"], ensure_ascii=False)
+        cells = ["" if row[c] is None else row[c] for c in CSV_COLUMNS]
+        if not formulas:
+            cells = [neutralize(c) if isinstance(c, str) else c for c in cells]
+        writer.writerow(cells)
+        if buffer.tell() >= 64 * 1024:
+            yield buffer.getvalue().encode()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue().encode()

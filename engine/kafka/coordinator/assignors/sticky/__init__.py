@@ -1,0 +1,1 @@
+"""kafka-python's `kafka.coordinator.assignors.sticky` (see `.sticky_assignor`)."""

@@ -1,0 +1,212 @@
+"""`KafkaProducer`: kafka-python's producer (`kafka.producer.kafka`) on the engine's
+`Producer`.
+
+The engine's producer does the batching, partitioning and writing; this class turns
+kafka-python's settings into its arguments, topic names into full names, and its futures
+and errors into kafka-python's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from typing import Any
+
+from engine import errors as engine_errors
+from engine.client.producer import Producer
+from engine.kafka import bootstrap
+from engine.kafka.config import (
+    CONFIG_ERRORS,
+    PRODUCER_IGNORED,
+    PRODUCER_USED,
+    configure,
+    int_setting,
+)
+from engine.kafka.errors import (
+    BrokerResponseError,
+    IllegalStateError,
+    MessageSizeTooLargeError,
+    translate,
+    translated,
+)
+from engine.kafka.names import TopicNames
+from engine.kafka.producer.future import FutureRecordMetadata, future
+from engine.kafka.serializer import header_size, serialize
+
+__all__ = ["KafkaProducer"]
+
+
+class KafkaProducer:
+    """Sends records to topics of a Partitionlet cluster (kafka-python's `KafkaProducer`).
+
+    Used settings: `acks` (0, 1, 'all' or -1; default 1), `linger_ms`, `batch_size`,
+    `buffer_memory`, `max_block_ms`, `max_request_size`, `key_serializer`,
+    `value_serializer`, `partitioner`, plus `default_stream`; see docs/KAFKA.md.
+    """
+
+    def __init__(self, **configs: Any) -> None:
+        config = configure("KafkaProducer", configs, PRODUCER_USED, PRODUCER_IGNORED)
+        config.setdefault("acks", 1)
+        config.setdefault("linger_ms", 0)
+        config.setdefault("max_block_ms", 60000)
+        config.setdefault("max_request_size", 1048576)
+        self.config = config
+        self._key_serializer = config.get("key_serializer")
+        self._value_serializer = config.get("value_serializer")
+        self._serializing = self._key_serializer is not None or self._value_serializer is not None
+        self._max_request_size = int_setting(config, "max_request_size") or sys.maxsize
+        kwargs: dict[str, Any] = {
+            "acks": config["acks"],
+            "linger_ms": int_setting(config, "linger_ms"),
+            "max_block_ms": int_setting(config, "max_block_ms"),
+            "partitioner": config.get("partitioner"),
+        }
+        for name in ("batch_size", "buffer_memory"):  # else the engine's own defaults
+            if config.get(name) is not None:
+                kwargs[name] = int_setting(config, name)
+        self._closed = True
+        self._key, cluster = bootstrap.acquire(config["bootstrap_servers"])
+        try:
+            self._names = TopicNames(cluster, config.get("default_stream"))
+            with translated(**CONFIG_ERRORS):
+                self._producer = Producer(cluster, **kwargs)
+        except BaseException:
+            bootstrap.release(self._key, cluster)
+            raise
+        self._cluster = cluster
+        self._closed = False
+        self._sent = 0
+        self._refused = 0
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordMetadata:
+        """Queue one record; returns a `FutureRecordMetadata`.
+
+        As in kafka-python, what a broker would refuse (an unknown topic or partition, a
+        message too large, an invalid topic name, a denied produce) fails the returned
+        future; a closed producer, a buffer that stays full (`KafkaTimeoutError`) or a
+        value that is not bytes without a serializer raise at once.
+        """
+        if self._closed:
+            raise IllegalStateError("KafkaProducer already closed")
+        if self._serializing:
+            key = serialize(self._key_serializer, topic, key)
+            value = serialize(self._value_serializer, topic, value)
+        # the hot path: no function call where a class check does
+        if value is None:
+            value_size = -1
+        elif value.__class__ is bytes:
+            value_size = len(value)
+        else:
+            value_size = _size_of(value, "value")
+        if key is None:
+            key_size = -1
+        elif key.__class__ is bytes:
+            key_size = len(key)
+        else:
+            key_size = _size_of(key, "key")
+        headers_size = header_size(headers) if headers else -1
+        full = self._names.known.get(topic)
+        try:
+            if full is None:
+                full = self._names.full(topic)
+            size = (
+                (value_size if value_size > 0 else 0)
+                + (key_size if key_size > 0 else 0)
+                + (headers_size if headers_size > 0 else 0)
+            )
+            if size > self._max_request_size:
+                self._refused += 1
+                error = MessageSizeTooLargeError(
+                    f"the message is {size} bytes (key, value and headers), larger than "
+                    f"max_request_size={self._max_request_size}"
+                )
+                return future((None, topic, key_size, value_size, headers_size, error))
+            inner = self._producer.send(full, value, key, partition, headers, timestamp_ms)
+        except engine_errors.PartitionletError as exc:
+            error = translate(exc)
+            if isinstance(error, BrokerResponseError):
+                self._refused += 1
+                return future((None, topic, key_size, value_size, headers_size, error))
+            raise error from exc
+        self._sent += 1
+        return future((inner, topic, key_size, value_size, headers_size, None))
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every record sent so far is written and its callbacks have run."""
+        with translated():
+            self._producer.flush(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Write what is buffered (waiting at most `timeout` seconds), then close."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            with translated():
+                self._producer.close(timeout)
+        finally:
+            if self._producer.wait_closed(0):
+                bootstrap.release(self._key, self._cluster)
+            else:
+                # Still writing after the timeout: the shared cluster must stay open
+                # until that is done, without holding up the program.
+                threading.Thread(
+                    target=self._release_when_written, name="plet-kafka-close", daemon=True
+                ).start()
+
+    def _release_when_written(self) -> None:
+        self._producer.wait_closed()
+        bootstrap.release(self._key, self._cluster)
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """The partition numbers of `topic`, creating it (as its first send would) when
+        its stream auto-creates topics."""
+        with translated():
+            full = self._names.full(topic)
+            try:
+                return set(range(self._cluster.topic(full).partition_count))
+            except engine_errors.UnknownTopic:
+                stream = self._cluster.stream(full.rpartition(":")[0])
+                if not stream.policies.get("auto_create", True):
+                    raise
+            with contextlib.suppress(engine_errors.TopicExists):
+                self._cluster.create_topic(full)
+            return set(range(self._cluster.topic(full).partition_count))
+
+    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
+        """A few counters of this producer (kafka-python has many more)."""
+        return {
+            "producer-metrics": {
+                "record-send-total": float(self._sent),
+                "record-error-total": float(self._refused),
+            }
+        }
+
+    def bootstrap_connected(self) -> bool:
+        return not self._closed and not self._cluster.closed
+
+    def __enter__(self) -> KafkaProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _size_of(data: Any, what: str) -> int:
+    if isinstance(data, bytes | bytearray):
+        return len(data)
+    if isinstance(data, memoryview):
+        return data.nbytes
+    raise TypeError(
+        f"the {what} must be bytes after serialization, not {type(data).__name__}; give the "
+        f"producer a {what}_serializer"
+    )

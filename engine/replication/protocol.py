@@ -1,0 +1,135 @@
+"""What a replicator needs of a target cluster (`Target`), what an apply returns, and what
+a batch from another cluster must be before a target writes it.
+
+Every argument of `Target` is a name or plain data, so that the HTTP transport
+(engine.replication.http) can carry it as JSON; `DirectoryTarget`
+(engine.replication.directory) is the in-process implementation.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from engine.errors import InvalidArgument
+from engine.policies import shown
+from engine.records import CREATE_TIME, LOG_APPEND_TIME
+from engine.storage import batch as batch_codec
+from engine.storage.volume import ReplicaBatch
+
+
+@dataclass
+class ApplyResult:
+    """What `Target.apply` did with a run of batches of one partition."""
+
+    messages: int = 0  # message copies newly applied
+    bytes: int = 0
+    done: int = 0  # batches applied or found present, from the start of the run
+    conflict: dict[str, Any] | None = None
+
+
+class Target(Protocol):
+    """What a replicator needs of a target cluster; every argument is a name or plain data,
+    so an HTTP implementation can carry it as JSON (payloads as bytes)."""
+
+    cluster_id: str
+
+    def stream_policies(self, stream: str) -> dict[str, Any] | None: ...
+
+    def create_stream(self, stream: str, policies: dict[str, Any], creator: str) -> None: ...
+
+    def check_admin(self, stream: str, user: str, groups: tuple[str, ...]) -> None: ...
+
+    def ensure_topics(self, stream: str, topics: list[tuple[str, int]]) -> None: ...
+
+    def topic_partitions(self, stream: str) -> dict[str, int]: ...
+
+    def end_offsets(
+        self, stream: str, topics: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]: ...
+
+    def batch_at(
+        self, stream: str, topic: str, partition: int, offset: int
+    ) -> tuple[int, int, str] | None: ...
+
+    def apply(
+        self, stream: str, topic: str, partition: int, batches: list[ReplicaBatch]
+    ) -> ApplyResult: ...
+
+    def merge_offsets(
+        self, stream: str, rows: list[tuple[str, str, int, int, str, int]]
+    ) -> int: ...
+
+    def add_upstream(
+        self, stream: str, source: str, source_stream: str, source_id: str
+    ) -> None: ...
+
+    def remove_upstream(self, stream: str, source_id: str, source_stream: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def check_replica_batch(b: ReplicaBatch, where: str = "") -> None:
+    """Raise `InvalidArgument` unless `b`, a batch from another cluster, is one this engine
+    could have written: its payload a complete record batch whose record count, offsets and
+    timestamps agree with its row (`engine.storage.batch.check`: offsets within 0..MAX_OFFSET,
+    timestamps within 0..MAX_TIMESTAMP_MS, first_ts <= max_ts), a known timestamp type and
+    a cluster uuid as its origin."""
+    try:
+        if not isinstance(b, ReplicaBatch):
+            raise InvalidArgument(f"a ReplicaBatch is required, not {type(b).__name__}")
+        if isinstance(b.ts_type, bool) or b.ts_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise InvalidArgument(
+                f"unknown timestamp type {shown(b.ts_type)} (0 create time, 1 log-append time)"
+            )
+        if not is_cluster_id(b.origin):
+            raise InvalidArgument("its origin must be a cluster id (a uuid)")
+        if (
+            isinstance(b.append_ms, bool)
+            or not isinstance(b.append_ms, int)
+            or not 0 <= b.append_ms <= batch_codec.MAX_TIMESTAMP_MS
+        ):
+            raise InvalidArgument("its append_ms must be epoch milliseconds")
+        batch_codec.check(
+            b.payload,
+            base_offset=b.base_offset,
+            last_offset=b.last_offset,
+            count=b.count,
+            first_ts=b.first_ts,
+            max_ts=b.max_ts,
+        )
+    except InvalidArgument as exc:
+        offsets = ""
+        if isinstance(b, ReplicaBatch):
+            offsets = f"at offsets {shown(b.base_offset)}..{shown(b.last_offset)} "
+        raise InvalidArgument(
+            f"replicated batch {offsets}{where + ' ' if where else ''}refused: {exc}"
+        ) from None
+
+
+def is_cluster_id(text: Any) -> bool:
+    """A uuid as clusters write their ids: the canonical lower-case 36-character form."""
+    if not isinstance(text, str) or len(text) != 36:
+        return False
+    try:
+        return str(uuid.UUID(text)) == text
+    except ValueError:
+        return False
+
+
+def conflict_record(
+    topic: str, partition: int, batch: ReplicaBatch, here: tuple[int, int, str] | None
+) -> dict[str, Any]:
+    """A conflict as a link records it: a batch from the source meets `here`, (base, last,
+    origin) of what the target holds at its offsets (None when nothing is found there)."""
+    offset = batch.base_offset if here is None else max(batch.base_offset, here[0])
+    return {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "source_origin": batch.origin,
+        "source_offsets": [batch.base_offset, batch.last_offset],
+        "target_origin": None if here is None else here[2],
+        "target_offsets": None if here is None else [here[0], here[1]],
+    }
