@@ -55,25 +55,37 @@ from engine.kafka.errors import *  # noqa: F403 (the error classes, by kafka-pyt
 from engine.kafka.names import DEFAULT_STREAM as DEFAULT_STREAM
 from engine.kafka.names import ENV_DEFAULT_STREAM as ENV_DEFAULT_STREAM
 from engine.kafka.producer import FutureRecordMetadata, KafkaProducer, RecordMetadata
-from engine.kafka.serializer import Deserializer, Serializer
+from engine.kafka.serializer import DefaultSerializer, Deserializer, JsonSerializer, Serializer
 from engine.kafka.structs import (
+    ConsumerGroupMetadata,
     GroupInformation,
+    IsolationLevel,
     MemberInformation,
     OffsetAndMetadata,
     OffsetAndTimestamp,
+    OffsetSpec,
+    OffsetTimestamp,
     TopicPartition,
+    TopicPartitionReplica,
 )
 
 __all__ = [
-    # kafka-python's `kafka` package exports these
+    # kafka-python's `kafka` package exports these (3.0: also the serializers,
+    # IsolationLevel, OffsetSpec, ConsumerGroupMetadata, TopicPartitionReplica)
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
+    "DefaultSerializer",
     "Deserializer",
+    "IsolationLevel",
+    "JsonSerializer",
     "KafkaAdminClient",
     "KafkaConsumer",
     "KafkaProducer",
     "OffsetAndMetadata",
+    "OffsetSpec",
     "Serializer",
     "TopicPartition",
+    "TopicPartitionReplica",
     # and, for short imports, the values its calls take and return
     "ConfigResource",
     "ConfigResourceType",
@@ -84,6 +96,7 @@ __all__ = [
     "NewPartitions",
     "NewTopic",
     "OffsetAndTimestamp",
+    "OffsetTimestamp",
     "RangePartitionAssignor",
     "RecordMetadata",
     "RoundRobinPartitionAssignor",

@@ -56,6 +56,11 @@ IGNORED_COMMON = frozenset(
         "metrics_sample_window_ms",
         "kafka_client",
         "bootstrap_topics_filter",
+        # kafka-python 3.0's
+        "bootstrap_timeout_ms",
+        "client_dns_lookup",
+        "proxy_url",
+        "receive_message_max_bytes",
     }
 )
 # The facade's own keywords, for every client.
@@ -117,6 +122,7 @@ CONSUMER_IGNORED = frozenset(
         "group_instance_id",
         "enable_incremental_fetch_sessions",
         "leave_group_on_close",
+        "client_rack",
     }
 )
 
@@ -130,6 +136,11 @@ CONFIG_ERRORS = {
 _client_ids = itertools.count(1)
 
 
+class UnrecognizedConfigs(KafkaConfigurationError, ValueError):
+    """An unknown keyword: kafka-python 2.0 and 3.0's consumer raise
+    `KafkaConfigurationError`, 3.0's producer `ValueError`; this is both."""
+
+
 def configure(
     kind: str,
     configs: dict[str, Any],
@@ -140,9 +151,7 @@ def configure(
     raises `KafkaConfigurationError` for a keyword it does not know."""
     unknown = set(configs) - used - ignored - IGNORED_COMMON - EXTENSIONS
     if unknown:
-        raise KafkaConfigurationError(
-            f"Unrecognized configs for {kind}: {', '.join(sorted(unknown))}"
-        )
+        raise UnrecognizedConfigs(f"Unrecognized configs for {kind}: {', '.join(sorted(unknown))}")
     config = dict(configs)
     config.setdefault("bootstrap_servers", "localhost")
     config.setdefault("client_id", f"partitionlet-{kind.lower()}-{next(_client_ids)}")

@@ -4,6 +4,7 @@ from engine.kafka.admin.client import KafkaAdminClient
 from engine.kafka.admin.config_resource import ConfigResource, ConfigResourceType
 from engine.kafka.admin.new_partitions import NewPartitions
 from engine.kafka.admin.new_topic import NewTopic
+from engine.kafka.structs import OffsetSpec, OffsetTimestamp
 
 __all__ = [
     "ConfigResource",
@@ -11,4 +12,6 @@ __all__ = [
     "KafkaAdminClient",
     "NewPartitions",
     "NewTopic",
+    "OffsetSpec",
+    "OffsetTimestamp",
 ]

@@ -1,8 +1,8 @@
 """kafka-python's `ConfigResource` (`kafka.admin.config_resource`).
 
-Importable so that a program naming it keeps its import line; the calls that take one
-(`describe_configs`, `alter_configs`) raise `UnsupportedVersionError`, since a
-Partitionlet topic's settings are its stream's policies.
+`describe_configs` shows a topic's stream policies under Kafka's config names;
+`alter_configs` raises `UnsupportedVersionError`, since a Partitionlet topic's settings
+are its stream's policies (change them on the stream).
 """
 
 from __future__ import annotations

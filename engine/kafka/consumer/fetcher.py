@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, NamedTuple
 
-from engine.kafka.serializer import deserialize, header_size
+from engine.kafka.serializer import header_size
 
 __all__ = ["ConsumerRecord"]
 
@@ -38,7 +38,8 @@ def consumer_records(
     records: list[Any], topic: str, key_deserializer: Any, value_deserializer: Any
 ) -> list[ConsumerRecord]:
     """The engine's records of one partition as kafka-python's, named `topic` (one
-    comprehension: this runs once per record read)."""
+    comprehension: this runs once per record read). The deserializers are
+    (topic, headers, data) functions (`serializer.codec`); None stays None."""
     out = [
         _consumer_record((
             topic, partition, offset, ts, ts_type, key, value,
@@ -53,8 +54,9 @@ def consumer_records(
     kd, vd = key_deserializer, value_deserializer
     if kd is not None or vd is not None:
         out = [
-            r._replace(key=deserialize(kd, topic, r.key),
-                       value=deserialize(vd, topic, r.value))
+            r._replace(key=r.key if kd is None or r.key is None else kd(topic, r.headers, r.key),
+                       value=(r.value if vd is None or r.value is None
+                              else vd(topic, r.headers, r.value)))
             for r in out
         ]  # fmt: skip
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -37,7 +38,8 @@ from engine.kafka.errors import (
 )
 from engine.kafka.future import DoneFuture, call_user
 from engine.kafka.names import TopicNames
-from engine.kafka.structs import OffsetAndMetadata, OffsetAndTimestamp
+from engine.kafka.serializer import close_codec, codec
+from engine.kafka.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
 from engine.records import TopicPartition
 
 __all__ = ["KafkaConsumer"]
@@ -69,8 +71,8 @@ class KafkaConsumer:
             "partition_assignment_strategy", (RangePartitionAssignor, RoundRobinPartitionAssignor)
         )
         self.config = config
-        self._key_deserializer = config.get("key_deserializer")
-        self._value_deserializer = config.get("value_deserializer")
+        self._key_deserializer = codec(config.get("key_deserializer"), "deserialize")
+        self._value_deserializer = codec(config.get("value_deserializer"), "deserialize")
         timeout = config["consumer_timeout_ms"]
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0
@@ -108,7 +110,11 @@ class KafkaConsumer:
         self._cluster = cluster
         self._closed = False
         self._pattern: str | None = None
+        # What metrics() reports, counted as records are handed to the program.
+        self._started = time.monotonic()
         self._consumed = 0
+        self._consumed_bytes = 0
+        self._fetches = 0
         if topics:
             try:
                 self.subscribe(list(topics))
@@ -178,10 +184,16 @@ class KafkaConsumer:
                     self._consumer.seek(tp, records[0].offset)
         kd, vd = self._key_deserializer, self._value_deserializer
         out = {}
+        nbytes = 0
         for tp, records in batch.items():
             shown = self._names.show(tp.topic)
             out[TopicPartition(shown, tp.partition)] = consumer_records(records, shown, kd, vd)
             self._consumed += len(records)
+            nbytes += sum(
+                [(len(r[5]) if r[5] else 0) + (len(r[6]) if r[6] else 0) for r in records]
+            )
+        self._consumed_bytes += nbytes
+        self._fetches += 1
         return out
 
     def __iter__(self) -> KafkaConsumer:
@@ -193,6 +205,7 @@ class KafkaConsumer:
         except engine_errors.PartitionletError as exc:
             raise translate(exc) from exc
         self._consumed += 1
+        self._consumed_bytes += (len(r.key) if r.key else 0) + (len(r.value) if r.value else 0)
         shown = self._names.show(r.topic)
         return consumer_records([r], shown, self._key_deserializer, self._value_deserializer)[0]
 
@@ -244,14 +257,18 @@ class KafkaConsumer:
             answer = ask(fulls)
         return {tp: answer[full] for tp, full in zip(given, fulls, strict=True)}
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
         return self._by_partition(partitions, self._consumer.beginning_offsets)
 
-    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
         return self._by_partition(partitions, self._consumer.end_offsets)
 
     def offsets_for_times(
-        self, timestamps: dict[TopicPartition, int]
+        self, timestamps: dict[TopicPartition, int], timeout_ms: int | None = None
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """Per partition, the earliest offset whose timestamp is at or after the given one
         (None when there is none)."""
@@ -270,7 +287,7 @@ class KafkaConsumer:
     # --- committed offsets ----------------------------------------------------------------
 
     def committed(
-        self, partition: TopicPartition, metadata: bool = False
+        self, partition: TopicPartition, metadata: bool = False, timeout_ms: int | None = None
     ) -> int | OffsetAndMetadata | None:
         """The group's committed offset (an `OffsetAndMetadata` with `metadata=True`)."""
         tp = self._names.tp(partition)
@@ -288,7 +305,9 @@ class KafkaConsumer:
                     return p.metadata or ""
         return ""
 
-    def commit(self, offsets: dict[TopicPartition, Any] | None = None) -> None:
+    def commit(
+        self, offsets: dict[TopicPartition, Any] | None = None, timeout_ms: int | None = None
+    ) -> None:
         """Commit `offsets` ({TopicPartition: OffsetAndMetadata}), or the positions of all
         assigned partitions. Needs a `group_id`."""
         if self.config["group_id"] is None:
@@ -338,17 +357,55 @@ class KafkaConsumer:
         with translated():
             return {self._names.show(full) for full in self._names.full_names_of_stream()}
 
-    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
-        return {"consumer-fetch-manager-metrics": {"records-consumed-total": float(self._consumed)}}
+    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]] | None:
+        """kafka-python's `{group: {name: value}}` with the standard consumer names, from
+        what this consumer handed to the program (a poll that returned records counts as
+        one fetch); rates are per second since it was made (None when
+        `metrics_enabled=False`, as in kafka-python)."""
+        if self.config.get("metrics_enabled") is False:
+            return None
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        records, nbytes, fetches = self._consumed, self._consumed_bytes, self._fetches
+        prefix = self.config.get("metric_group_prefix") or "consumer"
+        return {
+            f"{prefix}-fetch-manager-metrics": {
+                "records-consumed-total": float(records),
+                "records-consumed-rate": records / elapsed,
+                "bytes-consumed-total": float(nbytes),
+                "bytes-consumed-rate": nbytes / elapsed,
+                "fetch-total": float(fetches),
+                "fetch-rate": fetches / elapsed,
+                "records-per-request-avg": records / fetches if fetches else 0.0,
+                "fetch-size-avg": nbytes / fetches if fetches else 0.0,
+            }
+        }
+
+    def group_metadata(self) -> ConsumerGroupMetadata | None:
+        """The group this consumer is in (None without a `group_id`), as kafka-python 3.0
+        gives it."""
+        group_id = self.config["group_id"]
+        if group_id is None:
+            return None
+        return ConsumerGroupMetadata(group_id, -1, "", self.config.get("group_instance_id"))
 
     def bootstrap_connected(self) -> bool:
         return not self._closed and not self._cluster.closed
 
-    def close(self, autocommit: bool = True) -> None:
-        """Commit (when auto-commit is on and `autocommit`), leave the group, close."""
+    def bootstrap(self, timeout_ms: int | None = None, refresh: bool = False) -> None:
+        """kafka-python 3.0 waits here for the first broker metadata; the cluster was
+        opened with the consumer, so this only checks that it is still open."""
+        if self._closed or self._cluster.closed:
+            raise IllegalStateError("KafkaConsumer is closed")
+
+    def close(self, autocommit: bool = True, timeout_ms: int | None = None) -> None:
+        """Commit (when auto-commit is on and `autocommit`), leave the group, close.
+        `timeout_ms` (kafka-python 3.0) bounds a network round trip there; a commit here
+        is a local transaction."""
         if self._closed:
             return
         self._closed = True
+        for f in (self.config.get("key_deserializer"), self.config.get("value_deserializer")):
+            close_codec(f)
         try:
             with translated():
                 self._consumer.close(autocommit=autocommit)

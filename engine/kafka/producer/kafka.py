@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import time
 from typing import Any
 
 from engine import errors as engine_errors
@@ -32,7 +33,7 @@ from engine.kafka.errors import (
 )
 from engine.kafka.names import TopicNames
 from engine.kafka.producer.future import FutureRecordMetadata, future
-from engine.kafka.serializer import header_size, serialize
+from engine.kafka.serializer import close_codec, codec, header_size
 
 __all__ = ["KafkaProducer"]
 
@@ -52,8 +53,8 @@ class KafkaProducer:
         config.setdefault("max_block_ms", 60000)
         config.setdefault("max_request_size", 1048576)
         self.config = config
-        self._key_serializer = config.get("key_serializer")
-        self._value_serializer = config.get("value_serializer")
+        self._key_serializer = codec(config.get("key_serializer"), "serialize")
+        self._value_serializer = codec(config.get("value_serializer"), "serialize")
         self._serializing = self._key_serializer is not None or self._value_serializer is not None
         self._max_request_size = int_setting(config, "max_request_size") or sys.maxsize
         kwargs: dict[str, Any] = {
@@ -76,8 +77,12 @@ class KafkaProducer:
             raise
         self._cluster = cluster
         self._closed = False
+        # What metrics() reports, counted as records are accepted or refused.
+        self._started = time.monotonic()
         self._sent = 0
         self._refused = 0
+        self._bytes = 0
+        self._largest = 0
 
     def send(
         self,
@@ -98,8 +103,11 @@ class KafkaProducer:
         if self._closed:
             raise IllegalStateError("KafkaProducer already closed")
         if self._serializing:
-            key = serialize(self._key_serializer, topic, key)
-            value = serialize(self._value_serializer, topic, value)
+            ks, vs = self._key_serializer, self._value_serializer
+            if ks is not None and key is not None:
+                key = ks(topic, headers, key)
+            if vs is not None and value is not None:
+                value = vs(topic, headers, value)
         # the hot path: no function call where a class check does
         if value is None:
             value_size = -1
@@ -138,6 +146,9 @@ class KafkaProducer:
                 return future((None, topic, key_size, value_size, headers_size, error))
             raise error from exc
         self._sent += 1
+        self._bytes += size
+        if size > self._largest:
+            self._largest = size
         return future((inner, topic, key_size, value_size, headers_size, None))
 
     def flush(self, timeout: float | None = None) -> None:
@@ -145,11 +156,18 @@ class KafkaProducer:
         with translated():
             self._producer.flush(timeout)
 
-    def close(self, timeout: float | None = None) -> None:
-        """Write what is buffered (waiting at most `timeout` seconds), then close."""
+    def close(self, timeout: float | None = None, timeout_ms: float | None = None) -> None:
+        """Write what is buffered (waiting at most `timeout` seconds, or `timeout_ms`
+        milliseconds), then close."""
         if self._closed:
             return
+        if timeout is None and timeout_ms is not None:
+            timeout = timeout_ms / 1000
+        if timeout is not None and not (isinstance(timeout, int | float) and timeout >= 0):
+            raise ValueError(f"Invalid timeout: {timeout!r}")
         self._closed = True
+        for f in (self.config.get("key_serializer"), self.config.get("value_serializer")):
+            close_codec(f)
         try:
             with translated():
                 self._producer.close(timeout)
@@ -182,12 +200,29 @@ class KafkaProducer:
                 self._cluster.create_topic(full)
             return set(range(self._cluster.topic(full).partition_count))
 
-    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
-        """A few counters of this producer (kafka-python has many more)."""
+    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]] | None:
+        """kafka-python's `{group: {name: value}}` with the standard producer names, from
+        what this producer counted; rates are per second since it was made (None when
+        `metrics_enabled=False`, as in kafka-python)."""
+        if self.config.get("metrics_enabled") is False:
+            return None
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        sent, refused, nbytes = self._sent, self._refused, self._bytes
         return {
             "producer-metrics": {
-                "record-send-total": float(self._sent),
-                "record-error-total": float(self._refused),
+                "record-send-total": float(sent),
+                "record-send-rate": sent / elapsed,
+                "record-error-total": float(refused),
+                "record-error-rate": refused / elapsed,
+                "record-retry-total": 0.0,
+                "record-retry-rate": 0.0,
+                "byte-total": float(nbytes),
+                "byte-rate": nbytes / elapsed,
+                "outgoing-byte-total": float(nbytes),
+                "outgoing-byte-rate": nbytes / elapsed,
+                "record-size-avg": nbytes / sent if sent else 0.0,
+                "record-size-max": float(self._largest),
+                "requests-in-flight": 0.0,
             }
         }
 
