@@ -34,7 +34,7 @@ STAMP_NPM := node_modules/.stamp-npm
 help:
 	@echo "make run         set up (.venv, Spark extra, Java, web assets), then seed a demo in $(DEMO_CLUSTER)"
 	@echo "                 and serve its web console: plet web --demo --cluster $(DEMO_CLUSTER)"
-	@echo "make test        set up for tests (+ Java, Chromium, redis-server), lint, run pytest"
+	@echo "make test        set up for tests (+ Java, Chromium, redis-server, kcat), lint, run pytest"
 	@echo "make lint        ruff check + ruff format --check over $(LINT_PATHS)"
 	@echo "make fmt         ruff format + ruff check --fix over the same"
 	@echo "make setup       the set-up of make run only"
@@ -69,7 +69,7 @@ system-run:
 	@bash scripts/system-deps.sh java
 
 system-test:
-	@bash scripts/system-deps.sh java chromium redis
+	@bash scripts/system-deps.sh java chromium redis kcat
 
 # The virtual environment. Its python is the target, so a broken or missing one
 # (for example a .venv copied from another machine) is made anew, stamps and all.

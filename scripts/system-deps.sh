@@ -3,7 +3,8 @@
 # installing the missing ones from Debian's packages. Called by the Makefile:
 #
 #   scripts/system-deps.sh java                   # make run: PySpark needs Java 17+
-#   scripts/system-deps.sh java chromium redis    # make test: + browser e2e, benchmark peer
+#   scripts/system-deps.sh java chromium redis kcat   # make test: + browser e2e, benchmark peer,
+#                                                     #   a Kafka client for the wire tests
 #
 # Idempotent and quick when everything is there: it only looks for files, and runs
 # `apt-get update` (once) and `apt-get install` only for what is missing.
@@ -66,12 +67,22 @@ need_redis() {
     fi
 }
 
+need_kcat() {
+    # Debian's kcat (librdkafka's command-line client) is one of the real Kafka clients the
+    # wire listener's tests run against (tests/engine/wire).
+    if ! command -v kcat >/dev/null 2>&1; then
+        say "kcat not found (the Kafka wire tests need it): installing Debian's kcat."
+        missing+=(kcat)
+    fi
+}
+
 for what in "$@"; do
     case "${what}" in
         java) need_java ;;
         chromium) need_chromium ;;
         redis) need_redis ;;
-        *) die "unknown requirement '${what}' (known: java chromium redis)" ;;
+        kcat) need_kcat ;;
+        *) die "unknown requirement '${what}' (known: java chromium redis kcat)" ;;
     esac
 done
 

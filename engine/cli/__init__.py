@@ -7,7 +7,7 @@ progress and counts of `produce` and `consume` go to stderr so that stdout stays
 
 This module holds the root group; each command group is a module named after it (`streams`,
 `topics`, `messages`, `groups`, `volumes`, `maintenance`, `replicas`, `users`, `clusters`,
-`demo`), the options they share are in `options`, their output formats in `output`, the
+`demo`, `serve`), the options they share are in `options`, their output formats in `output`, the
 errors they report in `failures`. Other packages add commands through entry points
 (`plugins`). Frontends that add a command use `cluster_option`, `cluster_path`,
 `require_cluster_path`, `open_cluster` and `fail` from here.
@@ -27,6 +27,7 @@ from engine.cli import (
     messages,
     plugins,
     replicas,
+    serve,
     streams,
     topics,
     users,
@@ -113,6 +114,7 @@ for _command in (
     replicas.replica,
     replicas.replicate,
     users.user,
+    serve.serve,
 ):
     cli.add_command(_command)
 

@@ -1,0 +1,48 @@
+"""Kafka's error codes the listener answers with, and the engine errors they stand for."""
+
+from __future__ import annotations
+
+from engine import errors
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_FETCH_SIZE = 4
+REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+COORDINATOR_NOT_AVAILABLE = 15
+INVALID_TOPIC_EXCEPTION = 17
+RECORD_LIST_TOO_LARGE = 18
+NOT_ENOUGH_REPLICAS = 19
+INVALID_REQUIRED_ACKS = 21
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+INVALID_PRODUCER_EPOCH = 47
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+UNKNOWN_PRODUCER_ID = 59
+UNKNOWN_SERVER_ERROR = -1
+
+
+def of(exc: BaseException) -> int:
+    """The Kafka error code of an engine error met while serving a request."""
+    if isinstance(exc, errors.InvalidName):
+        return INVALID_TOPIC_EXCEPTION
+    if isinstance(exc, errors.UnknownTopic | errors.UnknownStream | errors.InvalidPartition):
+        return UNKNOWN_TOPIC_OR_PARTITION
+    if isinstance(exc, errors.AccessDenied):
+        return TOPIC_AUTHORIZATION_FAILED
+    if isinstance(exc, errors.MessageTooLarge):
+        return MESSAGE_TOO_LARGE
+    if isinstance(exc, errors.InvalidOffset):
+        return OFFSET_OUT_OF_RANGE
+    if isinstance(exc, errors.Timeout):
+        return REQUEST_TIMED_OUT
+    if isinstance(exc, errors.TryLater):
+        return NOT_ENOUGH_REPLICAS  # retriable in every client: they back off and resend
+    return UNKNOWN_SERVER_ERROR

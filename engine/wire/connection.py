@@ -1,0 +1,140 @@
+"""One client connection: framing, dispatch to the registry, responses in request order.
+
+Kafka answers the requests of one connection in order, so a connection reads its next
+request after it answered the last (which also bounds its memory to one frame). The engine
+work of a request runs in the server's worker pool: the event loop only moves bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import threading
+from concurrent.futures import Executor
+from typing import Any
+
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from engine.wire import codec, codes
+from engine.wire.broker import Broker
+from engine.wire.registry import APIS
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS = 18
+
+
+class Session:
+    """What the handlers of one connection share: the broker, and the engine consumer
+    its fetches read through (made on first use, closed with the connection)."""
+
+    def __init__(self, broker: Broker, peer: Any) -> None:
+        self.broker = broker
+        self.peer = peer
+        self.consumer: Any = None
+        # held while a request is served: a connection closed mid-request (the server
+        # stopping) closes its consumer after that request, not under it
+        self.lock = threading.Lock()
+
+    def close(self) -> None:
+        with self.lock:
+            self._close()
+
+    def _close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close(autocommit=False)
+            self.consumer = None
+
+
+class Connection:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        broker: Broker,
+        pool: Executor,
+        max_frame_bytes: int,
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.pool = pool
+        self.max_frame_bytes = max_frame_bytes
+        self.session = Session(broker, writer.get_extra_info("peername"))
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                try:
+                    frame = await self._read_frame()
+                except asyncio.IncompleteReadError:
+                    return  # the client went away
+                if frame is None:
+                    return
+                out = await loop.run_in_executor(self.pool, self.answer, frame)
+                if out is None:
+                    continue
+                if isinstance(out, codec.FramingError):
+                    log.info("closing connection from %s: %s", self.session.peer, out)
+                    return
+                self.writer.write(out)
+                await self.writer.drain()
+        except (ConnectionError, OSError):
+            return
+        finally:
+            await loop.run_in_executor(self.pool, self.session.close)
+            self.writer.close()
+
+    async def _read_frame(self) -> bytes | None:
+        (size,) = _SIZE.unpack(await self.reader.readexactly(4))
+        if size < 8 or size > self.max_frame_bytes:
+            # A framing error: nothing after it can be trusted to be a frame boundary.
+            log.info(
+                "closing connection from %s: frame of %d bytes (limit %d)",
+                self.session.peer,
+                size,
+                self.max_frame_bytes,
+            )
+            return None
+        return await self.reader.readexactly(size)
+
+    def answer(self, frame: bytes) -> bytes | codec.FramingError | None:
+        """The framed response to one request frame (in a worker thread); a FramingError
+        where Kafka closes the connection: an unknown api key, an unsupported version of
+        anything but ApiVersions, a request that does not parse."""
+        try:
+            head = codec.peek_head(frame)
+            api = APIS.get(head.api_key)
+            if api is None:
+                raise codec.FramingError(f"unknown api key {head.api_key}")
+            version = head.api_version
+            if not api.min_version <= version <= api.max_version:
+                if head.api_key == API_VERSIONS:
+                    return _unsupported_api_versions(head.correlation_id)
+                raise codec.FramingError(f"{api.name} v{version} is not supported")
+            request = codec.decode_request(api.request, frame, version)
+        except codec.FramingError as exc:
+            return exc
+        try:
+            with self.session.lock:
+                response = api.handler(self.session, request, version)
+            if response is None:
+                return None
+            return codec.encode_response(response, version, head.correlation_id)
+        except Exception:
+            # A bug of ours: Kafka closes the connection on an unexpected server error too.
+            log.exception("%s v%d from %s failed", api.name, version, self.session.peer)
+            return codec.FramingError(f"{api.name} failed")
+
+
+def _unsupported_api_versions(correlation_id: int) -> bytes:
+    """Kafka's answer to an ApiVersions request newer than it knows: error 35 with a v0 body
+    that lists what it does support, so the client retries with a version from the list."""
+    from engine.wire.handlers.meta import api_versions_list
+
+    response = ApiVersionsResponse(
+        error_code=codes.UNSUPPORTED_VERSION, api_keys=api_versions_list(0)
+    )
+    return codec.encode_response(response, 0, correlation_id)

@@ -1,0 +1,122 @@
+"""FindCoordinator, OffsetCommit and OffsetFetch: a group's committed offsets are the
+engine's (what `cluster.group()`, `plet group describe` and the consoles show). Group
+membership (Join/Sync/Heartbeat/Leave) is not served yet: simple consumers that assign
+their partitions and commit are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+from engine import Consumer, OffsetAndMetadata, errors
+from engine.wire import codes
+from engine.wire.broker import NODE_ID
+from engine.wire.registry import api
+
+
+# up to v3 (flexible); v4 batches several keys in one request
+@api(FindCoordinatorRequest, FindCoordinatorResponse, (0, 3))
+def find_coordinator(session: Any, request: Any, version: int) -> Any:
+    broker = session.broker
+    return FindCoordinatorResponse(
+        throttle_time_ms=0,
+        error_code=codes.NONE,
+        error_message=None,
+        node_id=NODE_ID,
+        host=broker.host,
+        port=broker.port,
+    )
+
+
+def _group_consumer(session: Any, group_id: str) -> Consumer:
+    return Consumer(session.broker.cluster, group_id=group_id, enable_auto_commit=False)
+
+
+# from v2 to v8 (flexible from v8); v9 and later are for the new consumer protocol
+@api(OffsetCommitRequest, OffsetCommitResponse, (2, 8))
+def offset_commit(session: Any, request: Any, version: int) -> Any:
+    R = OffsetCommitResponse.OffsetCommitResponseTopic
+    P = R.OffsetCommitResponsePartition
+    topics = []
+    consumer = None
+    try:
+        if request.group_id:
+            consumer = _group_consumer(session, request.group_id)
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                error, tp = session.broker.resolve(topic.name, p.partition_index)
+                if consumer is None:
+                    error = codes.INVALID_REQUEST
+                elif tp is not None:
+                    meta = OffsetAndMetadata(p.committed_offset, p.committed_metadata or "")
+                    try:
+                        consumer.commit({tp: meta})
+                    except errors.PartitionletError as exc:
+                        error = codes.of(exc)
+                parts.append(P(partition_index=p.partition_index, error_code=error))
+            topics.append(R(name=topic.name, partitions=parts))
+    finally:
+        if consumer is not None:
+            consumer.close(autocommit=False)
+    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+
+# from v1 to v7 (flexible from v6); v8 and later batch several groups in one request
+@api(OffsetFetchRequest, OffsetFetchResponse, (1, 7))
+def offset_fetch(session: Any, request: Any, version: int) -> Any:
+    R = OffsetFetchResponse.OffsetFetchResponseTopic
+    P = R.OffsetFetchResponsePartition
+    consumer = _group_consumer(session, request.group_id) if request.group_id else None
+    try:
+        wanted = request.topics
+        if wanted is None and consumer is not None:
+            # every committed partition of the group (v2+ "all topics")
+            try:
+                info = session.broker.cluster.group(request.group_id)
+            except errors.UnknownGroup:
+                info = None
+            committed: dict[str, list[int]] = {}
+            for gp in info.partitions if info is not None else ():
+                if gp.committed is not None:
+                    name = session.broker.shown(gp.topic)
+                    committed.setdefault(name, []).append(gp.partition)
+            wanted = [
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=n, partition_indexes=ps)
+                for n, ps in committed.items()
+            ]
+        topics = []
+        for topic in wanted or ():
+            parts = []
+            for index in topic.partition_indexes:
+                error, tp = session.broker.resolve(topic.name, index)
+                offset, metadata = -1, ""
+                if consumer is not None and tp is not None:
+                    try:
+                        found = consumer.committed(tp, metadata=True)
+                    except errors.PartitionletError as exc:
+                        error = codes.of(exc)
+                    else:
+                        if found is not None:
+                            offset, metadata = found.offset, found.metadata or ""
+                parts.append(
+                    P(
+                        partition_index=index,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        metadata=metadata,
+                        error_code=error,
+                    )
+                )
+            topics.append(R(name=topic.name, partitions=parts))
+    finally:
+        if consumer is not None:
+            consumer.close(autocommit=False)
+    return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=codes.NONE)

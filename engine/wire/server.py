@@ -1,0 +1,152 @@
+"""`KafkaServer`: an asyncio listener in its own thread, engine work in a worker pool."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from engine import errors, names
+from engine.cluster import Cluster
+from engine.wire.broker import Broker
+from engine.wire.connection import Connection
+from engine.wire.registry import load
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+# Worker threads: a long-polling fetch holds one for up to its max wait, so there are many
+# (threads that wait cost little); each connection uses at most one at a time.
+DEFAULT_WORKERS = 64
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class KafkaServer:
+    """A Kafka protocol listener on `cluster`: node 0, leader of every partition.
+
+    Without SASL (not there yet) every client acts as the cluster's principal, so a
+    non-loopback `listen` address is refused unless `insecure=True`."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        listen: tuple[str, int] = ("127.0.0.1", 9092),
+        advertise: tuple[str, int] | None = None,
+        default_stream: str = "/kafka",
+        *,
+        insecure: bool = False,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        workers: int = DEFAULT_WORKERS,
+    ) -> None:
+        names.validate_stream_path(default_stream)  # before binding: nothing to undo
+        host, port = listen
+        if not insecure and not _is_loopback(host):
+            raise errors.InvalidArgument(
+                f"refusing to listen on {host}: without authentication every client acts as "
+                "the cluster's principal; listen on a loopback address or pass insecure=True "
+                "(plet serve --insecure)"
+            )
+        if not isinstance(max_frame_bytes, int) or max_frame_bytes < 1024:
+            raise errors.InvalidArgument(
+                f"max_frame_bytes must be >= 1024, got {max_frame_bytes!r}"
+            )
+        self.cluster = cluster
+        self.max_frame_bytes = max_frame_bytes
+        self._listen = (host, port)
+        self._advertise = advertise
+        self._default_stream = default_stream
+        load()
+        # bind now, so `address` is known (port 0 picks a free one) and errors show at once
+        self._sock = socket.create_server((host, port), reuse_port=False)
+        self._sock.setblocking(False)
+        bound = self._sock.getsockname()[:2]
+        self.address: tuple[str, int] = (bound[0], bound[1])
+        adv_host, adv_port = advertise or self.address
+        self.broker = Broker(cluster, default_stream, adv_host, adv_port)
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="plet-wire")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._closed = False
+
+    def start(self) -> KafkaServer:
+        """Serve in a background thread; returns once the listener accepts connections."""
+        self._thread = threading.Thread(target=self.serve_forever, name="plet-wire", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve until `close()` (from another thread or a signal handler)."""
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        tasks: set[asyncio.Task[Any]] = set()
+
+        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            task = asyncio.current_task()
+            if task is not None:
+                tasks.add(task)
+            try:
+                await Connection(
+                    reader, writer, self.broker, self._pool, self.max_frame_bytes
+                ).run()
+            except asyncio.CancelledError:
+                pass  # the server is closing
+            finally:
+                if task is not None:
+                    tasks.discard(task)
+
+        # a 64 KiB read buffer per connection: bounded memory besides the frame being read
+        server = await asyncio.start_server(on_client, sock=self._sock, limit=64 * 1024)
+        self._ready.set()
+        if self._closed:
+            self._stopped.set()
+        async with server:
+            await self._stopped.wait()
+            server.close()
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def close(self) -> None:
+        """Stop listening, drop the connections, flush the engine producers."""
+        if self._closed:
+            return
+        self._closed = True
+        self.broker.closing.set()
+        loop, stopped = self._loop, self._stopped
+        if loop is not None and stopped is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(stopped.set)
+            except RuntimeError:
+                pass  # the loop has just ended
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.broker.close()
+        self._sock.close()
+
+    def __enter__(self) -> KafkaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
