@@ -125,7 +125,7 @@ def _write_batch(
     acks: int,
     deadline: float,
 ) -> tuple[int, int]:
-    if not batch.has_producer_id:
+    if not batch.has_producer_id():  # a method in kafka.record, not a property
         return _send(broker, full, partition, rows, acks, deadline)
     state = broker.sequence(batch.producer_id, batch.producer_epoch, full, partition)
     with state.lock:

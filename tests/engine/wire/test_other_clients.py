@@ -152,3 +152,32 @@ def test_kcat_produce_and_consume(wire):
         timeout=60,
     )
     assert out.stdout.decode().splitlines() == [f"{i} key{i} line {i}" for i in range(5)]
+
+
+def test_a_producer_without_idempotence_has_every_batch_written(wire):
+    # Regression: batches without a producer id were once taken for resends of the first
+    # one and acknowledged without being written.
+    topic = "ck-plain"
+    count = 2000
+    producer = CKProducer(
+        {
+            "bootstrap.servers": wire.bootstrap,
+            "enable.idempotence": False,
+            "acks": 1,
+            "linger.ms": 0,
+            "batch.num.messages": 10,  # some 200 requests, not one
+        }
+    )
+    failures = []
+    for i in range(count):
+        producer.produce(
+            topic,
+            value=b"v%d" % i,
+            partition=0,
+            on_delivery=lambda err, msg: failures.append(err) if err else None,
+        )
+    assert producer.flush(60) == 0
+    assert failures == []
+    records = _engine_records(wire.cluster, f"/kafka:{topic}", count)
+    assert [r.value for r in records] == [b"v%d" % i for i in range(count)]
+    assert wire.cluster.topic(f"/kafka:{topic}").partitions[0].log_end_offset == count
