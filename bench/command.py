@@ -24,6 +24,7 @@ from bench import poll_size, report
 from bench import topics as many_topics
 from bench import wal as wal_size
 from bench import web as web_pages
+from bench import wire as wire_listener
 from bench.cases import DEFAULT_ACKS, DEFAULT_SIZES, QUICK_MESSAGES, Case, Result, Settings
 from bench.cases import format_size as _format_size
 from bench.engine_cases import SYSTEM as PARTITIONLET
@@ -273,6 +274,16 @@ def _problems(run: Run) -> list[str]:
     "with polls of 500 and 100,000 records; CPU time per record and the garbage "
     "collections of each. [default: not run]",
 )
+@click.option(
+    "--wire",
+    "wire_messages",
+    metavar="N",
+    callback=_param(parse_count),
+    help="Also run the Kafka wire case: N 100-B messages through confluent-kafka and kcat "
+    "to a `plet serve` process on loopback, beside the embedded API; msg/s, the ratios and "
+    f"the server's CPU time (${wire_listener.PROFILE_ENV}=FILE profiles the server). "
+    "[default: not run]",
+)
 @click.option("--keep", is_flag=True, help="Keep the work directory (it is removed by default).")
 @click.option("--no-redis", is_flag=True, help="Leave out the Redis Streams peer.")
 @click.option(
@@ -301,6 +312,7 @@ def bench_command(
     web_topics: int | None,
     wal_messages: int | None,
     poll_messages: int | None,
+    wire_messages: int | None,
     base: Path | None,
     keep: bool,
     no_redis: bool,
@@ -361,6 +373,14 @@ def bench_command(
         if poll_messages:
             click.echo(f"poll size: {poll_messages:,} messages ...", err=True)
             polls = poll_size.run(workdir / "poll", poll_messages)
+        wire = None
+        if wire_messages:
+            click.echo(f"Kafka wire: {wire_messages:,} messages ...", err=True)
+            wire = wire_listener.run(
+                workdir / "wire", wire_messages, progress=lambda line: click.echo(line, err=True)
+            )
+            if load_before:
+                wire.load = f"{load_before} before, {_load()} after (1-minute average)"
         if load_before:  # other work on the machine skews the numbers: say how much there was
             run.machine["load"] = f"{load_before} before, {_load()} after (1-minute average)"
     finally:
@@ -383,6 +403,9 @@ def bench_command(
     if polls is not None:
         click.echo()
         click.echo(poll_size.text(polls))
+    if wire is not None:
+        click.echo()
+        click.echo(wire_listener.text(wire))
     if json_path is not None:
         data = run.to_json()
         if many is not None:
@@ -411,6 +434,8 @@ def bench_command(
             data["poll_size"] = [
                 {**asdict(r), "ns_per_record": r.ns_per_record, "per_s": r.per_s} for r in polls
             ]
+        if wire is not None:
+            data["wire"] = wire.to_json()
         json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_path}", err=True)
     if markdown_path is not None:
@@ -423,9 +448,13 @@ def bench_command(
             text += "\n" + wal_size.markdown(wal) + "\n"
         if polls is not None:
             text += "\n" + poll_size.markdown(polls) + "\n"
+        if wire is not None:
+            text += "\n" + wire_listener.markdown(wire) + "\n"
         markdown_path.write_text(text, encoding="utf-8")
         click.echo(f"wrote {markdown_path}", err=True)
     problems = _problems(run)
+    if wire is not None and not all(r.ok for r in wire.results):
+        problems.append("a Kafka wire case failed")
     if problems:
         click.echo(f"error: {'; '.join(problems)}", err=True)
         ctx.exit(1)

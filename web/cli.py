@@ -2,6 +2,9 @@
 background threads. Registered as the entry point `web` of `partitionlet.commands`
 (pyproject.toml) and loaded by `plet` only when used, so that the engine never imports Flask.
 
+`plet web --kafka HOST:PORT` also serves the Kafka wire protocol on the app's cluster
+(engine.wire.KafkaServer, as `plet serve` does), started and stopped with the console.
+
 `plet web --demo` first makes (or finds) the demo of web/demo.py under the `--cluster`
 directory (default data/demo), serves its cluster dc1 and runs the demo's live load and the
 replicators of dc2 and dc3 too: `make run` is this command.
@@ -34,6 +37,12 @@ class _ReplicatorThread:
         self.thread.join(timeout)
 
 
+def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    from engine.cli.serve import host_port
+
+    return host_port(ctx, param, value)
+
+
 @click.command("web")
 @cluster_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -54,6 +63,24 @@ class _ReplicatorThread:
 # For tests and quick tries: a smaller demo, and none of Spark's start-up time.
 @click.option("--demo-topics", type=click.IntRange(0), default=None, hidden=True)
 @click.option("--demo-replay/--no-demo-replay", default=True, hidden=True)
+@click.option(
+    "--kafka",
+    callback=_kafka_address,
+    metavar="HOST:PORT",
+    help="Also serve the Kafka wire protocol there (as plet serve; port 0 picks a free one).",
+)
+@click.option(
+    "--kafka-sasl",
+    is_flag=True,
+    help="Kafka clients log in with SASL/PLAIN as console users (or an API token).",
+)
+@click.option("--kafka-tls-cert", type=click.Path(exists=True, dir_okay=False))
+@click.option("--kafka-tls-key", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--kafka-insecure",
+    is_flag=True,
+    help="Allow a non-loopback --kafka address without both --kafka-sasl and TLS.",
+)
 @click.pass_context
 def web_command(
     ctx: click.Context,
@@ -63,6 +90,11 @@ def web_command(
     demo: bool,
     demo_topics: int | None,
     demo_replay: bool,
+    kafka: tuple[str, int] | None,
+    kafka_sasl: bool,
+    kafka_tls_cert: str | None,
+    kafka_tls_key: str | None,
+    kafka_insecure: bool,
 ) -> None:
     """Serve the web console and its JSON API, and run the replicator and maintenance in the
     background. Without users yet, the first administrator 'admin' is made, with the
@@ -100,6 +132,7 @@ def web_command(
             admin = ensure_admin(cluster)
 
     app = create_app(cluster_path=path)
+    kafka_server = None
     try:
         web_state = state(app)
         cluster = web_state.cluster
@@ -109,13 +142,28 @@ def web_command(
         if prepared is not None:
             web_state.workers.extend(web_demo.live_workers(prepared))
         server = make_server(host, port, app, threaded=True)
+        if kafka is not None:
+            from engine.wire import KafkaServer
+
+            kafka_server = KafkaServer(
+                cluster,
+                listen=kafka,
+                insecure=kafka_insecure,
+                sasl=kafka_sasl,
+                tls_cert=kafka_tls_cert,
+                tls_key=kafka_tls_key,
+            ).start()
     except BaseException:
+        if kafka_server is not None:
+            kafka_server.close()
         close_app(app)
         raise
     url = f"http://{_url_host(host)}:{server.server_port}/"
     if prepared is not None:
         _print_demo(prepared)
     _print_login(url, path, admin, prepared)
+    if kafka_server is not None:
+        _print_kafka(kafka_server)
     # `kill PID` (SIGTERM, what service managers send) stops as cleanly as Ctrl+C: the
     # workers are stopped and the clusters closed instead of the threads dying mid-write.
     main = threading.current_thread() is threading.main_thread()  # signals need it
@@ -128,7 +176,22 @@ def web_command(
         if main:
             signal.signal(signal.SIGTERM, previous)
         server.server_close()
+        if kafka_server is not None:
+            kafka_server.close()  # before the cluster it serves is closed
         close_app(app)
+
+
+def _print_kafka(server: Any) -> None:
+    from engine.cli.serve import no_users_warning, security
+
+    host, port = server.address
+    click.echo(
+        click.style("Kafka protocol: ", bold=True)
+        + f"{host}:{port}  ({security(server)}; plain topic names in /kafka)"
+    )
+    warning = no_users_warning(server)
+    if warning:
+        click.echo(f"  {warning}")
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import threading
 import time
 from dataclasses import dataclass, field
 
-from engine import Cluster, Producer, TopicPartition, errors, names
+from engine import Cluster, Principal, Producer, TopicPartition, errors, names
 from engine.records import TopicInfo
 from engine.wire import codes
+from engine.wire.coordinator import GroupCoordinator
 
 NODE_ID = 0
 # The last few batches per producer and partition, as Kafka keeps (a producer has at most
@@ -43,10 +45,13 @@ class Broker:
         self._stream_ready = False
         self.closing = threading.Event()  # long polls end early when set
         self._lock = threading.Lock()
-        self._producers: dict[object, Producer] = {}
+        # engine producers by (principal, durability): a SASL user's are theirs (ACEs)
+        self._producers: dict[tuple[Principal | None, object], Producer] = {}
+        self._principal: Principal | None = None  # None: the cluster's own
         # producer ids: unique across restarts of the listener (epoch milliseconds, shifted)
         self._ids = itertools.count(int(time.time() * 1000) << 12)
         self._sequences: dict[tuple[int, str, int], _Sequence] = {}
+        self.groups = GroupCoordinator(self.closing)  # Join/Sync/Heartbeat/Leave
 
     # --- names ----------------------------------------------------------------------------
 
@@ -101,13 +106,26 @@ class Broker:
     # --- producing ------------------------------------------------------------------------
 
     def producer(self, acks: int) -> Producer:
-        """The engine producer of a wire acks value: -1 -> "all" (fsync), 1 -> 1, 0 -> 0."""
+        """The engine producer of a wire acks value: -1 -> "all" (fsync), 1 -> 1, 0 -> 0,
+        acting as this broker's principal."""
         mode: object = {0: 0, 1: 1, -1: "all"}[acks]
+        key = (self._principal, mode)
         with self._lock:
-            producer = self._producers.get(mode)
+            producer = self._producers.get(key)
             if producer is None:
-                producer = self._producers[mode] = Producer(self.cluster, acks=mode)
+                producer = self._producers[key] = Producer(self.cluster, acks=mode)
             return producer
+
+    def as_principal(self, principal: Principal) -> Broker:
+        """A view of this broker whose cluster acts as `principal` (a SASL user), so ACEs
+        apply to everything its connection does. It is a shallow copy: it shares the
+        producers, ids, sequences and every other mutable state made in `__init__`."""
+        # the default stream is made by the listener's principal, never by the first user
+        self.ensure_default_stream()
+        view = copy.copy(self)
+        view.cluster = self.cluster.as_principal(principal)
+        view._principal = principal
+        return view
 
     def new_producer_id(self) -> int:
         with self._lock:

@@ -24,16 +24,29 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
+# What a connection may send before its SASL login (Kafka closes it for anything else).
+_BEFORE_LOGIN = frozenset({API_VERSIONS, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
+# Until then a frame is at most this big (Kafka's sasl.server.max.receive.size): a client
+# nobody knows yet cannot make the listener hold max_frame_bytes for it.
+MAX_FRAME_BEFORE_LOGIN = 512 * 1024
 
 
 class Session:
     """What the handlers of one connection share: the broker, and the engine consumer
-    its fetches read through (made on first use, closed with the connection)."""
+    its fetches read through (made on first use, closed with the connection).
 
-    def __init__(self, broker: Broker, peer: Any) -> None:
+    With SASL, `broker` becomes a view acting as the logged-in user's principal
+    (`Broker.as_principal`) once the login succeeded (handlers/sasl.py)."""
+
+    def __init__(self, broker: Broker, peer: Any, sasl_mechanisms: tuple[str, ...] = ()) -> None:
         self.broker = broker
         self.peer = peer
         self.consumer: Any = None
+        self.sasl_mechanisms = sasl_mechanisms
+        self.authenticated = not sasl_mechanisms
+        self.sasl_stage: str | None = None  # set by a SaslHandshake
+        self.user: Any = None  # the console user logged in (UserInfo)
+        self.close_after = False  # close once the response is sent (a refused login)
         # held while a request is served: a connection closed mid-request (the server
         # stopping) closes its consumer after that request, not under it
         self.lock = threading.Lock()
@@ -56,12 +69,13 @@ class Connection:
         broker: Broker,
         pool: Executor,
         max_frame_bytes: int,
+        sasl_mechanisms: tuple[str, ...] = (),
     ) -> None:
         self.reader = reader
         self.writer = writer
         self.pool = pool
         self.max_frame_bytes = max_frame_bytes
-        self.session = Session(broker, writer.get_extra_info("peername"))
+        self.session = Session(broker, writer.get_extra_info("peername"), sasl_mechanisms)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -81,6 +95,8 @@ class Connection:
                     return
                 self.writer.write(out)
                 await self.writer.drain()
+                if self.session.close_after:
+                    return
         except (ConnectionError, OSError):
             return
         finally:
@@ -89,13 +105,16 @@ class Connection:
 
     async def _read_frame(self) -> bytes | None:
         (size,) = _SIZE.unpack(await self.reader.readexactly(4))
-        if size < 8 or size > self.max_frame_bytes:
+        limit = self.max_frame_bytes
+        if not self.session.authenticated:
+            limit = min(limit, MAX_FRAME_BEFORE_LOGIN)
+        if size < 8 or size > limit:
             # A framing error: nothing after it can be trusted to be a frame boundary.
             log.info(
                 "closing connection from %s: frame of %d bytes (limit %d)",
                 self.session.peer,
                 size,
-                self.max_frame_bytes,
+                limit,
             )
             return None
         return await self.reader.readexactly(size)
@@ -104,8 +123,16 @@ class Connection:
         """The framed response to one request frame (in a worker thread); a FramingError
         where Kafka closes the connection: an unknown api key, an unsupported version of
         anything but ApiVersions, a request that does not parse."""
+        if self.session.sasl_stage == "raw":  # after SaslHandshake v0: a bare token
+            from engine.wire.handlers.sasl import raw_token
+
+            with self.session.lock:
+                answer = raw_token(self.session, frame)
+            return answer if answer is not None else codec.FramingError("SASL login refused")
         try:
             head = codec.peek_head(frame)
+            if not self.session.authenticated and head.api_key not in _BEFORE_LOGIN:
+                raise codec.FramingError(f"api key {head.api_key} before the SASL login")
             api = APIS.get(head.api_key)
             if api is None:
                 raise codec.FramingError(f"unknown api key {head.api_key}")

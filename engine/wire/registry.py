@@ -47,6 +47,6 @@ def api(
 
 def load() -> dict[int, Api]:
     """Every API, its handler module imported (each registers itself on import)."""
-    from engine.wire.handlers import fetch, meta, offsets, produce  # noqa: F401
+    from engine.wire.handlers import admin, fetch, groups, meta, offsets, produce, sasl  # noqa: F401
 
     return APIS

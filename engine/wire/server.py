@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import socket
+import ssl
 import threading
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from engine import errors, names
 from engine.cluster import Cluster
+from engine.wire import auth
 from engine.wire.broker import Broker
 from engine.wire.connection import Connection
 from engine.wire.registry import load
@@ -24,20 +26,14 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 DEFAULT_WORKERS = 64
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class KafkaServer:
     """A Kafka protocol listener on `cluster`: node 0, leader of every partition.
 
-    Without SASL (not there yet) every client acts as the cluster's principal, so a
-    non-loopback `listen` address is refused unless `insecure=True`."""
+    `sasl=True` (or `sasl_mechanisms=("PLAIN",)`) makes every connection log in as a
+    console user or with an API token, and act as that user's principal; without it every
+    client acts as the cluster's principal. `ssl_context`, or `tls_cert` and `tls_key` (PEM
+    files), serve TLS. A non-loopback `listen` address is refused unless it has both SASL
+    and TLS, or `insecure=True` (docs/WIRE.md, Security)."""
 
     def __init__(
         self,
@@ -49,15 +45,25 @@ class KafkaServer:
         insecure: bool = False,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         workers: int = DEFAULT_WORKERS,
+        sasl: bool = False,
+        sasl_mechanisms: Iterable[str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
     ) -> None:
         names.validate_stream_path(default_stream)  # before binding: nothing to undo
         host, port = listen
-        if not insecure and not _is_loopback(host):
-            raise errors.InvalidArgument(
-                f"refusing to listen on {host}: without authentication every client acts as "
-                "the cluster's principal; listen on a loopback address or pass insecure=True "
-                "(plet serve --insecure)"
-            )
+        self.sasl_mechanisms = auth.mechanisms(sasl, sasl_mechanisms)
+        if ssl_context is not None and (tls_cert or tls_key):
+            raise errors.InvalidArgument("give ssl_context or tls_cert and tls_key, not both")
+        if tls_key and not tls_cert:
+            raise errors.InvalidArgument("tls_key needs tls_cert")
+        if tls_cert:
+            ssl_context = auth.server_ssl_context(tls_cert, tls_key)
+        self.ssl_context = ssl_context
+        auth.check_exposure(
+            host, sasl=bool(self.sasl_mechanisms), tls=ssl_context is not None, insecure=insecure
+        )
         if not isinstance(max_frame_bytes, int) or max_frame_bytes < 1024:
             raise errors.InvalidArgument(
                 f"max_frame_bytes must be >= 1024, got {max_frame_bytes!r}"
@@ -107,7 +113,12 @@ class KafkaServer:
                 tasks.add(task)
             try:
                 await Connection(
-                    reader, writer, self.broker, self._pool, self.max_frame_bytes
+                    reader,
+                    writer,
+                    self.broker,
+                    self._pool,
+                    self.max_frame_bytes,
+                    self.sasl_mechanisms,
                 ).run()
             except asyncio.CancelledError:
                 pass  # the server is closing
@@ -116,7 +127,14 @@ class KafkaServer:
                     tasks.discard(task)
 
         # a 64 KiB read buffer per connection: bounded memory besides the frame being read
-        server = await asyncio.start_server(on_client, sock=self._sock, limit=64 * 1024)
+        server = await asyncio.start_server(
+            on_client,
+            sock=self._sock,
+            limit=64 * 1024,
+            ssl=self.ssl_context,
+            # a client that never finishes its TLS handshake holds no task for long
+            ssl_handshake_timeout=10.0 if self.ssl_context is not None else None,
+        )
         self._ready.set()
         if self._closed:
             self._stopped.set()

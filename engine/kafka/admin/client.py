@@ -9,13 +9,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine import errors as engine_errors
-from engine import policies as engine_policies
 from engine.client.consumer import Consumer
 from engine.kafka import bootstrap
 from engine.kafka.admin.config_resource import ConfigResource
 from engine.kafka.admin.new_partitions import NewPartitions
 from engine.kafka.admin.new_topic import NewTopic
 from engine.kafka.config import configure
+from engine.kafka.configs import topic_configs
 from engine.kafka.errors import (
     GroupIdNotFoundError,
     IllegalStateError,
@@ -76,21 +76,6 @@ class CreatePartitionsResponse(dict):
         return [(t["name"], t["error_code"], t["error_message"]) for t in self["results"]]
 
     throttle_time_ms = 0
-
-
-# Stream policies shown as the Kafka topic configs that mean the same thing
-# (describe_configs): Kafka name -> (policy, policy value -> Kafka value as text).
-TOPIC_CONFIGS: dict[str, tuple[str, Any]] = {
-    "retention.ms": ("ttl", lambda ttl: str(ttl * 1000) if ttl else "-1"),
-    "cleanup.policy": ("compact", lambda compact: "compact" if compact else "delete"),
-    "max.message.bytes": ("max_message_bytes", str),
-    "message.timestamp.type": (
-        "timestamp_type",
-        lambda t: "LogAppendTime" if t == "log_append" else "CreateTime",
-    ),
-    "min.compaction.lag.ms": ("min_compaction_lag_ms", str),
-    "delete.retention.ms": ("delete_retention_ms", str),
-}
 
 
 def _raise_first(errors_seen: list[KafkaError], response: Any, raise_errors: bool = True) -> None:
@@ -491,7 +476,7 @@ class KafkaAdminClient:
     ) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
         """kafka-python 3.0's {'topic': {name: {config: {'value', 'read_only',
         'config_source', ...}}}}: a topic's configs are its stream's policies under Kafka's
-        names (`TOPIC_CONFIGS`). `config_filter` 'modified' (the default) keeps the
+        names (`engine.kafka.configs`). `config_filter` 'modified' (the default) keeps the
         policies that differ from the defaults, 'all' every one, 'default' the others. A
         `ConfigResource` with `configs` names the configs wanted. Brokers have none."""
         self._check_open()
@@ -510,25 +495,22 @@ class KafkaAdminClient:
                 self._cluster.topic(full)  # UnknownTopic
                 policies = self._cluster.stream(full.rpartition(":")[0]).policies
             configs = {}
-            for key, (policy, shown) in TOPIC_CONFIGS.items():
-                if resource.configs is not None and key not in resource.configs:
-                    continue
-                value = policies.get(policy, engine_policies.DEFAULTS[policy])
-                is_default = value == engine_policies.DEFAULTS[policy]
+            for config in topic_configs(policies, resource.configs):
+                is_default = config.is_default
                 if wanted_filter == "modified" and is_default:
                     continue
                 if wanted_filter == "default" and not is_default:
                     continue
                 if wanted_filter == "static":
                     continue
-                configs[key] = {
-                    "value": shown(value),
+                configs[config.name] = {
+                    "value": config.value,
                     "read_only": True,  # change them on the stream (plet stream edit)
                     "config_source": "DEFAULT_CONFIG" if is_default else "DYNAMIC_TOPIC_CONFIG",
                     "is_sensitive": False,
                     "synonyms": [],
                     "config_type": "STRING",
-                    "documentation": f"the stream's {policy} policy",
+                    "documentation": f"the stream's {config.policy} policy",
                 }
             found[resource.name] = configs
         return out

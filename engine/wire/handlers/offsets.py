@@ -1,7 +1,7 @@
 """FindCoordinator, OffsetCommit and OffsetFetch: a group's committed offsets are the
-engine's (what `cluster.group()`, `plet group describe` and the consoles show). Group
-membership (Join/Sync/Heartbeat/Leave) is not served yet: simple consumers that assign
-their partitions and commit are."""
+engine's (what `cluster.group()`, `plet group describe` and the consoles show). Members
+of a wire group (handlers/groups.py) commit with their generation and member id, checked
+by the group coordinator."""
 
 from __future__ import annotations
 
@@ -46,14 +46,21 @@ def offset_commit(session: Any, request: Any, version: int) -> Any:
     P = R.OffsetCommitResponsePartition
     topics = []
     consumer = None
+    # a member of a wire group commits with its generation and member id: a stale one is
+    # refused (it has lost its partitions); a simple commit (generation -1) is not checked
+    group_error = session.broker.groups.check_commit(
+        request.group_id, request.generation_id_or_member_epoch, request.member_id or ""
+    )
     try:
-        if request.group_id:
+        if request.group_id and group_error == codes.NONE:
             consumer = _group_consumer(session, request.group_id)
         for topic in request.topics:
             parts = []
             for p in topic.partitions:
                 error, tp = session.broker.resolve(topic.name, p.partition_index)
-                if consumer is None:
+                if group_error != codes.NONE:
+                    error = group_error
+                elif consumer is None:
                     error = codes.INVALID_REQUEST
                 elif tp is not None:
                     meta = OffsetAndMetadata(p.committed_offset, p.committed_metadata or "")

@@ -1,0 +1,462 @@
+"""The group coordinator of the wire listener: Kafka's classic consumer-group protocol
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup), one state machine per group, in the
+listener's process (node 0 coordinates every group).
+
+States, as Kafka's: Empty -> PreparingRebalance -> CompletingRebalance -> Stable. A
+rebalance starts when a member joins, leaves, changes its subscription, or misses its
+session timeout; it completes when every known member has sent JoinGroup again, or when the
+rebalance timeout ends (the members that did not rejoin are removed). The leader gets the
+members and their protocol metadata and computes the assignment with its own client-side
+assignor (range, roundrobin, sticky, cooperative-sticky: the coordinator never reads the
+metadata); SyncGroup hands each member its part.
+
+JoinGroup and SyncGroup block their worker thread until the rebalance is done, as Kafka
+holds the request open. The membership lives in memory: a restarted listener answers the
+old members UNKNOWN_MEMBER_ID and they join again. Committed offsets are the engine's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from engine.wire import codes
+
+EMPTY = "Empty"
+PREPARING = "PreparingRebalance"
+COMPLETING = "CompletingRebalance"
+STABLE = "Stable"
+DEAD = "Dead"
+
+# Kafka's group.min/max.session.timeout.ms are 6 s and 30 min; the lower bound here is
+# lower so that tests and local tools can expire members faster.
+MIN_SESSION_TIMEOUT_MS = 1_000
+MAX_SESSION_TIMEOUT_MS = 1_800_000
+# How often waiting requests and the reaper look again: bounds how late an expiry or a
+# closing listener is noticed.
+_TICK = 0.1
+
+
+@dataclass
+class Member:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    last_seen: float = field(default_factory=time.monotonic)
+    joined: bool = False  # has sent JoinGroup in the current rebalance
+    awaiting: bool = False  # a JoinGroup or SyncGroup of it is waiting (keeps it alive)
+    join_result: JoinResult | None = None
+    assignment: bytes = b""
+
+    def metadata(self, protocol: str | None) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    error: int
+    generation: int = -1
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    # (member id, group instance id, metadata) for the leader, empty for the others
+    members: tuple[tuple[str, str | None, bytes], ...] = ()
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: str = EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    # member ids handed out with MEMBER_ID_REQUIRED, until they join (or expire)
+    pending: dict[str, float] = field(default_factory=dict)
+    rebalance_deadline: float = 0.0
+
+    def candidates(self) -> set[str]:
+        """The protocols every member supports."""
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+
+@dataclass(frozen=True)
+class MemberView:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """What DescribeGroups and ListGroups show of a group."""
+
+    group_id: str
+    state: str
+    generation: int
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberView, ...]
+
+
+class GroupCoordinator:
+    """Every wire group of one listener. Thread-safe: handlers call it from the worker
+    pool; a reaper thread expires members whose session ended."""
+
+    def __init__(self, closing: threading.Event) -> None:
+        self._closing = closing
+        self._cond = threading.Condition()
+        self._groups: dict[str, Group] = {}
+        self._reaper: threading.Thread | None = None
+
+    # --- JoinGroup ------------------------------------------------------------------------
+
+    def join(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+    ) -> JoinResult:
+        if not group_id:
+            return JoinResult(codes.INVALID_GROUP_ID, member_id=member_id)
+        if not MIN_SESSION_TIMEOUT_MS <= session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
+            return JoinResult(codes.INVALID_SESSION_TIMEOUT, member_id=member_id)
+        if rebalance_timeout_ms < 0:  # JoinGroup v0 has none: the session timeout stands in
+            rebalance_timeout_ms = session_timeout_ms
+        self._start_reaper()
+        with self._cond:
+            group = self._groups.setdefault(group_id, Group(group_id))
+            if not protocols or (
+                group.members
+                and (
+                    protocol_type != group.protocol_type
+                    or not group.candidates() & {name for name, _ in protocols}
+                )
+            ):
+                return JoinResult(codes.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            now = time.monotonic()
+            if not member_id:
+                new_id = f"{client_id}-{uuid.uuid4()}"
+                if instance_id is not None:
+                    # a static member that restarted: it replaces its old incarnation
+                    for old in list(group.members.values()):
+                        if old.instance_id == instance_id:
+                            self._remove(group, old.member_id)
+                elif require_known_member_id:
+                    # JoinGroup v4+: the client learns its id first, then joins with it,
+                    # so a client that dies between the two leaves no member behind
+                    group.pending[new_id] = now + session_timeout_ms / 1000
+                    return JoinResult(codes.MEMBER_ID_REQUIRED, member_id=new_id)
+                member_id = new_id
+            elif member_id in group.pending:
+                del group.pending[member_id]
+            elif member_id not in group.members:
+                return JoinResult(codes.UNKNOWN_MEMBER_ID, member_id=member_id)
+            member = group.members.get(member_id)
+            if member is None:
+                member = group.members[member_id] = Member(
+                    member_id,
+                    instance_id,
+                    client_id,
+                    client_host,
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    protocol_type,
+                    protocols,
+                )
+                group.protocol_type = protocol_type
+                self._prepare(group)
+            else:
+                changed = member.protocols != protocols
+                member.protocols = protocols
+                member.session_timeout_ms = session_timeout_ms
+                member.rebalance_timeout_ms = rebalance_timeout_ms
+                member.last_seen = now
+                if group.state == STABLE and not changed and member_id != group.leader:
+                    # a follower that rejoins with nothing new gets the current generation
+                    return self._result(group, member)
+                if group.state == COMPLETING and not changed:
+                    return self._result(group, member)
+                if group.state != PREPARING:
+                    self._prepare(group)
+            member.joined = True
+            member.join_result = None
+            self._maybe_complete(group)
+            member.awaiting = True
+            try:
+                while member.join_result is None:
+                    if group.members.get(member_id) is not member:
+                        return JoinResult(codes.UNKNOWN_MEMBER_ID, member_id=member_id)
+                    if self._closing.is_set():
+                        return JoinResult(codes.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
+                    self._cond.wait(_TICK)
+                    self._maybe_complete(group)
+            finally:
+                member.awaiting = False
+                member.last_seen = time.monotonic()
+            result, member.join_result = member.join_result, None
+            return result
+
+    def _result(self, group: Group, member: Member) -> JoinResult:
+        leader = group.leader or ""
+        members: tuple[tuple[str, str | None, bytes], ...] = ()
+        if member.member_id == leader:
+            members = tuple(
+                (m.member_id, m.instance_id, m.metadata(group.protocol))
+                for m in group.members.values()
+            )
+        return JoinResult(
+            codes.NONE,
+            group.generation,
+            group.protocol_type,
+            group.protocol,
+            leader,
+            member.member_id,
+            members,
+        )
+
+    def _prepare(self, group: Group) -> None:
+        """Start a rebalance (or restart one whose member set changed)."""
+        if group.state != PREPARING:
+            for m in group.members.values():
+                m.joined = False
+                m.assignment = b""
+            group.state = PREPARING
+            timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+            group.rebalance_deadline = time.monotonic() + timeout / 1000
+        self._cond.notify_all()  # SyncGroup waiters of the old generation give up
+
+    def _maybe_complete(self, group: Group) -> None:
+        """Complete the rebalance when every member rejoined or its time is up."""
+        if group.state != PREPARING:
+            return
+        if not all(m.joined for m in group.members.values()):
+            if time.monotonic() < group.rebalance_deadline:
+                return
+            for m in [m for m in group.members.values() if not m.joined]:
+                self._remove(group, m.member_id, rebalance=False)
+        group.generation += 1
+        if not group.members:
+            group.state, group.protocol, group.protocol_type, group.leader = EMPTY, None, None, None
+            self._cond.notify_all()
+            return
+        group.protocol = self._choose_protocol(group)
+        if group.leader not in group.members:
+            group.leader = next(iter(group.members))
+        group.state = COMPLETING
+        for m in group.members.values():
+            m.join_result = self._result(group, m)
+            m.last_seen = time.monotonic()
+        self._cond.notify_all()
+
+    @staticmethod
+    def _choose_protocol(group: Group) -> str:
+        """Kafka's vote: each member votes for the first protocol of its list that every
+        member supports; the most votes win (ties to the first voted)."""
+        candidates = group.candidates()
+        votes: dict[str, int] = {}
+        for m in group.members.values():
+            choice = next(name for name, _ in m.protocols if name in candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        return max(votes, key=lambda name: votes[name])
+
+    # --- SyncGroup ------------------------------------------------------------------------
+
+    def sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        protocol_type: str | None,
+        protocol: str | None,
+        assignments: Iterable[tuple[str, bytes]],
+    ) -> tuple[int, str | None, str | None, bytes]:
+        """(error, protocol type, protocol name, this member's assignment)."""
+        with self._cond:
+            group = self._groups.get(group_id)
+            member = group.members.get(member_id) if group is not None else None
+            if group is None or member is None:
+                return codes.UNKNOWN_MEMBER_ID, None, None, b""
+            if generation != group.generation:
+                return codes.ILLEGAL_GENERATION, None, None, b""
+            if (protocol_type is not None and protocol_type != group.protocol_type) or (
+                protocol is not None and protocol != group.protocol
+            ):
+                return codes.INCONSISTENT_GROUP_PROTOCOL, None, None, b""
+            member.last_seen = time.monotonic()
+            if group.state == PREPARING:
+                return codes.REBALANCE_IN_PROGRESS, None, None, b""
+            if group.state == COMPLETING and member_id == group.leader:
+                given = dict(assignments)
+                for m in group.members.values():
+                    m.assignment = given.get(m.member_id, b"")
+                group.state = STABLE
+                self._cond.notify_all()
+            member.awaiting = True
+            try:
+                while group.state == COMPLETING and group.generation == generation:
+                    if group.members.get(member_id) is not member or self._closing.is_set():
+                        break
+                    self._cond.wait(_TICK)
+            finally:
+                member.awaiting = False
+                member.last_seen = time.monotonic()
+            if group.members.get(member_id) is not member:
+                return codes.UNKNOWN_MEMBER_ID, None, None, b""
+            if group.state != STABLE or group.generation != generation:
+                if self._closing.is_set():
+                    return codes.COORDINATOR_NOT_AVAILABLE, None, None, b""
+                return codes.REBALANCE_IN_PROGRESS, None, None, b""
+            return codes.NONE, group.protocol_type, group.protocol, member.assignment
+
+    # --- Heartbeat, LeaveGroup, OffsetCommit's check --------------------------------------
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str) -> int:
+        with self._cond:
+            error, group = self._check(group_id, generation, member_id)
+            if error != codes.NONE or group is None:
+                return error
+            return codes.REBALANCE_IN_PROGRESS if group.state == PREPARING else codes.NONE
+
+    def check_commit(self, group_id: str, generation: int, member_id: str) -> int:
+        """The error of an OffsetCommit from a group member (it also counts as a
+        heartbeat). A simple commit (generation -1, no member id) is not checked."""
+        if generation < 0 and not member_id:
+            return codes.NONE
+        with self._cond:
+            error, group = self._check(group_id, generation, member_id)
+            if error == codes.NONE and group is not None and group.state == COMPLETING:
+                return codes.REBALANCE_IN_PROGRESS
+            return error
+
+    def _check(self, group_id: str, generation: int, member_id: str) -> tuple[int, Group | None]:
+        group = self._groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return codes.UNKNOWN_MEMBER_ID, None
+        member.last_seen = time.monotonic()
+        if generation != group.generation:
+            return codes.ILLEGAL_GENERATION, None
+        return codes.NONE, group
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[int]:
+        """Remove (member id, group instance id) pairs; an error code for each."""
+        out = []
+        with self._cond:
+            group = self._groups.get(group_id)
+            for member_id, instance_id in members:
+                if group is None:
+                    out.append(codes.UNKNOWN_MEMBER_ID)
+                    continue
+                if not member_id and instance_id is not None:
+                    member_id = next(
+                        (
+                            m.member_id
+                            for m in group.members.values()
+                            if m.instance_id == instance_id
+                        ),
+                        "",
+                    )
+                if member_id in group.members:
+                    self._remove(group, member_id)
+                    out.append(codes.NONE)
+                else:
+                    out.append(codes.UNKNOWN_MEMBER_ID)
+        return out
+
+    def _remove(self, group: Group, member_id: str, *, rebalance: bool = True) -> None:
+        del group.members[member_id]
+        if not rebalance:
+            return
+        if group.state in (STABLE, COMPLETING):
+            self._prepare(group)
+        elif group.state == PREPARING:
+            self._maybe_complete(group)
+        self._cond.notify_all()
+
+    # --- expiry ---------------------------------------------------------------------------
+
+    def _start_reaper(self) -> None:
+        with self._cond:
+            if self._reaper is None:
+                self._reaper = threading.Thread(
+                    target=self._reap_forever, name="plet-wire-groups", daemon=True
+                )
+                self._reaper.start()
+
+    def _reap_forever(self) -> None:
+        while not self._closing.wait(_TICK):
+            self.expire()
+
+    def expire(self) -> None:
+        """Remove the members whose session ended, the pending ids nobody used, and
+        complete rebalances whose time is up."""
+        now = time.monotonic()
+        with self._cond:
+            for group in list(self._groups.values()):
+                for pending, deadline in list(group.pending.items()):
+                    if deadline < now:
+                        del group.pending[pending]
+                for m in list(group.members.values()):
+                    if not m.awaiting and m.last_seen + m.session_timeout_ms / 1000 < now:
+                        self._remove(group, m.member_id)
+                self._maybe_complete(group)
+                if group.state == EMPTY and not group.members and not group.pending:
+                    del self._groups[group.group_id]
+
+    # --- views ----------------------------------------------------------------------------
+
+    def views(self) -> list[GroupView]:
+        with self._cond:
+            return [self._view(g) for g in self._groups.values()]
+
+    def view(self, group_id: str) -> GroupView | None:
+        with self._cond:
+            group = self._groups.get(group_id)
+            return self._view(group) if group is not None else None
+
+    @staticmethod
+    def _view(group: Group) -> GroupView:
+        # between a rebalance and the leader's SyncGroup, members have no assignment yet
+        return GroupView(
+            group.group_id,
+            group.state,
+            group.generation,
+            group.protocol_type or "",
+            group.protocol or "",
+            tuple(
+                MemberView(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.metadata(group.protocol),
+                    m.assignment,
+                )
+                for m in group.members.values()
+            ),
+        )

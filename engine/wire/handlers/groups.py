@@ -1,0 +1,214 @@
+"""JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups and DescribeGroups: Kafka's
+classic consumer groups, coordinated by `engine.wire.coordinator` (node 0 coordinates every
+group). Assignments are computed by the clients' own assignors; committed offsets are the
+engine's (handlers/offsets.py), so `cluster.groups()` sees a wire group once it commits.
+
+Version ranges: what kafka-python 3.0.12 (JoinGroup 7, SyncGroup 5, Heartbeat 4, LeaveGroup
+5, ListGroups 5, DescribeGroups 5), confluent-kafka 2.16.1 and aiokafka 0.14 negotiate;
+flexible versions (JoinGroup 6+, SyncGroup 4+, Heartbeat 4, LeaveGroup 4+, ListGroups 3+,
+DescribeGroups 5) are the codec's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin.groups import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+
+from engine import errors
+from engine.wire import codes
+from engine.wire.coordinator import DEAD
+from engine.wire.registry import api
+
+_CLASSIC = "classic"  # KIP-848's name for this protocol, in ListGroups v5
+
+
+def _client_id(request: Any) -> str:
+    header = getattr(request, "header", None)
+    return (getattr(header, "client_id", None) or "") if header is not None else ""
+
+
+def _client_host(session: Any) -> str:
+    peer = session.peer
+    return f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""  # as Kafka shows it
+
+
+def _bytes(value: Any) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    return bytes(value.encode())  # an ApiData the codec decoded into a structure
+
+
+# v8 adds a reason, v9 skip_assignment (KIP-814, for server-side assignors): not needed
+@api(JoinGroupRequest, JoinGroupResponse, (0, 7))
+def join_group(session: Any, request: Any, version: int) -> Any:
+    result = session.broker.groups.join(
+        group_id=request.group_id,
+        member_id=request.member_id or "",
+        instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=_client_id(request),
+        client_host=_client_host(session),
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else -1,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, _bytes(p.metadata)) for p in request.protocols],
+        require_known_member_id=version >= 4,
+    )
+    M = JoinGroupResponse.JoinGroupResponseMember
+    return JoinGroupResponse(
+        throttle_time_ms=0,
+        error_code=result.error,
+        generation_id=result.generation,
+        protocol_type=result.protocol_type,
+        # non-nullable before v7: an empty name where there is none
+        protocol_name=result.protocol if result.protocol is not None or version >= 7 else "",
+        leader=result.leader,
+        skip_assignment=False,
+        member_id=result.member_id,
+        members=[
+            M(member_id=m, group_instance_id=instance, metadata=meta)
+            for m, instance, meta in result.members
+        ],
+    )
+
+
+@api(SyncGroupRequest, SyncGroupResponse, (0, 5))
+def sync_group(session: Any, request: Any, version: int) -> Any:
+    error, protocol_type, protocol, assignment = session.broker.groups.sync(
+        group_id=request.group_id,
+        generation=request.generation_id,
+        member_id=request.member_id,
+        protocol_type=request.protocol_type if version >= 5 else None,
+        protocol=request.protocol_name if version >= 5 else None,
+        assignments=[(a.member_id, _bytes(a.assignment)) for a in request.assignments or ()],
+    )
+    return SyncGroupResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        protocol_type=protocol_type,
+        protocol_name=protocol,
+        assignment=assignment,
+    )
+
+
+@api(HeartbeatRequest, HeartbeatResponse, (0, 4))
+def heartbeat(session: Any, request: Any, version: int) -> Any:
+    error = session.broker.groups.heartbeat(
+        request.group_id, request.generation_id, request.member_id
+    )
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+
+@api(LeaveGroupRequest, LeaveGroupResponse, (0, 5))
+def leave_group(session: Any, request: Any, version: int) -> Any:
+    if version < 3:
+        (error,) = session.broker.groups.leave(request.group_id, [(request.member_id, None)])
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=error)
+    who = [(m.member_id, m.group_instance_id) for m in request.members]
+    errors_ = session.broker.groups.leave(request.group_id, who)
+    R = LeaveGroupResponse.MemberResponse
+    return LeaveGroupResponse(
+        throttle_time_ms=0,
+        error_code=codes.NONE,
+        members=[
+            R(member_id=m, group_instance_id=instance, error_code=e)
+            for (m, instance), e in zip(who, errors_, strict=True)
+        ],
+    )
+
+
+def _engine_groups(session: Any) -> dict[str, str]:
+    """Group id -> state of the groups the engine knows (committed offsets, or members of
+    engine consumers): wire clients list and describe them too."""
+    try:
+        return {g.group_id: g.state for g in session.broker.cluster.groups()}
+    except errors.PartitionletError:
+        return {}
+
+
+@api(ListGroupsRequest, ListGroupsResponse, (0, 5))
+def list_groups(session: Any, request: Any, version: int) -> Any:
+    listed = _engine_groups(session)
+    for view in session.broker.groups.views():
+        listed[view.group_id] = view.state
+    states = set(request.states_filter or ()) if version >= 4 else set()
+    types = {t.lower() for t in request.types_filter or ()} if version >= 5 else set()
+    if types and _CLASSIC not in types:
+        listed = {}
+    G = ListGroupsResponse.ListedGroup
+    return ListGroupsResponse(
+        throttle_time_ms=0,
+        error_code=codes.NONE,
+        groups=[
+            G(group_id=g, protocol_type="consumer", group_state=state, group_type=_CLASSIC)
+            for g, state in sorted(listed.items())
+            if not states or state in states
+        ],
+    )
+
+
+@api(DescribeGroupsRequest, DescribeGroupsResponse, (0, 5))
+def describe_groups(session: Any, request: Any, version: int) -> Any:
+    G = DescribeGroupsResponse.DescribedGroup
+    M = G.DescribedGroupMember
+    engine_groups: dict[str, str] | None = None
+    out = []
+    for group_id in request.groups:
+        view = session.broker.groups.view(group_id)
+        if view is not None and view.members:
+            out.append(
+                G(
+                    error_code=codes.NONE,
+                    group_id=group_id,
+                    group_state=view.state,
+                    protocol_type=view.protocol_type,
+                    protocol_data=view.protocol,
+                    members=[
+                        M(
+                            member_id=m.member_id,
+                            group_instance_id=m.instance_id,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            member_metadata=m.metadata,
+                            member_assignment=m.assignment,
+                        )
+                        for m in view.members
+                    ],
+                    authorized_operations=None,
+                )
+            )
+            continue
+        if engine_groups is None:
+            engine_groups = _engine_groups(session)
+        # a group with committed offsets only is Empty; one nobody knows is Dead (Kafka's
+        # answer, with no error, before DescribeGroups v6)
+        state = engine_groups.get(group_id, DEAD)
+        out.append(
+            G(
+                error_code=codes.NONE,
+                group_id=group_id,
+                group_state=state,
+                protocol_type="consumer" if state != DEAD else "",
+                protocol_data="",
+                members=[],  # engine consumers' members have no Kafka protocol metadata
+                authorized_operations=None,
+            )
+        )
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
