@@ -71,9 +71,14 @@ def fetch(session: Any, request: Any, version: int) -> Any:
     max_bytes = request.max_bytes if version >= 3 and request.max_bytes > 0 else 1 << 31
     total = 0
     while live:
-        # min_bytes 0 asks for an answer at once, data or not
-        left_ms = int((deadline - time.monotonic()) * 1000) if min_bytes else 0
+        # min_bytes 0 asks for an answer at once, data or not; once min_bytes is met, only
+        # what is already there is added (no more waiting), up to the byte limits, so one
+        # response carries as much as the client allows instead of one poll's worth
+        satisfied = total >= min_bytes
+        left_ms = 0 if satisfied else int((deadline - time.monotonic()) * 1000)
         got = consumer.poll(timeout_ms=max(0, min(left_ms, _SLICE_MS)), max_records=_POLL_RECORDS)
+        if satisfied and not got:
+            break
         for tp, records in got.items():
             w = live.get(tp)
             if w is None:
@@ -88,7 +93,7 @@ def fetch(session: Any, request: Any, version: int) -> Any:
                 w[4].append(r)
                 w[5] += size
                 total += size
-        if total >= min_bytes or total >= max_bytes or consumer.paused() >= set(live):
+        if total >= max_bytes or consumer.paused() >= set(live):
             break
         if time.monotonic() >= deadline or closing.is_set():
             break

@@ -3,6 +3,8 @@ tests of one module (real clients connect to it over real sockets)."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from dataclasses import dataclass
 
 import pytest
@@ -31,3 +33,22 @@ def wire(tmp_path_factory):
             yield Wire(cluster, server)
         finally:
             server.close()
+
+
+def run_async(coroutine):
+    """`asyncio.run(coroutine)` in a thread of its own: the thread running the tests may
+    already run an event loop (Playwright's sync API keeps one for its browser fixture)."""
+    result = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(coroutine)
+        except BaseException as exc:  # handed to the test's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, name="aiokafka-test")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

@@ -34,6 +34,7 @@ from kafka.protocol.consumer.group import (
 from kafka.structs import OffsetAndMetadata as KOffsetAndMetadata
 
 from engine import Producer
+from tests.engine.wire.conftest import run_async
 
 
 def _topic(wire, full, partitions):
@@ -290,7 +291,7 @@ def test_aiokafka_consumer_in_a_group(wire):
         finally:
             await consumer.stop()
 
-    got, assignment = asyncio.run(consume())
+    got, assignment = run_async(consume())
     assert assignment == {0, 1}
     assert sorted((r.partition, r.offset) for r in got) == [
         (p, o) for p in range(2) for o in range(6)

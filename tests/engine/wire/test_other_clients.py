@@ -13,6 +13,7 @@ from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTP
 
 from engine import Consumer, Producer, TopicPartition
+from tests.engine.wire.conftest import run_async
 
 BASE_MS = (int(time.time()) - 3600) * 1000
 
@@ -113,7 +114,7 @@ def test_aiokafka_round_trip(wire):
         finally:
             await consumer.stop()
 
-    got = asyncio.run(run())
+    got = run_async(run())
     assert [(m.offset, m.value, list(m.headers)) for m in got] == [
         (i, b"a%d" % i, [("h", b"%d" % i)]) for i in range(10)
     ]
