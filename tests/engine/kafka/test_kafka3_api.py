@@ -3,8 +3,6 @@ only the import lines changed (`engine.kafka` for `kafka`), on a real cluster di
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from engine.kafka import (
@@ -19,10 +17,10 @@ from engine.kafka import (
     OffsetSpec,
     Serializer,
     TopicPartition,
-    bootstrap,
 )
 from engine.kafka.admin import ConfigResource, ConfigResourceType, OffsetTimestamp
 from engine.kafka.errors import KafkaConfigurationError, NoError, TopicAlreadyExistsError
+from tests.engine.kafka.conftest import drain
 
 # Settings a kafka-python 3.0 program may pass that only a networked client uses.
 KAFKA3_NETWORK = {
@@ -32,30 +30,6 @@ KAFKA3_NETWORK = {
     "receive_message_max_bytes": 100_000_000,
     "security_protocol": "PLAINTEXT",
 }
-
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch):
-    monkeypatch.delenv("PLET_CLUSTER", raising=False)
-    monkeypatch.delenv("PLET_DEFAULT_STREAM", raising=False)
-    yield
-    for entry in list(bootstrap._clusters.values()):
-        entry[0].close()
-    bootstrap._clusters.clear()
-
-
-@pytest.fixture
-def servers(cluster):
-    return f"file://{cluster.path.resolve()}"
-
-
-def drain(consumer, want, timeout=10):
-    out = []
-    deadline = time.monotonic() + timeout
-    while len(out) < want and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=100).values():
-            out.extend(records)
-    return out
 
 
 class Tagged(Serializer):
