@@ -372,6 +372,91 @@ class Producer:
         finally:
             lock.release()
 
+    def send_batch(
+        self,
+        topic: str,
+        partition: int,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
+        timestamps_ms: Sequence[int] | None = None,
+    ) -> FutureRecordMetadata | _DoneFuture:
+        """Queue a run of messages for one partition; returns the future of the first one's
+        `RecordMetadata` (the others follow at consecutive offsets).
+
+        The run is written in one stored batch, so it is all or nothing, as a produced
+        Kafka record batch is: every message is checked before any is queued. `keys`,
+        `headers` and `timestamps_ms`, when given, are parallel to `values`. This is how
+        the wire listener appends a client's batch without a `send()` and a future per
+        message.
+        """
+        count = len(values)
+        if not count:
+            raise InvalidArgument("send_batch needs at least one message")
+        for what, column in (
+            ("keys", keys),
+            ("headers", headers),
+            ("timestamps_ms", timestamps_ms),
+        ):
+            if column is not None and len(column) != count:
+                raise InvalidArgument(f"{what} has {len(column)} entries for {count} values")
+        if self._serializing:
+            pairs = [
+                self._serialize(v, k) for v, k in zip(values, keys or [None] * count, strict=True)
+            ]
+            values = [v for v, _ in pairs]
+            keys = [k for _, k in pairs] if keys is not None else None
+        values = [v if v is None or v.__class__ is bytes else _as_bytes(v, "value") for v in values]
+        sizes = [0 if v is None else len(v) for v in values]
+        if keys is None:
+            keys = [None] * count
+        else:
+            keys = [k if k is None or k.__class__ is bytes else _as_bytes(k, "key") for k in keys]
+            sizes = [s if k is None else s + len(k) for s, k in zip(sizes, keys, strict=True)]
+        if headers is None or not any(headers):
+            headers = [None] * count
+        else:
+            headers = [_check_headers(h) if h else None for h in headers]
+            sizes = [
+                s + sum(len(k) + (len(v) if v else 0) for k, v in h) if h else s
+                for s, h in zip(sizes, headers, strict=True)
+            ]
+        if timestamps_ms is None:
+            stamps = [_time_ns() // 1_000_000] * count
+        else:
+            stamps = list(timestamps_ms)
+            if not all(t.__class__ is int for t in stamps) or not (
+                0 <= min(stamps) and max(stamps) <= batch_codec.MAX_TIMESTAMP_MS
+            ):
+                raise InvalidArgument(
+                    "timestamps_ms must be ints of epoch milliseconds from 0 to "
+                    f"{batch_codec.MAX_TIMESTAMP_MS} (the year 9999)"
+                )
+        size = max(sizes)
+        with self._lock:
+            ts = self._topics.get(topic) or self._topic_state(topic)
+            if size > ts.max_bytes:
+                raise MessageTooLarge(
+                    f"message {sizes.index(size)} of the batch has {size:,} bytes (key, value "
+                    f"and headers), more than max_message_bytes={ts.max_bytes:,} of the "
+                    f"stream of {ts.full}"
+                )
+            if partition.__class__ is not int or not 0 <= partition < ts.partitions:
+                raise InvalidPartition(
+                    f"topic {ts.full} has partitions 0 to {ts.partitions - 1}, not {partition!r}"
+                )
+            b = ts.open[partition] or self._new_batch(ts, partition)
+            first = len(b.records)
+            b.records.extend(zip(values, keys, headers, stamps, strict=True))
+            b.nbytes += sum(sizes)
+            if b.nbytes >= self.batch_size:
+                self._close_full(b)
+            if self.acks == 0:
+                return _DoneFuture(
+                    (ts.full, partition, -1 if ts.ts_type == LOG_APPEND_TIME else stamps[0])
+                )
+            return FutureRecordMetadata((b, first))
+
     def _serialize(self, value: Any, key: Any) -> tuple[Any, Any]:
         if self._value_serializer is not None and value is not None:
             value = self._value_serializer(value)

@@ -6,6 +6,9 @@ signal, so an in-process produce (a wire producer included) wakes it at once."""
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
+from itertools import accumulate
+from operator import attrgetter
 from typing import Any
 
 from kafka.protocol.consumer import (
@@ -21,9 +24,10 @@ from engine.wire.registry import api
 
 EARLIEST = -2
 LATEST = -1
+MAX_TIMESTAMP = -3  # KIP-734: the offset of the message with the largest timestamp
 # a poll waits in slices of this many milliseconds, so a closing server ends a long poll soon
 _SLICE_MS = 500
-_POLL_RECORDS = 2000
+_POLL_RECORDS = 10000
 _RECORD_OVERHEAD = 24  # bytes a v2 record adds to its key, value and headers, about
 
 
@@ -83,16 +87,17 @@ def fetch(session: Any, request: Any, version: int) -> Any:
             w = live.get(tp)
             if w is None:
                 continue
-            for r in records:
-                size = _size(r)
-                # Kafka's rule: the first record always goes, so a big one cannot block a
-                # consumer; after that the partition's and the response's limits hold.
-                if w[4] and (w[5] + size > w[3] or total + size > max_bytes):
-                    consumer.pause(tp)
-                    break
-                w[4].append(r)
-                w[5] += size
-                total += size
+            sizes = list(accumulate(_sizes(records)))
+            room = min(w[3] - w[5], max_bytes - total)
+            # Kafka's rule: the first record always goes, so a big one cannot block a
+            # consumer; after that the partition's and the response's limits hold.
+            take = max(bisect_right(sizes, room), 0 if w[4] else 1)
+            w[4].extend(records[:take] if take < len(records) else records)
+            if take:
+                w[5] += sizes[take - 1]
+                total += sizes[take - 1]
+            if take < len(records):
+                consumer.pause(tp)  # the rest is read again by the next fetch
         if total >= max_bytes or consumer.paused() >= set(live):
             break
         if time.monotonic() >= deadline or closing.is_set():
@@ -103,11 +108,22 @@ def fetch(session: Any, request: Any, version: int) -> Any:
     return _fetch_response(wanted, begins, ends, version)
 
 
-def _size(r: Any) -> int:
-    size = _RECORD_OVERHEAD + len(r.key or b"") + len(r.value or b"")
-    for k, v in r.headers or ():
-        size += len(k) + len(v or b"")
-    return size
+_value = attrgetter("value")
+_key = attrgetter("key")
+_headers = attrgetter("headers")
+
+
+def _sizes(records: list[Any]) -> list[int]:
+    """Each record's size in a v2 batch, about: its key, value and headers plus overhead."""
+    sizes = [_RECORD_OVERHEAD + len(v) if v else _RECORD_OVERHEAD for v in map(_value, records)]
+    if any(map(_key, records)):
+        sizes = [s + len(k) if k else s for s, k in zip(sizes, map(_key, records), strict=True)]
+    if any(map(_headers, records)):
+        sizes = [
+            s + sum(len(k) + len(v or b"") for k, v in h) if h else s
+            for s, h in zip(sizes, map(_headers, records), strict=True)
+        ]
+    return sizes
 
 
 def _fetch_response(
@@ -163,8 +179,10 @@ def list_offsets(session: Any, request: Any, version: int) -> Any:
                         found = consumer.offsets_for_times({tp: p.timestamp})[tp]
                         if found is not None:
                             offset, timestamp = found.offset, found.timestamp
+                    elif p.timestamp == MAX_TIMESTAMP:
+                        offset, timestamp = _max_timestamp(session, consumer, tp)
                     else:
-                        error = codes.INVALID_REQUEST  # -3 (max timestamp) and others: not yet
+                        error = codes.INVALID_REQUEST
                 except errors.PartitionletError as exc:
                     error = codes.of(exc)
             parts.append(
@@ -178,3 +196,15 @@ def list_offsets(session: Any, request: Any, version: int) -> Any:
             )
         topics.append(R(name=topic.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _max_timestamp(session: Any, consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
+    """(offset, timestamp) of the first message with the partition's largest timestamp, or
+    (-1, -1) for a partition with none, as Kafka answers."""
+    info = session.broker.cluster.topic(tp.topic).partitions[tp.partition]
+    if info.last_timestamp is None or info.log_end_offset == info.log_start_offset:
+        return -1, -1
+    found = consumer.offsets_for_times({tp: info.last_timestamp})[tp]
+    if found is None:  # the newest messages expired since the partition was described
+        return -1, -1
+    return found.offset, found.timestamp

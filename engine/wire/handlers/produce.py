@@ -3,6 +3,7 @@ them and durability follows acks), with Kafka's idempotent-producer sequence che
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -87,28 +88,23 @@ def _write(
         cluster.authorize(stream, "produce_perm")
     except errors.PartitionletError as exc:
         return codes.of(exc), -1
-    limit = stream.policies.get("max_message_bytes", 1 << 20)
-    records = []
     try:
-        for batch in codec.batches(data):
-            if batch.is_transactional or batch.is_control_batch:
-                return codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1
-            # iterating decompresses and checks every record
-            rows = [(r.value, r.key, list(r.headers) or None, r.timestamp) for r in batch]
-            records.append((batch, rows))
-    except Exception:  # kafka.record raises several kinds for a damaged batch
+        # decoding decompresses and checks every record, before anything is written
+        batches = list(codec.batches(data))
+    except codec.TooLarge:
+        return codes.RECORD_LIST_TOO_LARGE, -1
+    except Exception:  # the record reader raises several kinds for a damaged batch
         return codes.CORRUPT_MESSAGE, -1
-    if not records:
-        return codes.CORRUPT_MESSAGE, -1
-    for _, rows in records:
-        for value, key, headers, _ in rows:
-            size = len(value or b"") + len(key or b"")
-            size += sum(len(k) + len(v or b"") for k, v in headers or ())
-            if size > limit:
-                return codes.MESSAGE_TOO_LARGE, -1
+    if not batches or any(b.transactional or b.control for b in batches):
+        return (
+            codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if batches else codes.CORRUPT_MESSAGE
+        ), -1
+    if not any(b.has_producer_id for b in batches):
+        # one engine batch for the whole request's records: all or nothing
+        return _send(broker, full, partition, _joined(batches), acks, deadline)
     first_offset = -1
-    for batch, rows in records:
-        error, offset = _write_batch(broker, full, partition, batch, rows, acks, deadline)
+    for batch in batches:
+        error, offset = _write_batch(broker, full, partition, batch, acks, deadline)
         if error:
             return error, -1
         if first_offset < 0:
@@ -116,17 +112,29 @@ def _write(
     return codes.NONE, first_offset
 
 
+def _joined(batches: list[codec.ProducedBatch]) -> codec.ProducedBatch:
+    if len(batches) == 1:
+        return batches[0]
+    first = batches[0]
+    return dataclasses.replace(
+        first,
+        values=[v for b in batches for v in b.values],
+        keys=[k for b in batches for k in b.keys],
+        headers=[h for b in batches for h in b.headers],
+        timestamps=[t for b in batches for t in b.timestamps],
+    )
+
+
 def _write_batch(
     broker: Any,
     full: str,
     partition: int,
-    batch: Any,
-    rows: list[tuple[Any, Any, Any, int]],
+    batch: codec.ProducedBatch,
     acks: int,
     deadline: float,
 ) -> tuple[int, int]:
-    if not batch.has_producer_id():  # a method in kafka.record, not a property
-        return _send(broker, full, partition, rows, acks, deadline)
+    if not batch.has_producer_id:
+        return _send(broker, full, partition, batch, acks, deadline)
     state = broker.sequence(batch.producer_id, batch.producer_epoch, full, partition)
     with state.lock:
         if batch.producer_epoch < state.epoch:
@@ -141,7 +149,7 @@ def _write_batch(
         # anywhere; after that each batch must follow the last one exactly.
         if state.last_seq >= 0 and base_seq != (state.last_seq + 1) & 0x7FFFFFFF:
             return codes.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
-        error, offset = _send(broker, full, partition, rows, acks, deadline)
+        error, offset = _send(broker, full, partition, batch, acks, deadline)
         if not error:
             broker.remember(state, base_seq, last_seq, offset)
         return error, offset
@@ -151,23 +159,20 @@ def _send(
     broker: Any,
     full: str,
     partition: int,
-    rows: list[tuple[Any, Any, Any, int]],
+    batch: codec.ProducedBatch,
     acks: int,
     deadline: float,
 ) -> tuple[int, int]:
+    """Append the batch in one engine call; only its first message's future is waited on,
+    since the run is written as one stored batch."""
     producer = broker.producer(acks)
     try:
-        futures = [
-            producer.send(
-                full, value=value, key=key, partition=partition, headers=headers, timestamp_ms=ts
-            )
-            for value, key, headers, ts in rows
-        ]
+        future = producer.send_batch(
+            full, partition, batch.values, batch.keys, batch.headers, batch.timestamps
+        )
         if acks == 0:
             return codes.NONE, -1
-        first = futures[0].get(timeout=max(0.0, deadline - time.monotonic()))
-        for future in futures[1:]:
-            future.get(timeout=max(0.0, deadline - time.monotonic()))
+        metadata = future.get(timeout=max(0.0, deadline - time.monotonic()))
     except errors.PartitionletError as exc:
         return codes.of(exc), -1
-    return codes.NONE, first.offset
+    return codes.NONE, metadata.offset

@@ -8,6 +8,7 @@ import socket
 import struct
 
 import pytest
+from crc32c import crc32c
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -20,7 +21,9 @@ CORRUPT_MESSAGE = 2
 INVALID_TOPIC_EXCEPTION = 17
 TOPIC_AUTHORIZATION_FAILED = 29
 UNSUPPORTED_VERSION = 35
+RECORD_LIST_TOO_LARGE = 18
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+GZIP, ZSTD = 1, 4
 
 
 class Raw:
@@ -69,8 +72,12 @@ def raw(wire):
     conn.close()
 
 
-def _batch(*values: bytes, producer_id=-1, epoch=-1, sequence=-1, corrupt=False) -> bytes:
-    builder = DefaultRecordBatchBuilder(2, 0, False, producer_id, epoch, sequence, 1 << 20)
+def _batch(
+    *values: bytes, producer_id=-1, epoch=-1, sequence=-1, corrupt=False, compression=0
+) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        2, compression, False, producer_id, epoch, sequence, 1 << 30
+    )
     for i, value in enumerate(values):
         builder.append(i, None, None, value, [])
     data = bytearray(builder.build())
@@ -169,6 +176,38 @@ def test_invalid_names_and_bad_crc_get_error_codes_and_the_connection_stays(wire
     assert _produce(raw, "crc", _batch(b"x", corrupt=True))[0] == CORRUPT_MESSAGE
     assert wire.cluster.topic("/kafka:crc").partitions[0].log_end_offset == 0
     _still_answers(raw)
+
+
+@pytest.mark.parametrize("codec", [GZIP, ZSTD])
+def test_a_decompression_bomb_is_refused_before_it_fills_memory(wire, raw, codec):
+    """A few kilobytes that inflate to 80 MB: refused with RECORD_LIST_TOO_LARGE (the
+    listener stops inflating at its 64 MiB bound), nothing written, the connection stays."""
+    topic = f"bomb-{codec}"
+    _default_stream(wire.cluster)
+    wire.cluster.create_topic(f"/kafka:{topic}")
+    bomb = _batch(bytes(80 << 20), compression=codec)
+    assert len(bomb) < 200_000
+    assert _produce(raw, topic, bomb)[0] == RECORD_LIST_TOO_LARGE
+    assert wire.cluster.topic(f"/kafka:{topic}").partitions[0].log_end_offset == 0
+    _still_answers(raw)
+
+
+def test_a_batch_whose_count_lies_is_corrupt(wire, raw):
+    _default_stream(wire.cluster)
+    wire.cluster.create_topic("/kafka:liar")
+    data = bytearray(_batch(b"a", b"b", b"c"))
+    struct.pack_into(">i", data, 57, 2)  # record count 2, last offset delta still 2
+    assert _produce(raw, "liar", bytes(data))[0] == CORRUPT_MESSAGE
+    struct.pack_into(">i", data, 23, 1)  # both say 2 now, the batch holds 3 (CRC fixed up)
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    assert _produce(raw, "liar", bytes(data))[0] == CORRUPT_MESSAGE
+    assert wire.cluster.topic("/kafka:liar").partitions[0].log_end_offset == 0
+    _still_answers(raw)
+
+
+def _default_stream(cluster) -> None:
+    if not any(s.path == "/kafka" for s in cluster.streams()):
+        cluster.create_stream("/kafka")
 
 
 def test_produce_denied_by_an_ace_writes_nothing(wire):

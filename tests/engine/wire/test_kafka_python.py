@@ -7,8 +7,9 @@ from __future__ import annotations
 import threading
 import time
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTP
+from kafka.admin import OffsetSpec
 from kafka.structs import OffsetAndMetadata as KOffsetAndMetadata
 
 from engine import Consumer, Producer, TopicPartition
@@ -110,7 +111,15 @@ def test_another_default_stream_and_log_append_time(wire):
     assert (message.timestamp, message.timestamp_type) == (record.timestamp, 1)
 
 
+def _default_stream(cluster):
+    """The listener's default stream, made here when this test runs first (a client's first
+    auto-created topic makes it otherwise)."""
+    if not any(s.path == "/kafka" for s in cluster.streams()):
+        cluster.create_stream("/kafka")
+
+
 def test_list_offsets_earliest_latest_and_by_time(wire):
+    _default_stream(wire.cluster)
     wire.cluster.create_topic("/kafka:by-time")
     with Producer(wire.cluster) as producer:
         for i in range(10):
@@ -123,6 +132,26 @@ def test_list_offsets_earliest_latest_and_by_time(wire):
     assert (found[tp].offset, found[tp].timestamp) == (3, BASE_MS + 3_000)
     assert consumer.offsets_for_times({tp: BASE_MS + 99_000}) == {tp: None}
     consumer.close()
+
+
+def test_list_offsets_max_timestamp(wire):
+    """KIP-734 (ListOffsets v7, timestamp -3): the first message with the largest timestamp,
+    which need not be the newest."""
+    _default_stream(wire.cluster)
+    wire.cluster.create_topic("/kafka:max-time")
+    stamps = [BASE_MS + 5_000, BASE_MS + 9_000, BASE_MS + 1_000, BASE_MS + 9_000, BASE_MS]
+    with Producer(wire.cluster) as producer:
+        for i, stamp in enumerate(stamps):
+            producer.send("/kafka:max-time", value=b"%d" % i, timestamp_ms=stamp)
+    wire.cluster.create_topic("/kafka:max-time-empty")
+    admin = KafkaAdminClient(bootstrap_servers=wire.bootstrap)
+    tp, empty = KTP("max-time", 0), KTP("max-time-empty", 0)
+    found = admin.list_partition_offsets(
+        {tp: OffsetSpec.MAX_TIMESTAMP, empty: OffsetSpec.MAX_TIMESTAMP}
+    )
+    admin.close()
+    assert (found[tp].offset, found[tp].timestamp) == (1, BASE_MS + 9_000)
+    assert (found[empty].offset, found[empty].timestamp) == (-1, -1)
 
 
 def test_a_long_poll_returns_when_a_message_arrives(wire):
