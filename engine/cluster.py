@@ -37,12 +37,15 @@ from engine.errors import (
     Closed,
     IllegalState,
     InvalidArgument,
+    InvalidName,
     InvalidOffset,
     InvalidPartition,
     InvalidPolicy,
     NotACluster,
     StorageError,
     UnknownGroup,
+    UnknownStream,
+    UnknownTopic,
 )
 from engine.ops import balance, retention
 from engine.ops.balance import RebalanceReport
@@ -689,6 +692,76 @@ class Cluster:
         )
         status = "Empty" if not members else ("Stable" if settled else "PreparingRebalance")
         return GroupInfo(group_id, status, generation, protocol, infos, partitions)
+
+    def group_kinds(self, group_id: str) -> frozenset[str]:
+        """Who the group's live members are: "engine" (`engine.Consumer`s), "wire" (Kafka
+        clients of a `plet serve` listener, published with `publish_group`); empty when it
+        has none. Each kind refuses to join a group the other holds (docs/WIRE.md)."""
+        self.check_open()
+        if not isinstance(group_id, str) or not group_id:
+            raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
+        now = time.time_ns() // 1_000_000
+        return frozenset(self.catalog.memberships.live_kinds(group_id, now))
+
+    def publish_group(
+        self,
+        group_id: str,
+        members: Sequence[MemberInfo],
+        *,
+        protocol: str,
+        generation: int,
+        session_ms: int,
+    ) -> None:
+        """Make a Kafka wire listener's members of a group the engine's: replaces, in one
+        catalog transaction, every wire member of the group with `members` (their rows in
+        the group, the partitions of their `assignment` as owned by them, and the group's
+        assignment, `generation` and `protocol`, the clients' assignor). An empty `members`
+        withdraws them. A member is live while `last_heartbeat_ms + session_ms` is not past,
+        the rule engine consumers follow, so the publisher refreshes them (publishing again)
+        more often than `session_ms`; `cluster.group()`, `plet group describe`, the consoles
+        and `reset_offsets` see them. Partitions of topics that no longer exist are left
+        out (and partitions past their count). Raises IllegalState while engine consumers are live members of the group."""
+        self.check_open()
+        if not isinstance(group_id, str) or not group_id:
+            raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
+        if not isinstance(protocol, str):
+            raise InvalidArgument(f"protocol must be a string, got {protocol!r}")
+        for value, what in ((generation, "generation"), (session_ms, "session_ms")):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidArgument(f"{what} must be an integer >= 0, got {value!r}")
+        rows: list[tuple[str, str, str, int, list[tuple[int, int]]]] = []
+        topics: dict[str, TopicRow | None] = {}
+        for m in members:
+            if not isinstance(m, MemberInfo) or not isinstance(m.member_id, str) or not m.member_id:
+                raise InvalidArgument(f"members must be MemberInfo with a member_id, got {m!r}")
+            parts = []
+            for tp in m.assignment:
+                if tp.topic not in topics:
+                    try:
+                        topics[tp.topic] = self._topic_row(tp.topic)
+                    except (UnknownTopic, UnknownStream, InvalidName):
+                        topics[tp.topic] = None
+                row = topics[tp.topic]
+                if row is not None and 0 <= tp.partition < row.partitions:
+                    parts.append((row.id, tp.partition))
+            rows.append((m.member_id, m.client_id, m.host, m.last_heartbeat_ms, parts))
+        if len({r[0] for r in rows}) != len(rows):
+            raise InvalidArgument("members must have distinct member ids")
+        store = self.catalog.memberships
+        now = time.time_ns() // 1_000_000
+        with store.write():
+            if rows and "engine" in store.live_kinds(group_id, now):
+                raise IllegalState(
+                    f"group {group_id!r} has live engine consumers: Kafka clients cannot join"
+                )
+            store.replace_wire(
+                group_id,
+                rows,
+                protocol=protocol,
+                generation=generation,
+                session_ms=session_ms,
+                now=now,
+            )
 
     def reset_offsets(
         self, group_id: str, topic: str, to: str | int | datetime

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from engine.errors import InvalidArgument
+from engine.errors import IllegalState, InvalidArgument
 from engine.records import TopicPartition
 
 if TYPE_CHECKING:
@@ -148,8 +148,12 @@ class GroupMember:
         """Enter the group (or change the subscription) and start heartbeating."""
         self.topics = sorted(set(topic_ids))
         with self._store.write():
+            self._refuse_wire_group()
             self._register()
             self._rebalance_if_needed()
+        self._start_beating()
+
+    def _start_beating(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._beat, name="plet-group-heartbeat", daemon=True
@@ -177,9 +181,12 @@ class GroupMember:
         """This member's share in the current assignment (rebalancing first if needed)."""
         self._changed.clear()
         with self._store.write():
+            self._refuse_wire_group()
             self._touch()
             self._rebalance_if_needed()
-            return set(self._my_assignment())
+            mine = set(self._my_assignment())
+        self._start_beating()  # a join that a wire group refused did not start it
+        return mine
 
     def release(self, parts: Iterable[TopicPart], commits: list[tuple[int, int, int, str]]) -> None:
         """Commit `commits` and give up `parts`, in one transaction."""
@@ -221,6 +228,15 @@ class GroupMember:
         if not self._store.touch(self.group_id, self.member_id, now_ms()):
             self._register()  # expired by the others (a long pause): join again
 
+    def _refuse_wire_group(self) -> None:
+        """Kafka clients of a wire listener hold the group (their own assignors decide
+        who reads what): joining would assign partitions they never give up."""
+        if "wire" in self._store.live_kinds(self.group_id, now_ms()):
+            raise IllegalState(
+                f"group {self.group_id!r} has live Kafka clients (through `plet serve`); "
+                "an engine consumer cannot join it until they leave"
+            )
+
     def _register(self) -> None:
         """Insert this member (or update its subscription and heartbeat); in a write
         transaction."""
@@ -243,6 +259,10 @@ class GroupMember:
         store = self._store
         now = now_ms()
         store.expire(self.group_id, now)
+        current = store.basis(self.group_id)
+        if "wire" in store.live_kinds(self.group_id, now):
+            # the assignment is the wire clients' (a member raced them in): leave it alone
+            return current[0] if current else -1
         members = store.members(self.group_id)
         strategies = store.strategies(self.group_id)
         # The same choice whoever computes it: members that disagree must not take turns
@@ -252,7 +272,6 @@ class GroupMember:
         topic_ids = sorted({t for topics in members.values() for t in topics})
         partitions = store.partition_counts(topic_ids)
         basis = json.dumps([strategy, sorted(members.items()), sorted(partitions.items())])
-        current = store.basis(self.group_id)
         if current is not None and current[1] == basis:
             return current[0]
         generation = (current[0] if current else 0) + 1

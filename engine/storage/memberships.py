@@ -8,6 +8,8 @@ register, recompute, claim) commit together.
 Tables: `group_members` (live members, their subscription as a JSON list of topic ids,
 their last heartbeat), `groups` (the current generation's assignment and the basis it was
 computed from), `group_owners` (who reads each partition right now) and `group_offsets`.
+A Kafka wire listener writes the same tables for its groups (`replace_wire`), its members
+marked by their strategy (`WIRE_PREFIX`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
     from engine.storage.catalog import Catalog
 
 TopicPart = tuple[int, int]  # (topic_id, partition)
+# The `strategy` of the members a Kafka wire listener publishes ("wire:" + the protocol its
+# clients chose): how engine consumers and the listener tell each other's members apart.
+WIRE_PREFIX = "wire:"
 
 
 class Memberships:
@@ -200,3 +205,72 @@ class Memberships:
             )
             taken.add((topic_id, partition))
         return taken
+
+    # --- members published by a Kafka wire listener (engine.wire) -------------------------
+
+    def live_kinds(self, group_id: str, now: int) -> set[str]:
+        """The kinds ("engine", "wire") of the group's live members."""
+        return {
+            "wire" if wire else "engine"
+            for (wire,) in self._catalog.conn.execute(
+                "SELECT DISTINCT substr(strategy, 1, ?) = ? FROM group_members "
+                "WHERE group_id = ? AND heartbeat_ms + session_ms >= ?",
+                (len(WIRE_PREFIX), WIRE_PREFIX, group_id, now),
+            )
+        }
+
+    def replace_wire(
+        self,
+        group_id: str,
+        members: list[tuple[str, str, str, int, list[TopicPart]]],
+        *,
+        protocol: str,
+        generation: int,
+        session_ms: int,
+        now: int,
+    ) -> None:
+        """Replace the group's wire members (member id, client id, host, heartbeat,
+        assigned partitions) with `members`: their rows, the partitions they own, and the
+        group's assignment. An empty `members` withdraws them (the assignment becomes
+        empty if there were any)."""
+        conn = self._catalog.conn
+        old = [
+            m
+            for (m,) in conn.execute(
+                "SELECT member_id FROM group_members WHERE group_id = ? "
+                "AND substr(strategy, 1, ?) = ?",
+                (group_id, len(WIRE_PREFIX), WIRE_PREFIX),
+            )
+        ]
+        for member_id in old:
+            self.remove(group_id, member_id)
+        if not members and not old:
+            return  # nothing was published: leave the group as it is
+        strategy = WIRE_PREFIX + protocol
+        for member_id, client_id, host, heartbeat_ms, parts in members:
+            conn.execute(
+                "INSERT INTO group_members (group_id, member_id, client_id, host, strategy, "
+                "topics, session_ms, heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (group_id, member_id) DO UPDATE SET client_id = excluded.client_id, "
+                "host = excluded.host, strategy = excluded.strategy, topics = excluded.topics, "
+                "session_ms = excluded.session_ms, heartbeat_ms = excluded.heartbeat_ms",
+                (
+                    group_id,
+                    member_id,
+                    client_id,
+                    host,
+                    strategy,
+                    json.dumps(sorted({t for t, _ in parts})),
+                    session_ms,
+                    heartbeat_ms,
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO group_owners (group_id, topic_id, partition, member_id) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (group_id, topic_id, partition) "
+                "DO UPDATE SET member_id = excluded.member_id",
+                [(group_id, t, p, member_id) for t, p in parts],
+            )
+        plan = {m[0]: sorted(m[4]) for m in members}
+        # a basis no engine member computes: the engine recomputes once the group is its own
+        self.set_assignment(group_id, generation, protocol, plan, '"wire"', now)

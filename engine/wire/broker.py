@@ -51,7 +51,7 @@ class Broker:
         # producer ids: unique across restarts of the listener (epoch milliseconds, shifted)
         self._ids = itertools.count(int(time.time() * 1000) << 12)
         self._sequences: dict[tuple[int, str, int], _Sequence] = {}
-        self.groups = GroupCoordinator(self.closing)  # Join/Sync/Heartbeat/Leave
+        self.groups = GroupCoordinator(self.closing, self)  # Join/Sync/Heartbeat/Leave
 
     # --- names ----------------------------------------------------------------------------
 
@@ -149,6 +149,7 @@ class Broker:
 
     def close(self) -> None:
         self.closing.set()
+        self.groups.close()  # withdraws the members it showed the engine
         with self._lock:
             producers, self._producers = list(self._producers.values()), {}
         for producer in producers:

@@ -11,19 +11,39 @@ assignor (range, roundrobin, sticky, cooperative-sticky: the coordinator never r
 metadata); SyncGroup hands each member its part.
 
 JoinGroup and SyncGroup block their worker thread until the rebalance is done, as Kafka
-holds the request open. The membership lives in memory: a restarted listener answers the
+holds the request open. The state machine lives in memory: a restarted listener answers the
 old members UNKNOWN_MEMBER_ID and they join again. Committed offsets are the engine's.
+
+The engine sees the members too (`Cluster.publish_group`): every change of a group's
+members, generation or assignment (the leader's SyncGroup assignment, decoded with
+kafka-python's ConsumerProtocolAssignment) is published into the catalog's group tables
+after the request that made it, and the reaper refreshes the published heartbeats every
+third of the shortest session timeout (not one catalog write per Heartbeat), so the members
+of a killed listener vanish after their session timeout, by the engine's own rule. Closing
+the listener withdraws them. A group that live engine consumers hold is refused
+(INCONSISTENT_GROUP_PROTOCOL), as engine consumers refuse a group wire members hold.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
+from engine import errors
+from engine.records import MemberInfo, TopicPartition
 from engine.wire import codes
+
+if TYPE_CHECKING:
+    from engine.wire.broker import Broker
+
+log = logging.getLogger(__name__)
 
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"
@@ -38,6 +58,8 @@ MAX_SESSION_TIMEOUT_MS = 1_800_000
 # How often waiting requests and the reaper look again: bounds how late an expiry or a
 # closing listener is noticed.
 _TICK = 0.1
+# A failed publication (a busy catalog, engine consumers in the group) is tried again after
+_RETRY_S = 1.0
 
 
 @dataclass
@@ -116,19 +138,84 @@ class GroupView:
     members: tuple[MemberView, ...]
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    """What the engine is shown of a group; equal snapshots need no new publication."""
+
+    generation: int = 0
+    protocol: str = ""
+    consumer: bool = False  # protocol type "consumer": assignments are Kafka's format
+    # (member id, client id, client host, session timeout ms, assignment bytes)
+    members: tuple[tuple[str, str, str, int, bytes], ...] = ()
+
+
+@dataclass
+class _Published:
+    """The last publication of one group; its lock keeps publications in order."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    snapshot: _Snapshot | None = None  # None: nothing published yet
+    at: float = 0.0  # monotonic time of the last write (or failed attempt)
+    failed: bool = False
+    dropped: bool = False  # forgotten by the reaper: a caller holding it takes a new one
+
+
 class GroupCoordinator:
     """Every wire group of one listener. Thread-safe: handlers call it from the worker
-    pool; a reaper thread expires members whose session ended."""
+    pool; a reaper thread expires members whose session ended and refreshes the members
+    published to the engine. `broker` (None: nothing is published, for tests of the
+    state machine alone) gives the cluster and the wire's topic names."""
 
-    def __init__(self, closing: threading.Event) -> None:
+    def __init__(self, closing: threading.Event, broker: Broker | None = None) -> None:
         self._closing = closing
+        self._broker = broker
         self._cond = threading.Condition()
         self._groups: dict[str, Group] = {}
+        self._published: dict[str, _Published] = {}
         self._reaper: threading.Thread | None = None
 
     # --- JoinGroup ------------------------------------------------------------------------
 
     def join(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+    ) -> JoinResult:
+        if group_id and self._broker is not None:
+            try:
+                kinds = self._broker.cluster.group_kinds(group_id)
+            except errors.PartitionletError:
+                log.warning("could not read group %r from the catalog", group_id, exc_info=True)
+                return JoinResult(codes.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
+            if "engine" in kinds:
+                # engine consumers hold it with the engine's own assignment, which Kafka
+                # clients would never follow
+                return JoinResult(codes.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+        result = self._join(
+            group_id,
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+            require_known_member_id,
+        )
+        if group_id:
+            self._publish(group_id)
+        return result
+
+    def _join(
         self,
         group_id: str,
         member_id: str,
@@ -296,6 +383,19 @@ class GroupCoordinator:
         assignments: Iterable[tuple[str, bytes]],
     ) -> tuple[int, str | None, str | None, bytes]:
         """(error, protocol type, protocol name, this member's assignment)."""
+        result = self._sync(group_id, generation, member_id, protocol_type, protocol, assignments)
+        self._publish(group_id)
+        return result
+
+    def _sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        protocol_type: str | None,
+        protocol: str | None,
+        assignments: Iterable[tuple[str, bytes]],
+    ) -> tuple[int, str | None, str | None, bytes]:
         with self._cond:
             group = self._groups.get(group_id)
             member = group.members.get(member_id) if group is not None else None
@@ -386,6 +486,7 @@ class GroupCoordinator:
                     out.append(codes.NONE)
                 else:
                     out.append(codes.UNKNOWN_MEMBER_ID)
+        self._publish(group_id)  # before the answer: the engine sees them gone at once
         return out
 
     def _remove(self, group: Group, member_id: str, *, rebalance: bool = True) -> None:
@@ -411,6 +512,7 @@ class GroupCoordinator:
     def _reap_forever(self) -> None:
         while not self._closing.wait(_TICK):
             self.expire()
+            self.publish_all()
 
     def expire(self) -> None:
         """Remove the members whose session ended, the pending ids nobody used, and
@@ -427,6 +529,106 @@ class GroupCoordinator:
                 self._maybe_complete(group)
                 if group.state == EMPTY and not group.members and not group.pending:
                     del self._groups[group.group_id]
+
+    # --- what the engine sees (Cluster.publish_group) --------------------------------------
+
+    def publish_all(self) -> None:
+        """Publish what changed, refresh heartbeats that are due, retry failures, and forget
+        the groups that are gone and withdrawn."""
+        with self._cond:
+            ids = set(self._groups) | set(self._published)
+        for group_id in ids:
+            self._publish(group_id)
+        with self._cond:
+            for group_id, pub in list(self._published.items()):
+                if group_id in self._groups or (pub.snapshot is not None and pub.snapshot.members):
+                    continue
+                if pub.lock.acquire(blocking=False):
+                    try:
+                        pub.dropped = True
+                        del self._published[group_id]
+                    finally:
+                        pub.lock.release()
+
+    def close(self) -> None:
+        """Withdraw every member this listener published (its clients are gone with it).
+        After the worker pool has ended: no request publishes after this."""
+        self._closing.set()
+        reaper = self._reaper
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join(timeout=10)
+        with self._cond:
+            self._groups.clear()
+            ids = list(self._published)
+            self._cond.notify_all()
+        for group_id in ids:
+            self._publish(group_id, force=True)
+
+    def _publish(self, group_id: str, *, force: bool = False) -> None:
+        """Show the engine this group as it is now, if that differs from what it was last
+        shown or its heartbeats are due. The snapshot is taken under the publication lock,
+        so two threads never write an older state over a newer one."""
+        broker = self._broker
+        if broker is None:
+            return
+        while True:
+            with self._cond:
+                pub = self._published.setdefault(group_id, _Published())
+            with pub.lock:
+                if pub.dropped:
+                    continue
+                with self._cond:
+                    group = self._groups.get(group_id)
+                    snap = self._snapshot(group) if group is not None else _Snapshot()
+                self._write(broker, group_id, pub, snap, force)
+                return
+
+    @staticmethod
+    def _write(
+        broker: Broker, group_id: str, pub: _Published, snap: _Snapshot, force: bool
+    ) -> None:
+        now = time.monotonic()
+        if force:
+            pass
+        elif pub.failed:
+            if now - pub.at < _RETRY_S:
+                return
+        elif snap == pub.snapshot or (pub.snapshot is None and not snap.members):
+            refresh_s = min((m[3] for m in snap.members), default=0) / 3000
+            if not snap.members or now - pub.at < refresh_s:
+                return
+        heartbeat_ms = time.time_ns() // 1_000_000
+        members = [
+            MemberInfo(member_id, client_id, host, _partitions(broker, snap, raw), heartbeat_ms)
+            for member_id, client_id, host, _, raw in snap.members
+        ]
+        try:
+            broker.cluster.publish_group(
+                group_id,
+                members,
+                protocol=snap.protocol,
+                generation=snap.generation,
+                session_ms=max((m[3] for m in snap.members), default=0),
+            )
+        except errors.PartitionletError as exc:
+            # tried again by the reaper; the Kafka clients are served all the same
+            if not pub.failed:
+                log.warning("could not publish group %r to the engine: %s", group_id, exc)
+            pub.failed, pub.at = True, now
+            return
+        pub.snapshot, pub.at, pub.failed = snap, now, False
+
+    @staticmethod
+    def _snapshot(group: Group) -> _Snapshot:
+        return _Snapshot(
+            group.generation,
+            group.protocol or "",
+            group.protocol_type == "consumer",
+            tuple(
+                (m.member_id, m.client_id, m.client_host, m.session_timeout_ms, m.assignment)
+                for m in group.members.values()
+            ),
+        )
 
     # --- views ----------------------------------------------------------------------------
 
@@ -460,3 +662,24 @@ class GroupCoordinator:
                 for m in group.members.values()
             ),
         )
+
+
+def _partitions(broker: Broker, snap: _Snapshot, raw: bytes) -> tuple[TopicPartition, ...]:
+    """The engine's partitions of a member's assignment, as the leader's assignor wrote
+    it; none when it is not Kafka's consumer format (another protocol type, or bytes
+    that do not parse)."""
+    if not snap.consumer or not raw:
+        return ()
+    try:
+        decoded = ConsumerProtocolAssignment.decode(raw)
+        parts = [(t.topic, p) for t in decoded.assigned_partitions for p in t.partitions]
+    except Exception:  # the codec raises struct.error, ValueError, ...
+        return ()
+    out = []
+    for topic, partition in parts:
+        try:
+            full = broker.full_name(topic)
+        except errors.PartitionletError:
+            continue
+        out.append(TopicPartition(full, partition))
+    return tuple(sorted(set(out)))

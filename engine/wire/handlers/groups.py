@@ -1,7 +1,9 @@
 """JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups and DescribeGroups: Kafka's
 classic consumer groups, coordinated by `engine.wire.coordinator` (node 0 coordinates every
 group). Assignments are computed by the clients' own assignors; committed offsets are the
-engine's (handlers/offsets.py), so `cluster.groups()` sees a wire group once it commits.
+engine's (handlers/offsets.py), and the coordinator publishes the members with their
+partitions into the engine (`Cluster.publish_group`), so `cluster.groups()` sees a wire
+group with its members and lag, in any process.
 
 Version ranges: what kafka-python 3.0.12 (JoinGroup 7, SyncGroup 5, Heartbeat 4, LeaveGroup
 5, ListGroups 5, DescribeGroups 5), confluent-kafka 2.16.1 and aiokafka 0.14 negotiate;
