@@ -126,10 +126,15 @@ def copy_command(ctx, wait, as_json, conf, **params):
 @replay_group.command("materialize")
 @_source_options
 @click.option("--target", help="Topic to write the latest value per key to.")
-@click.option("--output", help="Parquet directory to write the latest value per key to.")
+@click.option(
+    "--output",
+    help="Parquet directory, or sqlite:PATH (a SQLite file, with --table), to write the "
+    "latest value per key to.",
+)
+@click.option("--table", help="With --output sqlite:PATH: the table (upserted by key).")
 @click.pass_context
 def materialize_command(ctx, wait, as_json, conf, **params):
-    """The latest value per key, to a topic or a Parquet file."""
+    """The latest value per key, to a topic, a Parquet file or a SQLite table."""
     _submit(ctx, "materialize", wait, as_json, conf=_conf(conf), **params)
 
 

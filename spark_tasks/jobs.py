@@ -243,7 +243,25 @@ def check_params(kind: str, params: dict[str, Any]) -> dict[str, Any]:
     if kind == "copy" and not p.get("target"):
         raise InvalidArgument("a copy job needs target (a full topic name)")
     if kind == "materialize" and not (p.get("target") or p.get("output")):
-        raise InvalidArgument("a materialize job needs target (a topic) or output (Parquet)")
+        raise InvalidArgument(
+            "a materialize job needs target (a topic) or output (Parquet, or sqlite:PATH)"
+        )
+    sqlite_out = sqlite_output(p)
+    if sqlite_out is not None:
+        from engine.cli import export
+
+        if kind != "materialize":
+            raise InvalidArgument(f"a {kind} job writes Parquet, not {export.SQLITE_SCHEME}PATH")
+        if not sqlite_out:
+            raise InvalidArgument(f"output {export.SQLITE_SCHEME}PATH needs a PATH")
+        if "table" not in p:
+            raise InvalidArgument(f"output {export.SQLITE_SCHEME}PATH needs table (its name)")
+        if not isinstance(p["table"], str):
+            raise InvalidArgument(f"table must be a name, got {p['table']!r}")
+        export.check_table_name(p["table"])
+        p["output"] = export.SQLITE_SCHEME + str(Path(sqlite_out).expanduser().resolve())
+    elif "table" in p:
+        raise InvalidArgument(f"table goes with output {SQLITE_SCHEME}PATH")
     if kind == "window-counts":
         p.setdefault("window", "1 minute")
     if kind == "custom":
@@ -252,12 +270,38 @@ def check_params(kind: str, params: dict[str, Any]) -> dict[str, Any]:
             raise InvalidArgument(f"a custom job needs file, an existing Python file: {file!r}")
         p["file"] = str(Path(file).resolve())
         p.setdefault("function", "transform")
-    if "output" in p:
+    if "output" in p and sqlite_out is None:
         p["output"] = str(Path(p["output"]).resolve())
     if "conf" in p and not isinstance(p["conf"], dict):
         raise InvalidArgument("conf must be a dict of Spark settings")
     json.dumps(p)  # must be JSON
     return p
+
+
+# The materialize replay's `output` of sqlite:PATH (engine.cli.export.SQLITE_SCHEME). That
+# module is imported only for such an output: engine.cli loads every command (half a second),
+# which the consoles that import this module need not pay.
+SQLITE_SCHEME = "sqlite:"
+
+
+def sqlite_output(params: dict[str, Any]) -> str | None:
+    """The PATH of an `output` of `sqlite:PATH` (the materialize replay's SQLite table),
+    else None."""
+    output = params.get("output")
+    if isinstance(output, str) and output.startswith(SQLITE_SCHEME):
+        return output[len(SQLITE_SCHEME) :]
+    return None
+
+
+def check_sqlite_output(cluster: str | os.PathLike[str], params: dict[str, Any]) -> None:
+    """Refuse an output SQLite file that is one of the cluster's own files, or that cannot
+    hold the table (engine.cli.export.check_sqlite_target), before any job starts."""
+    path = sqlite_output(params)
+    if path is not None:
+        from engine.cli import export
+
+        with Cluster.open(cluster) as opened:
+            export.check_sqlite_target(path, params["table"], opened, export.STATE_PK)
 
 
 # --- the API ------------------------------------------------------------------------------
@@ -272,6 +316,8 @@ def submit(cluster_path: str | os.PathLike[str], kind: str, **params: Any) -> in
     global _last_cluster
     cluster = str(Path(cluster_path).resolve())
     p = check_params(kind, params)
+    _catalog(cluster)  # never create a cluster where there is none
+    check_sqlite_output(cluster, p)
     with _jobs(cluster) as table:
         job_id = table.add(kind, json.dumps(p), QUEUED, _now_ms())
         log_dir = Path(cluster) / LOG_DIR

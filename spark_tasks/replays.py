@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.cluster import Cluster
 from engine.errors import UnknownTopic
+from spark_tasks import jobs, sink
 
 RESULT_ROWS = 1000  # rows of a result table kept in the job's summary
 
@@ -99,11 +100,15 @@ def copy(spark: Any, cluster: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def materialize(spark: Any, cluster: str, params: dict[str, Any]) -> dict[str, Any]:
     """The latest value of every key (by timestamp, then offset); keys whose latest
-    message is a tombstone (null value) are left out."""
+    message is a tombstone (null value) are left out, and with an `output` of `sqlite:PATH`
+    (and `table`) lose their row in that table (spark_tasks.sink.write_sqlite_state)."""
     from pyspark.sql import functions as F
 
+    sqlite_path = jobs.sqlite_output(params)
+    if sqlite_path is not None:  # refused before Spark reads anything
+        jobs.check_sqlite_output(cluster, params)
     df = source_frame(spark, cluster, params).where(F.col("key").isNotNull())
-    latest = (
+    latest_all = (
         df.groupBy("key")
         .agg(
             F.max_by(
@@ -112,19 +117,26 @@ def materialize(spark: Any, cluster: str, params: dict[str, Any]) -> dict[str, A
             ).alias("m")
         )
         .select("key", "m.*")
-        .where(F.col("value").isNotNull())
         .cache()
     )
+    latest = latest_all.where(F.col("value").isNotNull())
     keys = latest.count()
     result: dict[str, Any] = {"keys": keys}
-    if params.get("output"):
+    if sqlite_path is not None:
+        # the driver writes: one SQLite file takes one writer; a partition at a time
+        pairs = (
+            (r["key"], r["value"]) for r in latest_all.select("key", "value").toLocalIterator()
+        )
+        counts = sink.write_sqlite_state(sqlite_path, params["table"], pairs)
+        result.update(output=params["output"], table=params["table"], **counts)
+    elif params.get("output"):
         latest.write.mode("overwrite").parquet(params["output"])
         result["output"] = params["output"]
     if params.get("target"):
         _ensure_target(cluster, params["target"], None)
         _write_topic(latest.select("key", "value", "headers"), cluster, params["target"], params)
         result["target"] = params["target"]
-    latest.unpersist()
+    latest_all.unpersist()
     return result
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from engine.client.producer import Producer
@@ -105,3 +106,55 @@ def write_rows(options: dict[str, str], rows: Iterable[Any]) -> int:
     if failures:
         raise failures[0]
     return count
+
+
+STATE_BATCH = 1000  # keys written per insert_all, and tombstoned keys per DELETE
+
+
+def _chunks(pairs: Iterable[tuple[Any, Any]], size: int) -> Iterable[list[tuple[Any, Any]]]:
+    it = iter(pairs)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def _state_row(export: Any, key: Any, value: Any) -> dict[str, Any]:
+    """A key's row: the fields of a JSON object value as columns, any other value in
+    `value` (text when UTF-8, else a blob). `export` is engine.cli.export."""
+    fields = export.json_fields(value, export.STATE_COLUMNS)
+    if fields is None:
+        return {"key": export.text_or_blob(key), "value": export.text_or_blob(value)}
+    return {"key": export.text_or_blob(key), **fields}
+
+
+def write_sqlite_state(path: str, table: str, pairs: Iterable[tuple[Any, Any]]) -> dict[str, int]:
+    """The current-state view, (key, latest value) pairs, into `table` of the SQLite file
+    at `path`, with sqlite-utils: one row per key (primary key `key`), replaced whole, so a
+    field the new value lacks is NULL; columns are added as new fields appear; a key whose
+    latest value is a tombstone (None) loses its row. One transaction: the table changes
+    entirely or not at all. Returns the counts of rows written and tombstones applied."""
+    # imported here: engine.cli loads every command, which the sink's tasks need not pay
+    import sqlite_utils
+    from sqlite_utils.db import quote_identifier
+
+    from engine.cli import export
+
+    db = sqlite_utils.Database(path)
+    written = tombstones = 0
+    try:
+        with db.atomic():
+            out = db[table]
+            if not out.exists():
+                out.create({"key": str, "value": str}, pk="key")  # TEXT keeps a blob a blob
+            for chunk in _chunks(pairs, STATE_BATCH):
+                rows = [_state_row(export, k, v) for k, v in chunk if v is not None]
+                gone = [export.text_or_blob(k) for k, v in chunk if v is None]
+                if rows:
+                    out.insert_all(rows, pk="key", replace=True, alter=True, batch_size=len(rows))
+                if gone:
+                    marks = ", ".join("?" * len(gone))
+                    out.delete_where(f"{quote_identifier('key')} IN ({marks})", gone)
+                written += len(rows)
+                tombstones += len(gone)
+    finally:
+        db.close()
+    return {"written": written, "tombstones": tombstones}

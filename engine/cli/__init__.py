@@ -7,8 +7,8 @@ progress and counts of `produce` and `consume` go to stderr so that stdout stays
 
 This module holds the root group; each command group is a module named after it (`streams`,
 `topics`, `messages`, `groups`, `volumes`, `maintenance`, `replicas`, `users`, `clusters`,
-`demo`, `serve`), the options they share are in `options`, their output formats in `output`, the
-errors they report in `failures`. Other packages add commands through entry points
+`demo`, `serve`, `export`), the options they share are in `options`, their output formats in
+`output`, the errors they report in `failures`. Other packages add commands through entry points
 (`plugins`). Frontends that add a command use `cluster_option`, `cluster_path`,
 `require_cluster_path`, `open_cluster` and `fail` from here.
 """
@@ -22,6 +22,7 @@ import click
 from engine.cli import (
     clusters,
     demo,
+    export,
     groups,
     maintenance,
     messages,
@@ -103,6 +104,7 @@ for _command in (
     topics.topic,
     messages.produce,
     messages.consume,
+    export.export,
     demo.demo,
     volumes.volume,
     volumes.partitionlet,
