@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from bench import compression as compression_case
 from bench import poll_size, report
 from bench import topics as many_topics
 from bench import wal as wal_size
@@ -275,6 +276,15 @@ def _problems(run: Run) -> list[str]:
     "collections of each. [default: not run]",
 )
 @click.option(
+    "--compression",
+    "compression_messages",
+    metavar="N",
+    callback=_param(parse_count),
+    help="Also run the compression case: N 100-B random values and N JSON events each "
+    "stored plain, with zstd and with lz4; bytes stored per message, produce msg/s, poll "
+    "msg/s and poll_arrow rows/s. [default: not run]",
+)
+@click.option(
     "--wire",
     "wire_messages",
     metavar="N",
@@ -312,6 +322,7 @@ def bench_command(
     web_topics: int | None,
     wal_messages: int | None,
     poll_messages: int | None,
+    compression_messages: int | None,
     wire_messages: int | None,
     base: Path | None,
     keep: bool,
@@ -373,6 +384,10 @@ def bench_command(
         if poll_messages:
             click.echo(f"poll size: {poll_messages:,} messages ...", err=True)
             polls = poll_size.run(workdir / "poll", poll_messages)
+        compressed = None
+        if compression_messages:
+            click.echo(f"compression: {compression_messages:,} messages ...", err=True)
+            compressed = compression_case.run(workdir / "compression", compression_messages)
         wire = None
         if wire_messages:
             click.echo(f"Kafka wire: {wire_messages:,} messages ...", err=True)
@@ -403,6 +418,9 @@ def bench_command(
     if polls is not None:
         click.echo()
         click.echo(poll_size.text(polls))
+    if compressed is not None:
+        click.echo()
+        click.echo(compression_case.text(compressed))
     if wire is not None:
         click.echo()
         click.echo(wire_listener.text(wire))
@@ -434,6 +452,17 @@ def bench_command(
             data["poll_size"] = [
                 {**asdict(r), "ns_per_record": r.ns_per_record, "per_s": r.per_s} for r in polls
             ]
+        if compressed is not None:
+            data["compression"] = [
+                {
+                    **asdict(r),
+                    "bytes_per_message": r.bytes_per_message,
+                    "produce_per_s": r.produce_per_s,
+                    "poll_per_s": r.poll_per_s,
+                    "arrow_per_s": r.arrow_per_s,
+                }
+                for r in compressed
+            ]
         if wire is not None:
             data["wire"] = wire.to_json()
         json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
@@ -448,6 +477,8 @@ def bench_command(
             text += "\n" + wal_size.markdown(wal) + "\n"
         if polls is not None:
             text += "\n" + poll_size.markdown(polls) + "\n"
+        if compressed is not None:
+            text += "\n" + compression_case.markdown(compressed) + "\n"
         if wire is not None:
             text += "\n" + wire_listener.markdown(wire) + "\n"
         markdown_path.write_text(text, encoding="utf-8")

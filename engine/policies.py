@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.auth import acl
 from engine.errors import InvalidPolicy
-from engine.storage.batch import MAX_TIMESTAMP_MS
+from engine.storage.batch import CODECS, MAX_TIMESTAMP_MS
 
 # Upper bounds keep a typo (an extra zero or two) from becoming a policy nobody meant.
 MAX_PARTITIONS = 10_000
@@ -167,6 +167,16 @@ POLICIES: tuple[Policy, ...] = (
         min=1,
         max=MAX_MESSAGE_BYTES,
         metavar="BYTES",
+    ),
+    Policy(
+        "compression",
+        str,
+        "none",
+        "Compression",
+        "How new batches are stored: none; zstd, smallest; lz4, fastest. Batches already "
+        "stored keep theirs; every reader reads every batch.",
+        choices=CODECS,
+        metavar="|".join(CODECS),
     ),
     _ace("produce_perm", "Produce permission", "produce to the stream's topics"),
     _ace("consume_perm", "Consume permission", "consume from the stream's topics"),

@@ -18,6 +18,15 @@ Layout (all integers little-endian):
 
 A batch is immutable once written; compaction writes a new one with offset deltas.
 
+Compression (the stream policy `compression`): a compressed batch keeps the header, with
+its codec in two flag bits (`F_ZSTD` or `F_LZ4`), followed by `uint32` the length of the
+plain body (everything after the header above) and the body as one zstd or LZ4 frame.
+Only the body is compressed, so `count_of` and the header's fields read the same either
+way; a batch written before compression existed has no codec bits and decodes as before
+(VERSION is unchanged). `compress` makes such a batch, `plain` undoes it; every reader
+goes through `decode` or `plain`, so each reads every batch whatever its codec. A batch
+that compression would not make smaller is stored plain.
+
 `decode` trusts its input: it reads what this engine wrote. A batch from outside (another
 cluster's replicator) goes through `check` first, which walks the layout with bounds and
 compares it with the row it comes with (count, offsets, timestamps).
@@ -27,22 +36,35 @@ from __future__ import annotations
 
 import struct
 import sys
+import threading
 from array import array
 from collections.abc import Sequence
 from itertools import accumulate, pairwise
 from typing import NamedTuple
 
-from engine.errors import InvalidArgument
+import lz4.frame
+import zstandard
+
+from engine.errors import InvalidArgument, StorageError
 
 VERSION = 1
 F_KEYS = 1
 F_HEADERS = 2
 F_TS64 = 8
 F_DELTAS = 16
+# The codec of a compressed body: two bits, so old batches (neither set) are plain.
+F_ZSTD = 32
+F_LZ4 = 64
+F_CODEC = F_ZSTD | F_LZ4
+
+CODECS = ("none", "zstd", "lz4")  # the values of the stream policy `compression`
+_CODEC_FLAG = {"zstd": F_ZSTD, "lz4": F_LZ4}
+_FLAG_CODEC = {0: "none", F_ZSTD: "zstd", F_LZ4: "lz4"}
 
 _HEADER = struct.Struct("<BBIq")
+_RAW_LENGTH = struct.Struct("<I")
 _LITTLE = sys.byteorder == "little"
-_FLAGS = F_KEYS | F_HEADERS | F_TS64 | F_DELTAS
+_FLAGS = F_KEYS | F_HEADERS | F_TS64 | F_DELTAS | F_ZSTD | F_LZ4
 
 # Bounds of what a stored batch may hold; `check` enforces them on batches from outside.
 #
@@ -58,6 +80,12 @@ MAX_TIMESTAMP_MS = 253_402_300_799_999
 # The format counts a record's headers and a header name's UTF-8 bytes in 16 bits.
 MAX_FORMAT_HEADERS = 0xFFFF
 MAX_HEADER_NAME_BYTES = 0xFFFF
+# The largest plain body stored compressed: a larger batch (a producer with a huge
+# batch_size) is stored plain. It is also the bound `check` and `plain` put on what a
+# compressed body may claim to hold, so a small frame that inflates to gigabytes (a
+# decompression bomb) is refused before it is inflated. 128 MiB is twice the largest
+# record a stream may allow (policies.MAX_MESSAGE_BYTES, 64 MiB).
+MAX_COMPRESSED_BODY = 128 * 1024 * 1024
 
 
 class DecodedBatch(NamedTuple):
@@ -176,6 +204,157 @@ def encode(
     return _HEADER.pack(VERSION, flags, count, base_ts) + b"".join(parts)
 
 
+# zstd level 3 (its default): about as fast as the SQLite write it precedes, and most of
+# what higher levels save on JSON (docs/BENCHMARKS.md, "Compression").
+ZSTD_LEVEL = 3
+_local = threading.local()  # zstd contexts are not thread-safe: one of each per thread
+
+
+def _zstd_compressor() -> zstandard.ZstdCompressor:
+    c = getattr(_local, "cctx", None)
+    if c is None:
+        c = _local.cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    return c
+
+
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    d = getattr(_local, "dctx", None)
+    if d is None:
+        d = _local.dctx = zstandard.ZstdDecompressor()
+    return d
+
+
+def codec_of(payload: bytes) -> str:
+    """The codec of a stored batch's body: "none", "zstd" or "lz4"."""
+    return _FLAG_CODEC.get(payload[1] & F_CODEC, "unknown")
+
+
+def compress(payload: bytes, codec: str) -> bytes:
+    """`payload` (a batch from `encode`) with its body compressed by `codec` ("none",
+    "zstd", "lz4"). A batch compressed already is returned as it is, and so is one that
+    compression would not make smaller or whose body is over MAX_COMPRESSED_BODY."""
+    if codec == "none":
+        return payload
+    flag = _CODEC_FLAG.get(codec)
+    if flag is None:
+        raise InvalidArgument(f"unknown compression {codec!r}; known: {', '.join(CODECS)}")
+    version, flags, count, base_ts = _HEADER.unpack_from(payload, 0)
+    if flags & F_CODEC:
+        return payload  # a write retried after a roll: compressed on its first try
+    body = memoryview(payload)[_HEADER.size :]
+    if len(body) > MAX_COMPRESSED_BODY:
+        return payload
+    if flag == F_ZSTD:
+        frame = _zstd_compressor().compress(body)
+    else:
+        frame = lz4.frame.compress(body, store_size=True)
+    if len(frame) + _RAW_LENGTH.size >= len(body):
+        return payload  # incompressible (random bytes): reading it plain costs nothing
+    return b"".join(
+        (
+            _HEADER.pack(version, flags | flag, count, base_ts),
+            _RAW_LENGTH.pack(len(body)),
+            frame,
+        )
+    )
+
+
+def _corrupt(problem: str) -> StorageError:
+    return StorageError(f"a stored record batch is corrupt: {problem}")
+
+
+def _inflate(payload: bytes, bad) -> bytes:
+    """The plain form of the compressed batch `payload`; `bad(problem)` makes the error
+    raised when it is not a sound one. The body's length is read from the batch and
+    bounded (MAX_COMPRESSED_BODY) before anything is inflated, and the frame must inflate
+    to exactly that length."""
+    version, flags, count, base_ts = _HEADER.unpack_from(payload, 0)
+    codec = flags & F_CODEC
+    start = _HEADER.size + _RAW_LENGTH.size
+    if len(payload) < start:
+        raise bad("its compressed body is cut short")
+    (raw,) = _RAW_LENGTH.unpack_from(payload, _HEADER.size)
+    if raw > MAX_COMPRESSED_BODY:
+        raise bad(
+            f"its compressed body claims {raw:,} bytes, more than the {MAX_COMPRESSED_BODY:,} "
+            "a compressed batch may hold"
+        )
+    frame = memoryview(payload)[start:]
+    name = _FLAG_CODEC.get(codec)
+    try:
+        if codec == F_ZSTD:
+            # The frame states its size; zstd allocates that much, so it is compared first.
+            if zstandard.frame_content_size(frame) != raw:
+                raise bad(f"its zstd frame does not say it holds {raw:,} bytes")
+            body = _zstd_decompressor().decompress(frame, max_output_size=raw)
+        elif codec == F_LZ4:
+            inflater = lz4.frame.LZ4FrameDecompressor()
+            body = inflater.decompress(frame, max_length=raw)
+            if not inflater.eof or inflater.unused_data:
+                raise bad(f"its lz4 frame does not hold exactly {raw:,} bytes")
+        else:
+            raise bad(f"unknown codec flags {codec:#x}")
+    except (zstandard.ZstdError, RuntimeError) as exc:
+        raise bad(f"its {name} body does not decompress ({exc})") from None
+    if len(body) != raw:
+        raise bad(f"its {name} body inflates to {len(body):,} bytes, not {raw:,}")
+    return _HEADER.pack(version, flags & ~F_CODEC, count, base_ts) + body
+
+
+def plain(payload: bytes) -> bytes:
+    """A stored batch in the plain layout (decompressed if it was compressed);
+    `StorageError` if a compressed one is corrupt."""
+    if payload[1] & F_CODEC:
+        return _inflate(payload, _corrupt)
+    return payload
+
+
+class Positions(NamedTuple):
+    """Where the columns of a plain batch lie (byte positions; integers little-endian):
+    `count` int64 timestamps at `timestamps_at` (None: all `base_timestamp`), `count`
+    uint32 offset deltas at `deltas_at` (None: consecutive), `count` int32 value lengths
+    (-1: null) at `value_lengths_at`, key lengths likewise at `key_lengths_at` (None: no
+    keys), the headers section at `headers_at` (None: no headers), then the values from
+    `values_at` and the keys after them."""
+
+    count: int
+    base_timestamp: int
+    timestamps_at: int | None
+    deltas_at: int | None
+    value_lengths_at: int
+    key_lengths_at: int | None
+    headers_at: int | None
+    values_at: int
+
+
+def positions(payload: bytes) -> Positions:
+    """The `Positions` of a plain batch (pass a stored one through `plain` first)."""
+    version, flags, count, base_ts = _HEADER.unpack_from(payload, 0)
+    if version != VERSION:
+        raise ValueError(f"unsupported record batch version {version}")
+    if flags & F_CODEC:
+        raise ValueError("a compressed batch has no column positions: call plain() first")
+    pos = _HEADER.size
+    ts_at = deltas_at = key_at = headers_at = None
+    if flags & F_TS64:
+        ts_at, pos = pos, pos + 8 * count
+    if flags & F_DELTAS:
+        deltas_at, pos = pos, pos + 4 * count
+    value_at, pos = pos, pos + 4 * count
+    if flags & F_KEYS:
+        key_at, pos = pos, pos + 4 * count
+    if flags & F_HEADERS:
+        (length,) = struct.unpack_from("<I", payload, pos)
+        headers_at, pos = pos + 4, pos + 4 + length
+    return Positions(count, base_ts, ts_at, deltas_at, value_at, key_at, headers_at, pos)
+
+
+def decode_headers(payload: bytes, at: Positions) -> list[list[tuple[str, bytes | None]]]:
+    """The headers of every record of a plain batch that has them (`at.headers_at`)."""
+    assert at.headers_at is not None
+    return _decode_headers(memoryview(payload), at.headers_at, at.count)
+
+
 def _slices(blob: bytes, lengths: array, pos: int) -> tuple[list, int]:
     """Cut `blob` from `pos` into pieces of `lengths` (-1 gives None)."""
     if not lengths:
@@ -200,10 +379,13 @@ def _slices(blob: bytes, lengths: array, pos: int) -> tuple[list, int]:
 
 
 def decode(payload: bytes, base_offset: int) -> DecodedBatch:
-    """Columns of a stored batch, offsets made absolute from the row's `base_offset`."""
+    """Columns of a stored batch, offsets made absolute from the row's `base_offset`;
+    a compressed one is inflated first (`StorageError` if it is corrupt)."""
     version, flags, count, base_ts = _HEADER.unpack_from(payload, 0)
     if version != VERSION:
         raise ValueError(f"unsupported record batch version {version}")
+    if flags & F_CODEC:
+        payload = _inflate(payload, _corrupt)
     buf = memoryview(payload)
     pos = _HEADER.size
     if flags & F_TS64:
@@ -287,7 +469,9 @@ def check(
     for a row with these columns: the layout complete and nothing left over, `count`
     records, their offsets increasing within `base_offset`..`last_offset` (which lie in
     0..MAX_OFFSET), their timestamps within 0..MAX_TIMESTAMP_MS with `first_ts` the
-    smallest and `max_ts` the largest. Costs a few C-level passes over the columns."""
+    smallest and `max_ts` the largest. A compressed body must inflate, within
+    MAX_COMPRESSED_BODY, to exactly the length it states, and is checked inflated. Costs a
+    few C-level passes over the columns (and an inflate)."""
     if not isinstance(payload, bytes | bytearray | memoryview):
         raise _bad(f"the payload is {type(payload).__name__}, not bytes")
     for name, value in (("base_offset", base_offset), ("last_offset", last_offset)):
@@ -313,6 +497,11 @@ def check(
         raise _bad(f"the batch holds {n} records, its row says {count!r}")
     if n > last_offset - base_offset + 1:
         raise _bad(f"{n} records do not fit offsets {base_offset}..{last_offset}")
+    if flags & F_CODEC:
+        # Inflated within a bound (a frame from outside may be a decompression bomb),
+        # then checked as the plain batch it holds.
+        payload = _inflate(bytes(payload), _bad)
+        flags &= ~F_CODEC
     size = len(payload)
     buf = memoryview(payload)
     pos = _HEADER.size

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from itertools import repeat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from engine.records import ConsumerRecord, OffsetAndTimestamp
 from engine.storage import batch as batch_codec
@@ -90,6 +90,10 @@ def bulk_records(max_records: int) -> Iterator[None]:
 
 
 class _Decoded:
+    """One stored batch being read: its row, its payload in the plain layout (inflated
+    once if it was compressed), and its columns as Python objects (`batch`), made on
+    first use: a columnar reader (`read_columns`) never makes them."""
+
     __slots__ = (
         "pl_id",
         "volume_id",
@@ -98,7 +102,10 @@ class _Decoded:
         "ts_type",
         "first_ts",
         "max_ts",
-        "batch",
+        "payload",
+        "_batch",
+        "_positions",
+        "_deltas",
         "byte_share",
     )
 
@@ -113,7 +120,63 @@ class _Decoded:
         self.ts_type = ts_type
         self.first_ts = first_ts
         self.max_ts = max_ts
-        self.batch = batch_codec.decode(payload, base)
+        self.payload = batch_codec.plain(payload)
+        self._batch: batch_codec.DecodedBatch | None = None
+        self._positions: batch_codec.Positions | None = None
+        self._deltas: memoryview | None = None
+
+    @property
+    def batch(self) -> batch_codec.DecodedBatch:
+        b = self._batch
+        if b is None:
+            b = self._batch = batch_codec.decode(self.payload, self.base)
+        return b
+
+    @property
+    def positions(self) -> batch_codec.Positions:
+        at = self._positions
+        if at is None:
+            at = self._positions = batch_codec.positions(self.payload)
+        return at
+
+    def index(self, position: int) -> int:
+        """The index in the batch of the first record at an offset >= `position`."""
+        at = self.positions
+        if at.deltas_at is None:
+            return max(0, position - self.base)
+        return bisect_left(self.deltas(), position - self.base)
+
+    def offset_at(self, i: int) -> int:
+        """The offset of the record at index `i`."""
+        if self.positions.deltas_at is None:
+            return self.base + i
+        return self.base + self.deltas()[i]
+
+    def deltas(self) -> memoryview:
+        """The uint32 offset deltas, in place in the payload (the format is little-endian,
+        as every platform this runs on)."""
+        d = self._deltas
+        if d is None:
+            at = self.positions
+            assert at.deltas_at is not None
+            d = self._deltas = memoryview(self.payload)[
+                at.deltas_at : at.deltas_at + 4 * at.count
+            ].cast("I")
+        return d
+
+
+class Columns(NamedTuple):
+    """Records [start, end) (indexes) of one stored batch, in the plain layout, for a
+    columnar reader: `payload` is cut with `positions` (engine.storage.batch). Records
+    older than the ttl's cutoff are still among them when `first_ts` is below it."""
+
+    payload: bytes
+    positions: batch_codec.Positions
+    base_offset: int
+    timestamp_type: int
+    first_ts: int
+    start: int
+    end: int
 
 
 class PartitionLog:
@@ -238,6 +301,46 @@ class PartitionLog:
         if cutoff_ms is not None and d.first_ts < cutoff_ms:
             records = [r for r in records if r.timestamp >= cutoff_ms]
         return records, next_position
+
+    def read_columns(
+        self, position: int, max_records: int, cutoff_ms: int | None
+    ) -> tuple[list[Columns], int]:
+        """What `read` reads, as `Columns` of the stored batches rather than records (no
+        Python object per message), and the next position. Batches that expired as a
+        whole are skipped; `Columns.first_ts` below `cutoff_ms` says a batch holds some
+        expired records, which the caller drops."""
+        out: list[Columns] = []
+        taken = 0
+        while taken < max_records:
+            d = self._decoded
+            if d is None or not d.base <= position <= d.last:
+                d, position = self._fetch(position)
+                if d is None:
+                    break
+                if position < d.base:
+                    position = d.base  # a gap: compaction or retention removed offsets
+                self._decoded = d
+            if cutoff_ms is not None and d.max_ts < cutoff_ms:
+                position = d.last + 1  # the whole batch has expired
+                continue
+            at = d.positions
+            start = d.index(position)
+            end = min(at.count, start + max_records - taken)
+            if start >= end:
+                position = d.last + 1
+                continue
+            next_position = d.offset_at(end - 1) + 1 if end < at.count else d.last + 1
+            out.append(Columns(d.payload, at, d.base, d.ts_type, d.first_ts, start, end))
+            taken += end - start
+            if self._counter is not None:
+                self._counter.add(
+                    d.volume_id,
+                    d.pl_id,
+                    end - start,
+                    int((next_position - position) * d.byte_share),
+                )
+            position = next_position
+        return out, position
 
     def _fetch(self, position: int) -> tuple[_Decoded | None, int]:
         """The first batch holding an offset >= `position`, walking the chain, and the

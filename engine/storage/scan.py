@@ -14,7 +14,8 @@ the same. Three steps, each public:
 3. `read(task)` -> [`ScanBatch`]: the stored batches of the task's range, read from its
    volume file (opened read-only, one snapshot). If the partitionlet moved to another
    volume after planning (a rebalance), `read` finds its new home in the catalog. A batch
-   may start before `start` or end after `end`; `layout(payload, base_offset)` says where
+   may start before `start` or end after `end`; its payload is in the plain layout (a
+   compressed batch is inflated by `read`); `layout(payload, base_offset)` says where
    each column of a batch's payload lies, so a columnar reader (Arrow) cuts the keys and
    values out of the payload without a Python object per message, then keeps the offsets
    in [start, end) and the timestamps at or after `cutoff_ms`.
@@ -23,7 +24,6 @@ the same. Three steps, each public:
 from __future__ import annotations
 
 import sqlite3
-import struct
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -96,26 +96,23 @@ class BatchLayout(NamedTuple):
 
 
 def layout(payload: bytes, base_offset: int) -> BatchLayout:
-    """The `BatchLayout` of a stored batch payload."""
-    header = struct.Struct("<BBIq")
-    version, flags, count, base_ts = header.unpack_from(payload, 0)
-    if version != batch_codec.VERSION:
-        raise ValueError(f"unsupported record batch version {version}")
-    pos = header.size
-    ts_at = deltas_at = key_at = None
-    if flags & batch_codec.F_TS64:
-        ts_at, pos = pos, pos + 8 * count
-    if flags & batch_codec.F_DELTAS:
-        deltas_at, pos = pos, pos + 4 * count
-    value_at, pos = pos, pos + 4 * count
-    if flags & batch_codec.F_KEYS:
-        key_at, pos = pos, pos + 4 * count
+    """The `BatchLayout` of a batch payload in the plain layout, as `read` returns them
+    (a compressed payload, straight from a volume, raises ValueError: pass it through
+    `engine.storage.batch.plain` first)."""
+    at = batch_codec.positions(payload)
     headers = None
-    if flags & batch_codec.F_HEADERS:
-        (length,) = struct.unpack_from("<I", payload, pos)
-        pos += 4 + length
-        headers = batch_codec.decode(payload, base_offset).headers
-    return BatchLayout(count, base_ts, ts_at, deltas_at, value_at, key_at, headers, pos)
+    if at.headers_at is not None:
+        headers = batch_codec.decode_headers(payload, at)
+    return BatchLayout(
+        at.count,
+        at.base_timestamp,
+        at.timestamps_at,
+        at.deltas_at,
+        at.value_lengths_at,
+        at.key_lengths_at,
+        headers,
+        at.values_at,
+    )
 
 
 # --- planning (Cluster.scan_ranges, Cluster.scan_plan) ---------------------------------------
@@ -300,7 +297,8 @@ def _batches(path: str, task: ScanTask) -> tuple[list[ScanBatch], bool]:
 def read(task: ScanTask) -> list[ScanBatch]:
     """The stored batches that hold the offsets [task.start, task.end), in offset order,
     following the partitionlet if it moved; batches wholly older than `task.cutoff_ms`
-    are left out."""
+    are left out. Payloads are in the plain layout: a compressed batch (the stream's
+    `compression` policy) is inflated here, so `layout` reads every batch alike."""
     batches, live = _batches(task.volume_path, task)
     if not live:
         moved = _relocate(task)
@@ -308,4 +306,9 @@ def read(task: ScanTask) -> list[ScanBatch]:
             batches, live = _batches(moved, task)
     if task.cutoff_ms is not None:
         batches = [b for b in batches if b.max_timestamp >= task.cutoff_ms]
-    return batches
+    return [
+        b._replace(payload=batch_codec.plain(b.payload))
+        if b.payload[1] & batch_codec.F_CODEC
+        else b
+        for b in batches
+    ]

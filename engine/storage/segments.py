@@ -6,6 +6,12 @@ appends there (engine.storage.volume), so offsets are unique whichever process w
 volume seals an active partitionlet (by size or age), the writer that notices asks the
 catalog for a successor starting at the sealed end offset; if another writer got there
 first, the catalog returns that one instead.
+
+Compression happens here, once for every writer that appends through an `Appender`: each
+batch's body is compressed by its stream's `compression` policy (engine.storage.batch)
+before it reaches the volume. Batches copied by replication keep the codec they have at
+their source (they are stored as they are there), and compaction keeps each rewritten
+batch's codec (engine.storage.volume), so a policy change affects new batches only.
 """
 
 from __future__ import annotations
@@ -19,7 +25,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from engine.errors import FileLocked, PartitionletError, StorageError, UnknownTopic
+from engine.errors import (
+    FileLocked,
+    PartitionletError,
+    StorageError,
+    UnknownStream,
+    UnknownTopic,
+)
+from engine.storage import batch as batch_codec
 from engine.storage.catalog import PartitionletRow
 from engine.storage.volume import BatchWrite
 
@@ -81,10 +94,28 @@ class Appender:
     def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
         self._active: dict[tuple[int, int], PartitionletRow] = {}
+        self._codecs: dict[int, str] = {}  # stream id -> its `compression` policy
 
     def forget(self) -> None:
-        """Drop cached metadata (topics were deleted or changed)."""
+        """Drop cached metadata (topics were deleted or changed, or policies)."""
         self._active.clear()
+        self._codecs.clear()
+
+    def codec(self, stream_id: int) -> str:
+        """The `compression` policy of a stream ("none" for a stream gone, or one whose
+        catalog predates the policy or holds a bad value: plain batches are always read)."""
+        codec = self._codecs.get(stream_id)
+        if codec is None:
+            try:
+                codec = self._cluster.catalog.stream_by_id(stream_id).policies.get(
+                    "compression", "none"
+                )
+            except UnknownStream:
+                codec = "none"
+            if codec not in batch_codec.CODECS:
+                codec = "none"
+            self._codecs[stream_id] = codec
+        return codec
 
     def write(self, writes: list[BatchWrite], *, sync: bool) -> None:
         """Append every batch (in list order within a partition); sets `offset` or `error`.
@@ -92,6 +123,10 @@ class Appender:
         A failure on one volume fails only the batches bound for that volume.
         """
         cluster = self._cluster
+        for w in writes:
+            codec = self.codec(w.stream_id)
+            if codec != "none":
+                w.payload = batch_codec.compress(w.payload, codec)
         pending = writes
         for _ in range(MAX_ROLL_RETRIES):
             self._load_active(

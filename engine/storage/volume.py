@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from engine.storage import batch as batch_codec
 from engine.storage.connection import (
     ThreadConnections,
     read_transaction,
@@ -556,6 +557,22 @@ class Volume:
         conn = self.conn
         applied: list[BatchRewrite] = []
         freed_bytes = removed = deleted = 0
+        # A rewrite keeps the codec of the batch it replaces (a change of the compression
+        # policy affects new batches only); compressed here, before the write
+        # transaction, so appends do not wait for it.
+        codecs: dict[int, str] = {}
+        for rw in rewrites:
+            if rw.payload is not None:
+                got = self._query(
+                    "SELECT substr(payload, 1, 2) FROM batches WHERE id = ?", (rw.batch_id,)
+                )
+                if got:
+                    codecs[rw.batch_id] = batch_codec.codec_of(got[0][0])
+        packed = {
+            rw.batch_id: batch_codec.compress(rw.payload, codecs[rw.batch_id])
+            for rw in rewrites
+            if rw.payload is not None and rw.batch_id in codecs
+        }
         with write_transaction(conn, self.path, "volume"):
             row = conn.execute(
                 "SELECT stream_id, state FROM partitionlets WHERE id = ?", (pl_id,)
@@ -565,12 +582,19 @@ class Volume:
             stream_id = row[0]
             for rw in rewrites:
                 cur = conn.execute(
-                    "SELECT count, bytes FROM batches WHERE id = ? AND partitionlet = ?",
+                    "SELECT count, bytes, substr(payload, 1, 2) FROM batches "
+                    "WHERE id = ? AND partitionlet = ?",
                     (rw.batch_id, pl_id),
                 ).fetchone()
                 if cur is None or cur[0] != rw.expect_count:
                     continue
-                if rw.payload is None:
+                payload = packed.get(rw.batch_id, rw.payload)
+                if payload is not None and batch_codec.codec_of(cur[2]) != codecs.get(
+                    rw.batch_id, "none"
+                ):
+                    # rewritten since the codecs were read (its count would have changed)
+                    payload = batch_codec.compress(rw.payload, batch_codec.codec_of(cur[2]))
+                if payload is None:
                     conn.execute("DELETE FROM batches WHERE id = ?", (rw.batch_id,))
                     deleted += 1
                     freed_bytes += cur[1]
@@ -580,15 +604,15 @@ class Volume:
                         "UPDATE batches SET payload = ?, count = ?, first_ts = ?, max_ts = ?, "
                         "bytes = ? WHERE id = ?",
                         (
-                            rw.payload,
+                            payload,
                             rw.count,
                             rw.first_ts,
                             rw.max_ts,
-                            len(rw.payload),
+                            len(payload),
                             rw.batch_id,
                         ),
                     )
-                    freed_bytes += cur[1] - len(rw.payload)
+                    freed_bytes += cur[1] - len(payload)
                     removed += cur[0] - rw.count
                 applied.append(rw)
             if not applied:

@@ -13,7 +13,7 @@ from engine import policies
 from engine.errors import InvalidPolicy
 from engine.policies import POLICIES, cli_help, policy, validate
 
-# DESIGN.md, "Stream policies", in its order.
+# DESIGN.md, "Stream policies", in its order (and `compression`, from its "History").
 DESIGN_POLICIES = {
     "ttl": 604800,
     "default_partitions": 1,
@@ -23,6 +23,7 @@ DESIGN_POLICIES = {
     "delete_retention_ms": 86400000,
     "timestamp_type": "create",
     "max_message_bytes": 1048576,
+    "compression": "none",
     "produce_perm": "u:<creator>",
     "consume_perm": "u:<creator>",
     "topic_perm": "u:<creator>",
