@@ -15,20 +15,23 @@ from __future__ import annotations
 import struct
 import zlib
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import groupby, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 import lz4.frame
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import snappy
 import zstandard
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
 from kafka.protocol.api_message import ApiMessage
 
-from engine.records import LOG_APPEND_TIME, ConsumerRecord
+from engine.records import LOG_APPEND_TIME
 
 _HEAD = struct.Struct(">hhi")  # api key, api version, correlation id: the same in every version
 _BASE_OFFSET = struct.Struct(">q")
@@ -238,40 +241,71 @@ def _snappy_length(block: bytes) -> int:
     raise ValueError("a snappy block without its length")
 
 
-def encode_records(records: Sequence[ConsumerRecord]) -> bytes:
-    """Engine records (one partition, offset order) as v2 batches: one batch for a run of
-    CreateTime records, and one per LogAppendTime timestamp, since a LogAppendTime batch
-    carries one time for all its records. Columns are cut with C-level maps, and the
-    builder is fed by `map`, so no Python code runs per record."""
-    offsets = list(map(_OFFSET, records))
-    stamps = list(map(_TIMESTAMP, records))
-    types = list(map(_TIMESTAMP_TYPE, records))
-    keys = list(map(_KEY, records))
-    values = list(map(_VALUE, records))
-    headers = [h or [] for h in map(_HEADERS, records)] if any(map(_HEADERS, records)) else None
-    out = bytearray()
-    start = 0
-    if LOG_APPEND_TIME in types:
+_RECORD_OVERHEAD = 24  # bytes a v2 record adds to its key, value and headers, about
+
+
+def cumulative_sizes(batch: Any) -> Any:
+    """The running total of the records' sizes in a v2 batch (about: key, value and headers
+    plus overhead), as a numpy array, to find where a byte limit falls."""
+    sizes = pc.add(
+        pc.fill_null(pc.binary_length(batch.column("value")), 0),
+        pc.fill_null(pc.binary_length(batch.column("key")), 0),
+    ).to_numpy(zero_copy_only=False)
+    sizes = sizes.astype(np.int64) + _RECORD_OVERHEAD
+    if batch.column("headers").null_count < batch.num_rows:
+        for i, headers in enumerate(batch.column("headers").to_pylist()):
+            for header in headers or ():
+                sizes[i] += len(header["key"]) + len(header["value"] or b"")
+    return np.cumsum(sizes)
+
+
+def encode_arrow(batch: Any) -> bytes:
+    """Records of one partition in offset order, as `Consumer.poll_arrow` returns them, as
+    v2 batches: one for a run of CreateTime records, one per LogAppendTime timestamp (such
+    a batch carries one time for all its records). The builder is fed by `map` over
+    column lists, so no Python code runs per record."""
+    n = batch.num_rows
+    if not n:
+        return b""
+    offset_column = batch.column("offset")
+    offsets = offset_column.to_pylist()
+    stamps = pc.divide(pc.cast(batch.column("timestamp"), pa.int64()), 1000).to_pylist()
+    keys = batch.column("key").to_pylist()
+    values = batch.column("value").to_pylist()
+    column = batch.column("headers")
+    if column.null_count == n:
+        headers: Any = repeat(_NO_HEADERS, n)
+    else:
+        headers = [
+            [(h["key"], h["value"]) for h in hs] if hs else _NO_HEADERS for hs in column.to_pylist()
+        ]
+    if pc.max(batch.column("timestampType")).as_py() == LOG_APPEND_TIME:
+        types = batch.column("timestampType").to_pylist()
         runs = [
             (la != -1, len(list(group)))
             for la, group in groupby(
                 s if t == LOG_APPEND_TIME else -1 for t, s in zip(types, stamps, strict=True)
             )
         ]
+        headers = list(headers)
     else:
-        runs = [(False, len(records))]
+        runs = [(False, n)]
+    out = bytearray()
+    start = 0
     for log_append, length in runs:
         end = start + length
         builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
         base = offsets[start]
+        whole = start == 0 and end == n
+        deltas = pc.subtract(offset_column.slice(start, length), base).to_pylist()
         deque(
             map(
                 builder.append,
-                [o - base for o in offsets[start:end]],
-                stamps[start:end],
-                keys[start:end],
-                values[start:end],
-                headers[start:end] if headers is not None else repeat(_NO_HEADERS, length),
+                deltas,
+                stamps if whole else stamps[start:end],
+                keys if whole else keys[start:end],
+                values if whole else values[start:end],
+                headers if whole or isinstance(headers, repeat) else headers[start:end],
             ),
             maxlen=0,
         )
@@ -280,10 +314,6 @@ def encode_records(records: Sequence[ConsumerRecord]) -> bytes:
     return bytes(out)
 
 
-_OFFSET, _TIMESTAMP, _TIMESTAMP_TYPE, _KEY, _VALUE, _HEADERS = (
-    itemgetter(ConsumerRecord._fields.index(name))
-    for name in ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
-)
 _NO_HEADERS: list[tuple[str, bytes | None]] = []
 
 

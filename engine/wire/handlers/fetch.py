@@ -1,14 +1,12 @@
 """Fetch and ListOffsets: reads through the connection's engine `Consumer` (assign and seek,
 no group), so the engine checks the consume permission, hides expired messages and counts
-the reads as heat. A fetch long-polls: the consumer's poll waits on the cluster's append
+the reads as heat. Fetch reads with `poll_arrow`: columns, no Python object per message,
+which the codec turns into record batches. A fetch long-polls: the consumer's poll waits on the cluster's append
 signal, so an in-process produce (a wire producer included) wakes it at once."""
 
 from __future__ import annotations
 
 import time
-from bisect import bisect_right
-from itertools import accumulate
-from operator import attrgetter
 from typing import Any
 
 from kafka.protocol.consumer import (
@@ -28,7 +26,6 @@ MAX_TIMESTAMP = -3  # KIP-734: the offset of the message with the largest timest
 # a poll waits in slices of this many milliseconds, so a closing server ends a long poll soon
 _SLICE_MS = 500
 _POLL_RECORDS = 10000
-_RECORD_OVERHEAD = 24  # bytes a v2 record adds to its key, value and headers, about
 
 
 def consumer_of(session: Any) -> Consumer:
@@ -80,23 +77,25 @@ def fetch(session: Any, request: Any, version: int) -> Any:
         # response carries as much as the client allows instead of one poll's worth
         satisfied = total >= min_bytes
         left_ms = 0 if satisfied else int((deadline - time.monotonic()) * 1000)
-        got = consumer.poll(timeout_ms=max(0, min(left_ms, _SLICE_MS)), max_records=_POLL_RECORDS)
+        got = consumer.poll_arrow(
+            timeout_ms=max(0, min(left_ms, _SLICE_MS)), max_records=_POLL_RECORDS
+        )
         if satisfied and not got:
             break
-        for tp, records in got.items():
+        for tp, batch in got.items():
             w = live.get(tp)
             if w is None:
                 continue
-            sizes = list(accumulate(_sizes(records)))
+            sizes = codec.cumulative_sizes(batch)
             room = min(w[3] - w[5], max_bytes - total)
             # Kafka's rule: the first record always goes, so a big one cannot block a
             # consumer; after that the partition's and the response's limits hold.
-            take = max(bisect_right(sizes, room), 0 if w[4] else 1)
-            w[4].extend(records[:take] if take < len(records) else records)
+            take = max(int(sizes.searchsorted(room, side="right")), 0 if w[4] else 1)
+            w[4].append(batch.slice(0, take) if take < batch.num_rows else batch)
             if take:
-                w[5] += sizes[take - 1]
-                total += sizes[take - 1]
-            if take < len(records):
+                w[5] += int(sizes[take - 1])
+                total += int(sizes[take - 1])
+            if take < batch.num_rows:
                 consumer.pause(tp)  # the rest is read again by the next fetch
         if total >= max_bytes or consumer.paused() >= set(live):
             break
@@ -106,24 +105,6 @@ def fetch(session: Any, request: Any, version: int) -> Any:
         consumer.resume(*live)
         ends = consumer.end_offsets(live)
     return _fetch_response(wanted, begins, ends, version)
-
-
-_value = attrgetter("value")
-_key = attrgetter("key")
-_headers = attrgetter("headers")
-
-
-def _sizes(records: list[Any]) -> list[int]:
-    """Each record's size in a v2 batch, about: its key, value and headers plus overhead."""
-    sizes = [_RECORD_OVERHEAD + len(v) if v else _RECORD_OVERHEAD for v in map(_value, records)]
-    if any(map(_key, records)):
-        sizes = [s + len(k) if k else s for s, k in zip(sizes, map(_key, records), strict=True)]
-    if any(map(_headers, records)):
-        sizes = [
-            s + sum(len(k) + len(v or b"") for k, v in h) if h else s
-            for s, h in zip(sizes, map(_headers, records), strict=True)
-        ]
-    return sizes
 
 
 def _fetch_response(
@@ -146,7 +127,7 @@ def _fetch_response(
                 log_start_offset=begins.get(tp, -1) if tp is not None else -1,
                 aborted_transactions=[],
                 preferred_read_replica=-1,
-                records=codec.encode_records(records) if records else b"",
+                records=b"".join(map(codec.encode_arrow, records)) if records else b"",
             )
         )
     return FetchResponse(
