@@ -606,54 +606,7 @@ class Consumer:
                     state = self._assigned.get(tp)
                     if state is not None and position is not None:
                         state.position = position
-        self._check_open()
-        if not self._assigned and not self._subscription and not self._pattern:
-            raise IllegalState("poll() needs subscribe() or assign() first")
-        limit = self.max_poll_records if max_records is None else max_records
-        if not isinstance(limit, int) or limit < 1:
-            raise InvalidArgument(f"max_records must be >= 1, got {max_records!r}")
-        deadline = time.monotonic() + max(0, timeout_ms) / 1000
-        cluster = self._cluster
-        while True:
-            self._refresh_metadata()
-            self._maybe_sync_group()
-            self._maybe_auto_commit()
-            self._reads.maybe_flush()
-            seq = cluster.appends.seq
-            with bulk_records(limit):  # deserializers too: see engine.storage.log
-                records = self._fetch(limit)
-            if records:
-                return records
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return {}
-            cluster.appends.wait(seq, min(left, _IDLE_WAIT_S))
-
-    def _fetch(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        items = list(self._assigned.items())
-        if not items:
-            return out
-        start = self._rotate % len(items)
-        self._rotate += 1
-        room = limit
-        now_ms = time.time_ns() // 1_000_000
-        for tp, state in items[start:] + items[:start]:
-            if state.paused:
-                continue
-            if state.position is None:
-                state.position = self._reset_position(tp, state)
-            ttl = state.meta.ttl_s
-            cutoff = now_ms - ttl * 1000 if ttl else None
-            records, state.position = state.log.read(state.position, room, cutoff)
-            if records:
-                if self._key_deserializer or self._value_deserializer:
-                    records = [self._deserialize(r) for r in records]
-                out[tp] = records
-                room -= len(records)
-                if room <= 0:
-                    break
-        return out
+        return self._poll(timeout_ms, max_records, "poll", self._read_records)
 
     def poll_arrow(
         self, timeout_ms: int = 0, max_records: int | None = None
@@ -664,14 +617,24 @@ class Consumer:
         Python object per message. Positions advance, paused partitions are skipped,
         expired messages are hidden and permissions are checked as in `poll`; the key and
         value deserializers are not applied (the columns are bytes). Needs pyarrow and
-        numpy (the `spark` extra), imported here; `max_records` defaults to
-        `max_poll_records`."""
+        numpy, imported here; `max_records` defaults to `max_poll_records`."""
         from engine.client import arrow
 
         arrow.modules()  # a clear ImportError before anything is read
+        return self._poll(timeout_ms, max_records, "poll_arrow", self._read_arrow)
+
+    def _poll(
+        self,
+        timeout_ms: int,
+        max_records: int | None,
+        what: str,
+        read: Callable[[TopicPartition, Any, int, int | None], tuple[Any, int]],
+    ) -> dict[TopicPartition, Any]:
+        """The loop of `poll` and `poll_arrow`: keep the group and commits going, read with
+        `read`, wait for appends until `timeout_ms` when there is nothing."""
         self._check_open()
         if not self._assigned and not self._subscription and not self._pattern:
-            raise IllegalState("poll_arrow() needs subscribe() or assign() first")
+            raise IllegalState(f"{what}() needs subscribe() or assign() first")
         limit = self.max_poll_records if max_records is None else max_records
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidArgument(f"max_records must be >= 1, got {max_records!r}")
@@ -683,18 +646,22 @@ class Consumer:
             self._maybe_auto_commit()
             self._reads.maybe_flush()
             seq = cluster.appends.seq
-            batches = self._fetch_arrow(limit)
-            if batches:
-                return batches
+            # records (and deserializers) are made with the collector paused; Arrow makes
+            # a few objects a partition (engine.storage.log.bulk_records)
+            with bulk_records(limit if what == "poll" else 0):
+                got = self._fetch(limit, read)
+            if got:
+                return got
             left = deadline - time.monotonic()
             if left <= 0:
                 return {}
             cluster.appends.wait(seq, min(left, _IDLE_WAIT_S))
 
-    def _fetch_arrow(self, limit: int) -> dict[TopicPartition, Any]:
-        """`_fetch` for `poll_arrow`: the same partitions in the same order."""
-        from engine.client import arrow
-
+    def _fetch(
+        self, limit: int, read: Callable[[TopicPartition, Any, int, int | None], tuple[Any, int]]
+    ) -> dict[TopicPartition, Any]:
+        """Up to `limit` messages of the unpaused partitions, starting at the next partition
+        in turn, each partition's as `read` gives them."""
         out: dict[TopicPartition, Any] = {}
         items = list(self._assigned.items())
         if not items:
@@ -710,15 +677,32 @@ class Consumer:
                 state.position = self._reset_position(tp, state)
             ttl = state.meta.ttl_s
             cutoff = now_ms - ttl * 1000 if ttl else None
-            chunks, state.position = state.log.read_columns(state.position, room, cutoff)
-            if chunks:
-                rb = arrow.record_batch(tp.topic, tp.partition, chunks, cutoff)
-                if rb.num_rows:
-                    out[tp] = rb
-                    room -= rb.num_rows
-                    if room <= 0:
-                        break
+            got, count = read(tp, state, room, cutoff)
+            if count:
+                out[tp] = got
+                room -= count
+                if room <= 0:
+                    break
         return out
+
+    def _read_records(
+        self, tp: TopicPartition, state: Any, room: int, cutoff: int | None
+    ) -> tuple[list[ConsumerRecord], int]:
+        records, state.position = state.log.read(state.position, room, cutoff)
+        if records and (self._key_deserializer or self._value_deserializer):
+            records = [self._deserialize(r) for r in records]
+        return records, len(records)
+
+    def _read_arrow(
+        self, tp: TopicPartition, state: Any, room: int, cutoff: int | None
+    ) -> tuple[Any, int]:
+        from engine.client import arrow
+
+        chunks, state.position = state.log.read_columns(state.position, room, cutoff)
+        if not chunks:
+            return None, 0
+        batch = arrow.record_batch(tp.topic, tp.partition, chunks, cutoff)
+        return batch, batch.num_rows
 
     def _deserialize(self, r: ConsumerRecord) -> ConsumerRecord:
         key = r.key
