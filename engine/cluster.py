@@ -71,6 +71,7 @@ from engine.storage.segments import Placement
 from engine.storage.volume import ACTIVE, PartitionletState, Volume
 
 if TYPE_CHECKING:  # engine.replication imports this module
+    from engine.ops.archive import ArchiveReport
     from engine.replication import ReplicaInfo, UpstreamInfo
     from engine.replication.http import ReplicationTokenInfo
 
@@ -336,6 +337,15 @@ class Cluster:
         """The open volume file `volume_id` (engine.storage.volume); KeyError if none."""
         return self._vols[volume_id]
 
+    def reader(self, pl: PartitionletRow) -> Any:
+        """What reads partitionlet `pl`'s batches: its volume, or for an archived one an
+        `engine.storage.archive.ArchiveReader` (the same reading methods)."""
+        if pl.archive_file is None:
+            return self._vols[pl.volume_id]
+        from engine.storage import archive
+
+        return archive.reader(self.path, pl)
+
     def open_volumes(self) -> dict[int, Volume]:
         """Every open volume file, by id (a copy: the cluster's own map stays as it is)."""
         return dict(self._vols)
@@ -363,6 +373,7 @@ class Cluster:
         self.check_open()
         names.validate_stream_path(path)
         checked = policies.validate(stream_policies)
+        self._check_reach(checked, policies.DEFAULTS)
         self.catalog.create_stream(path, checked, self.principal.user)
         self._metadata_changed()
         return self.stream(path)
@@ -374,9 +385,21 @@ class Cluster:
         names.validate_stream_path(path)
         row = self.catalog.stream(path)
         self.authorize(row, "admin_perm")
-        self.catalog.set_policies(path, policies.validate(stream_policies, base=row.policies))
+        checked = policies.validate(stream_policies, base=row.policies)
+        self._check_reach(checked, row.policies)
+        self.catalog.set_policies(path, checked)
         self._metadata_changed()
         return self.stream(path)
+
+    def _check_reach(self, new: Mapping[str, Any], old: Mapping[str, Any]) -> None:
+        """AccessDenied unless a cluster administrator sets a policy that makes the cluster
+        write outside its directory (`archive_uri`; DESIGN, security model)."""
+        for name, value in new.items():
+            if policies.reaches_outside(name, old.get(name), value) and not self.is_administrator:
+                raise AccessDenied(
+                    f"only a cluster administrator may set {name} (it makes this cluster "
+                    f"write outside its directory); user {self.principal.user!r} is not one"
+                )
 
     def delete_stream(self, path: str) -> None:
         """Delete the stream with all its topics, messages and committed offsets."""
@@ -538,10 +561,18 @@ class Cluster:
             states.update(self._vols[volume_id].states(ids))
         return states
 
-    @staticmethod
     def _partitionlet_info(
-        topic: str, pl: PartitionletRow, state: PartitionletState | None
+        self, topic: str, pl: PartitionletRow, state: PartitionletState | None
     ) -> PartitionletInfo:
+        if pl.archive_file is not None:
+            from engine.storage import archive  # pyarrow: loaded when an archive is met
+
+            return PartitionletInfo(
+                pl.id, topic, pl.partition, pl.volume_id, pl.base_offset,
+                (pl.end_offset or pl.base_offset) - 1, False, pl.archive_bytes or 0,
+                pl.archive_messages or 0, pl.first_ts, pl.max_ts, pl.created_ms,
+                "archive", archive.file_uri(self.path, pl.archive_file),
+            )  # fmt: skip
         if state is None:  # created in the catalog, nothing appended yet
             end = pl.end_offset if pl.end_offset is not None else pl.base_offset
             return PartitionletInfo(
@@ -872,6 +903,18 @@ class Cluster:
         self.check_open()
         return retention.compact(self)
 
+    def archive(self, stream: str | None = None) -> ArchiveReport:
+        """Move sealed partitionlets older than their stream's `archive_after` to the
+        archive tier (one Parquet file each; docs/ARCHIVE.md), of one stream or of all;
+        report what moved."""
+        self.check_open()
+        from engine.ops import archive
+
+        if stream is not None:
+            names.validate_stream_path(stream)
+            self.catalog.stream(stream)  # UnknownStream if there is none
+        return archive.archive(self, stream)
+
     def rebalance(self, *, dry_run: bool = False, max_moves: int | None = None) -> RebalanceReport:
         """Move sealed partitionlets between volumes to even out bytes and heat; report
         what moved (or, with `dry_run`, what would)."""
@@ -1087,6 +1130,12 @@ class Cluster:
             by_volume[pl.volume_id].append(pl.id)
         for volume_id, ids in by_volume.items():
             self._vols[volume_id].purge(ids)
+        archived = [pl.archive_file for pl in pls if pl.archive_file is not None]
+        if archived:
+            from engine.storage import archive
+
+            for name in archived:
+                archive.delete(self.path, name)
 
 
 _PERM_VERBS = {

@@ -16,6 +16,7 @@ can skip such a stream and say so, and an edit can replace the bad values.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -51,13 +52,16 @@ class Policy:
     far: str = ""
     choices: tuple[str, ...] = ()
     ace: bool = False
+    uri: bool = False  # a str checked as an archive URI (engine.storage.archive)
     metavar: str = ""  # the value's name on the command line: SECONDS, MS, N, BYTES, ACE
 
     @property
     def kind(self) -> str:
-        """Which control a form shows: "bool", "int", "choice" or "ace"."""
+        """Which control a form shows: "bool", "int", "choice", "ace" or "text" (a URI)."""
         if self.ace:
             return "ace"
+        if self.uri:
+            return "text"
         if self.choices:
             return "choice"
         return self.type.__name__
@@ -178,6 +182,28 @@ POLICIES: tuple[Policy, ...] = (
         choices=CODECS,
         metavar="|".join(CODECS),
     ),
+    Policy(
+        "archive_after",
+        int,
+        0,
+        "Archive after (seconds)",
+        "Seconds after its newest message before a sealed partitionlet moves to the archive "
+        "tier (one Parquet file, read like the rest); 0 never archives.",
+        min=0,
+        max=MAX_TTL_S,
+        far=_YEAR_9999,
+        metavar="SECONDS",
+    ),
+    Policy(
+        "archive_uri",
+        str,
+        "",
+        "Archive URI",
+        "Where archived partitionlets go: empty, the cluster's archive/ folder; or a "
+        "file://, s3://, gs:// or hdfs:// URI. Only a cluster administrator may set one.",
+        uri=True,
+        metavar="URI",
+    ),
     _ace("produce_perm", "Produce permission", "produce to the stream's topics"),
     _ace("consume_perm", "Consume permission", "consume from the stream's topics"),
     _ace("topic_perm", "Topic permission", "create and delete the stream's topics"),
@@ -266,10 +292,43 @@ def _check(name: str, value: Any) -> Any:
             accepted = " or ".join(repr(c) for c in row.choices)
             raise InvalidPolicy(f"policy {name!r} must be {accepted}, got {shown(value)}")
         return value
+    if row.uri:
+        return _uri(name, value)
     if not isinstance(value, str) or not value.strip():
         raise InvalidPolicy(f"policy {name!r} must be a non-empty ACE, got {shown(value)}")
     acl.parse(value, policy=name)
     return value
+
+
+def _uri(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidPolicy(f"policy {name!r} must be a URI or empty, got {shown(value)}")
+    if value.strip() == "":
+        return ""
+    problem = _uri_problem(value.strip())
+    if problem is not None:
+        raise InvalidPolicy(f"policy {name!r}: {problem}")
+    return value.strip()
+
+
+@functools.lru_cache(maxsize=256)
+def _uri_problem(uri: str) -> str | None:
+    """What is wrong with an archive URI, or None (stored sets are checked often, and
+    pyarrow builds a file system to parse one: once per URI is enough)."""
+    from engine.errors import InvalidArgument
+    from engine.storage.archive import check_uri  # pyarrow: loaded when a URI is checked
+
+    try:
+        check_uri(uri)
+    except InvalidArgument as exc:
+        return str(exc)
+    return None
+
+
+def reaches_outside(name: str, old: Any, new: Any) -> bool:
+    """Whether changing policy `name` from `old` to `new` makes the cluster write outside
+    its directory (an archive URI): a cluster administrator's act (DESIGN, security)."""
+    return policy(name).uri and bool(new) and new != old
 
 
 def validate(policies: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:

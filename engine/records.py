@@ -65,6 +65,9 @@ class PartitionletInfo:
     first_timestamp: int | None
     last_timestamp: int | None
     created_ms: int
+    # "live" (in its volume) or "archive" (one Parquet file, `file`: its URI; docs/ARCHIVE.md)
+    tier: str = "live"
+    file: str | None = None
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ progress and counts of `produce` and `consume` go to stderr so that stdout stays
 
 This module holds the root group; each command group is a module named after it (`streams`,
 `topics`, `messages`, `groups`, `volumes`, `maintenance`, `replicas`, `users`, `clusters`,
-`demo`, `serve`, `export`), the options they share are in `options`, their output formats in
+`demo`, `serve`, `export`, `archive`), the options they share are in `options`, their output formats in
 `output`, the errors they report in `failures`. Other packages add commands through entry points
 (`plugins`). Frontends that add a command use `cluster_option`, `cluster_path`,
 `require_cluster_path`, `open_cluster` and `fail` from here.
@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from engine.cli import (
+    archive,
     clusters,
     demo,
     export,
@@ -112,6 +113,7 @@ for _command in (
     maintenance.heat,
     maintenance.retention,
     maintenance.compact,
+    archive.archive,
     groups.group,
     replicas.replica,
     replicas.replicate,

@@ -194,8 +194,8 @@ def rebalance(
         candidates = []
         for row in catalog.all_partitionlets():
             state = live.get(row.volume_id, {}).get(row.id)
-            if row.active or state is None or state[0] != SEALED:
-                continue
+            if row.active or row.archive_file is not None or state is None or state[0] != SEALED:
+                continue  # archived ones live in their file: nothing to move
             candidates.append(
                 Candidate(
                     row.id,
@@ -270,8 +270,8 @@ def move(cluster: Cluster, partitionlet: int, to_volume: int) -> Move | None:
             raise InvalidPartition(
                 f"partitionlet {partitionlet} is active: only sealed partitionlets move"
             )
-        if row.volume_id == to_volume:
-            return None
+        if row.volume_id == to_volume or row.archive_file is not None:
+            return None  # archived: its file is not in a volume
         topic = catalog.topic_by_id(row.topic_id)
         state = cluster.volume(row.volume_id).state(partitionlet)
         if topic is None or state is None or state.state != SEALED:

@@ -1,6 +1,6 @@
 """Background maintenance of a long-lived process: retention and compaction on a timer.
 
-`Maintenance(cluster).start()` runs `enforce_retention` and `compact` every `interval_s`
+`Maintenance(cluster).start()` runs `enforce_retention`, `compact` and `archive` every `interval_s`
 seconds in a thread of its own, never on the path of `send` or `poll`. A failing pass is
 logged and the next one runs on time; a stream with invalid stored policies is skipped by
 both passes (the others go on) and listed in `skipped_streams` for a console to show. Several processes may each run one on the same
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import Closed, InvalidArgument
 from engine.ops import balance, retention
@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from engine.cluster import Cluster
 
 log = logging.getLogger(__name__)
+
+
+def _archive(cluster: Cluster) -> Any:
+    from engine.ops import archive  # pyarrow: loaded by the first pass, not at import
+
+    return archive.archive(cluster)
 
 
 class Maintenance:
@@ -37,6 +43,7 @@ class Maintenance:
         *,
         retention_enabled: bool = True,
         compaction_enabled: bool = True,
+        archive_enabled: bool = True,
     ) -> None:
         if (
             isinstance(interval_s, bool)
@@ -48,9 +55,11 @@ class Maintenance:
         self.interval_s = float(interval_s)
         self.retention_enabled = retention_enabled
         self.compaction_enabled = compaction_enabled
+        self.archive_enabled = archive_enabled
         self.runs = 0
         self.last_retention: retention.RetentionReport | None = None
         self.last_compaction: retention.CompactionReport | None = None
+        self.last_archive: Any = None  # engine.ops.archive.ArchiveReport
         self.last_error: BaseException | None = None
         self._stop = threading.Event()
         self._pass = threading.Lock()  # one pass at a time (the thread or run_once)
@@ -106,6 +115,11 @@ class Maintenance:
                 compacted = self._guarded("compaction", retention.compact)
                 if compacted is not None:
                     self.last_compaction = compacted
+            if self.archive_enabled:
+                # after compaction: old sealed partitionlets to their Parquet files
+                archived = self._guarded("archive", _archive)
+                if archived is not None:
+                    self.last_archive = archived
             # copies left by a rebalance that died midway: they only cost disk space
             self._guarded("orphan clean-up", balance.clean_orphans)
             self.runs += 1

@@ -204,6 +204,12 @@ def _checked(text: str) -> tuple[dict[str, Any] | None, str | None]:
         return None, stream_policies.problem(stored)
 
 
+def checked_policies(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the complete checked policies, None) of a stored set as JSON text, or (None, what
+    is wrong); the archive pass walks streams as these passes do."""
+    return _checked(text)
+
+
 def _states(cluster: Cluster, pls: list[PartitionletRow]) -> dict[int, PartitionletState]:
     by_volume: dict[int, list[int]] = defaultdict(list)
     for pl in pls:
@@ -260,17 +266,24 @@ def _expired(
     (and giving them successors) on the way; and how many were sealed."""
     cutoffs = {}
     maybe: list[tuple[_Partition, PartitionletRow]] = []
+    archived: list[tuple[str, PartitionletRow]] = []
     for p in page:
         cutoff = cutoffs[(p.topic_id, p.partition)] = now - int(p.policies["ttl"]) * 1000
         for pl in p.chain:
+            if pl.archive_file is not None:
+                # Archived: its file goes with its row (_drop); the catalog's max_ts is
+                # the file's. (Its volume copy, if a pass died before removing it, too.)
+                if pl.max_ts is None or pl.max_ts < cutoff:
+                    archived.append((p.topic, pl))
+                continue
             # The catalog's max_ts of a sealed partitionlet is copied from its volume when
             # it rolls, and only ever lowered since (compaction): trust it to skip.
             if pl.end_offset is None or pl.max_ts is None or pl.max_ts < cutoff:
                 maybe.append((p, pl))
     if not maybe:
-        return [], 0
+        return archived, 0
     states = _states(cluster, [pl for _, pl in maybe])
-    drops: list[tuple[str, PartitionletRow]] = []
+    drops: list[tuple[str, PartitionletRow]] = archived
     successors: list[tuple[int, int, int, int, int | None]] = []
     rolled: list[tuple[str, PartitionletRow, PartitionletState]] = []
     for p, pl in maybe:
@@ -330,6 +343,13 @@ def _drop(
     for volume_id, ids in by_volume.items():
         freed.update(cluster.volume(volume_id).drop(ids))
     dropped = set(cluster.catalog.drop_partitionlets([pl for _, pl in drops]))
+    for _, pl in drops:
+        if pl.archive_file is not None and pl.id in dropped:
+            from engine.storage import archive  # pyarrow: loaded when an archive is met
+
+            # Catalog first, then the file: a crash in between leaves a file nobody reads.
+            archive.delete(cluster.path, pl.archive_file)
+            freed[pl.id] = (pl.archive_messages or 0, pl.archive_bytes or 0)
     return [(topic, pl, freed.get(pl.id, (0, 0))) for topic, pl in drops if pl.id in dropped]
 
 

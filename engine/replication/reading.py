@@ -20,7 +20,7 @@ def batch_at(
     for pl in cluster.catalog.chain(topic_id, partition):
         if offset < pl.base_offset or (pl.end_offset is not None and offset >= pl.end_offset):
             continue
-        found = cluster.volume(pl.volume_id).batch_at(pl.id, offset)
+        found = cluster.reader(pl).batch_at(pl.id, offset)  # archived ones too
         if found is not None:
             return found
     return None
@@ -39,7 +39,7 @@ def source_batches(
         for pl in chain:
             if pl.end_offset is not None and pl.end_offset <= position:
                 continue
-            vol = cluster.volume(pl.volume_id)
+            vol = cluster.reader(pl)  # an archived partitionlet reads from its file
             got = vol.replica_batches(pl.id, position, limit)
             if got:
                 return got

@@ -50,6 +50,9 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("api_tokens", "expires_ms", "INTEGER"),
     ("replication_tokens", "created_by", "TEXT NOT NULL DEFAULT ''"),
     ("replication_tokens", "last_used_ms", "INTEGER"),
+    ("partitionlets", "archive_file", "TEXT"),
+    ("partitionlets", "archive_messages", "INTEGER"),
+    ("partitionlets", "archive_bytes", "INTEGER"),
 )
 
 SCHEMA = """
@@ -90,7 +93,10 @@ CREATE TABLE IF NOT EXISTS partitionlets (
     -- statistics copied from the volume at sealing, so listings need no volume reads
     bytes       INTEGER NOT NULL DEFAULT 0,
     first_ts    INTEGER,
-    max_ts      INTEGER
+    max_ts      INTEGER,
+    archive_file     TEXT,     -- archived (engine.ops.archive): its Parquet file; NULL: live
+    archive_messages INTEGER,  -- the messages of that file
+    archive_bytes    INTEGER   -- and its size
 );
 CREATE INDEX IF NOT EXISTS partitionlets_chain
     ON partitionlets (topic_id, partition, base_offset);
@@ -287,15 +293,22 @@ class PartitionletRow:
     bytes: int
     first_ts: int | None
     max_ts: int | None
+    archive_file: str | None = None  # archived (engine.storage.archive): its file
+    archive_messages: int | None = None
+    archive_bytes: int | None = None
 
     @property
     def active(self) -> bool:
         return self.end_offset is None
 
+    @property
+    def archived(self) -> bool:
+        return self.archive_file is not None
+
 
 _PL_COLUMNS = (
     "id, topic_id, partition, volume_id, base_offset, end_offset, created_ms, sealed_ms, "
-    "bytes, first_ts, max_ts"
+    "bytes, first_ts, max_ts, archive_file, archive_messages, archive_bytes"
 )
 
 
@@ -966,8 +979,11 @@ class Catalog:
         return PartitionletRow(*rows[0]) if rows else None
 
     def partitionlet_volumes(self) -> dict[int, int]:
-        """{partitionlet id: volume id} of every partitionlet, read in one statement."""
-        return dict(self._query("SELECT id, volume_id FROM partitionlets"))
+        """{partitionlet id: volume id} of every partitionlet in a volume (archived ones
+        are not: a volume copy of one is an orphan), read in one statement."""
+        return dict(
+            self._query("SELECT id, volume_id FROM partitionlets WHERE archive_file IS NULL")
+        )
 
     def move_partitionlet(
         self, pl_id: int, from_volume: int, to_volume: int, *, sync: bool = True
@@ -985,8 +1001,8 @@ class Catalog:
         try:
             with self.write():
                 cur = conn.execute(
-                    "UPDATE partitionlets SET volume_id = ? "
-                    "WHERE id = ? AND volume_id = ? AND end_offset IS NOT NULL",
+                    "UPDATE partitionlets SET volume_id = ? WHERE id = ? AND volume_id = ? "
+                    "AND end_offset IS NOT NULL AND archive_file IS NULL",
                     (to_volume, pl_id, from_volume),
                 )
                 moved = cur.rowcount == 1
@@ -996,6 +1012,32 @@ class Catalog:
             if sync:
                 conn.execute("PRAGMA synchronous=NORMAL")
         return moved
+
+    # --- the archive tier (engine.ops.archive) ----------------------------------------------
+
+    def mark_archived(
+        self, pl: PartitionletRow, archive_file: str, messages: int, nbytes: int
+    ) -> bool:
+        """Record the sealed partitionlet `pl` as archived in `archive_file`, if it is still
+        sealed at the same end offset, on the same volume and not archived; True if it was.
+        One transaction, fsynced (the caller then purges the volume's copy), which bumps the
+        topology version so that readers re-read their chains."""
+        conn = self.conn
+        conn.execute("PRAGMA synchronous=FULL")
+        try:
+            with self.write():
+                cur = conn.execute(
+                    "UPDATE partitionlets SET archive_file = ?, archive_messages = ?, "
+                    "archive_bytes = ? WHERE id = ? AND volume_id = ? AND end_offset = ? "
+                    "AND archive_file IS NULL",
+                    (archive_file, messages, nbytes, pl.id, pl.volume_id, pl.end_offset),
+                )
+                done = cur.rowcount == 1
+                if done:
+                    self.bump_topology()
+        finally:
+            conn.execute("PRAGMA synchronous=NORMAL")
+        return done
 
     # --- replication links (engine.replication) -------------------------------------------
 

@@ -357,9 +357,8 @@ class PartitionLog:
                 or self._ahead[0][1] < position  # all of it is behind us
                 or self._ahead[-1][0] > position  # a seek back, or a gap (read once more)
             ):
-                self._ahead = self._cluster.volume(pl.volume_id).read(
-                    pl.id, position, FETCH_BATCHES
-                )
+                # the volume, or the archive file of an archived partitionlet
+                self._ahead = self._cluster.reader(pl).read(pl.id, position, FETCH_BATCHES)
                 self._ahead_pl = pl.id
                 self._ahead.reverse()  # pop() from the end in offset order
             while self._ahead and self._ahead[-1][1] < position:
@@ -367,7 +366,7 @@ class PartitionLog:
             if self._ahead:
                 return _Decoded(pl, self._ahead.pop()), position
             # Nothing at or after `position` in this partitionlet.
-            state = self._cluster.volume(pl.volume_id).state(pl.id)
+            state = self._cluster.reader(pl).state(pl.id)
             if pl.end_offset is not None:
                 if state is None or state.state == DELETED:
                     # Moved to another volume (rebalance) or dropped (retention) since
@@ -388,7 +387,10 @@ class PartitionLog:
     def _moved(self, pl: PartitionletRow) -> bool:
         """Re-read the chain; True if `pl` now lives elsewhere (or is gone)."""
         self.refresh()
-        return all(p.id != pl.id or p.volume_id != pl.volume_id for p in self._chain)
+        return all(
+            p.id != pl.id or p.volume_id != pl.volume_id or p.archive_file != pl.archive_file
+            for p in self._chain
+        )
 
     def _locate(self, position: int) -> PartitionletRow | None:
         chain = self._chain
@@ -418,7 +420,7 @@ class PartitionLog:
         for pl in self._chain:
             if pl.max_ts is not None and pl.end_offset is not None and pl.max_ts < target:
                 continue  # sealed and entirely older
-            row = self._cluster.volume(pl.volume_id).first_batch_at_time(pl.id, target)
+            row = self._cluster.reader(pl).first_batch_at_time(pl.id, target)
             if row is None:
                 continue
             b = batch_codec.decode(row[5], row[0])

@@ -13,7 +13,8 @@ from engine import policies
 from engine.errors import InvalidPolicy
 from engine.policies import POLICIES, cli_help, policy, validate
 
-# DESIGN.md, "Stream policies", in its order (and `compression`, from its "History").
+# DESIGN.md, "Stream policies", in its order (and `compression`, `archive_after` and
+# `archive_uri`, from its "History").
 DESIGN_POLICIES = {
     "ttl": 604800,
     "default_partitions": 1,
@@ -24,6 +25,8 @@ DESIGN_POLICIES = {
     "timestamp_type": "create",
     "max_message_bytes": 1048576,
     "compression": "none",
+    "archive_after": 0,
+    "archive_uri": "",
     "produce_perm": "u:<creator>",
     "consume_perm": "u:<creator>",
     "topic_perm": "u:<creator>",

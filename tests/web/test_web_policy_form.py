@@ -42,6 +42,8 @@ def test_the_policies_form_shows_every_policy_of_the_table(client, cluster):
             assert re.findall(r'<option value="([^"]+)"', options) == list(row.choices)
         elif row.kind == "int":
             assert 'inputmode="numeric"' in control
+        elif row.kind == "text":
+            assert 'class="uri"' in control and "inputmode" not in control
         else:
             assert 'class="ace"' in control
     assert "Now: 1 min 30 s." not in form and "Now: 90 s." in form

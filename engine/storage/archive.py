@@ -1,0 +1,526 @@
+"""The archive tier's files: one Parquet file per archived partitionlet (docs/ARCHIVE.md).
+
+Where the files live (`root`, `file_uri`, `filesystem`), writing one (`write`), checking
+it (`check`), deleting one (`delete`), and reading one back as a volume reads a
+partitionlet (`reader` gives an `ArchiveReader`, which has the reading methods of
+`engine.storage.volume.Volume`: `read`, `first_batch_at_time`, `state`, `states`,
+`replica_batches`, `batch_at`), so every reader of the engine reads archived history
+through the same code as live history. engine.ops.archive decides what is archived.
+
+A file holds the columns of Spark's Kafka source (key, value, topic, partition, offset,
+timestamp, timestampType, headers), zstd, in row groups of ROW_GROUP_ROWS, and in its
+key-value metadata (`META_KEY`) the partitionlet it came from: id, offsets, and the
+boundaries of the stored batches with their origin cluster, append time and timestamp
+type, so that replication compares and sends archived batches exactly as it did live ones.
+
+`archive_file` in the catalog is a path relative to the cluster directory for the
+cluster's own `archive/` folder (so a moved cluster directory keeps its archive) and a
+full `pyarrow.fs` URI otherwise (the stream's `archive_uri` may change later; a file keeps
+the one it was written with).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from bisect import bisect_right
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import zstandard
+
+from engine.errors import InvalidArgument, StorageError
+from engine.storage import batch as batch_codec
+from engine.storage.volume import SEALED, PartitionletState, ReplicaBatch
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from engine.storage.catalog import PartitionletRow
+
+# The cluster's own archive folder, relative to the cluster directory.
+ARCHIVE_DIR = "archive"
+ROW_GROUP_ROWS = 128 * 1024
+# Records re-encoded into one batch for readers (original batches are merged up to this).
+READ_CHUNK_ROWS = 4096
+# Archived partitionlets kept open per process (footer, batch table, one row group).
+OPEN_FILES = 32
+META_KEY = b"partitionlet"
+URI_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs")
+# The batch table: one row per stored batch, these int64 fields.
+_BATCH_FIELDS = (
+    "base",
+    "last",
+    "count",
+    "first_ts",
+    "max_ts",
+    "ts_type",
+    "origin",
+    "append_ms",
+    "headers",
+)
+_B = {name: i for i, name in enumerate(_BATCH_FIELDS)}
+
+
+# --- where files live ------------------------------------------------------------------
+
+
+def check_uri(uri: str) -> str:
+    """`uri` if it is an archive root this engine can use: '' (the cluster's own folder)
+    or a `pyarrow.fs` URI of a known scheme that pyarrow parses; `InvalidArgument` saying
+    why not. Never connects anywhere."""
+    if not isinstance(uri, str):
+        raise InvalidArgument(f"archive_uri must be a string, got {uri!r}")
+    if uri == "":
+        return uri
+    parts = urlsplit(uri)
+    if parts.scheme not in URI_SCHEMES:
+        raise InvalidArgument(
+            f"archive_uri {uri!r} must be empty or a URI of scheme "
+            f"{', '.join(s + '://' for s in URI_SCHEMES)}"
+        )
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            raise InvalidArgument(f"archive_uri {uri!r} must be file:///an/absolute/path")
+    elif not parts.netloc:
+        raise InvalidArgument(f"archive_uri {uri!r} names no bucket or host")
+    if parts.scheme in ("hdfs", "viewfs"):
+        return uri  # pyarrow connects to parse these (and needs a JVM): checked when used
+    probe = uri
+    if parts.scheme == "s3":
+        # pyarrow asks AWS for a bucket's region unless told: parse without asking
+        query = dict(parse_qsl(parts.query))
+        query.setdefault("region", "us-east-1")
+        probe = urlunsplit(parts._replace(query=urlencode(query)))
+    try:
+        pafs.FileSystem.from_uri(probe)
+    except (pa.ArrowInvalid, ValueError, OSError) as exc:
+        raise InvalidArgument(f"archive_uri {uri!r} is not a valid URI: {exc}") from None
+    return uri
+
+
+def root(archive_uri: str) -> str:
+    """The archive root of a stream: its `archive_uri`, or the cluster's own folder
+    (ARCHIVE_DIR, relative to the cluster directory)."""
+    return archive_uri or ARCHIVE_DIR
+
+
+def file_name(
+    archive_root: str, stream: str, topic: str, partition: int, base: int, end: int, pl_id: int
+) -> str:
+    """Where partitionlet `pl_id` is archived under `archive_root` (deterministic, so a
+    rerun after a crash overwrites what it wrote): <root>/<stream path>/<topic>/
+    <partition>/<base>-<end>-<id>.parquet. A URI root keeps its query (endpoint...)."""
+    rel = f"{stream.strip('/')}/{topic}/{partition}/{base:020d}-{end:020d}-{pl_id}.parquet"
+    parts = urlsplit(archive_root)
+    if not parts.scheme:
+        return f"{archive_root.rstrip('/')}/{rel}"
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + rel))
+
+
+def file_uri(cluster_path: Path, name: str) -> str:
+    """The full URI of an archived file (a relative name is under the cluster directory)."""
+    if urlsplit(name).scheme:
+        return name
+    return (Path(cluster_path).resolve() / name).as_uri()
+
+
+def filesystem(cluster_path: Path, name: str) -> tuple[Any, str]:
+    """(pyarrow FileSystem, path in it) of an archived file's name."""
+    if not urlsplit(name).scheme:
+        return pafs.LocalFileSystem(), str(Path(cluster_path).resolve() / name)
+    try:
+        return pafs.FileSystem.from_uri(name)
+    except (pa.ArrowInvalid, ValueError, OSError) as exc:
+        raise StorageError(f"cannot open the archive of {name}: {exc}") from exc
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+@dataclass
+class Written:
+    """What `write` stored: rows, bytes of the file, first and last offset (None: empty)."""
+
+    name: str
+    rows: int
+    bytes: int
+    first_offset: int | None
+    last_offset: int | None
+
+
+def _meta(pl: PartitionletRow, batches: list[tuple], origins: list[str]) -> bytes:
+    table = np.array(batches, dtype=np.int64).reshape(-1, len(_BATCH_FIELDS))
+    packed = zstandard.ZstdCompressor().compress(table.tobytes())
+    return json.dumps(
+        {
+            "id": pl.id,
+            "topic_id": pl.topic_id,
+            "partition": pl.partition,
+            "base_offset": pl.base_offset,
+            "end_offset": pl.end_offset,
+            "created_ms": pl.created_ms,
+            "origins": origins,
+            "fields": list(_BATCH_FIELDS),
+            "batches": base64.b64encode(packed).decode(),
+        }
+    ).encode()
+
+
+def write(
+    cluster_path: Path,
+    name: str,
+    pl: PartitionletRow,
+    schema: Any,
+    parts: Iterable[tuple[Any, ReplicaBatch, bool]],
+) -> Written:
+    """Write partitionlet `pl` as the Parquet file `name` (replacing any file there):
+    `parts` gives, in offset order, each stored batch as an Arrow RecordBatch of `schema`
+    with the batch it came from and whether it had headers."""
+    fs, path = filesystem(cluster_path, name)
+    parent = path.rsplit("/", 1)[0]
+    try:
+        fs.create_dir(parent, recursive=True)
+    except OSError:
+        pass  # object stores have no directories to make
+    batches: list[tuple] = []
+    origins: dict[str, int] = {}
+    pending: list[Any] = []
+    pending_rows = rows = 0
+    first = last = None
+    # The footer is written at close: the metadata (batch table) is only known at the end,
+    # so the writer is given it then (add_key_value_metadata).
+    with fs.open_output_stream(path) as sink:
+        writer = pq.ParquetWriter(
+            sink, schema, compression="zstd", write_statistics=True, version="2.6"
+        )
+        try:
+            for rb, b, has_headers in parts:
+                origin = origins.setdefault(b.origin, len(origins))
+                batches.append(
+                    (
+                        b.base_offset, b.last_offset, rb.num_rows, b.first_ts, b.max_ts,
+                        b.ts_type, origin, b.append_ms, int(has_headers),
+                    )
+                )  # fmt: skip
+                if rb.num_rows:
+                    offsets = rb.column("offset")
+                    first = offsets[0].as_py() if first is None else first
+                    last = offsets[-1].as_py()
+                pending.append(rb)
+                pending_rows += rb.num_rows
+                rows += rb.num_rows
+                if pending_rows >= ROW_GROUP_ROWS:
+                    pending_rows = _flush(writer, schema, pending, pending_rows, final=False)
+            _flush(writer, schema, pending, pending_rows, final=True)
+            writer.add_key_value_metadata({META_KEY: _meta(pl, batches, list(origins))})
+        finally:
+            writer.close()
+    size = fs.get_file_info(path).size or 0
+    return Written(name, rows, size, first, last)
+
+
+def _flush(writer: Any, schema: Any, pending: list[Any], count: int, *, final: bool) -> int:
+    """Write whole row groups of ROW_GROUP_ROWS out of `pending` (all of it if `final`);
+    returns the rows kept back."""
+    if not pending:
+        return 0
+    table = pa.Table.from_batches(pending, schema=schema)
+    whole = count if final else (count // ROW_GROUP_ROWS) * ROW_GROUP_ROWS
+    if whole:
+        writer.write_table(table.slice(0, whole), row_group_size=ROW_GROUP_ROWS)
+    pending.clear()
+    rest = table.slice(whole)
+    if rest.num_rows:
+        pending.extend(rest.combine_chunks().to_batches())
+    return rest.num_rows
+
+
+def check(cluster_path: Path, name: str, pl: PartitionletRow, written: Written) -> None:
+    """Read the file's footer back and compare it with what was written and with `pl`
+    (row count, offsets within the partitionlet, the partitionlet's id);
+    `StorageError` saying what differs."""
+    fs, path = filesystem(cluster_path, name)
+    with fs.open_input_file(path) as f:
+        meta = pq.read_metadata(f)
+    problems = []
+    if meta.num_rows != written.rows:
+        problems.append(f"{meta.num_rows} rows, not {written.rows}")
+    info = json.loads((meta.metadata or {}).get(META_KEY, b"{}"))
+    if info.get("id") != pl.id:
+        problems.append(f"partitionlet {info.get('id')}, not {pl.id}")
+    col = meta.schema.to_arrow_schema().get_field_index("offset")
+    lows, highs = [], []
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(col).statistics
+        if stats is None or not stats.has_min_max:
+            problems.append(f"row group {i} has no offset statistics")
+            continue
+        lows.append(stats.min)
+        highs.append(stats.max)
+    if lows:
+        low, high = min(lows), max(highs)
+        if (low, high) != (written.first_offset, written.last_offset):
+            problems.append(
+                f"offsets {low}..{high}, not {written.first_offset}..{written.last_offset}"
+            )
+        if low < pl.base_offset or (pl.end_offset is not None and high >= pl.end_offset):
+            problems.append(f"offsets {low}..{high} outside [{pl.base_offset}, {pl.end_offset})")
+    elif written.rows:
+        problems.append("no offsets")
+    if problems:
+        raise StorageError(f"archive file {name} of partitionlet {pl.id}: {'; '.join(problems)}")
+
+
+def delete(cluster_path: Path, name: str) -> bool:
+    """Delete an archived file; False if it was not there (not an error)."""
+    forget(name)
+    fs, path = filesystem(cluster_path, name)
+    try:
+        fs.delete_file(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        if "does not exist" in str(exc) or "not found" in str(exc).lower():
+            return False
+        raise StorageError(f"cannot delete archive file {name}: {exc}") from exc
+    return True
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+class ArchiveReader:
+    """One archived partitionlet read as a volume reads a live one (the same methods and
+    row shapes). Opened lazily; keeps the footer, the batch table and one decoded row
+    group. Thread-safe (readers of one process share it)."""
+
+    def __init__(self, cluster_path: Path, pl: PartitionletRow) -> None:
+        assert pl.archive_file is not None and pl.end_offset is not None
+        self.pl = pl
+        self.name = pl.archive_file
+        self._cluster_path = cluster_path
+        self._lock = threading.Lock()
+        self._file: Any = None
+        self._group: tuple[int, Any] | None = None  # (index, table)
+        self._chunks_cache: list[tuple[int, int]] | None = None
+
+    # the file, its batch table and offsets, on first use
+    def _open(self) -> None:
+        if self._file is not None:
+            return
+        fs, path = filesystem(self._cluster_path, self.name)
+        try:
+            f = pq.ParquetFile(fs.open_input_file(path))
+        except FileNotFoundError as exc:
+            raise StorageError(
+                f"archive file {self.name} of partitionlet {self.pl.id} is missing"
+            ) from exc
+        info = json.loads(f.metadata.metadata[META_KEY])
+        raw = zstandard.ZstdDecompressor().decompress(base64.b64decode(info["batches"]))
+        table = np.frombuffer(raw, dtype=np.int64).reshape(-1, len(info["fields"]))
+        self._origins = info["origins"]
+        self._batches = table
+        # row index where each batch starts in the file (rows are in offset order)
+        self._starts = np.concatenate(([0], np.cumsum(table[:, _B["count"]]))).astype(np.int64)
+        self._lasts = table[:, _B["last"]]
+        # the running max timestamp per batch: the time index, as a volume's ts_high
+        self._ts_high = np.maximum.accumulate(table[:, _B["max_ts"]]) if len(table) else table[:, 0]
+        md = f.metadata
+        self._group_starts = np.cumsum(
+            [0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+        )
+        self._file = f
+
+    def _chunks(self) -> list[tuple[int, int]]:
+        """Runs of batches [i, j) read as one: adjacent, same timestamp type and headers
+        flag, together at most READ_CHUNK_ROWS records."""
+        if self._chunks_cache is None:
+            t = self._batches
+            out: list[tuple[int, int]] = []
+            i = 0
+            n = len(t)
+            while i < n:
+                j = i + 1
+                rows = t[i, _B["count"]]
+                while (
+                    j < n
+                    and rows + t[j, _B["count"]] <= READ_CHUNK_ROWS
+                    and t[j, _B["ts_type"]] == t[i, _B["ts_type"]]
+                    and t[j, _B["headers"]] == t[i, _B["headers"]]
+                ):
+                    rows += t[j, _B["count"]]
+                    j += 1
+                out.append((i, j))
+                i = j
+            self._chunks_cache = out
+            self._chunk_ends = [j for _, j in out]
+        return self._chunks_cache
+
+    def _rows(self, start: int, end: int) -> Any:
+        """File rows [start, end) as an Arrow table (from the row groups holding them)."""
+        pieces = []
+        gs = self._group_starts
+        g = int(np.searchsorted(gs, start, side="right")) - 1
+        while start < end:
+            if self._group is None or self._group[0] != g:
+                self._group = (g, self._file.read_row_group(g))
+            table = self._group[1]
+            lo = start - int(gs[g])
+            hi = min(end, int(gs[g + 1])) - int(gs[g])
+            pieces.append(table.slice(lo, hi - lo))
+            start = int(gs[g]) + hi
+            g += 1
+        return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+
+    def _payload(self, i: int, j: int, base: int) -> tuple[bytes, int]:
+        """Batches [i, j) re-encoded as one plain batch at `base`; and its row count."""
+        t = self._batches
+        start, end = int(self._starts[i]), int(self._starts[j])
+        if start == end:
+            return batch_codec.encode([None], [int(t[i, _B["first_ts"]])]), 0
+        table = self._rows(start, end)
+        offsets = table.column("offset").to_numpy()
+        stamps = table.column("timestamp").cast(pa.int64()).to_numpy() // 1000
+        keys = table.column("key").to_pylist()
+        values = table.column("value").to_pylist()
+        headers = None
+        if t[i, _B["headers"]]:
+            headers = [
+                [(h["key"], h["value"]) for h in hs] if hs else []
+                for hs in table.column("headers").to_pylist()
+            ]
+        deltas = offsets - base
+        contiguous = int(deltas[-1]) == len(deltas) - 1 and int(deltas[0]) == 0
+        payload = batch_codec.encode(
+            values,
+            stamps.tolist(),
+            None if all(k is None for k in keys) else keys,
+            headers,
+            None if contiguous else deltas.tolist(),
+        )
+        return payload, end - start
+
+    # --- the methods of Volume -------------------------------------------------------------
+
+    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[tuple]:
+        """Batches holding offsets >= `from_offset`, in offset order, as (base_offset,
+        last_offset, ts_type, first_ts, max_ts, payload), as `Volume.read`."""
+        with self._lock:
+            self._open()
+            t = self._batches
+            first = int(np.searchsorted(self._lasts, from_offset, side="left"))
+            chunks = self._chunks()
+            out = []
+            at = bisect_right(self._chunk_ends, first)  # the first chunk ending after it
+            for i, j in chunks[at:]:
+                if len(out) >= max_batches:
+                    break
+                base = int(t[i, _B["base"]])
+                payload, count = self._payload(i, j, base)
+                if count == 0:
+                    continue  # batches compaction emptied: nothing to read
+                out.append(
+                    (
+                        base,
+                        int(t[j - 1, _B["last"]]),
+                        int(t[i, _B["ts_type"]]),
+                        int(t[i:j, _B["first_ts"]].min()),
+                        int(t[i:j, _B["max_ts"]].max()),
+                        payload,
+                    )
+                )
+            return out
+
+    def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> tuple | None:
+        """The first batch whose running max timestamp reaches `timestamp_ms`."""
+        with self._lock:
+            self._open()
+        hits = np.nonzero(self._ts_high >= timestamp_ms)[0]
+        for k in hits:
+            got = self.read(pl_id, int(self._batches[int(k), _B["base"]]), 1)
+            if got:
+                return got[0]
+        return None
+
+    def state(self, pl_id: int) -> PartitionletState:
+        pl = self.pl
+        return PartitionletState(
+            pl.id, pl.base_offset, pl.end_offset, SEALED, pl.archive_bytes or 0, 0,
+            pl.archive_messages or 0, pl.first_ts, pl.max_ts, pl.created_ms,
+        )  # fmt: skip
+
+    def states(self, pl_ids: list[int]) -> dict[int, PartitionletState]:
+        return {i: self.state(i) for i in pl_ids if i == self.pl.id}
+
+    def replica_batches(self, pl_id: int, from_offset: int, limit: int) -> list[ReplicaBatch]:
+        """The stored batches holding offsets >= `from_offset`, exactly as they were stored
+        (offsets, origin, timestamps), as `Volume.replica_batches`."""
+        with self._lock:
+            self._open()
+            t = self._batches
+            first = int(np.searchsorted(self._lasts, from_offset, side="left"))
+            out = []
+            for i in range(first, len(t)):
+                if len(out) >= limit:
+                    break
+                base = int(t[i, _B["base"]])
+                payload, count = self._payload(i, i + 1, base)
+                if count == 0:
+                    continue
+                out.append(
+                    ReplicaBatch(
+                        base, int(t[i, _B["last"]]), count, int(t[i, _B["first_ts"]]),
+                        int(t[i, _B["max_ts"]]), int(t[i, _B["ts_type"]]),
+                        self._origins[int(t[i, _B["origin"]])], payload,
+                        int(t[i, _B["append_ms"]]),
+                    )
+                )  # fmt: skip
+            return out
+
+    def batch_at(self, pl_id: int, offset: int) -> tuple[int, int, str] | None:
+        with self._lock:
+            self._open()
+            t = self._batches
+            i = int(np.searchsorted(self._lasts, offset, side="left"))
+            if i >= len(t) or t[i, _B["base"]] > offset:
+                return None
+            return (
+                int(t[i, _B["base"]]),
+                int(t[i, _B["last"]]),
+                self._origins[int(t[i, _B["origin"]])],
+            )
+
+
+_open: OrderedDict[tuple[str, str], ArchiveReader] = OrderedDict()
+_open_lock = threading.Lock()
+
+
+def reader(cluster_path: Path, pl: PartitionletRow) -> ArchiveReader:
+    """The reader of an archived partitionlet, shared by the process (at most OPEN_FILES
+    are kept open; the least recently used goes)."""
+    key = (str(cluster_path), pl.archive_file or "")
+    with _open_lock:
+        got = _open.get(key)
+        if got is not None and got.pl == pl:
+            _open.move_to_end(key)
+            return got
+        got = _open[key] = ArchiveReader(cluster_path, pl)
+        while len(_open) > OPEN_FILES:
+            _open.popitem(last=False)
+        return got
+
+
+def forget(name: str) -> None:
+    """Drop the open readers of file `name` (it is being deleted)."""
+    with _open_lock:
+        for key in [k for k in _open if k[1] == name]:
+            del _open[key]
