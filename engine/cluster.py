@@ -903,6 +903,31 @@ class Cluster:
         self.check_open()
         return retention.compact(self)
 
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        """Drop the messages of a partition below `before_offset` where whole partitionlets
+        lie below it (sealed ones, live or archived: what retention drops, chosen by offset
+        rather than by age); returns the partition's log start offset after it, which is
+        below `before_offset` when a partitionlet straddles it. Needs the stream's
+        `topic_perm`, as deleting its topics does (Kafka's DeleteRecords)."""
+        self.check_open()
+        row = self._topic_row(topic)
+        self.authorize(
+            self.catalog.stream_by_id(row.stream_id), "topic_perm", what="delete records of"
+        )
+        if isinstance(partition, bool) or not isinstance(partition, int):
+            raise InvalidPartition(f"a partition is an int, not {partition!r}")
+        if not 0 <= partition < row.partitions:
+            raise InvalidPartition(
+                f"topic {row.full_name} has partitions 0 to {row.partitions - 1}, not {partition}"
+            )
+        if (
+            isinstance(before_offset, bool)
+            or not isinstance(before_offset, int)
+            or before_offset < 0
+        ):
+            raise InvalidOffset(f"before_offset must be an offset >= 0, got {before_offset!r}")
+        return retention.delete_records(self, row.id, row.full_name, partition, before_offset)
+
     def archive(self, stream: str | None = None) -> ArchiveReport:
         """Move sealed partitionlets older than their stream's `archive_after` to the
         archive tier (one Parquet file each; docs/ARCHIVE.md), of one stream or of all;

@@ -353,6 +353,24 @@ def _drop(
     return [(topic, pl, freed.get(pl.id, (0, 0))) for topic, pl in drops if pl.id in dropped]
 
 
+def delete_records(cluster: Cluster, topic_id: int, full: str, partition: int, offset: int) -> int:
+    """Drop the sealed partitionlets of a partition that lie wholly below `offset` (what
+    retention drops, by offset rather than by age); returns the partition's log start
+    after it. Messages below `offset` that share a partitionlet with later ones stay:
+    the engine drops whole partitionlets only."""
+    with chain_lock(cluster):
+        chain = cluster.catalog.chain(topic_id, partition)
+        drops = [
+            (full, pl) for pl in chain if pl.end_offset is not None and pl.end_offset <= offset
+        ]
+        if drops:
+            _drop(cluster, drops)
+        chain = cluster.catalog.chain(topic_id, partition)
+    if not chain:
+        return offset
+    return chain[0].base_offset
+
+
 # --- compaction ------------------------------------------------------------------------------
 
 

@@ -39,7 +39,6 @@ INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
-POLICY_VIOLATION = 44
 TOPIC_ALREADY_EXISTS = 36
 UNKNOWN_TOPIC_ID = 100
 
@@ -373,11 +372,10 @@ def _config_entry(
 # v0 to v2 (flexible from v2)
 @api(DeleteRecordsRequest, DeleteRecordsResponse, (0, 2))
 def delete_records(session: Any, request: Any, version: int) -> Any:
-    """Kafka moves a partition's log start to the offset given. The engine drops messages
-    by retention only (whole partitionlets whose messages have all expired, `ttl`) and has
-    no call that drops them below an offset, so a delete that would remove a record is
-    refused with POLICY_VIOLATION; one below the log start (nothing left to delete) succeeds
-    with the log start as the low watermark, as in Kafka."""
+    """Kafka moves a partition's log start to the offset given. The engine drops whole
+    partitionlets only (`Cluster.delete_records`, as retention does), so the low watermark
+    answered is where the log starts after it: the offset asked for when a partitionlet
+    ends there, below it when one straddles it, as Kafka's answer carries the truth."""
     broker = session.broker
     R = DeleteRecordsResponse.DeleteRecordsTopicResult
     P = R.DeleteRecordsPartitionResult
@@ -397,25 +395,22 @@ def delete_records(session: Any, request: Any, version: int) -> Any:
                 if not 0 <= p.partition_index < len(info.partitions):
                     code = codes.UNKNOWN_TOPIC_OR_PARTITION
                 else:
-                    low, code = _delete_below(full, info.partitions[p.partition_index], p.offset)
+                    low, code = _delete_below(
+                        broker, full, info.partitions[p.partition_index], p.offset
+                    )
             parts.append(P(partition_index=p.partition_index, low_watermark=low, error_code=code))
         topics.append(R(name=topic.name, partitions=parts))
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
 
-def _delete_below(full: str, partition: Any, offset: int) -> tuple[int, int]:
+def _delete_below(broker: Any, full: str, partition: Any, offset: int) -> tuple[int, int]:
     start, end = partition.log_start_offset, partition.high_watermark
     target = end if offset == -1 else offset  # -1: everything up to the high watermark
     if not 0 <= target <= end:
         return start, codes.OFFSET_OUT_OF_RANGE
     if target <= start:
         return start, codes.NONE
-    log.info(
-        "DeleteRecords of %s[%d] below offset %d refused: the engine drops messages by "
-        "retention (the stream's ttl) only; the log starts at %d",
-        full,
-        partition.partition,
-        target,
-        start,
-    )
-    return start, POLICY_VIOLATION
+    try:
+        return broker.cluster.delete_records(full, partition.partition, target), codes.NONE
+    except errors.PartitionletError as exc:
+        return start, codes.of(exc)

@@ -22,7 +22,8 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.admin import NewPartitions as KNewPartitions
 from kafka.admin import NewTopic as KNewTopic
 
-from engine import Producer, errors
+from engine import Cluster, Consumer, Producer, TopicPartition, errors
+from engine.wire import KafkaServer
 
 # The policies under test and the Kafka configs they must show as
 EDITED = {
@@ -165,22 +166,47 @@ def test_confluent_errors(wire, ck, locked):
     assert _code(missing) == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
-def test_confluent_delete_records_below_the_log_start_only(wire, ck):
-    producer = Producer(wire.cluster)
-    for i in range(3):
-        producer.send("/kafka:ck-records", value=b"%d" % i, partition=0)
-    producer.flush()
-    producer.close()
-    futures = ck.delete_records([CKTP("ck-records", 0, 0)])
-    (done,) = futures.values()
-    assert done.result(timeout=30).low_watermark == 0  # nothing below offset 0: done
-    # the engine cannot move the log start to an offset: refused, nothing dropped
-    (refused,) = ck.delete_records([CKTP("ck-records", 0, 2)]).values()
-    assert _code(refused) == KafkaError.POLICY_VIOLATION
-    (past,) = ck.delete_records([CKTP("ck-records", 0, 9)]).values()
-    assert _code(past) == KafkaError.OFFSET_OUT_OF_RANGE
-    part = wire.cluster.topic("/kafka:ck-records").partitions[0]
-    assert (part.log_start_offset, part.log_end_offset) == (0, 3)
+def test_confluent_delete_records_drops_whole_partitionlets(tmp_path):
+    """DeleteRecords drops the partitionlets that lie wholly below the offset (what retention
+    drops); the low watermark answered is where the log then starts, also when a
+    partitionlet straddles the offset."""
+    with Cluster.open(tmp_path / "c", partitionlet_bytes=250) as cluster:
+        cluster.create_stream("/kafka")
+        cluster.create_topic("/kafka:records")
+        with Producer(cluster, acks=1) as producer:
+            for _ in range(4):  # four partitionlets of two 150-byte messages each
+                producer.send("/kafka:records", value=bytes(150), partition=0)
+                producer.send("/kafka:records", value=bytes(150), partition=0)
+                producer.flush()
+        lets = cluster.topic("/kafka:records").partitions[0].partitionlets
+        assert [(p.base_offset, p.last_offset) for p in lets[:4]] == [
+            (0, 1),
+            (2, 3),
+            (4, 5),
+            (6, 7),
+        ]
+        with KafkaServer(cluster, listen=("127.0.0.1", 0)) as server:
+            host, port = server.address
+            ck = AdminClient({"bootstrap.servers": f"{host}:{port}"})
+            (done,) = ck.delete_records([CKTP("records", 0, 0)]).values()
+            assert done.result(timeout=30).low_watermark == 0  # nothing below offset 0
+            (done,) = ck.delete_records([CKTP("records", 0, 4)]).values()
+            assert done.result(timeout=30).low_watermark == 4  # a partitionlet ends there
+            (done,) = ck.delete_records([CKTP("records", 0, 7)]).values()
+            assert done.result(timeout=30).low_watermark == 6  # 6 shares one with 7: stays
+            (past,) = ck.delete_records([CKTP("records", 0, 9)]).values()
+            assert _code(past) == KafkaError.OFFSET_OUT_OF_RANGE
+        part = cluster.topic("/kafka:records").partitions[0]
+        assert (part.log_start_offset, part.log_end_offset) == (6, 8)
+        consumer = Consumer(cluster, enable_auto_commit=False, auto_offset_reset="earliest")
+        consumer.assign([TopicPartition("/kafka:records", 0)])
+        assert [r.offset for rs in consumer.poll(timeout_ms=2000).values() for r in rs] == [6, 7]
+        consumer.close()
+
+
+def test_delete_records_is_refused_without_topic_perm(wire, ck, locked):
+    (refused,) = ck.delete_records([CKTP("/locked-open:t", 0, 0)]).values()
+    assert _code(refused) == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 # --- kafka-python --------------------------------------------------------------------------
@@ -240,6 +266,6 @@ def test_kafka_python_errors(wire, kp, locked):
     producer.send("/kafka:kp-exists", value=b"x", partition=0)
     producer.flush()
     producer.close()
-    with pytest.raises(kerrors.PolicyViolationError):
-        kp.delete_records({KTP("kp-exists", 0): 1})
+    # offset 1 is inside the active partitionlet, which stays: the log still starts at 0
+    kp.delete_records({KTP("kp-exists", 0): 1})
     assert wire.cluster.topic("/kafka:kp-exists").partitions[0].log_start_offset == 0
