@@ -28,6 +28,11 @@ class ConsoleCommands(Provider):
         ]
         actions += [
             ("Produce a message", "to the current topic", app.action_produce),
+            (
+                "Register a schema",
+                "for the current topic's values or keys",
+                lambda: app.query_one("#messages").action_register_schema(),  # type: ignore[attr-defined]
+            ),
             ("Follow the tail", "turn following on or off", app.action_follow),
             ("Seek", "by offset or time in the Messages tab", app.action_seek),
             ("Reset group offsets", "of the chosen group", app.action_reset_group),

@@ -15,10 +15,15 @@ def as_text(data: Any) -> str:
     return "null" if raw is None else raw.decode("utf-8", errors="replace")
 
 
-def preview(data: Any, width: int = 60) -> str:
+def preview(data: Any, width: int = 60, decoder: Any = None) -> str:
     """One line: newlines and control characters shown as symbols, cut at `width`;
-    bytes that are not UTF-8 as hex, which says more than replacement characters."""
+    bytes that are not UTF-8 as hex, which says more than replacement characters; data in
+    the Confluent wire format decoded with its schema when `decoder` has it."""
     raw = as_bytes(data)
+    if decoder is not None:
+        view = shown(raw, "json", decoder=decoder)
+        if view.note.startswith("decoded"):
+            return view.line(width)
     if raw is not None:
         try:
             raw.decode("utf-8")
@@ -28,9 +33,11 @@ def preview(data: Any, width: int = 60) -> str:
     return shown(raw).line(width)
 
 
-def render(data: Any, mode: str) -> str:
-    """The whole value in one of VIEW_MODES (engine.client.rendering, as the web shows it)."""
-    view = shown(data, mode)
+def render(data: Any, mode: str, decoder: Any = None) -> str:
+    """The whole value in one of VIEW_MODES (engine.client.rendering, as the web shows it);
+    with a `decoder` (engine.client.schemas.SchemaDecoder), data in the Confluent wire
+    format decoded with its schema, noted with the schema's subject, version and id."""
+    view = shown(data, mode, decoder=decoder)
     if view.kind == "null":
         return "null (a tombstone)" if mode == "text" else "null"
     if mode == "hex" and not view.text:

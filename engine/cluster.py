@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import fcntl
 import os
+import re
 import threading
 import time
 import uuid
@@ -56,6 +57,7 @@ from engine.records import (
     GroupInfo,
     GroupPartitionInfo,
     MemberInfo,
+    OffsetResetPlan,
     PartitionInfo,
     PartitionletInfo,
     StreamInfo,
@@ -71,6 +73,7 @@ from engine.storage.segments import Placement
 from engine.storage.volume import ACTIVE, PartitionletState, Volume
 
 if TYPE_CHECKING:  # engine.replication imports this module
+    from engine.client.schemas import SchemaRegistry
     from engine.ops.archive import ArchiveReport
     from engine.replication import ReplicaInfo, UpstreamInfo
     from engine.replication.http import ReplicationTokenInfo
@@ -354,6 +357,15 @@ class Cluster:
     def jobs(self) -> JobTable:
         """The replay job records (engine.storage.jobs), which spark_tasks.jobs keeps."""
         return self._cat.jobs
+
+    @property
+    def schemas(self) -> SchemaRegistry:
+        """The schema registry (engine.client.schemas, docs/SCHEMAS.md): Avro, Protobuf
+        and JSON Schema texts by subject and global id, guarded by the streams' ACEs."""
+        self.check_open()
+        from engine.client.schemas import SchemaRegistry
+
+        return SchemaRegistry(self)
 
     @property
     def placement(self) -> Placement:
@@ -795,13 +807,35 @@ class Cluster:
             )
 
     def reset_offsets(
-        self, group_id: str, topic: str, to: str | int | datetime
+        self,
+        group_id: str,
+        topic: str,
+        to: str | int | datetime,
+        *,
+        partitions: Sequence[int] | None = None,
     ) -> dict[TopicPartition, int]:
-        """Set the group's committed offsets in every partition of `topic` to "earliest",
-        "latest", an offset or the first message at or after a time. A naive datetime is
-        UTC (DESIGN.md: a time without a zone is UTC), not the machine's local time. The
-        group must have no live members (as Kafka requires), so nobody commits over the
-        reset."""
+        """Set the group's committed offsets in every partition of `topic` (or those of
+        `partitions`) to "earliest", "latest", an offset, the first message at or after a
+        time, or the committed offset shifted by N ("shift:-N", "shift:+N"); offsets and
+        shifts are clamped to what the partition holds. A naive datetime is UTC
+        (DESIGN.md: a time without a zone is UTC), not the machine's local time. The group
+        must have no live members (as Kafka requires), so nobody commits over the reset.
+        Applies exactly what `plan_offset_reset` gives, in one transaction."""
+        plans = self.plan_offset_reset(group_id, topic, to, partitions=partitions)
+        return self.apply_offset_reset(group_id, plans)
+
+    def plan_offset_reset(
+        self,
+        group_id: str,
+        topic: str,
+        to: str | int | datetime,
+        *,
+        partitions: Sequence[int] | None = None,
+    ) -> list[OffsetResetPlan]:
+        """What `reset_offsets` with the same arguments would do, per partition (in
+        partition order), without changing anything: a preview. Raises as it does (live
+        members, admin_perm, a bad target or partition; a shift where the group has no
+        committed offset)."""
         self.check_open()
         if not isinstance(group_id, str) or not group_id:
             raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
@@ -809,44 +843,121 @@ class Cluster:
         self.authorize(
             self.catalog.stream_by_id(row.stream_id), "admin_perm", what="reset group offsets on"
         )
+        kind, value = _reset_target(to)
+        chosen = _reset_partitions(partitions, row)
         now = time.time_ns() // 1_000_000
-        members = self.catalog.group_members(group_id, now)
-        if members:
-            raise IllegalState(
-                f"group {group_id!r} has {len(members)} live member(s); stop its consumers "
-                "before resetting its offsets"
-            )
-        if isinstance(to, datetime):
-            to_ms: int | None = times.datetime_ms(to)
-        elif to in ("earliest", "latest") or (
-            isinstance(to, int) and not isinstance(to, bool) and to >= 0
-        ):
-            to_ms = None
-        else:
-            raise InvalidOffset(
-                f"reset to 'earliest', 'latest', an offset >= 0 or a datetime, not {to!r}"
-            )
-        stream = self.catalog.stream_by_id(row.stream_id)
-        ttl = policies.check_stored(stream.path, stream.policies)["ttl"]  # an old catalog's
-        cutoff = now - ttl * 1000 if ttl else None
-        result = {}
-        for partition in range(row.partitions):
+        self._refuse_live_members(group_id, now, "resetting its offsets")
+        cutoff = None
+        if kind == "time":
+            stream = self.catalog.stream_by_id(row.stream_id)
+            ttl = policies.check_stored(stream.path, stream.policies)["ttl"]  # an old catalog's
+            cutoff = now - ttl * 1000 if ttl else None
+        current = {(t, p): o for t, p, o, _ in self.catalog.group_offsets(group_id) if t == row.id}
+        plans = []
+        for partition in chosen:
             log = PartitionLog(self, row.id, partition, row.full_name)
             start, end = log.start_offset(), log.end_offset()
-            if to == "earliest":
+            committed = current.get((row.id, partition))
+            if kind == "earliest":
                 offset = start
-            elif to == "latest":
+            elif kind == "latest":
                 offset = end
-            elif to_ms is not None:
-                found = log.offset_for_time(to_ms, cutoff)
+            elif kind == "time":
+                found = log.offset_for_time(value, cutoff)
                 offset = end if found is None else found.offset
+            elif kind == "shift":
+                if committed is None:
+                    raise InvalidOffset(
+                        f"cannot shift the offset of {row.full_name}[{partition}]: group "
+                        f"{group_id!r} has no committed offset there"
+                    )
+                offset = min(max(committed + value, start), end)  # as Kafka's --shift-by
             else:
-                offset = min(max(int(to), start), end)  # type: ignore[arg-type]
-            result[TopicPartition(row.full_name, partition)] = offset
-        self.catalog.commit_offsets(
-            group_id, [(row.id, tp.partition, o, "") for tp, o in result.items()]
-        )
-        return result
+                offset = min(max(value, start), end)
+            plans.append(OffsetResetPlan(row.full_name, partition, committed, offset, start, end))
+        return plans
+
+    def apply_offset_reset(
+        self, group_id: str, plans: Sequence[OffsetResetPlan]
+    ) -> dict[TopicPartition, int]:
+        """Commit exactly the new offsets of `plans` (from `plan_offset_reset`), in one
+        transaction. Raises IllegalState, changing nothing, when the group has live members
+        or a partition's committed offset is no longer the plan's `current`, and
+        InvalidOffset when a new offset is now outside the log (retention moved its start):
+        plan again then."""
+        self.check_open()
+        if not isinstance(group_id, str) or not group_id:
+            raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
+        if not plans or not all(isinstance(p, OffsetResetPlan) for p in plans):
+            raise InvalidArgument("plans must be a non-empty list of OffsetResetPlan")
+        rows: dict[str, TopicRow] = {}
+        commits = []
+        for plan in plans:
+            if plan.topic not in rows:
+                rows[plan.topic] = row = self._topic_row(plan.topic)
+                self.authorize(
+                    self.catalog.stream_by_id(row.stream_id),
+                    "admin_perm",
+                    what="reset group offsets on",
+                )
+            row = rows[plan.topic]
+            _reset_partitions([plan.partition], row)
+            log = PartitionLog(self, row.id, plan.partition, row.full_name)
+            if not log.start_offset() <= plan.new <= log.end_offset():
+                raise InvalidOffset(
+                    f"offset {plan.new:,} is no longer in {plan.topic}[{plan.partition}] "
+                    f"({log.start_offset():,} to {log.end_offset():,}): plan the reset again"
+                )
+            commits.append((row.id, plan.partition, plan.new, ""))
+        store = self.catalog.memberships
+        now = time.time_ns() // 1_000_000
+        with store.write():
+            self._refuse_live_members(group_id, now, "resetting its offsets")
+            current = store.offsets(group_id)
+            for plan, (topic_id, partition, _, _) in zip(plans, commits, strict=True):
+                if current.get((topic_id, partition)) != plan.current:
+                    raise IllegalState(
+                        f"the committed offset of group {group_id!r} in "
+                        f"{plan.topic}[{partition}] changed since the plan: plan the reset again"
+                    )
+            store.commit(group_id, commits, now)
+        return {TopicPartition(p.topic, p.partition): p.new for p in plans}
+
+    def delete_group(self, group_id: str) -> None:
+        """Remove a group: its committed offsets, assignment and expired members. Refused
+        (IllegalState) while it has live members, engine consumers or Kafka clients of a
+        wire listener; needs admin_perm on every stream it has offsets in."""
+        self.check_open()
+        if not isinstance(group_id, str) or not group_id:
+            raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
+        catalog = self.catalog
+        now = time.time_ns() // 1_000_000
+        if (
+            catalog.group_state(group_id) is None
+            and not catalog.group_offsets(group_id)
+            and not catalog.group_members(group_id, now)
+        ):
+            raise UnknownGroup(f"consumer group {group_id!r} does not exist")
+        self._refuse_live_members(group_id, now, "deleting it")
+        streams = set()
+        for topic_id, _, _, _ in catalog.group_offsets(group_id):
+            row = catalog.topic_by_id(topic_id)
+            if row is not None:  # offsets of a deleted topic need nobody's permission
+                streams.add(row.stream_id)
+        for stream_id in sorted(streams):
+            self.authorize(catalog.stream_by_id(stream_id), "admin_perm", what="delete groups of")
+        store = catalog.memberships
+        with store.write():
+            self._refuse_live_members(group_id, now, "deleting it")
+            store.delete_group(group_id)
+
+    def _refuse_live_members(self, group_id: str, now: int, doing: str) -> None:
+        kinds = self.catalog.memberships.live_kinds(group_id, now)
+        if kinds:
+            count = len(self.catalog.group_members(group_id, now))
+            raise IllegalState(
+                f"group {group_id!r} has {count} live member(s); stop its consumers before {doing}"
+            )
 
     # --- scan plans (engine.storage.scan; docs/SPARK.md) -----------------------------------
 
@@ -1288,3 +1399,43 @@ def _partition_info(topic: str, number: int, lets: list[PartitionletInfo]) -> Pa
         sum(p.bytes for p in lets),
         lets,
     )
+
+
+_SHIFT = re.compile(r"shift:([+-]?[0-9]{1,18})", re.ASCII)
+
+
+def _reset_target(to: object) -> tuple[str, int]:
+    """(kind, value) of a reset target: ("earliest"|"latest", 0), ("offset", N),
+    ("time", ms) or ("shift", ±N)."""
+    if isinstance(to, datetime):
+        return "time", times.datetime_ms(to)
+    if to in ("earliest", "latest"):
+        return str(to), 0
+    if isinstance(to, int) and not isinstance(to, bool) and to >= 0:
+        return "offset", to
+    if isinstance(to, str) and (m := _SHIFT.fullmatch(to)):
+        return "shift", int(m.group(1))
+    raise InvalidOffset(
+        "reset to 'earliest', 'latest', an offset >= 0, a datetime or 'shift:-N'/'shift:+N', "
+        f"not {to!r}"
+    )
+
+
+def _reset_partitions(partitions: object, row: TopicRow) -> list[int]:
+    """The sorted distinct partitions of a reset; every one when `partitions` is None."""
+    if partitions is None:
+        return list(range(row.partitions))
+    if isinstance(partitions, (str, bytes)) or not isinstance(partitions, Sequence | set):
+        raise InvalidArgument(f"partitions must be a list of partition numbers, not {partitions!r}")
+    chosen = set()
+    for p in partitions:
+        if not isinstance(p, int) or isinstance(p, bool):
+            raise InvalidPartition(f"a partition is a whole number, not {p!r}")
+        if not 0 <= p < row.partitions:
+            raise InvalidPartition(
+                f"{row.full_name} has partitions 0 to {row.partitions - 1}, not {p}"
+            )
+        chosen.add(p)
+    if not chosen:
+        raise InvalidArgument("partitions must name at least one partition (None: all)")
+    return sorted(chosen)

@@ -192,3 +192,25 @@ class GroupInfo:
     @property
     def lag(self) -> int:
         return sum(p.lag for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class OffsetResetPlan:
+    """What resetting a group's offset in one partition would do (`Cluster.plan_offset_reset`):
+    the committed offset now (None: none yet), the new one, and the partition's log bounds
+    when planned. Lags count from offset 0 when nothing is committed, as `GroupPartitionInfo`."""
+
+    topic: str
+    partition: int
+    current: int | None
+    new: int
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def lag_before(self) -> int:
+        return self.log_end_offset - (self.current or 0)
+
+    @property
+    def lag_after(self) -> int:
+        return self.log_end_offset - self.new

@@ -119,6 +119,14 @@ def create_app(
         app.register_blueprint(blueprint)
     app.register_blueprint(api, url_prefix="/api/v1")
     security.exempt(api)
+    # the Confluent Schema Registry subset (docs/SCHEMAS.md): an API for Kafka clients,
+    # authenticated by its Authorization header, never a cookie, so outside CSRF too
+    from web.registry import registry
+    from web.schemas import schemas
+
+    app.register_blueprint(schemas)  # the topic page's Schemas part
+    app.register_blueprint(registry, url_prefix="/registry")
+    security.exempt(registry)
     register_error_handlers(app)
     return app
 

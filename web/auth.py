@@ -32,7 +32,7 @@ auth = Blueprint("auth", __name__)
 
 # Endpoints open without a session: the login page, assets, and the API (tokens).
 _PUBLIC_ENDPOINTS = {"auth.login", "static", "assets.vendor", "assets.favicon"}
-_PUBLIC_BLUEPRINTS = {"api"}
+_PUBLIC_BLUEPRINTS = {"api", "registry"}  # both authenticate by header
 # The session cookie's key for the server-side session id.
 SESSION_ID = "sid"
 

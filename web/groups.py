@@ -1,20 +1,29 @@
 """Consumer groups: the list with state, members and lag; a group's members, assignment,
-committed offsets and lag per partition; and resetting its offsets on one of its topics.
+committed offsets and lag per partition; resetting its offsets on one of its topics (all
+partitions or some, to earliest, latest, an offset, a time or shifted by N), with a
+preview of the new offsets and lags before applying; and deleting a group.
 
 Group metadata (ids, members, offsets) is shown to every logged-in user, as the engine's
-`groups()` checks no ACE; resetting offsets needs `admin_perm` on the topic's stream, which
-`Cluster.reset_offsets` checks as the logged-in user.
+`groups()` checks no ACE; previewing and resetting offsets, and deleting a group, need
+`admin_perm` on the streams concerned, which `Cluster.plan_offset_reset`,
+`apply_offset_reset` and `delete_group` check as the logged-in user.
+
+The preview's Apply sends the previewed plan back (partition, committed offset, new
+offset); the server plans again from the same form and applies only if both agree, so what
+is applied is exactly what was shown, or the user is told the log moved and sees the new
+preview.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from flask import Blueprint, make_response, request
+from flask import Blueprint, make_response, redirect, request, url_for
 
 from engine import errors, times
-from engine.records import GroupInfo, TopicPartition
+from engine.records import GroupInfo, OffsetResetPlan, TopicPartition
 from web.messages import MAX_WHOLE, whole
 from web.pages import cluster, render, wants_partial
 
@@ -22,7 +31,9 @@ groups = Blueprint("groups", __name__)
 
 # The CSS class of each of Kafka's group states (app.css: .state-<class>).
 _STATE_CLASSES = {"Stable": "stable", "Empty": "empty", "PreparingRebalance": "rebalancing"}
-RESET_TARGETS = ("earliest", "latest", "offset", "time")
+RESET_TARGETS = ("earliest", "latest", "offset", "time", "shift")
+MAX_SHIFT = 10**18 - 1  # the engine's "shift:±N" takes up to 18 digits
+_MAX_PARTITION_TEXT = 2000  # the "Partitions" field: more than any real list
 
 
 @groups.app_template_filter("group_state_class")
@@ -43,15 +54,42 @@ def group_topics(info: GroupInfo) -> list[str]:
     return sorted(names)
 
 
+def parse_partitions(text: str) -> list[int] | None:
+    """ "0, 2, 5-7" -> [0, 2, 5, 6, 7]; blank -> None (every partition). Raises
+    InvalidArgument for anything else."""
+    text = text.strip()
+    if not text:
+        return None
+    if len(text) > _MAX_PARTITION_TEXT:
+        raise errors.InvalidArgument("too long: list partitions as 0, 2, 5-7")
+    chosen: set[int] = set()
+    for part in text.split(","):
+        low, dash, high = part.strip().partition("-")
+        bounds = [low.strip(), high.strip()] if dash else [low.strip()]
+        if not all(b.isascii() and b.isdigit() and len(b) <= 6 for b in bounds):
+            raise errors.InvalidArgument(
+                f"partitions are numbers or ranges such as 0, 2, 5-7, not {part.strip()[:40]!r}"
+            )
+        first, last = int(bounds[0]), int(bounds[-1])
+        if last < first or last - first > 100_000:
+            raise errors.InvalidArgument(f"the range {part.strip()!r} is empty or too wide")
+        chosen.update(range(first, last + 1))
+    return sorted(chosen)
+
+
 @dataclass
 class ResetForm:
-    """The reset form's values as typed, its errors per field, and the outcome."""
+    """The reset form's values as typed, its errors per field, the preview and the outcome."""
 
     topic: str = ""
     to: str = "earliest"
     offset: str = ""
     time: str = ""
+    shift: str = ""
+    partitions: str = ""
     errors: dict[str, str] = field(default_factory=dict)
+    plan: list[OffsetResetPlan] | None = None  # the preview shown
+    moved: bool = False  # Apply found the log or the offsets changed since the preview
     result: dict[TopicPartition, int] | None = None
 
     @classmethod
@@ -62,7 +100,16 @@ class ResetForm:
             to=(form.get("to") or "").strip(),
             offset=(form.get("offset") or "").strip(),
             time=(form.get("time") or "").strip(),
+            shift=(form.get("shift") or "").strip(),
+            partitions=(form.get("partitions") or "").strip(),
         )
+
+    def chosen_partitions(self) -> list[int] | None:
+        try:
+            return parse_partitions(self.partitions)
+        except errors.InvalidArgument as exc:
+            self.errors["partitions"] = str(exc)
+            return None
 
     def target(self, topics: list[str]) -> str | int | datetime | None:
         """What to reset to, as `reset_offsets` takes it; None (with `errors` set) if the
@@ -70,7 +117,7 @@ class ResetForm:
         if self.topic not in topics:
             self.errors["topic"] = "Choose one of the group's topics."
         if self.to not in RESET_TARGETS:
-            self.errors["to"] = "Choose earliest, latest, an offset or a time."
+            self.errors["to"] = "Choose earliest, latest, an offset, a time or a shift."
             return None
         if self.to == "offset":
             offset = whole(self.offset)  # ASCII digits that fit int64, else None
@@ -88,19 +135,60 @@ class ResetForm:
                 self.errors["time"] = str(exc)
                 return None
             return None if self.errors else moment
+        if self.to == "shift":
+            digits = self.shift[1:] if self.shift[:1] in ("+", "-") else self.shift
+            if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
+                self.errors["shift"] = (
+                    f"A shift is a whole number such as -100 or +5 (at most {MAX_SHIFT:,} "
+                    f"either way), not {self.shift[:40]!r}."
+                )
+                return None
+            return None if self.errors else f"shift:{int(self.shift):+d}"
         return None if self.errors else self.to
+
+
+def _posted_plan() -> list[tuple[int, int | None, int]] | None:
+    """The preview the Apply button sends back: [(partition, current, new)], or None if
+    it is missing or not that shape."""
+    try:
+        rows = json.loads(request.form.get("plan") or "")
+    except ValueError:
+        return None
+    ok = isinstance(rows, list) and all(
+        isinstance(r, list)
+        and len(r) == 3
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in (r[0], r[2]))
+        and (r[1] is None or (isinstance(r[1], int) and not isinstance(r[1], bool)))
+        for r in rows
+    )
+    return [tuple(r) for r in rows] if ok else None  # type: ignore[misc]
+
+
+def plan_json(plan: list[OffsetResetPlan]) -> str:
+    """The preview as the Apply button sends it back."""
+    return json.dumps([[p.partition, p.current, p.new] for p in plan])
+
+
+@groups.app_template_filter("reset_plan_json")
+def _reset_plan_json(plan: list[OffsetResetPlan]) -> str:
+    return plan_json(plan)
 
 
 @groups.route("/groups")
 def index():
-    return render("groups/index.html", "groups/_list.html", groups=cluster().groups())
+    deleted = request.args.get("deleted", "")[:300]
+    return render(
+        "groups/index.html", "groups/_list.html", groups=cluster().groups(), deleted=deleted
+    )
 
 
 @groups.route("/groups/<path:group_id>", methods=["GET", "POST"])
 def group(group_id: str):
-    """GET: the group page (or, for htmx polling, its live part). POST: reset offsets,
-    answered with the form (htmx: the form alone, and an `offsets-reset` event that makes
-    the live part reload at once)."""
+    """GET: the group page (or, for htmx polling, its live part). POST: preview
+    (`action=preview`), apply a preview (`action=apply` with `plan`), reset at once
+    (no action: the form without a preview), or delete the group (`action=delete`, then
+    with `confirm=yes`); the reset actions are answered with the form (htmx: the form
+    alone, and after a change an `offsets-reset` event that makes the live part reload)."""
     c = cluster()
     if request.method == "GET":
         info = c.group(group_id)
@@ -111,19 +199,42 @@ def group(group_id: str):
         )
 
     info = c.group(group_id)  # an unknown group is a 404, before anything is changed
+    action = request.form.get("action") or "reset"
+    if action == "delete":
+        return _delete(c, info)
     topics = group_topics(info)
     form = ResetForm.from_request()
     status = 200
     to = form.target(topics)
+    partitions = form.chosen_partitions()
+    if action not in ("reset", "preview", "apply"):
+        form.errors["form"] = "Unknown action: use Preview or Apply."
+    posted = _posted_plan() if action == "apply" else None
+    if action == "apply" and posted is None and not form.errors:
+        form.errors["form"] = "The preview sent back is missing or damaged: preview again."
     if form.errors:
         status = 400
     else:
         try:
-            form.result = c.reset_offsets(group_id, form.topic, to)  # type: ignore[arg-type]
+            plan = c.plan_offset_reset(group_id, form.topic, to, partitions=partitions)  # type: ignore[arg-type]
+            if action == "preview":
+                form.plan = plan
+            elif action == "apply" and [(p.partition, p.current, p.new) for p in plan] != posted:
+                form.plan, form.moved, status = plan, True, 409
+                form.errors["form"] = (
+                    "The log or the group's offsets moved since the preview: nothing was "
+                    "changed. Check the new preview below and apply again."
+                )
+            else:
+                form.result = c.apply_offset_reset(group_id, plan)
         except errors.AccessDenied as exc:
             form.errors["form"], status = str(exc), 403
         except errors.IllegalState as exc:  # live members: Kafka refuses too
             form.errors["form"], status = str(exc), 409
+        except errors.InvalidPartition as exc:
+            form.errors["partitions"], status = str(exc), 400
+        except errors.InvalidOffset as exc:  # a shift where nothing is committed, ...
+            form.errors["shift" if form.to == "shift" else "form"], status = str(exc), 400
         except (errors.NotFound, ValueError) as exc:  # topic deleted meanwhile, bad offset
             form.errors["form"], status = str(exc), 400
         info = c.group(group_id)
@@ -136,3 +247,24 @@ def group(group_id: str):
             response.headers["HX-Trigger"] = "offsets-reset"
         return response
     return render("groups/group.html", group=info, form=form, topics=topics), status
+
+
+def _delete(c, info: GroupInfo):
+    """POST `action=delete` (on the group's own URL: a group id may hold "/", so no
+    sub-path could be told from it). Two steps: without `confirm=yes`, a page that asks;
+    with it, delete the group and go to the list (htmx: by HX-Redirect)."""
+    group_id = info.group_id
+    if request.form.get("confirm") != "yes":
+        return render("groups/delete.html", group=info, error="")
+    try:
+        c.delete_group(group_id)
+    except errors.AccessDenied as exc:
+        return render("groups/delete.html", group=info, error=str(exc)), 403
+    except errors.IllegalState as exc:  # a consumer joined meanwhile
+        return render("groups/delete.html", group=c.group(group_id), error=str(exc)), 409
+    except errors.NotFound:  # deleted meanwhile by someone else: the outcome wanted
+        pass
+    target = url_for("groups.index", deleted=group_id)
+    if wants_partial():
+        return "", 200, {"HX-Redirect": target}
+    return redirect(target, code=303)

@@ -22,6 +22,7 @@ from engine import ConsumerRecord
 from engine.client import browse
 from engine.client.browse import DEFAULT_LIMIT, MAX_LIMIT, BadQuery, Page, Query, iso_ms
 from engine.client.rendering import FORMATS, Shown, shown, visible
+from engine.client.schemas import SchemaDecoder
 from engine.records import LOG_APPEND_TIME, TopicInfo
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "BadInput", "MAX_WHOLE", "whole"]
@@ -204,13 +205,21 @@ class MessageView:
     headers: list[tuple[str, Shown]]
 
 
-def view(record: ConsumerRecord, fmt: str) -> MessageView:
+def decoder(topic: str | None = None) -> SchemaDecoder:
+    """Decodes keys and values (of `topic`) in the Confluent wire format with the registry,
+    as the request's user (one per page: it keeps the schemas it read)."""
+    from web.pages import cluster
+
+    return SchemaDecoder(cluster().schemas, topic=topic)
+
+
+def view(record: ConsumerRecord, fmt: str, decoder: SchemaDecoder | None = None) -> MessageView:
     return MessageView(
         record.partition,
         record.offset,
         record.timestamp,
         "log-append" if record.timestamp_type == LOG_APPEND_TIME else "create",
-        shown(record.key, fmt, say_not_json=False),
-        shown(record.value, fmt),
+        shown(record.key, fmt, say_not_json=False, decoder=decoder),
+        shown(record.value, fmt, decoder=decoder),
         [(visible(name), shown(v, fmt, say_not_json=False)) for name, v in record.headers or ()],
     )

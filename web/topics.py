@@ -19,6 +19,8 @@ from flask import Blueprint, Response, abort, request, stream_with_context
 from engine import Producer, errors, times
 from engine.client import browse
 from engine.client.browse import FORWARD, NEWEST, BadQuery, Browser
+from engine.client.schemas import RegisteredSchema
+from engine.client.schemas import encode as encode_with_schema
 from engine.headers import parse_headers
 from engine.records import TopicInfo
 from web import messages as msgs
@@ -43,7 +45,9 @@ def _status(status: int) -> int:
 
 
 def _rows(records: list, fmt: str) -> list[msgs.MessageView]:
-    return [msgs.view(r, fmt) for r in records]
+    # values in the Confluent wire format show decoded
+    decoder = msgs.decoder(records[0].topic if records else None)
+    return [msgs.view(r, fmt, decoder) for r in records]
 
 
 @topics.context_processor
@@ -95,10 +99,25 @@ def _browse(info: TopicInfo, args: Any) -> dict[str, Any]:
     }
 
 
+def _value_schema(info: TopicInfo) -> RegisteredSchema | None:
+    """The latest schema of the topic's values (docs/SCHEMAS.md), which the produce form
+    offers to encode with; None when there is none or the user may not read it."""
+    try:
+        return cluster().schemas.for_topic(info.name)
+    except errors.PartitionletError:
+        return None
+
+
 def _page_context(info: TopicInfo) -> dict[str, Any]:
     return {
         "topic": info,
-        "produce": {"form": {}, "errors": {}, "result": None, "error": None},
+        "produce": {
+            "form": {},
+            "errors": {},
+            "result": None,
+            "error": None,
+            "schema": _value_schema(info),
+        },
     }
 
 
@@ -247,7 +266,15 @@ def _produce(info: TopicInfo, form: Any) -> tuple[dict[str, Any], int]:
     """Send one message from the form; the produce part's context and a status."""
     values = {field: form.get(field, "") for field in PRODUCE_FIELDS}
     values["null_value"] = bool(form.get("null_value"))
-    state: dict[str, Any] = {"form": values, "errors": {}, "result": None, "error": None}
+    values["encode"] = bool(form.get("encode"))
+    schema = _value_schema(info)
+    state: dict[str, Any] = {
+        "form": values,
+        "errors": {},
+        "result": None,
+        "error": None,
+        "schema": schema,
+    }
     problems: dict[str, str] = {}
     partition = None
     raw = values["partition"].strip()
@@ -270,6 +297,14 @@ def _produce(info: TopicInfo, form: Any) -> tuple[dict[str, Any], int]:
     # browsers send a textarea's line breaks as CRLF: store what the user typed, LF
     key = values["key"].replace("\r\n", "\n").encode() if values["key"] else None
     value = None if values["null_value"] else values["value"].replace("\r\n", "\n").encode()
+    if value is not None and values["encode"]:
+        # JSON in the form, the Confluent wire format with the topic's schema in the message
+        if schema is None:
+            return state | {"errors": {"value": "this topic's values have no schema"}}, 400
+        try:
+            value = encode_with_schema(cluster().schemas, schema, values["value"])
+        except errors.InvalidArgument as exc:
+            return state | {"errors": {"value": f"Not valid for the schema: {exc}"}}, 400
     producer = Producer(cluster(), acks="all")
     try:
         future = producer.send(

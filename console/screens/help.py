@@ -30,6 +30,7 @@ time (**… more** loads the next page). The search box above it narrows the tre
 | `v` | anywhere | show the value as text, JSON or hex |
 | `ctrl+s` | Policies | save the form (checked by the engine and the admin ACE) |
 | `o` | Groups | reset the chosen group's offsets |
+| `delete` | Groups | delete the chosen group (asks first; not while it has live members) |
 | `space` | Replication | pause or resume the chosen link |
 | `n` / `x` | Replays | start a replay job / cancel the chosen one |
 

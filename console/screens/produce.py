@@ -15,8 +15,11 @@ from textual.widgets import Button, Checkbox, Input, Label, Static, TextArea
 from console.messages import Loaded
 from console.widgets.pane import note
 from engine import Producer, RecordMetadata
+from engine.client.schemas import RegisteredSchema, encode
 from engine.errors import InvalidArgument
 from engine.headers import FORM_HELP, parse_headers
+
+_SCHEMA_SEQ = -1  # the Loaded message that brings the topic's schema
 
 
 class ProduceScreen(ModalScreen[RecordMetadata | None]):
@@ -32,6 +35,7 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
         self.topic = topic
         self.partitions = partitions
         self._seq = 0
+        self.schema: RegisteredSchema | None = None  # of the topic's values, once loaded
 
     def compose(self) -> ComposeResult:
         with Vertical(id="produce-dialog", classes="dialog"):
@@ -42,6 +46,10 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
             yield TextArea(id="produce-value")
             # a null value deletes the key in a compacted stream: not the same as empty
             yield Checkbox("Null value (a tombstone)", id="produce-null")
+            # shown once a worker found a schema for the topic's values (docs/SCHEMAS.md)
+            encode = Checkbox("Encode with schema", id="produce-encode")
+            encode.display = False
+            yield encode
             yield Label(f"Headers ({FORM_HELP})")
             yield TextArea(id="produce-headers")
             hint = f"0-{self.partitions - 1}, " if self.partitions else ""
@@ -54,6 +62,17 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
 
     def on_mount(self) -> None:
         self.query_one("#produce-key", Input).focus()
+        self._load_schema()
+
+    @work(thread=True, group="produce-schema")
+    def _load_schema(self) -> None:
+        cluster: Any = self.app.cluster  # type: ignore[attr-defined]
+        try:
+            schema = cluster.schemas.for_topic(self.topic)
+        except Exception:  # no registry access: the dialog sends bytes as before
+            schema = None
+        if schema is not None:
+            self.post_message(Loaded(_SCHEMA_SEQ, schema))
 
     @on(Button.Pressed, "#produce-cancel")
     def action_cancel(self) -> None:
@@ -65,6 +84,8 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
         key_text = self.query_one("#produce-key", Input).value
         value = self.query_one("#produce-value", TextArea).text
         null = self.query_one("#produce-null", Checkbox).value
+        encode = self.query_one("#produce-encode", Checkbox)
+        schema = self.schema if encode.display and encode.value and not null else None
         partition_text = self.query_one("#produce-partition", Input).value.strip()
         try:
             headers = parse_headers(self.query_one("#produce-headers", TextArea).text)
@@ -84,6 +105,7 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
             None if null else value.encode(),
             headers,
             partition,
+            schema,
         )
 
     @work(thread=True, group="produce")
@@ -94,9 +116,15 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
         value: bytes | None,
         headers: list[tuple[str, bytes]],
         partition: int | None,
+        schema: RegisteredSchema | None = None,
     ) -> None:
         cluster: Any = self.app.cluster  # type: ignore[attr-defined]
         try:
+            if schema is not None and value is not None:
+                try:  # the value is JSON, written in the Confluent wire format
+                    value = encode(cluster.schemas, schema, value.decode())
+                except InvalidArgument as exc:
+                    raise InvalidArgument(f"not valid for the schema: {exc}") from None
             producer = Producer(cluster, acks=1)
             try:
                 future = producer.send(
@@ -112,6 +140,12 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
 
     def on_loaded(self, message: Loaded) -> None:
         message.stop()
+        if message.seq == _SCHEMA_SEQ:
+            self.schema = message.data
+            encode = self.query_one("#produce-encode", Checkbox)
+            encode.label = f"Encode with schema {self.schema.subject} v{self.schema.version}"
+            encode.display = True
+            return
         if message.seq != self._seq:
             return
         if message.error is not None:

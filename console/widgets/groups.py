@@ -1,5 +1,6 @@
 """The Groups tab: consumer groups with state and lag; the chosen group's members with their
-assignment, and its committed offsets per partition; a dialog to reset its offsets."""
+assignment, and its committed offsets per partition; a dialog to reset its offsets (with a
+preview), and deleting a group with no live members after a confirmation."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ from engine.records import GroupInfo
 
 class GroupsPane(Pane):
     # Not `r`: that refreshes, whatever has the focus.
-    BINDINGS = [Binding("o", "reset", "Reset offsets")]
+    BINDINGS = [
+        Binding("o", "reset", "Reset offsets"),
+        Binding("delete", "delete_group", "Delete group"),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -32,6 +36,7 @@ class GroupsPane(Pane):
         with Horizontal(classes="pane-toolbar"):
             yield Static(id="group-summary")
             yield Button("Reset offsets…", id="group-reset", compact=True)
+            yield Button("Delete group…", id="group-delete", compact=True)
         groups = Table(id="group-table", cursor_type="row", zebra_stripes=True)
         groups.add_columns(
             "Group", "State", "Generation", "Strategy", "Members", "Partitions", "Lag"
@@ -146,3 +151,38 @@ class GroupsPane(Pane):
                 self.reload(quiet=True)
 
         self.app.push_screen(ResetOffsetsScreen(info.group_id, topics, self.topic), done)
+
+    @on(Button.Pressed, "#group-delete")
+    def action_delete_group(self) -> None:
+        info = self.groups.get(self.selected or "")
+        if info is None:
+            self.notify("Pick a group first.", severity="warning")
+            return
+        if info.members:
+            self.notify(
+                f"{info.group_id} has {len(info.members)} live member(s): stop its consumers "
+                "first.",
+                severity="warning",
+            )
+            return
+        from console.screens.confirm import ConfirmScreen
+
+        group_id = info.group_id
+        topics = len({p.topic for p in info.partitions})
+
+        def delete() -> str:
+            self.cluster.delete_group(group_id)
+            return f"deleted group {group_id}"
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.act(delete)  # the engine refuses if a consumer joined meanwhile
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Delete group {group_id}? Its committed offsets in {len(info.partitions)} "
+                f"partition(s) of {topics} topic(s) go.",
+                yes="Delete group",
+            ),
+            done,
+        )

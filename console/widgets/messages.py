@@ -19,6 +19,7 @@ from console.messages import RecordsArrived
 from console.widgets.pane import Pane, note
 from console.widgets.table import Table
 from engine import ConsumerRecord
+from engine.client.schemas import SchemaDecoder
 
 MAX_ROWS = 1000  # rows kept while following; the oldest go first
 _KEY_WIDTH = 24
@@ -33,13 +34,21 @@ def _order(record: ConsumerRecord) -> tuple[int, int, int]:
     return (record.timestamp, record.partition, record.offset)
 
 
-def _cells(record: ConsumerRecord) -> tuple[Any, ...]:
+def _cells(record: ConsumerRecord, decoder: Any = None) -> tuple[Any, ...]:
     return (
         record.partition,
         record.offset,
         fmt_ms(record.timestamp),
-        Text(values.preview(record.key, _KEY_WIDTH)),
-        Text(values.preview(record.value, _VALUE_WIDTH)),
+        Text(values.preview(record.key, _KEY_WIDTH, decoder)),
+        Text(values.preview(record.value, _VALUE_WIDTH, decoder)),
+    )
+
+
+def _prefetch(decoder: SchemaDecoder, records: list[Any]) -> None:
+    """Read the schemas `records` name (in a worker: the UI thread then decodes with
+    them without touching the catalog)."""
+    decoder.prefetch(
+        data for r in records if isinstance(r, ConsumerRecord) for data in (r.key, r.value)
     )
 
 
@@ -60,6 +69,8 @@ class MessagesPane(Pane):
         self.arrived = 0  # messages added while following, for the status line and tests
         self._page: browse.Page | None = None
         self._follow_seq = 0
+        # values in the Confluent wire format show decoded; made and filled by workers
+        self.decoder: SchemaDecoder | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="msg-toolbar"):
@@ -89,6 +100,7 @@ class MessagesPane(Pane):
 
     def context_changed(self) -> None:
         self._stop_follow()
+        self.decoder = None  # schemas registered since are read again
         # Another topic starts at the default view: a seek or filter typed for the last one
         # means nothing here (an offset of one topic is not a position in another).
         self.seek = browse.LATEST
@@ -118,13 +130,17 @@ class MessagesPane(Pane):
 
     def fetch(self) -> browse.Page:
         assert self.topic is not None
-        return browse.read_page(
+        page = browse.read_page(
             self.cluster,
             self.topic,
             seek=self.seek,
             partition=self.partition,
             needle=self.needle,
         )
+        if self.decoder is None:
+            self.decoder = SchemaDecoder(self.cluster.schemas, topic=self.topic, load=False)
+        _prefetch(self.decoder, page.records)
+        return page
 
     def show(self, page: browse.Page) -> None:
         self._stop_follow()
@@ -137,7 +153,7 @@ class MessagesPane(Pane):
         for record in page.records:
             key = _row_key(record)
             self.records[key] = record
-            table.add_row(*_cells(record), key=key)
+            table.add_row(*_cells(record, self.decoder), key=key)
         if len(page.partitions) != self.partition_count:
             self.partition_count = len(page.partitions)
             self.query_one("#msg-partition", Select).set_options(
@@ -195,12 +211,18 @@ class MessagesPane(Pane):
                 self.cluster,
                 page,
                 needle=needle,
-                on_records=lambda records: self.post_message(RecordsArrived(seq, records)),
+                on_records=lambda records: self._arrived(seq, records),
                 cancelled=lambda: worker.is_cancelled,
             )
         except Exception as exc:  # the cluster closed, access was revoked ...
             if not worker.is_cancelled:
                 self.post_message(RecordsArrived(seq, [exc]))
+
+    def _arrived(self, seq: int, records: list[Any]) -> None:
+        """(In the follower's worker thread.)"""
+        if self.decoder is not None:
+            _prefetch(self.decoder, records)
+        self.post_message(RecordsArrived(seq, records))
 
     def on_records_arrived(self, message: RecordsArrived) -> None:
         message.stop()
@@ -215,7 +237,7 @@ class MessagesPane(Pane):
             if key in self.records:
                 continue
             self.records[key] = record
-            table.add_row(*_cells(record), key=key)
+            table.add_row(*_cells(record, self.decoder), key=key)
             self.arrived += 1
         if table.row_count > MAX_ROWS:
             oldest = sorted(self.records, key=lambda k: _order(self.records[k]))
@@ -254,13 +276,13 @@ class MessagesPane(Pane):
         text.append(f"{fmt_ms(record.timestamp)} UTC ({kind})  ")
         text.append(f"view: {self.view_mode} (v)\n", style="dim")
         text.append("key: ", style="bold")
-        text.append(values.preview(record.key, 100))
+        text.append(values.preview(record.key, 100, self.decoder))
         for name, value in record.headers or ():
             text.append("\n")
             text.append(f"header {name}: ", style="bold")
             text.append(values.preview(value, 100))
         head.update(text)
-        body.update(Text(values.render(record.value, self.view_mode)))
+        body.update(Text(values.render(record.value, self.view_mode, self.decoder)))
 
     def selected_record(self) -> ConsumerRecord | None:
         table = self.query_one("#msg-table", DataTable)
@@ -346,3 +368,20 @@ class MessagesPane(Pane):
                 self.reload(quiet=True)
 
         self.app.push_screen(ProduceScreen(self.topic, self.partition_count), produced)
+
+    def action_register_schema(self) -> None:
+        """Register a schema for this topic's values or keys (the command palette)."""
+        if self.topic is None:
+            self.notify("Pick a topic first.", severity="warning")
+            return
+        from console.screens.register_schema import RegisterSchemaScreen
+
+        def registered(schema: Any) -> None:
+            if schema is None:
+                return
+            self.notify(f"registered {schema.label}")
+            self.decoder = None  # read the schemas again
+            if not self.following:
+                self.reload(quiet=True)
+
+        self.app.push_screen(RegisterSchemaScreen(self.topic), registered)

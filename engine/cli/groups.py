@@ -1,4 +1,5 @@
-"""`plet group ...`: list and describe consumer groups, and reset their offsets."""
+"""`plet group ...`: list and describe consumer groups, reset their offsets (with a
+preview: `--dry-run`), and delete them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import click
 
-from engine import TopicPartition, times
+from engine import TopicPartition, errors, times
 from engine.cli.options import cluster_option, open_cluster, parse_time_option
 from engine.cli.output import echo_json, echo_table, format_ms
 
@@ -99,7 +100,15 @@ def group_describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
 @group.command("reset")
 @cluster_option
 @click.argument("group_id", metavar="GROUP")
-@click.argument("topic_name", metavar="TOPIC")
+@click.argument("topic_name", metavar="[TOPIC]", required=False)
+@click.option("--topic", "topic_option", metavar="TOPIC", help="The topic (full name).")
+@click.option(
+    "--to",
+    "to_text",
+    metavar="TARGET",
+    help="earliest, latest, an offset N, shift:-N / shift:+N (from the committed offset), "
+    "or a time (ISO 8601, UTC when it has no zone).",
+)
 @click.option("--to-earliest", "to", flag_value="earliest", help="The oldest message.")
 @click.option("--to-latest", "to", flag_value="latest", help="After the newest message.")
 @click.option(
@@ -115,40 +124,133 @@ def group_describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
     help="The first message at or after this time: ISO 8601, UTC when it has no zone "
     "(2024-05-01T12:00:00Z, 2024-05-01), or epoch ms.",
 )
+@click.option(
+    "--shift-by",
+    type=int,
+    metavar="N",
+    help="Move the committed offset by N (negative: back), clamped to the log, as Kafka's.",
+)
+@click.option(
+    "--partition",
+    "partitions",
+    type=click.IntRange(min=0),
+    multiple=True,
+    metavar="N",
+    help="Only this partition (repeat for more); every partition by default.",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would change, change nothing.")
 @click.pass_context
 def group_reset(
     ctx: click.Context,
     group_id: str,
-    topic_name: str,
+    topic_name: str | None,
+    topic_option: str | None,
+    to_text: str | None,
     to: str | None,
     to_offset: int | None,
     to_time: int | None,
+    shift_by: int | None,
+    partitions: tuple[int, ...],
+    dry_run: bool,
 ) -> None:
-    """Set GROUP's committed offsets in every partition of TOPIC.
+    """Set GROUP's committed offsets in the partitions of TOPIC, showing per partition
+    the committed offset before and after and the lag before and after.
 
     The group must have no live members (stop its consumers first), as in Kafka.
 
     \b
     Examples:
-      plet group reset dash /apps/clicks:web --to-earliest
+      plet group reset dash --topic /apps/clicks:web --to earliest --dry-run
+      plet group reset dash --topic /apps/clicks:web --to shift:-100 --partition 0
       plet group reset dash /apps/clicks:web --to-time 2024-05-01T12:00:00Z
     """
-    chosen = [x for x in (to, to_offset, to_time) if x is not None]
+    if (topic_name is None) == (topic_option is None):
+        raise click.UsageError("give the topic once: TOPIC or --topic TOPIC", ctx=ctx)
+    topic = topic_name or topic_option
+    chosen = [
+        x
+        for x in (to_text, to, to_offset, to_time, None if shift_by is None else shift_by)
+        if x is not None
+    ]
     if len(chosen) != 1:
         raise click.UsageError(
-            "give exactly one of --to-earliest, --to-latest, --to-offset and --to-time",
+            "give exactly one of --to, --to-earliest, --to-latest, --to-offset, --to-time "
+            "and --shift-by",
             ctx=ctx,
         )
     target: str | int | datetime
-    if to_time is not None:
+    if to_text is not None:
+        target = _parse_to(ctx, to_text)
+    elif to_time is not None:
         target = times.to_datetime(to_time)
+    elif shift_by is not None:
+        target = f"shift:{shift_by:+d}"
     else:
         target = chosen[0]
-    result = open_cluster(ctx).reset_offsets(group_id, topic_name, target)
+    cluster = open_cluster(ctx)
+    plans = cluster.plan_offset_reset(group_id, topic, target, partitions=list(partitions) or None)
+    if not dry_run:
+        cluster.apply_offset_reset(group_id, plans)  # exactly what the table shows
     echo_table(
-        ("TOPIC", "PARTITION", "NEW OFFSET"),
-        ((tp.topic, tp.partition, f"{offset:,}") for tp, offset in sorted(result.items())),
+        (
+            "TOPIC",
+            "PARTITION",
+            "CURRENT",
+            "NEW OFFSET",
+            "LOG START",
+            "LOG END",
+            "LAG BEFORE",
+            "LAG AFTER",
+        ),
+        (
+            (
+                p.topic,
+                p.partition,
+                "-" if p.current is None else f"{p.current:,}",
+                f"{p.new:,}",
+                f"{p.log_start_offset:,}",
+                f"{p.log_end_offset:,}",
+                f"{p.lag_before:,}",
+                f"{p.lag_after:,}",
+            )
+            for p in plans
+        ),
     )
+    if dry_run:
+        click.echo("dry run: nothing changed")
+
+
+def _parse_to(ctx: click.Context, text: str) -> str | int | datetime:
+    """--to: earliest, latest, shift:±N, an offset (digits), else a time."""
+    text = text.strip()
+    if text in ("earliest", "latest") or text.startswith("shift:"):
+        return text  # a bad shift is the engine's clear InvalidOffset
+    if text.isascii() and text.isdigit():
+        return int(text)
+    try:
+        return times.to_datetime(times.parse_time(text))
+    except errors.InvalidArgument as exc:
+        raise click.BadParameter(
+            f"earliest, latest, an offset, shift:-N / shift:+N or a time, not {text!r} ({exc})",
+            ctx=ctx,
+            param_hint="--to",
+        ) from None
+
+
+@group.command("delete")
+@cluster_option
+@click.argument("group_id", metavar="GROUP")
+@click.pass_context
+def group_delete(ctx: click.Context, group_id: str) -> None:
+    """Delete GROUP: its committed offsets and state. Refused while it has live members;
+    needs admin_perm on every stream it has offsets in.
+
+    \b
+    Example:
+      plet group delete dash
+    """
+    open_cluster(ctx).delete_group(group_id)
+    click.echo(f"deleted group {group_id}")
 
 
 def _group_json(info: Any) -> dict[str, Any]:

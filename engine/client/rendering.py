@@ -63,13 +63,36 @@ def as_bytes(data: Any) -> bytes | None:
     return data.encode() if isinstance(data, str) else bytes(data)
 
 
-def shown(data: Any, fmt: str = "text", *, say_not_json: bool = True) -> Shown:
+def shown(data: Any, fmt: str = "text", *, say_not_json: bool = True, decoder: Any = None) -> Shown:
     """`data` as text, pretty JSON (when it parses; else as text, with a note unless
-    `say_not_json` is false) or a hex dump."""
+    `say_not_json` is false) or a hex dump.
+
+    With a `decoder` (engine.client.schemas.SchemaDecoder), data in the Confluent wire
+    format (magic byte 0, schema id) is shown as text and JSON decoded with its schema, as
+    pretty JSON noted with the schema's subject, version and id; when it does not decode,
+    as it would be without a decoder, with a note saying why."""
     raw = as_bytes(data)
     if raw is None:
         return Shown("null", "null", 0)
     size = len(raw)
+    wire_note = ""
+    if decoder is not None and fmt != "hex":
+        decoded = decoder.decode(raw)
+        if decoded is not None and decoded.ok:
+            text = decoded.text
+            cut = len(text) > SHOW_BYTES
+            return Shown(
+                text[:SHOW_BYTES].translate(_CONTROLS),
+                "json",
+                size,
+                cut,
+                f"decoded: {decoded.label}",
+            )
+        if decoded is not None:
+            wire_note = f"Confluent wire format? {decoded.error}"
+    if wire_note:
+        plain = shown(raw, fmt, say_not_json=False)
+        return Shown(plain.text, plain.kind, size, plain.truncated, wire_note)
     if fmt == "hex":
         part = raw[:HEX_BYTES]
         return Shown(hex_dump(part), "hex", size, size > len(part))

@@ -244,6 +244,30 @@ CREATE TABLE IF NOT EXISTS jobs (
     log_path         TEXT,
     log_tail         TEXT NOT NULL DEFAULT ''
 );
+-- The schema registry (engine.storage.schemas, engine.client.schemas, docs/SCHEMAS.md):
+-- each schema text once, under the global id messages carry in the Confluent wire format;
+-- a subject's versions name those ids; compatibility per subject ('' is the global one).
+CREATE TABLE IF NOT EXISTS schemas (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: old messages name it
+    schema_type TEXT NOT NULL,                      -- AVRO, PROTOBUF, JSON
+    schema      TEXT NOT NULL,
+    refs        TEXT NOT NULL DEFAULT '[]',         -- JSON [{name, subject, version}]
+    fingerprint TEXT NOT NULL UNIQUE,               -- SHA-256 of type, normal form, refs
+    created_ms  INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS schema_versions (
+    subject     TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    schema_id   INTEGER NOT NULL,
+    deleted     INTEGER NOT NULL DEFAULT 0,         -- soft-deleted (DELETE without permanent)
+    created_ms  INTEGER NOT NULL,
+    PRIMARY KEY (subject, version)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS schema_versions_id ON schema_versions (schema_id);
+CREATE TABLE IF NOT EXISTS schema_config (
+    subject       TEXT PRIMARY KEY,
+    compatibility TEXT NOT NULL
+) WITHOUT ROWID;
 """
 
 

@@ -274,3 +274,25 @@ class Memberships:
         plan = {m[0]: sorted(m[4]) for m in members}
         # a basis no engine member computes: the engine recomputes once the group is its own
         self.set_assignment(group_id, generation, protocol, plan, '"wire"', now)
+
+    # --- resetting and deleting a group (Cluster.apply_offset_reset, delete_group) --------
+
+    def offsets(self, group_id: str) -> dict[TopicPart, int]:
+        """{(topic id, partition): committed offset} of the group, read in the caller's
+        transaction (so a reset compares and writes what nobody changed in between)."""
+        return {
+            (t, p): o
+            for t, p, o in self._catalog.conn.execute(
+                'SELECT topic_id, partition, "offset" FROM group_offsets WHERE group_id = ?',
+                (group_id,),
+            )
+        }
+
+    def delete_group(self, group_id: str) -> int:
+        """Remove every row of the group (offsets, assignment, owners, expired members);
+        returns how many committed offsets went."""
+        conn = self._catalog.conn
+        gone = conn.execute("DELETE FROM group_offsets WHERE group_id = ?", (group_id,)).rowcount
+        for table in ("group_owners", "group_members", "groups"):
+            conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))  # noqa: S608
+        return gone

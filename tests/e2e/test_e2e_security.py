@@ -73,8 +73,8 @@ def _page_urls(live_server, job_id: int) -> list[str]:
         }
         with app.test_request_context():
             for rule in app.url_map.iter_rules():
-                if rule.endpoint in _SKIP_ENDPOINTS or rule.rule.startswith("/api/"):
-                    continue
+                if rule.endpoint in _SKIP_ENDPOINTS or rule.rule.startswith(("/api/", "/registry")):
+                    continue  # APIs for clients (JSON, header credentials), not pages
                 if "GET" not in (rule.methods or ()) or rule.endpoint.endswith(
                     ("download", "live", "tail", "more")
                 ):

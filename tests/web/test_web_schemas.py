@@ -1,0 +1,108 @@
+"""The topic page and schemas: the Schemas part registers a version for the topic's values
+(with its ACEs and inline errors), the produce form encodes JSON with it, and the message
+browser shows such messages decoded (Flask test client, CSRF on)."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import pytest
+
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}],
+}
+HTMX = {"HX-Request": "true"}
+
+
+@pytest.fixture
+def topic(cluster):
+    from engine.auth.principal import Principal
+
+    ace = f"g:analysts | u:{Principal.current().user}"  # alice, and this test's own producer
+    cluster.create_stream("/shop", produce_perm=ace, consume_perm=ace)
+    cluster.create_topic("/shop:orders", 1)
+    return "/shop:orders"
+
+
+def _text(answer) -> str:
+    return html.unescape(answer.get_data(as_text=True))
+
+
+def test_register_from_the_topic_page_then_produce_and_read_decoded(client, topic, cluster):
+    page = _text(client.get("/topics/shop:orders"))
+    assert "Schemas of /shop:orders" in page
+    assert "none: messages show as text, JSON or hex" in page
+    assert "Encode with schema" not in page
+
+    answer = client.post(
+        "/topics/shop:orders/schemas",
+        data={"part": "value", "schema_type": "AVRO", "schema": "{not json"},
+        headers={**HTMX, "X-CSRFToken": client.csrf},
+    )
+    assert "Invalid schema: an Avro schema is not JSON" in _text(answer)
+    assert cluster.schemas.subjects() == []
+
+    answer = client.post(
+        "/topics/shop:orders/schemas",
+        data={"part": "value", "schema_type": "AVRO", "schema": json.dumps(ORDER)},
+        headers={**HTMX, "X-CSRFToken": client.csrf},
+    )
+    assert "Registered: Avro, subject /shop:orders-value v1, schema id 1." in _text(answer)
+    assert cluster.schemas.version("/shop:orders-value").id == 1
+
+    page = _text(client.get("/topics/shop:orders"))
+    assert "Encode with schema /shop:orders-value v1" in page
+    answer = client.post(
+        "/topics/shop:orders/produce",
+        data={"value": '{"id": "seven"}', "encode": "1", "csrf_token": client.csrf},
+    )
+    assert answer.status_code == 400
+    assert "Not valid for the schema" in _text(answer)
+    assert cluster.topic(topic).partitions[0].log_end_offset == 0
+    answer = client.post(
+        "/topics/shop:orders/produce",
+        data={"value": '{"id": 7, "item": "lamp"}', "encode": "1", "csrf_token": client.csrf},
+    )
+    assert answer.status_code == 200, _text(answer)
+
+    page = _text(client.get("/topics/shop:orders?start=oldest"))
+    assert '"item": "lamp"' in page
+    assert "decoded: Avro, subject /shop:orders-value v1, schema id 1" in page
+    hexed = _text(client.get("/topics/shop:orders?start=oldest&format=hex"))
+    assert "00 00 00 00 01 0e" in hexed  # magic, id 1, then zigzag 7
+
+
+def test_register_needs_produce_perm_and_csrf(client, user_client, topic, cluster):
+    cluster.create_stream("/private")
+    cluster.create_topic("/private:t", 1)
+    answer = user_client.post(
+        "/topics/private:t/schemas",
+        data={"part": "value", "schema_type": "AVRO", "schema": json.dumps(ORDER)},
+        headers={**HTMX, "X-CSRFToken": user_client.csrf},
+    )
+    assert "Access denied" in _text(answer)
+    answer = user_client.post(
+        "/topics/shop:orders/schemas",
+        data={"part": "key", "schema_type": "AVRO", "schema": '"string"'},
+        headers={**HTMX, "X-CSRFToken": user_client.csrf},
+    )
+    assert "Registered: Avro, subject /shop:orders-key v1" in _text(answer)
+    answer = client.post(
+        "/topics/shop:orders/schemas",
+        data={"part": "value", "schema_type": "AVRO", "schema": json.dumps(ORDER)},
+    )
+    assert answer.status_code == 400  # no CSRF token
+    assert cluster.schemas.subjects() == ["/shop:orders-key"]
+
+
+def test_unknown_schema_id_shows_the_bytes_with_a_note(client, topic, cluster):
+    from engine import Producer
+
+    with Producer(cluster, acks=1) as producer:
+        producer.send(topic, value=b"\x00\x00\x00\x00\x2aplain")
+    page = _text(client.get("/topics/shop:orders?start=oldest"))
+    assert "Confluent wire format? schema id 42 is not in this cluster" in page
+    assert "␀␀␀␀*plain" in page
