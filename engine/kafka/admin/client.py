@@ -520,10 +520,24 @@ class KafkaAdminClient:
             "alter_configs", "change stream policies with Cluster.edit_stream or plet"
         )
 
-    def delete_consumer_groups(self, *args: Any, **kwargs: Any) -> Any:
-        raise self._unsupported(
-            "delete_consumer_groups", "the engine has no way to delete a group yet"
-        )
+    def delete_consumer_groups(
+        self, group_ids: Iterable[str], group_coordinator_id: Any = None
+    ) -> dict[str, str]:
+        """Delete each group's committed offsets and state (`Cluster.delete_group`), as
+        kafka-python 3.0 answers: {group_id: "OK" or the error's class name}; a group with
+        live members is `NonEmptyGroupError`, an unknown one `GroupIdNotFoundError`."""
+        self._check_open()
+        if isinstance(group_ids, str):
+            group_ids = [group_ids]
+        results: dict[str, str] = {}
+        for group_id in group_ids:
+            try:
+                with translated(IllegalState=NonEmptyGroupError, UnknownGroup=GroupIdNotFoundError):
+                    self._cluster.delete_group(group_id)
+                results[group_id] = "OK"
+            except KafkaError as exc:
+                results[group_id] = type(exc).__name__
+        return results
 
     delete_groups = delete_consumer_groups  # kafka-python 3.0's name
 

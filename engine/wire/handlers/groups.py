@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafka.protocol.admin.groups import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
@@ -143,6 +145,31 @@ def _engine_groups(session: Any) -> dict[str, str]:
         return {g.group_id: g.state for g in session.broker.cluster.groups()}
     except errors.PartitionletError:
         return {}
+
+
+@api(DeleteGroupsRequest, DeleteGroupsResponse, (0, 2))
+def delete_groups(session: Any, request: Any, version: int) -> Any:
+    """The engine's `delete_group`: a group's committed offsets and state go; refused while
+    it has live members (engine consumers or Kafka clients), as Kafka refuses a group that
+    is not empty."""
+    R = DeleteGroupsResponse.DeletableGroupResult
+    results = []
+    for group_id in request.groups_names:
+        try:
+            session.broker.cluster.delete_group(group_id)
+            error = codes.NONE
+        except errors.UnknownGroup:
+            error = codes.GROUP_ID_NOT_FOUND
+        except errors.IllegalState:
+            error = codes.NON_EMPTY_GROUP
+        except errors.AccessDenied:
+            error = codes.GROUP_AUTHORIZATION_FAILED
+        except errors.InvalidArgument:
+            error = codes.INVALID_GROUP_ID
+        except errors.PartitionletError as exc:
+            error = codes.of(exc)
+        results.append(R(group_id=group_id, error_code=error))
+    return DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
 
 @api(ListGroupsRequest, ListGroupsResponse, (0, 5))

@@ -243,4 +243,14 @@ def test_admin_group_calls_of_3_0(servers):
     # 2.0's names still answer in 2.0's shapes
     assert admin.list_consumer_groups() == [("workers", "consumer")]
     assert admin.list_consumer_group_offsets("workers") == {tp: OffsetAndMetadata(2, "")}
+    # delete_groups, 3.0's dict of "OK" or the error's name; a live group is not empty
+    live = KafkaConsumer("jobs", bootstrap_servers=servers, group_id="busy")
+    live.poll(timeout_ms=500)
+    assert admin.delete_groups(["workers", "busy", "nobody"]) == {
+        "workers": "OK",
+        "busy": "NonEmptyGroupError",
+        "nobody": "GroupIdNotFoundError",
+    }
+    live.close()
+    assert [g["group_id"] for g in admin.list_groups()] == ["busy"]
     admin.close()

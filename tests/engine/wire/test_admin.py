@@ -74,6 +74,11 @@ def locked(wire):
     return "/locked"
 
 
+def _default_stream(cluster) -> None:
+    if not any(s.path == "/kafka" for s in cluster.streams()):
+        cluster.create_stream("/kafka")
+
+
 def _code(future) -> int:
     exc = future.exception(timeout=30)
     assert isinstance(exc, KafkaException), exc
@@ -207,6 +212,25 @@ def test_confluent_delete_records_drops_whole_partitionlets(tmp_path):
 def test_delete_records_is_refused_without_topic_perm(wire, ck, locked):
     (refused,) = ck.delete_records([CKTP("/locked-open:t", 0, 0)]).values()
     assert _code(refused) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_delete_groups_from_both_admin_clients(wire, ck, kp):
+    """DeleteGroups: offsets and state go; a group with live members is not empty."""
+    _default_stream(wire.cluster)
+    wire.cluster.create_topic("/kafka:dg")
+    for group in ("dg-ck", "dg-kp", "dg-live"):
+        wire.cluster.reset_offsets(group, "/kafka:dg", 0)
+    live = Consumer(wire.cluster, "/kafka:dg", group_id="dg-live")
+    live.poll(timeout_ms=500)
+    futures = ck.delete_consumer_groups(["dg-ck", "dg-live", "dg-none"])
+    futures["dg-ck"].result(timeout=30)
+    assert _code(futures["dg-live"]) == KafkaError.NON_EMPTY_GROUP
+    assert _code(futures["dg-none"]) == KafkaError.GROUP_ID_NOT_FOUND
+    assert kp.delete_groups(["dg-kp"]) == {"dg-kp": "OK"}
+    live.close()
+    known = {g.group_id for g in wire.cluster.groups()}
+    assert {"dg-ck", "dg-kp"}.isdisjoint(known) and "dg-live" in known
+    assert wire.cluster.group("dg-live").partitions[0].committed == 0
 
 
 # --- kafka-python --------------------------------------------------------------------------
