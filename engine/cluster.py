@@ -439,7 +439,7 @@ class Cluster:
         return self.catalog.stream_count(prefix)
 
     def _stream_info(self, row: StreamRow) -> StreamInfo:
-        messages = nbytes = 0
+        messages, nbytes = self.catalog.archived_usage(row.id)
         for vol in self._vols.values():
             m, b = vol.stream_usage(row.id)
             messages += m
@@ -643,7 +643,7 @@ class Cluster:
         """Streams, topics, messages and bytes of the whole cluster."""
         self.check_open()
         streams, topics = self.catalog.totals()
-        messages = data = 0
+        messages, data = self.catalog.archived_usage()
         for vol in self._vols.values():
             m, b = vol.usage_totals()
             messages += m

@@ -134,7 +134,7 @@ class ClusterTotals:
     streams: int
     topics: int
     messages: int
-    bytes: int  # of stored record batches
+    bytes: int  # of stored record batches and archived files
 
 
 @dataclass(frozen=True)

@@ -589,6 +589,21 @@ class Catalog:
         row = self._query("SELECT count(*), coalesce(sum(topic_count), 0) FROM streams")[0]
         return row[0], row[1]
 
+    def archived_usage(self, stream_id: int | None = None) -> tuple[int, int]:
+        """(messages, bytes) in archived partitionlets' files, of one stream or of all:
+        volumes count only what they hold."""
+        sql = (
+            "SELECT coalesce(sum(archive_messages), 0), coalesce(sum(archive_bytes), 0) "
+            "FROM partitionlets WHERE archive_file IS NOT NULL"
+        )
+        if stream_id is None:
+            row = self._query(sql)[0]
+        else:
+            row = self._query(
+                sql + " AND topic_id IN (SELECT id FROM topics WHERE stream_id = ?)", (stream_id,)
+            )[0]
+        return row[0], row[1]
+
     def stream_count(self, prefix: str | None = None) -> int:
         if prefix:
             return self._query(

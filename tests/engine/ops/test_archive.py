@@ -125,6 +125,17 @@ def test_consumer_reads_across_archived_and_live_exactly_once(cluster_path):
         assert [r.offset for r in read_all(cluster)] == list(range(450))
 
 
+def test_stream_and_cluster_totals_count_archived_messages(cluster_path):
+    with Cluster.open(cluster_path, partitionlet_bytes=1500) as cluster:
+        make(cluster)
+        produce(cluster, 300)
+        before = (cluster.stream("/a").messages, cluster.totals().messages)
+        report = cluster.archive()
+        assert report.messages > 0
+        assert (cluster.stream("/a").messages, cluster.totals().messages) == before == (300, 300)
+        assert cluster.stream("/a").bytes >= report.bytes > 0
+
+
 def test_file_has_the_kafka_source_columns_in_offset_order(cluster_path):
     with Cluster.open(cluster_path, partitionlet_bytes=1500) as cluster:
         make(cluster)
