@@ -1,5 +1,6 @@
 """Command-palette entries: the console's actions by name, and "open topic" for a typed
-stream path or topic name (looked up in a thread: the palette must stay responsive)."""
+stream path or topic name, or for any part of a name in any stream (3 characters or more,
+`Cluster.search`); looked up in a thread: the palette must stay responsive."""
 
 from __future__ import annotations
 
@@ -59,7 +60,19 @@ class ConsoleCommands(Provider):
                 yield Hit(score, matcher.highlight(name), command, help=help_text)  # type: ignore[arg-type]
         cluster = self.console.cluster
         text = query.strip()
-        if cluster is None or not text.startswith("/"):
+        if cluster is None:
+            return
+        if not text.startswith("/"):
+            # any part of a name, in any stream: the catalog's trigram index (engine/search.py)
+            if len(text) < 3:
+                return
+            try:
+                result = await asyncio.to_thread(cluster.search, text, limit=_SUGGESTIONS)
+            except Exception:  # a half-typed name is not worth an error
+                return
+            for hit in result.hits:
+                label = f"Open {hit.kind} {hit.name}"
+                yield Hit(0.8, label, partial(self.console.open_path, hit.name), text=label)
             return
         try:
             found = await asyncio.to_thread(_lookup, cluster, text)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine import names, policies, times
+from engine import search as search_rules
 from engine.auth import acl
 from engine.auth import users as user_store
 from engine.auth.principal import Principal
@@ -65,6 +66,7 @@ from engine.records import (
     TopicPartition,
     VolumeInfo,
 )
+from engine.search import SearchResult, TopicPage
 from engine.storage import scan
 from engine.storage.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.storage.jobs import JobTable
@@ -542,6 +544,125 @@ class Cluster:
         self.check_open()
         names.validate_stream_path(stream)
         return self.catalog.topic_count(self.catalog.stream(stream).id, prefix)
+
+    def search(
+        self,
+        text: str,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        stream: str | None = None,
+        perm: str | None = None,
+    ) -> SearchResult:
+        """Streams and topics whose names contain `text` anywhere (case folded), across all
+        streams (or the topics of `stream`): the exact name first, then names starting with
+        it, then the rest; streams before topics; then by name (engine/search.py).
+
+        `text` needs 3 characters or more (`InvalidArgument` otherwise: the trigram index
+        answers nothing shorter). Names are not secret, as in `streams()` and `topics()`,
+        so every stream is searched; `perm` (an ACE such as "consume_perm") keeps only
+        the streams, and their topics, that this cluster's principal satisfies it on."""
+        self.check_open()
+        _check_paging(limit, offset)
+        if not isinstance(text, str):
+            raise InvalidArgument(f"the search text must be a string, got {text!r}")
+        text = text.strip()
+        if len(text) < search_rules.MIN_CHARS:
+            raise InvalidArgument(
+                f"type at least {search_rules.MIN_CHARS} characters to search names "
+                f"(got {text!r}): names are found by any {search_rules.MIN_CHARS} "
+                "characters in a row"
+            )
+        if len(text) > search_rules.MAX_TEXT:
+            raise InvalidArgument(
+                f"the search text is longer than {search_rules.MAX_TEXT} characters, "
+                "longer than any name"
+            )
+        if perm is not None and perm not in _PERM_VERBS:
+            raise InvalidArgument(f"perm must be one of {', '.join(_PERM_VERBS)}, not {perm!r}")
+        stream_id = None
+        if stream is not None:
+            names.validate_stream_path(stream)
+            stream_id = self.catalog.stream(stream).id
+        stream_rows, topic_rows, capped = self.catalog.search_names(
+            text, search_rules.MATCH_CAP, stream_id
+        )
+        if stream_id is not None:
+            stream_rows = []
+        hits = [
+            search_rules.SearchHit(
+                "stream",
+                r.path,
+                r.path,
+                None,
+                search_rules.match_kind(r.path, text),
+                None,
+                r.created_ms,
+            )
+            for r in stream_rows
+        ] + [
+            search_rules.SearchHit(
+                "topic",
+                r.full_name,
+                r.stream,
+                r.name,
+                search_rules.match_kind(r.name, text),
+                r.partitions,
+                r.created_ms,
+            )
+            for r in topic_rows
+        ]
+        if perm is not None:
+            allowed: dict[str, bool] = {}
+            for path in {h.stream for h in hits}:
+                try:
+                    self.authorize(path, perm)
+                    allowed[path] = True
+                except (AccessDenied, UnknownStream):
+                    allowed[path] = False
+            hits = [h for h in hits if allowed[h.stream]]
+        hits.sort(key=search_rules.rank_key)
+        return search_rules.SearchResult(
+            text, hits[offset : offset + limit], len(hits), capped, limit, offset
+        )
+
+    def topic_listing(
+        self,
+        *,
+        sort: str = "name",
+        descending: bool = False,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> TopicPage:
+        """A page of the topics of every stream, in `sort` order ("name", "stream",
+        "partitions" or "created"), after the cursor `after` (a previous page's
+        `next_after`). Keyset paging: every page costs the same at a million topics. Names
+        are not secret (as `topics()`): no ACE is checked."""
+        self.check_open()
+        if sort not in search_rules.LISTING_SORTS:
+            raise InvalidArgument(
+                f"sort must be one of {', '.join(search_rules.LISTING_SORTS)}, not {sort!r}"
+            )
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidArgument(f"limit must be a whole number from 1 to 1000, got {limit!r}")
+        key = None if after is None else _listing_key(sort, after)
+        rows = self.catalog.topic_listing(sort, bool(descending), key, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        entries = [
+            search_rules.TopicEntry(r.full_name, r.stream, r.name, r.partitions, r.created_ms)
+            for r in rows
+        ]
+        next_after = None
+        if more:
+            last = rows[-1]
+            next_after = {
+                "name": f"{last.name}~{last.stream_id}",
+                "partitions": f"{last.partitions}~{last.id}",
+                "created": str(last.id),
+                "stream": f"{last.stream}~{last.name}",
+            }[sort]
+        return search_rules.TopicPage(entries, sort, bool(descending), next_after)
 
     def _topic_row(self, name: str) -> TopicRow:
         stream_path, topic = names.split_full_name(name)
@@ -1375,6 +1496,23 @@ def _check_partition_count(count: object) -> None:
         raise InvalidPartition(
             f"a partition count must be from 1 to {policies.MAX_PARTITIONS}, got {count!r}"
         )
+
+
+def _listing_key(sort: str, after: object) -> tuple:
+    """The index key a `topic_listing` cursor stands for (`~` is in no name or path)."""
+    parts = after.split("~") if isinstance(after, str) else []
+    try:
+        if sort == "created" and len(parts) == 1:
+            return (int(parts[0]),)
+        if sort == "name" and len(parts) == 2:
+            return (parts[0], int(parts[1]))
+        if sort == "partitions" and len(parts) == 2:
+            return (int(parts[0]), int(parts[1]))
+        if sort == "stream" and len(parts) == 2:
+            return (parts[0], parts[1])
+    except ValueError:
+        pass
+    raise InvalidArgument(f"not a cursor of the {sort!r} order: {after!r}")
 
 
 def _check_paging(limit: object, offset: object) -> None:

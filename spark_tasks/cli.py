@@ -25,7 +25,8 @@ def _fmt_ms(ms: int | None) -> str:
 
 
 def _progress(job: jobs.Job) -> str:
-    return f"{job.tasks_done}/{job.tasks_total} tasks" if job.tasks_total else "-"
+    text = f"{job.tasks_done}/{job.tasks_total} tasks" if job.tasks_total else "-"
+    return f"{text}, {job.reading}" if job.reading else text
 
 
 def _show(job: jobs.Job, as_json: bool, log: bool = True) -> None:

@@ -14,33 +14,40 @@ from typing import Any
 
 from engine.cluster import Cluster
 from engine.errors import UnknownTopic
-from spark_tasks import jobs, sink
+from spark_tasks import history, jobs, sink
 
 RESULT_ROWS = 1000  # rows of a result table kept in the job's summary
 
 
-def source_frame(spark: Any, cluster: str, params: dict[str, Any]) -> Any:
-    reader = spark.read.format("partitionlet").option("cluster", cluster)
+def source_options(cluster: str, params: dict[str, Any]) -> dict[str, str]:
+    """The `partitionlet` data source's options of a job's range parameters."""
+    options = {"cluster": cluster}
     if params.get("source"):
-        reader = reader.option("topic", params["source"])
+        options["topic"] = params["source"]
     else:
-        reader = reader.option("stream", params["stream"])
+        options["stream"] = params["stream"]
         if params.get("topic_pattern"):
-            reader = reader.option("topicPattern", params["topic_pattern"])
+            options["topicPattern"] = params["topic_pattern"]
     if params.get("principal"):
-        reader = reader.option("principal", params["principal"])
+        options["principal"] = params["principal"]
     if "from_time" in params:
-        reader = reader.option("startingTimestamp", str(params["from_time"]))
+        options["startingTimestamp"] = str(params["from_time"])
     if "to_time" in params:
         # to_time is inclusive; the source's endingTimestamp, as Kafka's, is not
-        reader = reader.option("endingTimestamp", str(params["to_time"] + 1))
+        options["endingTimestamp"] = str(params["to_time"] + 1)
     if "from_offset" in params or "to_offset" in params:
         parts = _partitions(cluster, params)
         if "from_offset" in params:
-            reader = reader.option("startingOffsets", _per_partition(parts, params["from_offset"]))
+            options["startingOffsets"] = _per_partition(parts, params["from_offset"])
         if "to_offset" in params:
-            reader = reader.option("endingOffsets", _per_partition(parts, params["to_offset"]))
-    return reader.load()
+            options["endingOffsets"] = _per_partition(parts, params["to_offset"])
+    return options
+
+
+def source_frame(spark: Any, cluster: str, params: dict[str, Any]) -> Any:
+    """The messages a job replays: archived partitionlets read by Spark's Parquet reader,
+    live ones by the data source, as one DataFrame (spark_tasks.history.load)."""
+    return history.load(spark, source_options(cluster, params))
 
 
 def _partitions(cluster: str, params: dict[str, Any]) -> dict[str, int]:

@@ -2,19 +2,22 @@
 
 The runner claims the job (queued -> running), starts a SparkSession on the job's master,
 runs the job's kind under its own Spark job group, and meanwhile, every half second, copies
-the progress from Spark's status tracker (tasks done of total, over the group's jobs) into
-the job's record and looks for a cancel request, which cancels the job group. It ends the
+the progress from Spark's status tracker (tasks done of total, over the group's jobs, and
+the rows read with their rate: `Monitor.rows`) into the job's record and looks for a cancel request, which cancels the job group. It ends the
 record as succeeded (with the kind's summary), failed (with the error) or cancelled, with
 the tail of its log.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
 import time
 import traceback
+import urllib.request
+from datetime import UTC, datetime
 from typing import Any
 
 from spark_tasks import jobs
@@ -49,9 +52,48 @@ class Monitor(threading.Thread):
         total = sum(t for _, t in self._stages.values())
         return done, total
 
+    def rows(self) -> tuple[int, float | None]:
+        """(rows read, rows per second) of the replay: of the group's Spark job that read
+        the most input records (what its stages' tasks read from the Parquet files, the
+        data source or a cache, as Spark counts them when tasks end), over that job's time
+        from submission to completion (or now). The busiest job, not the sum: a replay
+        that caches what it read and writes it out reads the source once. From Spark's
+        status REST API on the driver's UI (`uiWebUrl`); (0, None) without a UI."""
+        sc = self.spark.sparkContext
+        base = sc.uiWebUrl
+        if not base:
+            return 0, None
+        app = f"{base}/api/v1/applications/{sc.applicationId}"
+        group = [j for j in _get_json(f"{app}/jobs") if j.get("jobGroup") == self.group]
+        if not group:
+            return 0, None
+        wanted = {s for j in group for s in j.get("stageIds", ())}
+        inputs: dict[int, int] = {}
+        for stage in _get_json(f"{app}/stages"):  # the latest attempt of each stage
+            if stage["stageId"] in wanted:
+                inputs[stage["stageId"]] = int(stage.get("inputRecords", 0))
+        best, rate = 0, None
+        now_ms = time.time_ns() // 1_000_000
+        for j in group:
+            rows = sum(inputs.get(s, 0) for s in j.get("stageIds", ()))
+            began = _ui_ms(j.get("submissionTime"))
+            if rows <= best or began is None:
+                continue
+            end_ms = _ui_ms(j.get("completionTime")) or now_ms
+            best, rate = rows, rows / (max(end_ms - began, 1) / 1000)
+        return best, rate
+
     def tick(self) -> None:
         done, total = self.progress()
-        jobs.update(self.cluster, self.job_id, tasks_done=done, tasks_total=total)
+        rows, rate = self.rows()
+        jobs.update(
+            self.cluster,
+            self.job_id,
+            tasks_done=done,
+            tasks_total=total,
+            rows_read=rows,
+            rows_per_s=rate,
+        )
         if not self.cancelled and jobs.cancel_requested(self.cluster, self.job_id):
             self.cancelled = True
             print(f"cancel requested: cancelling Spark job group {self.group}", flush=True)
@@ -63,6 +105,19 @@ class Monitor(threading.Thread):
                 self.tick()
             except Exception as exc:  # progress is best effort; the job goes on
                 print(f"progress monitor: {exc}", flush=True)
+
+
+def _get_json(url: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.loads(answer.read())
+
+
+def _ui_ms(text: str | None) -> int | None:
+    """ms since the epoch of a time of Spark's REST API ("2026-11-24T02:55:01.123GMT")."""
+    if not text:
+        return None
+    stamp = datetime.strptime(text.removesuffix("GMT"), "%Y-%m-%dT%H:%M:%S.%f")
+    return int(stamp.replace(tzinfo=UTC).timestamp() * 1000)
 
 
 class Cancelled(Exception):
@@ -90,7 +145,10 @@ def main(argv: list[str]) -> int:
             f"plet-replay-{job_id}-{job.kind}"
         )
         if str(params.get("master", "")).startswith("local"):
-            builder = builder.config("spark.ui.enabled", "false")
+            # The UI serves the status REST API the monitor reads rows from: on loopback
+            # only, on any free port, read-only.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            builder = builder.config("spark.ui.port", "0").config("spark.ui.killEnabled", "false")
         for key, value in (params.get("conf") or {}).items():
             builder = builder.config(key, str(value))
         spark = builder.getOrCreate()
@@ -123,6 +181,8 @@ def main(argv: list[str]) -> int:
                 if state == jobs.SUCCEEDED:
                     done = total
                 fields.update(tasks_done=done, tasks_total=total)
+                rows, rate = monitor.rows()
+                fields.update(rows_read=rows, rows_per_s=rate)
             except Exception:
                 pass
         if spark is not None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from engine import names
 from engine.auth.principal import Principal
+from engine.client import arrow
 from engine.cluster import CATALOG_FILE, Cluster
 from engine.errors import InvalidPolicy, NotFound, PartitionletError
 from engine.records import TopicPartition
@@ -29,11 +30,13 @@ from engine.storage.scan import ScanTask
 
 # Column names and Spark SQL types: those of Spark's Kafka source (with includeHeaders),
 # plus `stream`.
-SCHEMA_DDL = (
+# An archived partitionlet's Parquet file has these, all but `stream` (docs/ARCHIVE.md).
+FILE_SCHEMA_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
     "timestamp timestamp, timestampType int, "
-    "headers array<struct<key:string,value:binary>>, stream string"
+    "headers array<struct<key:string,value:binary>>"
 )
+SCHEMA_DDL = FILE_SCHEMA_DDL + ", stream string"
 COLUMNS = (
     "key",
     "value",
@@ -249,6 +252,47 @@ def ends(cluster: Cluster, plans: list[TopicPlan], options: dict[str, str]) -> d
     return out
 
 
+RANGE_OPTIONS = ("startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp")
+
+
+def parse_ranges(options: dict[str, str]) -> list[dict[TopicPartition, tuple[int, int]]] | None:
+    """The option `offsetRanges`, JSON `{"/s:t": {"0": [[start, end], ...]}}` (exact
+    offsets, ends exclusive), as layers for `slices` (the k-th range of every partition in
+    layer k); None without it. It replaces the other range options: it is how a caller
+    that planned a read itself (spark_tasks.history) asks for exactly those offsets."""
+    raw = options.get("offsetRanges")
+    if raw is None or raw == "":
+        return None
+    clash = [name for name in RANGE_OPTIONS if options.get(name)]
+    if clash:
+        raise OptionError(f"option offsetRanges replaces {', '.join(clash)}: give one or the other")
+    try:
+        spec = json.loads(raw)
+    except ValueError:
+        spec = None
+    if not isinstance(spec, dict):
+        raise OptionError(
+            f'option offsetRanges must be JSON such as {{"/s:t": {{"0": [[0, 10]]}}}}, got {raw!r}'
+        )
+    layers: list[dict[TopicPartition, tuple[int, int]]] = []
+    for topic, parts in spec.items():
+        try:
+            names.split_full_name(topic)
+            items = [(int(p), [(int(a), int(b)) for a, b in rs]) for p, rs in parts.items()]
+        except (ValueError, TypeError, AttributeError, PartitionletError) as exc:
+            raise OptionError(f"option offsetRanges: bad entry for {topic!r}: {exc}") from None
+        for p, rs in items:
+            for k, (a, b) in enumerate(rs):
+                if p < 0 or a < 0 or b < a:
+                    raise OptionError(
+                        f"option offsetRanges: {topic!r} partition {p}: [{a}, {b}) is not a range"
+                    )
+                while len(layers) <= k:
+                    layers.append({})
+                layers[k][TopicPartition(topic, p)] = (a, b)
+    return layers
+
+
 def slices(cluster: Cluster, options: dict[str, str], wanted: dict) -> list[ScanTask]:
     """One scan task per partitionlet that meets a wanted range ({TopicPartition or
     (topic, partition): (start, end)}), in topic/partition/offset order."""
@@ -267,120 +311,53 @@ def slices(cluster: Cluster, options: dict[str, str], wanted: dict) -> list[Scan
 def read_arrow(s: ScanTask) -> Iterator[Any]:
     """pyarrow RecordBatches of the messages of a scan task, in offset order.
 
-    The stored batch format is columnar, so keys and values become Arrow binary arrays
-    straight from the payload (lengths -> offsets with numpy, the bytes sliced once), with no
-    Python object per message; only headers are decoded message by message.
+    A live partitionlet's stored batches become Arrow with the engine's columnar builder
+    (engine.client.arrow, as `Consumer.poll_arrow`): keys and values are cut out of the
+    payload with numpy, no Python object per message. An archived one (`s.tier ==
+    "archive"`) is its Parquet file, read with pyarrow.parquet (offsets and ttl filtered).
     """
-    import pyarrow as pa
-
-    schema = arrow_schema()
+    if s.tier == engine_scan.ARCHIVE:
+        for rb in engine_scan.read_archive(s, ROWS_PER_ARROW_BATCH):
+            yield _with_stream(rb, s.stream)
+        return
     pending: list = []
     rows = 0
     for batch in engine_scan.read(s):
-        rb = _arrow_batch(batch, s, schema)
-        if rb is None or not rb.num_rows:
+        cols = engine_scan.columns(batch, s)
+        if cols is None:
             continue
-        pending.append(rb)
-        rows += rb.num_rows
+        pending.append(cols)
+        rows += cols.end - cols.start
         if rows >= ROWS_PER_ARROW_BATCH:
-            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+            yield from _built(s, pending)
             pending, rows = [], 0
     if pending:
-        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+        yield from _built(s, pending)
 
 
-def _binary(pa, np, payload: bytes, lengths, pos: int):
-    """An Arrow binary array of `lengths` (-1 for null) cut from `payload` at `pos`, and
-    the position after it."""
-    sizes = np.maximum(lengths, 0).astype(np.int64)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    total = int(offsets[-1])
-    valid = lengths >= 0
-    nulls = int(len(lengths) - valid.sum())
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes()) if nulls else None
-    data = pa.py_buffer(payload)[pos : pos + total]
-    arr = pa.Array.from_buffers(
-        pa.large_binary(), len(lengths), [bitmap, pa.py_buffer(offsets.tobytes()), data], nulls
-    )
-    return arr.cast(pa.binary()), pos + total
+def _built(s: ScanTask, chunks: list) -> Iterator[Any]:
+    rb = arrow.record_batch(s.topic, s.partition, chunks, s.cutoff_ms)
+    if rb.num_rows:
+        yield _with_stream(rb, s.stream)
 
 
-def _arrow_batch(batch: engine_scan.ScanBatch, s: ScanTask, schema: Any) -> Any:
-    import numpy as np
+def _with_stream(rb: Any, stream: str) -> Any:
+    """`rb` (the Kafka source's columns) with the `stream` column, in the source's schema
+    (a Parquet file read back may name its list items differently: cast)."""
     import pyarrow as pa
 
-    payload, base, ts_type = batch.payload, batch.base_offset, batch.timestamp_type
-    cols = engine_scan.layout(payload, base)
-    count = cols.count
-    if cols.timestamps_at is not None:
-        stamps = np.frombuffer(payload, "<i8", count, cols.timestamps_at)
-    else:
-        stamps = np.full(count, cols.base_timestamp, dtype=np.int64)
-    if cols.deltas_at is not None:
-        offsets = np.frombuffer(payload, "<u4", count, cols.deltas_at).astype(np.int64) + base
-    else:
-        offsets = np.arange(base, base + count, dtype=np.int64)
-    value_lengths = np.frombuffer(payload, "<i4", count, cols.value_lengths_at)
-    key_lengths = None
-    if cols.key_lengths_at is not None:
-        key_lengths = np.frombuffer(payload, "<i4", count, cols.key_lengths_at)
-    headers = cols.headers
-    pos = cols.values_at
-    values, pos = _binary(pa, np, payload, value_lengths, pos)
-    if key_lengths is not None:
-        keys, pos = _binary(pa, np, payload, key_lengths, pos)
-    else:
-        keys = pa.nulls(count, pa.binary())
-    if headers is not None:
-        head = pa.array(
-            [[{"key": k, "value": v} for k, v in h] if h else None for h in headers],
-            schema.field("headers").type,
-        )
-    else:
-        head = pa.nulls(count, schema.field("headers").type)
-    rb = pa.RecordBatch.from_arrays(
-        [
-            keys,
-            values,
-            pa.array(np.full(count, s.topic, dtype=object), pa.string()),
-            pa.array(np.full(count, s.partition, dtype=np.int32)),
-            pa.array(offsets),
-            pa.array(stamps * 1000).cast(pa.timestamp("us", tz="UTC")),
-            pa.array(np.full(count, ts_type, dtype=np.int32)),
-            head,
-            pa.array(np.full(count, s.stream, dtype=object), pa.string()),
-        ],
-        schema=schema,
+    schema = arrow_schema()
+    base = arrow.schema()
+    if rb.schema != base:
+        rb = rb.cast(base)
+    return pa.RecordBatch.from_arrays(
+        [*rb.columns, pa.repeat(pa.scalar(stream, pa.string()), rb.num_rows)], schema=schema
     )
-    i0 = int(np.searchsorted(offsets, s.start, "left"))
-    i1 = int(np.searchsorted(offsets, s.end, "left"))
-    if i0 >= i1:
-        return None
-    if i0 or i1 < count:
-        rb = rb.slice(i0, i1 - i0)
-        stamps = stamps[i0:i1]
-    if s.cutoff_ms is not None and batch.first_timestamp < s.cutoff_ms:
-        rb = rb.filter(pa.array(stamps >= s.cutoff_ms))
-    return rb
 
 
-def arrow_schema():
+def arrow_schema() -> Any:
+    """The Arrow schema of the data source: `Consumer.poll_arrow`'s (engine.client.arrow)
+    and `stream`."""
     import pyarrow as pa
 
-    return pa.schema(
-        [
-            ("key", pa.binary()),
-            ("value", pa.binary()),
-            ("topic", pa.string()),
-            ("partition", pa.int32()),
-            ("offset", pa.int64()),
-            ("timestamp", pa.timestamp("us", tz="UTC")),
-            ("timestampType", pa.int32()),
-            (
-                "headers",
-                pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
-            ),
-            ("stream", pa.string()),
-        ]
-    )
+    return arrow.schema().append(pa.field("stream", pa.string()))

@@ -64,12 +64,17 @@ KNOWN_OPTIONS = (
     "principalGroups",
     "maxOffsetsPerTrigger",
     "acks",
+    "offsetRanges",
 )
 _CANONICAL = {name.lower(): name for name in KNOWN_OPTIONS}
 
 
-def _options(options: Any) -> dict[str, str]:
+def canonical_options(options: Any) -> dict[str, str]:
+    """Options as text under their documented names (Spark may hand them lower-cased)."""
     return {_CANONICAL.get(str(k).lower(), str(k)): str(v) for k, v in dict(options).items()}
+
+
+_options = canonical_options
 
 
 class PartitionletDataSource(DataSource):
@@ -100,7 +105,15 @@ class BatchReader(DataSourceReader):
             raise OptionError("maxOffsetsPerTrigger applies to readStream only")
         with scan.open_cluster(options) as cluster:
             plans = scan.resolve_topics(cluster, options)
-            self._slices = scan.slices(cluster, options, scan.ranges(cluster, plans, options))
+            layers = scan.parse_ranges(options)
+            if layers is None:
+                self._slices = scan.slices(cluster, options, scan.ranges(cluster, plans, options))
+            else:  # exact ranges, planned by the caller (spark_tasks.history)
+                known = {p.topic for p in plans}
+                unknown = sorted({tp.topic for layer in layers for tp in layer} - known)
+                if unknown:
+                    raise OptionError(f"option offsetRanges names {unknown[0]!r}, not read here")
+                self._slices = [s for layer in layers for s in scan.slices(cluster, options, layer)]
 
     def partitions(self) -> list[InputPartition]:
         return [SliceInput(s) for s in self._slices]
@@ -114,7 +127,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: dict[str, str]) -> None:
         self._options = options
-        for name in ("endingOffsets", "endingTimestamp"):
+        for name in ("endingOffsets", "endingTimestamp", "offsetRanges"):
             if options.get(name):
                 raise OptionError(f"{name} applies to batch reads only")
         raw = options.get("maxOffsetsPerTrigger")

@@ -100,6 +100,8 @@ def create_app(
     from web.overview import overview
     from web.replays import replays
     from web.replication import replication
+    from web.search import search
+    from web.search_messages import message_search
     from web.streams import streams
     from web.topics import topics
     from web.users import users
@@ -110,6 +112,8 @@ def create_app(
         overview,
         streams,
         topics,
+        search,
+        message_search,
         groups,
         replication,
         heat,
@@ -137,6 +141,9 @@ def state(app: Flask) -> WebState:
 
 def close_app(app: Flask) -> None:
     """Stop the app's background workers and close its cluster."""
+    searches = app.extensions.get("message_searches")  # web/search_messages.py
+    if searches is not None:
+        searches.close()  # their threads read the cluster: they end first
     state(app).close()
 
 

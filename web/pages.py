@@ -68,6 +68,7 @@ def render(page: str, partial: str | None = None, **context: Any) -> str:
 NAV = (
     ("overview.index", "Overview"),
     ("streams.index", "Streams"),
+    ("search.topics", "Topics"),
     ("groups.index", "Consumer groups"),
     ("replication.index", "Replication"),
     ("heat.index", "Heat"),

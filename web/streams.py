@@ -17,6 +17,7 @@ appear in a stream path, so no action URL is ever also a stream's page.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from operator import attrgetter
 from typing import Any
 
@@ -27,6 +28,7 @@ from engine import errors, names
 from engine import policies as stream_policies
 from engine.auth import acl
 from web.pages import cluster, principal, render, wants_partial
+from web.search import find, hit_url
 
 streams = Blueprint("streams", __name__)
 
@@ -34,6 +36,7 @@ PAGE_SIZES = (20, 50, 100, 200)
 DEFAULT_PAGE_SIZE = 50
 TOPIC_PAGE_SIZES = (20, 50, 100, 200)
 DEFAULT_TOPIC_PAGE_SIZE = 50
+NAME_MATCHES = 20  # streams and topics containing the search text, shown above the list
 
 # Sort keys of the list: (label, StreamInfo attribute). Only "path" spans every page.
 SORTS = {
@@ -141,7 +144,18 @@ def _list_context() -> dict[str, Any]:
         if sort != "path":
             rows.sort(key=attrgetter(SORTS[sort][1]), reverse=order == "desc")
     args = {"q": query, "sort": sort, "order": order, "size": size}
+    # streams and topics whose names contain the text anywhere, in any stream (less the
+    # streams the list below shows already)
+    names = find(query, limit=NAME_MATCHES)
+    if names["result"] is not None:
+        listed = {r.path for r in rows}
+        names["result"] = replace(
+            names["result"],
+            hits=[h for h in names["result"].hits if not (h.kind == "stream" and h.name in listed)],
+        )
     return {
+        **{"name_" + k: v for k, v in names.items()},
+        "hit_url": hit_url,
         "rows": rows,
         "query": query,
         "prefix": prefix,
@@ -260,6 +274,10 @@ def _topics_context(path: str, source: MultiDict | None = None) -> dict[str, Any
         more = len(rows) > size
         rows = rows[:size]
         start = 0 if after is None and not query else None
+    matches = None
+    if query and not rows and after is None and len(query) >= 3:
+        # no name starts with it: the names that contain it, from the trigram index
+        matches = c.search(query, stream=path, limit=size)
     state = {"tq": query, "tsize": size if size != DEFAULT_TOPIC_PAGE_SIZE else None}
     state = {k: v for k, v in state.items() if v}
     links = []  # (text, accessible name, URL) of the pager
@@ -275,6 +293,8 @@ def _topics_context(path: str, source: MultiDict | None = None) -> dict[str, Any
         "topics": rows,
         "topic_count": count,
         "topic_query": query,
+        "topic_matches": matches,
+        "hit_url": hit_url,
         "topic_after": after,
         "topic_last": last,
         "topic_size": size,

@@ -1,6 +1,7 @@
 """The Messages tab: a page of a topic's messages (partition, offset, time, key, value),
-seek by offset or time, a filter, following the tail, and a detail pane that shows the
-whole value as text, JSON or hex with its headers."""
+seek by offset or time, a filter, following the tail, a query search (engine.client.search:
+runs to the end in a worker, matches and progress shown as they come, Escape cancels),
+and a detail pane that shows the whole value as text, JSON or hex with its headers."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import Button, Checkbox, DataTable, Input, Select, Static
 from textual.worker import get_current_worker
 
@@ -19,6 +22,7 @@ from console.messages import RecordsArrived
 from console.widgets.pane import Pane, note
 from console.widgets.table import Table
 from engine import ConsumerRecord
+from engine.client import search as engine_search
 from engine.client.schemas import SchemaDecoder
 
 MAX_ROWS = 1000  # rows kept while following; the oldest go first
@@ -44,6 +48,27 @@ def _cells(record: ConsumerRecord, decoder: Any = None) -> tuple[Any, ...]:
     )
 
 
+class SearchProgress(Message):
+    """A search's progress and the matches found since the last (from its worker)."""
+
+    def __init__(
+        self,
+        seq: int,
+        progress: engine_search.Progress | None,
+        records: list[ConsumerRecord],
+        error: BaseException | None = None,
+    ) -> None:
+        super().__init__()
+        self.seq = seq
+        self.progress = progress
+        self.records = records
+        self.error = error
+
+
+SEARCH_POLL_S = 0.25  # how often a running search's progress is shown
+SEARCH_RATE = engine_search.MAX_RATE  # messages a second (read when a search starts)
+
+
 def _prefetch(decoder: SchemaDecoder, records: list[Any]) -> None:
     """Read the schemas `records` name (in a worker: the UI thread then decodes with
     them without touching the catalog)."""
@@ -55,7 +80,8 @@ def _prefetch(decoder: SchemaDecoder, records: list[Any]) -> None:
 class MessagesPane(Pane):
     AUTO_REFRESH = False  # a reload would move the user's page; following keeps it live
     # The keys (f, p, s, ctrl+f, v) are the app's: they must work while the tree has the
-    # focus. They call the actions below.
+    # focus. They call the actions below. Escape (within the pane) cancels a search.
+    BINDINGS = [Binding("escape", "cancel_search", "Cancel search", show=False)]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -71,6 +97,11 @@ class MessagesPane(Pane):
         self._follow_seq = 0
         # values in the Confluent wire format show decoded; made and filled by workers
         self.decoder: SchemaDecoder | None = None
+        # the query search: its job (set by the worker), its last progress, its answers' seq
+        self.search_job: engine_search.SearchJob | None = None
+        self.search_progress: engine_search.Progress | None = None
+        self.searching = False
+        self._search_seq = 0
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="msg-toolbar"):
@@ -82,6 +113,12 @@ class MessagesPane(Pane):
             )
             yield seek
             yield Input(placeholder="filter: key, value, headers", id="msg-filter", compact=True)
+            query = Input(placeholder="query: value.id == 42 (Enter)", id="msg-query", compact=True)
+            query.tooltip = (
+                "A JMESPath query over key, value, headers, timestamp, offset and partition, "
+                "searched to the end of the topic (Escape cancels); docs/SEARCH.md"
+            )
+            yield query
             yield Select[int](
                 [], prompt="all partitions", allow_blank=True, id="msg-partition", compact=True
             )
@@ -100,6 +137,8 @@ class MessagesPane(Pane):
 
     def context_changed(self) -> None:
         self._stop_follow()
+        self._stop_search()
+        self.query_one("#msg-query", Input).value = ""
         self.decoder = None  # schemas registered since are read again
         # Another topic starts at the default view: a seek or filter typed for the last one
         # means nothing here (an offset of one topic is not a position in another).
@@ -144,6 +183,7 @@ class MessagesPane(Pane):
 
     def show(self, page: browse.Page) -> None:
         self._stop_follow()
+        self._stop_search()
         self.arrived = 0
         table = self.query_one("#msg-table", DataTable)
         table.clear()
@@ -176,6 +216,9 @@ class MessagesPane(Pane):
         return self.seek == browse.LATEST
 
     def _status(self) -> None:
+        if self.search_progress is not None:
+            self._search_status()
+            return
         page = self._page
         if page is None:
             return
@@ -255,6 +298,128 @@ class MessagesPane(Pane):
         table.move_cursor(row=0 if newest_first else table.row_count - 1, animate=False)
         self._show_detail(self.selected_record())
         self._status()
+
+    # --- the query search -------------------------------------------------------------
+
+    def start_search(self, text: str) -> None:
+        """Search the topic (the partition chosen, else all) for `text` to the end, in a
+        worker; the table shows the matches as they come."""
+        if self.topic is None:
+            self.notify("Pick a topic first.", severity="warning")
+            return
+        try:
+            query = engine_search.compile_query(text)  # no I/O: a bad query is said at once
+        except engine_search.BadSearch as exc:
+            self.search_progress = None
+            note(self.query_one("#msg-status", Static), f"query: {exc.fields['query']}", "bold red")
+            return
+        if self.following:
+            self.query_one("#msg-follow", Checkbox).value = False
+        self._stop_follow()
+        self._stop_search()
+        self._clear()
+        self._search_seq += 1
+        self.searching = True
+        self.search_progress = None
+        note(self.query_one("#msg-status", Static), f"searching {self.topic} …", "italic")
+        partitions = None if self.partition is None else [self.partition]
+        self._search(self._search_seq, self.topic, query, partitions)
+
+    def _stop_search(self) -> None:
+        self._search_seq += 1  # answers of the old search are dropped
+        job = self.search_job
+        if job is not None:
+            job.cancel()  # sets a flag: never blocks
+        self.search_job = None
+        self.searching = False
+        self.search_progress = None
+
+    def action_cancel_search(self) -> None:
+        job = self.search_job
+        if job is not None and self.searching:
+            job.cancel()  # the worker posts the cancelled progress
+
+    @work(thread=True, group="search", exclusive=True)
+    def _search(self, seq: int, topic: str, query: Any, partitions: list[int] | None) -> None:
+        worker = get_current_worker()
+        try:
+            job = engine_search.search(
+                self.cluster, topic, query, partitions=partitions, max_rate=SEARCH_RATE
+            )
+        except Exception as exc:  # denied, the topic went away ...
+            self.post_message(SearchProgress(seq, None, [], exc))
+            return
+        self.search_job = job
+        if seq != self._search_seq:  # another search or view came first
+            job.cancel()
+            job.wait(5)
+            return
+        decoder = SchemaDecoder(self.cluster.schemas, topic=topic, load=False)
+        self.decoder = decoder
+        shown = 0
+        while True:
+            ended = job.wait(SEARCH_POLL_S)
+            if worker.is_cancelled or seq != self._search_seq:
+                job.cancel()
+                ended = job.wait(5)
+            progress = job.progress
+            records = job.results(shown)
+            shown += len(records)
+            _prefetch(decoder, records)
+            self.post_message(SearchProgress(seq, progress, records))
+            if ended or worker.is_cancelled or seq != self._search_seq:
+                return
+
+    def on_unmount(self) -> None:
+        # the search's thread reads the cluster, which the app closes next: end it first
+        job = self.search_job
+        if job is not None:
+            job.cancel()
+            job.wait(5)
+
+    @on(SearchProgress)
+    def _search_answered(self, message: SearchProgress) -> None:
+        message.stop()
+        if message.seq != self._search_seq:
+            return
+        if message.error is not None:
+            self.searching = False
+            self.show_error(message.error)
+            return
+        table = self.query_one("#msg-table", DataTable)
+        first = table.row_count == 0
+        for record in message.records:
+            key = _row_key(record)
+            if key in self.records:
+                continue
+            self.records[key] = record
+            table.add_row(*_cells(record, self.decoder), key=key)
+        if first and table.row_count:
+            table.move_cursor(row=0, animate=False)
+            self._show_detail(self.selected_record())
+        self.search_progress = message.progress
+        if message.progress is not None and not message.progress.running:
+            self.searching = False
+            self.search_job = None
+        self._search_status()
+
+    def _search_status(self) -> None:
+        progress = self.search_progress
+        if progress is None:
+            return
+        text = f"query {self.query_one('#msg-query', Input).value.strip()!r}: {progress.describe()}"
+        if progress.running:
+            text += " Escape cancels."
+        note(self.query_one("#msg-status", Static), text)
+
+    @on(Input.Submitted, "#msg-query")
+    def _query_submitted(self, event: Input.Submitted) -> None:
+        if not event.value.strip():
+            self._stop_search()
+            self.reload()
+            return
+        self.start_search(event.value)
+        self.query_one("#msg-table", DataTable).focus()
 
     # --- the detail pane --------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""The Partitions tab: each partition's chain of partitionlets (volume, offsets, size), and
-the cluster's volumes."""
+"""The Partitions tab: each partition's chain of partitionlets (tier, volume or archive
+file, offsets, size), and the cluster's volumes."""
 
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ def chain_text(info: TopicInfo) -> Text:
             text.append(" (empty)", style="dim")
         for i, let in enumerate(part.partitionlets):
             text.append(" ── " if i else " ", style="dim")
-            style = "bold green" if let.active else "cyan"
-            text.append(f"[#{let.id} vol {let.volume} ", style=style)
+            archived = let.tier == "archive"
+            style = "bold green" if let.active else "magenta" if archived else "cyan"
+            where = "archive" if archived else f"vol {let.volume}"
+            text.append(f"[#{let.id} {where} ", style=style)
             text.append(f"{let.base_offset:,}..{let.last_offset:,} {format_bytes(let.bytes)}")
             text.append(" ●]" if let.active else "]", style=style)
         text.append("\n")
@@ -42,6 +44,18 @@ def _short_path(path: str, root: Path) -> str:
         return path
 
 
+def file_text(file: str | None, root: Path) -> str:
+    """An archived partitionlet's file: under the cluster directory by its relative path
+    (the cluster's own archive/ folder), elsewhere its full URI; '-' when live."""
+    if not file:
+        return "-"
+    if file.startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        return _short_path(unquote(urlsplit(file).path), Path(root).resolve())
+    return file
+
+
 class PartitionsPane(Pane):
     def compose(self) -> ComposeResult:
         yield Static(id="part-summary")
@@ -51,6 +65,7 @@ class PartitionsPane(Pane):
         table.add_columns(
             "P",
             "Partitionlet",
+            "Tier",
             "Volume",
             "Base",
             "Last",
@@ -59,6 +74,7 @@ class PartitionsPane(Pane):
             "Size",
             "First (UTC)",
             "Last (UTC)",
+            "File",
         )
         yield table
         yield Static("Volumes", classes="section-title")
@@ -95,7 +111,8 @@ class PartitionsPane(Pane):
                             (
                                 part.partition if i == 0 else "",
                                 let.id,
-                                let.volume,
+                                let.tier,
+                                "-" if let.tier == "archive" else let.volume,
                                 f"{let.base_offset:,}",
                                 f"{let.last_offset:,}",
                                 "yes" if let.active else "no",
@@ -103,6 +120,7 @@ class PartitionsPane(Pane):
                                 format_bytes(let.bytes),
                                 fmt_ms(let.first_timestamp),
                                 fmt_ms(let.last_timestamp),
+                                Text(file_text(let.file, self.cluster.path)),
                             ),
                         )
                     )

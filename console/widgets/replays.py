@@ -122,6 +122,8 @@ class ReplaysPane(Pane):
         text.append(job.state, style=STATE_STYLES.get(job.state, ""))
         text.append(f"\nparams  {json.dumps(job.params, default=str)}")
         text.append(f"\nstarted {fmt_s(job.started_ms)}  ended {fmt_s(job.ended_ms)}")
+        if job.reading:
+            text.append(f"\nread    {job.reading}")
         if job.result is not None:
             text.append("\nresult  ", style="bold")
             text.append(json.dumps(job.result, default=str)[:2000])

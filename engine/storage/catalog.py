@@ -53,7 +53,43 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("partitionlets", "archive_file", "TEXT"),
     ("partitionlets", "archive_messages", "INTEGER"),
     ("partitionlets", "archive_bytes", "INTEGER"),
+    ("jobs", "rows_read", "INTEGER NOT NULL DEFAULT 0"),
+    ("jobs", "rows_per_s", "REAL"),
 )
+
+# The name search (engine/search.py): an FTS5 trigram index of every topic name (rowid: the
+# topic's id) and stream path (rowid: the stream's id, negated), kept by triggers in the
+# same transactions as the tables, so no writer can forget it and it cannot drift. The
+# indexes after it keep the cross-stream topic listing's orders (Cluster.topic_listing).
+SEARCH_SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS topic_names USING fts5(name, tokenize='trigram');
+CREATE TRIGGER IF NOT EXISTS topic_names_topic_added AFTER INSERT ON topics BEGIN
+    INSERT INTO topic_names (rowid, name) VALUES (new.id, new.name);
+END;
+CREATE TRIGGER IF NOT EXISTS topic_names_topic_deleted AFTER DELETE ON topics BEGIN
+    DELETE FROM topic_names WHERE rowid = old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS topic_names_stream_added AFTER INSERT ON streams BEGIN
+    INSERT INTO topic_names (rowid, name) VALUES (-new.id, new.path);
+END;
+CREATE TRIGGER IF NOT EXISTS topic_names_stream_deleted AFTER DELETE ON streams BEGIN
+    DELETE FROM topic_names WHERE rowid = -old.id;
+END;
+CREATE INDEX IF NOT EXISTS topics_by_name ON topics (name, stream_id);
+CREATE INDEX IF NOT EXISTS topics_by_partitions ON topics (partitions, id);
+"""
+
+# Fills topic_names for a catalog written before it existed (run once, by ensure_schema).
+SEARCH_FILL = """
+INSERT INTO topic_names (rowid, name) SELECT id, name FROM topics;
+INSERT INTO topic_names (rowid, name) SELECT -id, path FROM streams;
+"""
+
+# Indexes on columns of ADDED_COLUMNS: made once those columns exist (a new catalog's at once).
+ADDED_INDEXES = """
+CREATE INDEX IF NOT EXISTS partitionlets_archived
+    ON partitionlets (topic_id) WHERE archive_file IS NOT NULL;
+"""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -242,7 +278,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     result           TEXT,                      -- JSON summary
     error            TEXT,
     log_path         TEXT,
-    log_tail         TEXT NOT NULL DEFAULT ''
+    log_tail         TEXT NOT NULL DEFAULT '',
+    rows_read        INTEGER NOT NULL DEFAULT 0,  -- rows the job's Spark jobs read
+    rows_per_s       REAL                       -- ... per second of reading
 );
 -- The schema registry (engine.storage.schemas, engine.client.schemas, docs/SCHEMAS.md):
 -- each schema text once, under the global id messages carry in the Confluent wire format;
@@ -390,6 +428,8 @@ class Catalog:
         try:
             # IF NOT EXISTS everywhere: safe to run again; Cluster.open serializes first opens.
             self.conn.executescript(SCHEMA)
+            self.conn.executescript(ADDED_INDEXES)
+            self.conn.executescript(SEARCH_SCHEMA)
             with self.write():
                 existing = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
                 if not existing:
@@ -405,6 +445,7 @@ class Catalog:
         try:
             self.conn.executescript(SCHEMA)
             self._add_columns()
+            self._add_search()
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "catalog") from exc
 
@@ -415,6 +456,21 @@ class Catalog:
             have = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
             if column not in have:
                 self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        self.conn.executescript(ADDED_INDEXES)
+
+    def _add_search(self) -> None:
+        """Give a catalog written by an older engine the name search's index, filled from its
+        streams and topics in one transaction (under Cluster.open's lock file, as
+        _add_columns); from then on the triggers keep it."""
+        if self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'topic_names'").fetchone():
+            self.conn.executescript(SEARCH_SCHEMA)  # the listing's indexes, if missing
+            return
+        try:  # one script, one transaction: the table, its triggers and its rows, or none
+            self.conn.executescript(f"BEGIN IMMEDIATE;{SEARCH_SCHEMA}{SEARCH_FILL}COMMIT;")
+        except sqlite3.DatabaseError:
+            if self.conn.in_transaction:
+                self.conn.rollback()
+            raise
 
     @staticmethod
     def verify(path: Path) -> None:
@@ -592,15 +648,20 @@ class Catalog:
     def archived_usage(self, stream_id: int | None = None) -> tuple[int, int]:
         """(messages, bytes) in archived partitionlets' files, of one stream or of all:
         volumes count only what they hold."""
-        sql = (
-            "SELECT coalesce(sum(archive_messages), 0), coalesce(sum(archive_bytes), 0) "
-            "FROM partitionlets WHERE archive_file IS NOT NULL"
-        )
+        # The archived partitionlets drive the query (a partial index holds only them):
+        # walking a stream's topics instead costs a second at a million topics.
+        sums = "coalesce(sum(p.archive_messages), 0), coalesce(sum(p.archive_bytes), 0)"
         if stream_id is None:
-            row = self._query(sql)[0]
+            row = self._query(
+                f"SELECT {sums} FROM partitionlets p INDEXED BY partitionlets_archived "
+                "WHERE p.archive_file IS NOT NULL"
+            )[0]
         else:
             row = self._query(
-                sql + " AND topic_id IN (SELECT id FROM topics WHERE stream_id = ?)", (stream_id,)
+                f"SELECT {sums} FROM partitionlets p INDEXED BY partitionlets_archived "
+                "CROSS JOIN topics t ON t.id = p.topic_id "
+                "WHERE p.archive_file IS NOT NULL AND t.stream_id = ?",
+                (stream_id,),
             )[0]
         return row[0], row[1]
 
@@ -759,6 +820,111 @@ class Catalog:
         rows = self._query("SELECT topic_count FROM streams WHERE id = ?", (stream_id,))
         return rows[0][0] if rows else 0
 
+    # --- the name search and the cross-stream listing (engine/search.py) -------------------
+
+    def search_names(
+        self, text: str, cap: int, stream_id: int | None = None
+    ) -> tuple[list[StreamRow], list[TopicRow], bool]:
+        """The streams and topics whose names contain `text` (3 characters or more, case
+        folded), at most `cap` of them, and whether there were more; `stream_id` keeps that
+        stream's topics only. The trigram index answers it, so it costs the matches, not the
+        catalog's size."""
+        phrase = '"' + text.replace('"', '""') + '"'  # one FTS5 string: any character is text
+        if stream_id is None:
+            sql = "SELECT rowid FROM topic_names WHERE topic_names MATCH ? LIMIT ?"
+            args: tuple = (phrase, cap + 1)
+        else:
+            # CROSS JOIN keeps the index's matches as the outer loop: the planner would
+            # otherwise walk every topic of the stream and probe the index for each
+            sql = (
+                "SELECT f.rowid FROM topic_names f CROSS JOIN topics t ON t.id = f.rowid "
+                "WHERE topic_names MATCH ? AND t.stream_id = ? LIMIT ?"
+            )
+            args = (phrase, stream_id, cap + 1)
+        ids = [i for (i,) in self._query(sql, args)]
+        capped = len(ids) > cap
+        ids = ids[:cap]
+        stream_ids = [-i for i in ids if i < 0]
+        streams: list[StreamRow] = []
+        for chunk in _chunks(stream_ids):
+            marks = ",".join("?" * len(chunk))
+            streams += [
+                self._stream(r)
+                for r in self._query(
+                    f"SELECT {self._STREAM_COLUMNS} FROM streams WHERE id IN ({marks})",
+                    tuple(chunk),
+                )
+            ]
+        return streams, self.topics_by_id([i for i in ids if i > 0]), capped
+
+    def topic_listing(
+        self, sort: str, descending: bool, after: tuple | None, limit: int
+    ) -> list[TopicRow]:
+        """A page of every stream's topics in `sort` order ("name": name then stream id;
+        "partitions": count then id; "created": id, which is creation order; "stream":
+        stream path then name), after the key `after` of the last row shown. Each order
+        walks an index from the key, so every page costs the same."""
+        if sort == "stream":
+            return self._listing_by_stream(descending, after, limit)
+        cmp, direction = ("<", "DESC") if descending else (">", "ASC")
+        columns = {"name": "name, stream_id", "partitions": "partitions, id", "created": "id"}[sort]
+        sql = "SELECT id FROM topics"
+        args: tuple = ()
+        if after is not None:
+            sql += f" WHERE ({columns}) {cmp} ({', '.join('?' * len(after))})"
+            args = tuple(after)
+        order = ", ".join(f"{c.strip()} {direction}" for c in columns.split(","))
+        ids = [i for (i,) in self._query(f"{sql} ORDER BY {order} LIMIT ?", (*args, limit))]
+        return self._topics_in_order(ids)
+
+    def _listing_by_stream(
+        self, descending: bool, after: tuple | None, limit: int
+    ) -> list[TopicRow]:
+        cmp, direction = ("<", "DESC") if descending else (">", "ASC")
+        rows: list[TopicRow] = []
+        if after is not None:  # the rest of the stream the last page ended in
+            found = self._query("SELECT id FROM streams WHERE path = ?", (after[0],))
+            if found:
+                rows += self._topics_in_order(
+                    [
+                        i
+                        for (i,) in self._query(
+                            f"SELECT id FROM topics WHERE stream_id = ? AND name {cmp} ? "
+                            f"ORDER BY name {direction} LIMIT ?",
+                            (found[0][0], after[1], limit),
+                        )
+                    ]
+                )
+        last_path = None if after is None else after[0]
+        while len(rows) < limit:
+            sql = "SELECT id, path FROM streams"
+            args: tuple = ()
+            if last_path is not None:
+                sql += f" WHERE path {cmp} ?"
+                args = (last_path,)
+            batch = self._query(f"{sql} ORDER BY path {direction} LIMIT 100", args)
+            if not batch:
+                break
+            for stream_id, path in batch:
+                last_path = path
+                rows += self._topics_in_order(
+                    [
+                        i
+                        for (i,) in self._query(
+                            f"SELECT id FROM topics WHERE stream_id = ? "
+                            f"ORDER BY name {direction} LIMIT ?",
+                            (stream_id, limit - len(rows)),
+                        )
+                    ]
+                )
+                if len(rows) >= limit:
+                    break
+        return rows[:limit]
+
+    def _topics_in_order(self, ids: list[int]) -> list[TopicRow]:
+        by_id = {r.id: r for r in self.topics_by_id(ids)}
+        return [by_id[i] for i in ids if i in by_id]
+
     def set_partitions(self, topic_id: int, count: int) -> None:
         with self.write():
             self.conn.execute("UPDATE topics SET partitions = ? WHERE id = ?", (count, topic_id))
@@ -871,13 +1037,13 @@ class Catalog:
             conn = self.conn
             if conn.execute("SELECT 1 FROM streams WHERE id = ?", (stream_id,)).fetchone() is None:
                 return {}
-            before = conn.total_changes
-            conn.executemany(
+            # rowcount, not total_changes: the latter also counts what the name index's
+            # triggers write (topic_names)
+            created = conn.executemany(
                 "INSERT OR IGNORE INTO topics (stream_id, name, partitions, created_ms) "
                 "VALUES (?, ?, ?, ?)",
                 [(stream_id, n, partitions, created_ms) for n in names_],
-            )
-            created = conn.total_changes - before
+            ).rowcount
             if created:
                 conn.execute(
                     "UPDATE streams SET topic_count = topic_count + ? WHERE id = ?",

@@ -31,6 +31,8 @@ class JobRow(NamedTuple):
     error: str | None
     log_path: str | None
     log_tail: str
+    rows_read: int
+    rows_per_s: float | None
 
 
 _COLUMNS = ", ".join(JobRow._fields)

@@ -19,6 +19,13 @@ the same. Three steps, each public:
    each column of a batch's payload lies, so a columnar reader (Arrow) cuts the keys and
    values out of the payload without a Python object per message, then keeps the offsets
    in [start, end) and the timestamps at or after `cutoff_ms`.
+
+An archived partitionlet (docs/ARCHIVE.md) is planned too, never skipped: its task has
+`tier == "archive"` and `file`, the full URI of its Parquet file. `read_archive(task)`
+reads that file's rows of the task's range as Arrow record batches (the columnar way, and
+what Spark's own Parquet reader does natively with `file`); `read(task)` gives them as
+stored batches like any other task, so a reader that only knows `read` misses nothing.
+A live task whose partitionlet was archived after planning is read from its file.
 """
 
 from __future__ import annotations
@@ -26,17 +33,18 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine import names
-from engine.errors import InvalidArgument
+from engine.errors import InvalidArgument, StorageError
 from engine.policies import check_stored
 from engine.records import TopicPartition
 from engine.storage import batch as batch_codec
+from engine.storage.catalog import PartitionletRow
 from engine.storage.connection import BUSY_TIMEOUT_MS, translate
-from engine.storage.log import PartitionLog
+from engine.storage.log import Columns, PartitionLog
 from engine.storage.volume import DELETED
 
 if TYPE_CHECKING:
@@ -44,6 +52,8 @@ if TYPE_CHECKING:
     from engine.cluster import Cluster
 
 EARLIEST, LATEST = "earliest", "latest"
+LIVE, ARCHIVE = "live", "archive"  # a task's tier, as PartitionletInfo.tier
+ARCHIVE_ROWS_PER_BATCH = 64 * 1024  # rows per Arrow batch `read_archive` yields
 Position = int | str  # an offset, or EARLIEST / LATEST
 OffsetSpec = str | Mapping[TopicPartition, Position]
 
@@ -62,6 +72,11 @@ class ScanTask:
     start: int
     end: int
     cutoff_ms: int | None  # messages older than this have expired (the stream's ttl)
+    tier: str = LIVE  # ARCHIVE: the partitionlet is the Parquet file `file`, not in a volume
+    file: str | None = None  # archived: the full URI of its file (file://, s3://, ...)
+    # [start, end) is the whole partitionlet (so all of an archived file's rows, which
+    # need no offset filter)
+    whole: bool = False
 
 
 class ScanBatch(NamedTuple):
@@ -227,7 +242,14 @@ def plan(
             if cutoff is not None and pl.end_offset is not None and pl.max_ts is not None:
                 if pl.max_ts < cutoff:
                     continue  # sealed and expired as a whole
-            path = str(cluster.volume(pl.volume_id).path.absolute())
+            if pl.archive_file is not None:
+                from engine.storage import archive  # pyarrow: loaded when an archive is met
+
+                where = {"tier": ARCHIVE, "file": archive.file_uri(cluster.path, pl.archive_file)}
+                path = ""  # in no volume
+            else:
+                where = {}
+                path = str(cluster.volume(pl.volume_id).path.absolute())
             out.append(
                 ScanTask(
                     root,
@@ -240,6 +262,8 @@ def plan(
                     lo,
                     hi,
                     cutoff,
+                    **where,
+                    whole=lo == pl.base_offset and hi == pl.end_offset,
                 )
             )
     return out
@@ -252,14 +276,15 @@ def _connect_ro(path: str) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
 
 
-def _relocate(task: ScanTask) -> str | None:
-    """The volume file that holds the partitionlet now, per the catalog (after a move)."""
+def _relocate(task: ScanTask) -> tuple[str | None, str | None]:
+    """(the volume file that holds the partitionlet now, the full URI of its archived file
+    if it was archived), per the catalog; (None, None) when it is gone (retention)."""
     catalog = task.catalog_path
     conn = _connect_ro(catalog)
     try:
         row = conn.execute(
-            "SELECT v.path FROM partitionlets p JOIN volumes v ON v.id = p.volume_id "
-            "WHERE p.id = ?",
+            "SELECT v.path, p.archive_file FROM partitionlets p "
+            "JOIN volumes v ON v.id = p.volume_id WHERE p.id = ?",
             (task.partitionlet,),
         ).fetchone()
     except sqlite3.DatabaseError as exc:
@@ -267,9 +292,13 @@ def _relocate(task: ScanTask) -> str | None:
     finally:
         conn.close()
     if row is None:
-        return None
+        return None, None
+    if row[1] is not None:
+        from engine.storage import archive
+
+        return None, archive.file_uri(Path(task.cluster), row[1])
     path = Path(row[0])
-    return str(path if path.is_absolute() else Path(task.cluster) / path)
+    return str(path if path.is_absolute() else Path(task.cluster) / path), None
 
 
 def _batches(path: str, task: ScanTask) -> tuple[list[ScanBatch], bool]:
@@ -299,9 +328,13 @@ def read(task: ScanTask) -> list[ScanBatch]:
     following the partitionlet if it moved; batches wholly older than `task.cutoff_ms`
     are left out. Payloads are in the plain layout: a compressed batch (the stream's
     `compression` policy) is inflated here, so `layout` reads every batch alike."""
+    if task.tier == ARCHIVE:
+        return _archived_batches(task)
     batches, live = _batches(task.volume_path, task)
     if not live:
-        moved = _relocate(task)
+        moved, archived = _relocate(task)
+        if archived is not None:  # archived since planning: its file holds it now
+            return _archived_batches(replace(task, tier=ARCHIVE, file=archived))
         if moved is not None and moved != task.volume_path:
             batches, live = _batches(moved, task)
     if task.cutoff_ms is not None:
@@ -312,3 +345,120 @@ def read(task: ScanTask) -> list[ScanBatch]:
         else b
         for b in batches
     ]
+
+
+# --- archived partitionlets ---------------------------------------------------------------
+
+
+def _archive_row(task: ScanTask) -> PartitionletRow:
+    """Enough of the catalog's row of an archived task's partitionlet for its reader."""
+    assert task.file is not None
+    return PartitionletRow(
+        task.partitionlet, 0, task.partition, 0, task.start, task.end, 0, None, 0, None, None,
+        task.file,
+    )  # fmt: skip
+
+
+def _gone(task: ScanTask) -> bool:
+    """Whether the partitionlet left the catalog (retention dropped it after planning)."""
+    conn = _connect_ro(task.catalog_path)
+    try:
+        row = conn.execute(
+            "SELECT 1 FROM partitionlets WHERE id = ?", (task.partitionlet,)
+        ).fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise translate(exc, task.catalog_path, "catalog") from exc
+    finally:
+        conn.close()
+    return row is None
+
+
+def _archived_batches(task: ScanTask) -> list[ScanBatch]:
+    """An archived task's range as stored batches (re-encoded from the file's rows by the
+    engine's archive reader, as every other reader of archived partitionlets reads them)."""
+    from engine.storage import archive
+
+    reader = archive.ArchiveReader(Path(task.cluster), _archive_row(task))
+    out: list[ScanBatch] = []
+    position = task.start
+    try:
+        while position < task.end:
+            got = reader.read(task.partitionlet, position, 64)
+            if not got:
+                break
+            out.extend(ScanBatch(*b) for b in got if b[0] < task.end)
+            position = got[-1][1] + 1
+    except StorageError:
+        if _gone(task):
+            return []  # dropped by retention since planning, as a live one would be
+        raise
+    if task.cutoff_ms is not None:
+        out = [b for b in out if b.max_timestamp >= task.cutoff_ms]
+    return out
+
+
+def read_archive(task: ScanTask, batch_rows: int = ARCHIVE_ROWS_PER_BATCH) -> Iterable[Any]:
+    """The rows of an archived task (`tier == ARCHIVE`) as pyarrow RecordBatches of the
+    file's columns (key, value, topic, partition, offset, timestamp, timestampType,
+    headers), in offset order: only the offsets in [start, end) and, with a `cutoff_ms`,
+    the timestamps at or after it. Row groups outside the range (by their offset
+    statistics) are not read."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from engine.storage import archive
+
+    if task.tier != ARCHIVE or task.file is None:
+        raise InvalidArgument(f"scan task of partitionlet {task.partitionlet} is not archived")
+    fs, path = archive.filesystem(Path(task.cluster), task.file)
+    try:
+        handle = fs.open_input_file(path)
+    except FileNotFoundError as exc:
+        if _gone(task):
+            return
+        raise StorageError(
+            f"archive file {task.file} of partitionlet {task.partitionlet} is missing"
+        ) from exc
+    with handle, pq.ParquetFile(handle) as f:
+        md = f.metadata
+        col = md.schema.to_arrow_schema().get_field_index("offset")
+        groups = []
+        for i in range(md.num_row_groups):
+            stats = md.row_group(i).column(col).statistics
+            if stats is not None and stats.has_min_max:
+                if stats.max < task.start or stats.min >= task.end:
+                    continue
+            groups.append(i)
+        if not groups:
+            return
+        for rb in f.iter_batches(batch_size=batch_rows, row_groups=groups):
+            offsets = rb.column("offset")
+            keep = pc.and_(pc.greater_equal(offsets, task.start), pc.less(offsets, task.end))
+            if task.cutoff_ms is not None:
+                stamps = rb.column("timestamp").cast("int64")
+                keep = pc.and_(keep, pc.greater_equal(stamps, task.cutoff_ms * 1000))
+            if not pc.all(keep).as_py():
+                rb = rb.filter(keep)
+            if rb.num_rows:
+                yield rb
+
+
+def columns(batch: ScanBatch, task: ScanTask) -> Columns | None:
+    """The records of a stored batch (as `read(task)` gives them) that lie in the task's
+    offsets [start, end), as the `Columns` a columnar reader takes
+    (`engine.client.arrow.record_batch`); None when none do. Records older than the
+    task's `cutoff_ms` are still among them (`record_batch` leaves them out)."""
+    import numpy as np
+
+    at = batch_codec.positions(batch.payload)
+    base, count = batch.base_offset, at.count
+    if at.deltas_at is None:  # offsets base, base + 1, ...
+        i0 = min(max(task.start - base, 0), count)
+        i1 = min(max(task.end - base, 0), count)
+    else:
+        deltas = np.frombuffer(batch.payload, "<u4", count, at.deltas_at).astype(np.int64)
+        i0 = int(np.searchsorted(deltas, task.start - base, "left"))
+        i1 = int(np.searchsorted(deltas, task.end - base, "left"))
+    if i0 >= i1:
+        return None
+    return Columns(batch.payload, at, base, batch.timestamp_type, batch.first_timestamp, i0, i1)

@@ -9,6 +9,16 @@ import pytest
 
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# Fake credentials for the local S3 server (moto) of the s3:// archive tests, set before
+# Spark starts: its Python workers get the environment the JVM started with.
+for _name, _value in (
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ("AWS_DEFAULT_REGION", "us-east-1"),
+    ("AWS_EC2_METADATA_DISABLED", "true"),
+    ("SPARK_LOCAL_IP", "127.0.0.1"),
+):
+    os.environ.setdefault(_name, _value)
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +30,10 @@ def spark():
     session = (
         SparkSession.builder.master("local[2]")
         .appName("partitionlet-tests")
-        .config("spark.ui.enabled", "false")
+        # the UI serves the status REST API replays read their rows/s from (run.Monitor):
+        # loopback only (SPARK_LOCAL_IP above), any free port
+        .config("spark.ui.port", "0")
+        .config("spark.ui.killEnabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
