@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import names
 from engine.auth.principal import Principal
+from engine.bulk import bulk_records
 from engine.client import groups
 from engine.errors import (
     AccessDenied,
@@ -40,7 +41,7 @@ from engine.records import (
     OffsetAndTimestamp,
     TopicPartition,
 )
-from engine.storage.log import PartitionLog, bulk_records
+from engine.storage.log import PartitionLog
 
 if TYPE_CHECKING:  # annotations only: the cluster module needs none of this one
     from engine.cluster import Cluster
@@ -647,7 +648,7 @@ class Consumer:
             self._reads.maybe_flush()
             seq = cluster.appends.seq
             # records (and deserializers) are made with the collector paused; Arrow makes
-            # a few objects a partition (engine.storage.log.bulk_records)
+            # a few objects a partition (engine.bulk.bulk_records)
             with bulk_records(limit if what == "poll" else 0):
                 got = self._fetch(limit, read)
             if got:

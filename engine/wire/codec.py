@@ -31,6 +31,7 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 from crc32c import crc32c
 from kafka.protocol.api_message import ApiMessage
 
+from engine.bulk import bulk_records
 from engine.records import LOG_APPEND_TIME
 
 _HEAD = struct.Struct(">hhi")  # api key, api version, correlation id: the same in every version
@@ -120,10 +121,7 @@ class ProducedBatch:
         return self.producer_id >= 0
 
 
-_value = attrgetter("value")
-_key = attrgetter("key")
-_headers = attrgetter("headers")
-_timestamp = attrgetter("timestamp")
+_COLUMNS = tuple(attrgetter(name) for name in ("value", "key", "headers", "timestamp"))
 
 
 def batches(data: bytes | None) -> Iterator[ProducedBatch]:
@@ -152,7 +150,10 @@ def batches(data: bytes | None) -> Iterator[ProducedBatch]:
         codec = attributes & CODEC_MASK
         if codec:
             batch = _decompressed(batch, codec)
-        records = list(DefaultRecordBatch(bytes(batch)))
+        # a record object each, dropped at once: the collector need not walk them
+        with bulk_records(count):
+            records = list(DefaultRecordBatch(bytes(batch)))
+            columns = [list(map(get, records)) for get in _COLUMNS]
         if len(records) != count:
             raise ValueError(f"a batch says {count} records and holds {len(records)}")
         yield ProducedBatch(
@@ -162,10 +163,10 @@ def batches(data: bytes | None) -> Iterator[ProducedBatch]:
             last_offset_delta=last_delta,
             transactional=bool(attributes & TRANSACTIONAL_MASK),
             control=bool(attributes & CONTROL_MASK),
-            values=list(map(_value, records)),
-            keys=list(map(_key, records)),
-            headers=list(map(_headers, records)),
-            timestamps=list(map(_timestamp, records)),
+            values=columns[0],
+            keys=columns[1],
+            headers=columns[2],
+            timestamps=columns[3],
         )
         pos = stop
 

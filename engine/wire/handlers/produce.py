@@ -15,6 +15,7 @@ from kafka.protocol.producer import (
 )
 
 from engine import errors
+from engine.bulk import bulk_records
 from engine.wire import codec, codes
 from engine.wire.registry import api
 
@@ -167,9 +168,10 @@ def _send(
     since the run is written as one stored batch."""
     producer = broker.producer(acks)
     try:
-        future = producer.send_batch(
-            full, partition, batch.values, batch.keys, batch.headers, batch.timestamps
-        )
+        with bulk_records(len(batch.values)):  # a tuple a message, in the producer's batch
+            future = producer.send_batch(
+                full, partition, batch.values, batch.keys, batch.headers, batch.timestamps
+            )
         if acks == 0:
             return codes.NONE, -1
         metadata = future.get(timeout=max(0.0, deadline - time.monotonic()))
