@@ -5,12 +5,7 @@ over the rest), give exactly the rows a Consumer reads, every offset once."""
 from __future__ import annotations
 
 import json
-import signal
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -18,6 +13,7 @@ from engine import Cluster, Consumer, Producer, TopicPartition
 from spark_tasks import history, jobs, replays
 from spark_tasks.run import Monitor
 from spark_tasks.scan import OptionError
+from tests.local_s3 import local_s3
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -216,37 +212,8 @@ def test_a_replay_over_archived_data_reports_rows_read(spark, data, tmp_path):
 
 @pytest.fixture
 def s3_server():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise
-                time.sleep(0.1)
-        import pyarrow.fs as pafs
-
-        fs = pafs.S3FileSystem(
-            endpoint_override=f"127.0.0.1:{port}",
-            scheme="http",
-            region="us-east-1",
-            allow_bucket_creation=True,
-        )
-        fs.create_dir("archive")  # the bucket
+    with local_s3() as (port, _):
         yield port
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(10)
 
 
 def test_an_s3_archive_read_by_spark(spark, s3_server, tmp_path):

@@ -5,7 +5,6 @@ processes (kill -9 in the middle of a pass), a real local S3 server."""
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -22,6 +21,7 @@ from engine.cli import cli
 from engine.client.browse import Query, Seek, browse
 from engine.ops.maintenance import Maintenance
 from engine.storage.volume import DELETED, SEALED
+from tests.local_s3 import local_s3
 
 ROOT = Path(__file__).resolve().parents[3]
 T = "/a:t"
@@ -434,43 +434,14 @@ def test_archive_uri_outside_the_cluster_needs_an_administrator(cluster, tmp_pat
 
 @pytest.fixture
 def s3_server(monkeypatch):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise
-                time.sleep(0.1)
-        for name, value in (
-            ("AWS_ACCESS_KEY_ID", "testing"),
-            ("AWS_SECRET_ACCESS_KEY", "testing"),
-            ("AWS_DEFAULT_REGION", "us-east-1"),
-        ):
-            monkeypatch.setenv(name, value)
-        import pyarrow.fs as pafs
-
-        fs = pafs.S3FileSystem(
-            endpoint_override=f"127.0.0.1:{port}",
-            scheme="http",
-            region="us-east-1",
-            allow_bucket_creation=True,
-        )
-        fs.create_dir("archive")  # the bucket
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
+        monkeypatch.setenv(name, value)
+    with local_s3() as (port, fs):
         yield port, fs
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(10)
 
 
 def test_s3_archive_read_back_by_a_consumer(cluster_path, s3_server):
