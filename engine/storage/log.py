@@ -35,6 +35,7 @@ NO_HEADERS: tuple = ()
 # Batches fetched per volume query: a batch holds up to thousands of messages.
 FETCH_BATCHES = 16
 
+
 class _Decoded:
     """One stored batch being read: its row, its payload in the plain layout (inflated
     once if it was compressed), and its columns as Python objects (`batch`), made on
