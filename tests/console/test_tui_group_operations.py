@@ -4,7 +4,7 @@ says the log moved) and shift-by; deleting a group after a confirmation."""
 from __future__ import annotations
 
 import pytest
-from textual.widgets import DataTable, Input, Select, Static
+from textual.widgets import Button, DataTable, Input, Select, Static
 
 from console.screens.confirm import ConfirmScreen
 from console.screens.reset_offsets import ResetOffsetsScreen, parse_partitions, parse_target
@@ -79,6 +79,10 @@ async def test_apply_after_the_log_moved_shows_the_new_preview(demo, make_app, u
         assert isinstance(app.screen, ResetOffsetsScreen)
         assert _committed(demo) == {0: 21, 1: 19}
         assert [row[4] for row in _plan_cells(dialog)] == ["43", "38"]
+        # Textual ignores a press while the button still shows the last one (0.2 s): a user
+        # pressing again waits that long anyway
+        apply = dialog.query_one("#reset-apply", Button)
+        await until(pilot, lambda: not apply.has_class("-active"))
         await pilot.click("#reset-apply")  # the new preview, unchanged since: applied
         await until(pilot, lambda: not isinstance(app.screen, ResetOffsetsScreen))
         assert _committed(demo) == {0: 43, 1: 38}
