@@ -49,9 +49,10 @@ from engine.errors import (
     UnknownStream,
     UnknownTopic,
 )
-from engine.ops import balance, retention
+from engine.ops import balance, metrics, retention
 from engine.ops.balance import RebalanceReport
 from engine.ops.heat import HeatMap, heat_map
+from engine.ops.metrics import MetricSeries, MetricsReport
 from engine.ops.retention import CompactionReport, RetentionReport
 from engine.records import (
     ClusterTotals,
@@ -804,6 +805,42 @@ class Cluster:
         no partitionlets: what a console shows, fast when 100,000 partitions are warm."""
         self.check_open()
         return heat_map(self, window_s, top, by, include)
+
+    # --- metrics history (engine/ops/metrics.py) ------------------------------------------
+
+    def record_metrics(self) -> MetricsReport:
+        """Add to the metrics history every minute of throughput completed since the last
+        record, the consumer groups' and replication links' lag now, and the hours' roll-ups;
+        drop what is older than the history keeps. `plet web` and `plet replicate` do it
+        every minute (engine.ops.maintenance)."""
+        self.check_open()
+        return metrics.record(self)
+
+    def metrics(
+        self,
+        scope: str = "cluster",
+        name: str = "",
+        *,
+        metric: str = "write_messages",
+        window_s: int = 3600,
+    ) -> MetricSeries:
+        """One series of the metrics history over the last `window_s` seconds, a point per
+        minute (windows of up to a day) or hour: `scope` "cluster" (no name), "stream" (a
+        path), "topic" (a full name) with `metric` write_messages, write_bytes,
+        read_messages or read_bytes (per second); "group" (a group id) with lag_messages;
+        "replica" (`engine.ops.metrics.replica_name(stream, target)`) with copied_messages,
+        copied_bytes (per second), lag_messages or lag_seconds."""
+        self.check_open()
+        return metrics.series(self, scope, name, metric, window_s)
+
+    def busiest(
+        self, scope: str, *, metric: str = "write_messages", window_s: int = 3600, limit: int = 10
+    ) -> list[tuple[str, float]]:
+        """The names of `scope`'s series (streams, topics, groups, links) with the most
+        `metric` in the metrics history's last `window_s` seconds, with the average rate
+        (counters) or the sum of readings (gauges), most first."""
+        self.check_open()
+        return metrics.busiest(self, scope, metric, window_s, limit)
 
     # --- consumer groups ------------------------------------------------------------------
 

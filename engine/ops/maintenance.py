@@ -1,4 +1,5 @@
-"""Background maintenance of a long-lived process: retention and compaction on a timer.
+"""Background maintenance of a long-lived process: retention and compaction on a timer,
+and a record of the metrics history (engine.ops.metrics) every minute.
 
 `Maintenance(cluster).start()` runs `enforce_retention`, `compact` and `archive` every `interval_s`
 seconds in a thread of its own, never on the path of `send` or `poll`. A failing pass is
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import Closed, InvalidArgument
-from engine.ops import balance, retention
+from engine.ops import balance, metrics, retention
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
@@ -44,6 +46,7 @@ class Maintenance:
         retention_enabled: bool = True,
         compaction_enabled: bool = True,
         archive_enabled: bool = True,
+        metrics_enabled: bool = True,
     ) -> None:
         if (
             isinstance(interval_s, bool)
@@ -56,6 +59,8 @@ class Maintenance:
         self.retention_enabled = retention_enabled
         self.compaction_enabled = compaction_enabled
         self.archive_enabled = archive_enabled
+        self.metrics_enabled = metrics_enabled
+        self.last_metrics: Any = None  # engine.ops.metrics.MetricsReport
         self.runs = 0
         self.last_retention: retention.RetentionReport | None = None
         self.last_compaction: retention.CompactionReport | None = None
@@ -144,8 +149,23 @@ class Maintenance:
         log.debug("%s of cluster %s: %s", what, self.cluster.path, report)
         return report
 
+    def record_metrics(self) -> None:
+        """Add to the metrics history (engine.ops.metrics); errors are logged."""
+        report = self._guarded("metrics", metrics.record)
+        if report is not None:
+            self.last_metrics = report
+
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        # The metrics history wants a record a minute, whatever the passes' interval.
+        tick = min(self.interval_s, metrics.MINUTE_S) if self.metrics_enabled else self.interval_s
+        next_pass = time.monotonic() + self.interval_s
+        if self.metrics_enabled:  # at once: the heat of the last day is there to catch up on
+            self.record_metrics()
+        while not self._stop.wait(tick):
             if self.cluster.closed:
                 return
-            self.run_once()
+            if self.metrics_enabled:
+                self.record_metrics()
+            if time.monotonic() >= next_pass:
+                self.run_once()
+                next_pass = time.monotonic() + self.interval_s

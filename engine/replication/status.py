@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import names
 from engine.errors import InvalidArgument, PartitionletError
+from engine.ops import metrics
 from engine.replication.protocol import Target
 from engine.replication.reading import source_batches, source_end
 from engine.replication.targets import is_url, normalize_target, open_target
@@ -52,10 +53,15 @@ class ReplicaInfo:
     paused: bool = False
     copied_messages: int = 0
     copied_bytes: int = 0
-    throughput_messages: float = 0.0  # messages/s of the last run that moved any
+    # messages (bytes) copied per second over the last `throughput_window_s` seconds
+    throughput_messages: float = 0.0
     throughput_bytes: float = 0.0
     last_run_ms: int | None = None
     created_ms: int = 0
+    # the rate of the last run that moved any: a burst, not the link's pace
+    last_run_rate_messages: float = 0.0
+    last_run_rate_bytes: float = 0.0
+    throughput_window_s: int = metrics.THROUGHPUT_WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,7 @@ class Link:
     copied_bytes: int
     rate_messages: float
     rate_bytes: float
+    steady: tuple[float, float] = (0.0, 0.0)  # (messages/s, bytes/s) over a window
 
     @classmethod
     def from_row(cls, row: tuple) -> Link:
@@ -129,7 +136,12 @@ def load_links(cluster: Cluster, stream: str | None = None) -> list[Link]:
     """The links out of one stream, or of every stream, ordered by stream and target."""
     catalog = cluster.catalog
     stream_id = None if stream is None else catalog.stream(stream).id
-    return [Link.from_row(r) for r in catalog.replica_rows(stream_id)]
+    links = [Link.from_row(r) for r in catalog.replica_rows(stream_id)]
+    if links:
+        rates = metrics.steady_rates(cluster)
+        for link in links:
+            link.steady = rates.get(metrics.replica_name(link.stream, link.target), (0.0, 0.0))
+    return links
 
 
 def find_link(cluster: Cluster, stream: str, target: str | os.PathLike[str]) -> Link:
@@ -221,10 +233,12 @@ def _info(
         link.paused,
         link.copied_messages,
         link.copied_bytes,
-        link.rate_messages,
-        link.rate_bytes,
+        link.steady[0],
+        link.steady[1],
         link.last_run_ms,
         link.created_ms,
+        link.rate_messages,
+        link.rate_bytes,
     )
 
 

@@ -38,6 +38,7 @@ from engine.storage.connection import (
 )
 from engine.storage.jobs import JobTable
 from engine.storage.memberships import Memberships
+from engine.storage.metrics import MetricsTable
 
 FORMAT = "partitionlet-catalog"
 SCHEMA_VERSION = 1
@@ -306,6 +307,18 @@ CREATE TABLE IF NOT EXISTS schema_config (
     subject       TEXT PRIMARY KEY,
     compatibility TEXT NOT NULL
 ) WITHOUT ROWID;
+-- The metrics history (engine.storage.metrics, engine.ops.metrics): per-minute and per-hour
+-- buckets of throughput, lag and replication series, bounded in count and age.
+CREATE TABLE IF NOT EXISTS metrics (
+    resolution INTEGER NOT NULL,  -- seconds a bucket spans: 60 or 3600
+    scope      TEXT NOT NULL,     -- cluster, stream, topic, group, replica
+    name       TEXT NOT NULL,     -- '' (cluster), path, full name, group id, 'path -> target'
+    metric     TEXT NOT NULL,
+    bucket_ms  INTEGER NOT NULL,  -- the bucket's start, epoch ms
+    value      REAL NOT NULL,     -- a count (counters), a reading (gauges)
+    PRIMARY KEY (resolution, scope, name, metric, bucket_ms)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS metrics_by_time ON metrics (resolution, bucket_ms);
 """
 
 
@@ -422,6 +435,11 @@ class Catalog:
     def jobs(self) -> JobTable:
         """Replay job records (engine.storage.jobs)."""
         return JobTable(self)
+
+    @property
+    def metrics(self) -> MetricsTable:
+        """The metrics history (engine.storage.metrics)."""
+        return MetricsTable(self)
 
     def initialize(self, settings: dict[str, str]) -> None:
         """Create the schema and store `settings` (first process only; idempotent)."""
@@ -1293,11 +1311,24 @@ class Catalog:
             return cur.rowcount == 1
 
     def count_replicated(self, stream_id: int, target: str, messages: int, nbytes: int) -> None:
+        """Add a run's copies to the link's totals and to its metrics history's minute
+        (engine.ops.metrics: series 'path -> target' of scope 'replica')."""
+        minute_ms = now_ms() // 60_000 * 60_000
         with self.write():
             self.conn.execute(
                 "UPDATE replicas SET copied_messages = copied_messages + ?, "
                 "copied_bytes = copied_bytes + ? WHERE stream_id = ? AND target = ?",
                 (messages, nbytes, stream_id, target),
+            )
+            self.conn.executemany(
+                "INSERT INTO metrics (resolution, scope, name, metric, bucket_ms, value) "
+                "SELECT 60, 'replica', s.path || ' -> ' || ?, ?, ?, ? FROM streams s "
+                "WHERE s.id = ? ON CONFLICT (resolution, scope, name, metric, bucket_ms) "
+                "DO UPDATE SET value = value + excluded.value",
+                [
+                    (target, "copied_messages", minute_ms, messages, stream_id),
+                    (target, "copied_bytes", minute_ms, nbytes, stream_id),
+                ],
             )
 
     def remove_replica(self, stream_id: int, target: str) -> bool:

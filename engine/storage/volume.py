@@ -760,6 +760,17 @@ class Volume:
             )
         return rows
 
+    def heat_by_topic_span(self, first: int, last: int, span: int) -> list[tuple[int, ...]]:
+        """(span index, topic_id, w_messages, w_bytes, r_messages, r_bytes) in buckets
+        first..last, summed over spans of `span` buckets (bucket // span): the metrics
+        history's minutes (engine.ops.metrics)."""
+        return self._query(
+            f"SELECT h.bucket / ?, p.topic_id, {self._HEAT_SUMS} "
+            "FROM heat h JOIN partitionlets p ON p.id = h.partitionlet "
+            "WHERE h.bucket BETWEEN ? AND ? GROUP BY 1, 2",
+            (span, first, last),
+        )
+
     def sizes(self) -> tuple[int, int, int]:
         """(data bytes, partitionlets, active partitionlets) stored here."""
         row = self.conn.execute(
