@@ -177,6 +177,8 @@ class Cluster:
         # True when opened without principal=: the library acts as whoever can write the
         # files (the file system is the boundary), a cluster administrator (is_administrator).
         self._own_principal = False
+        # Background workers' stop methods, called before the files close (`on_close`).
+        self._close_hooks: list[weakref.WeakMethod | Any] = []
 
     # --- opening and closing --------------------------------------------------------------
 
@@ -306,10 +308,26 @@ class Cluster:
         cluster, such as a replica link, needs one."""
         return bool(self.principal.superuser) or self._own_principal
 
+    def on_close(self, stop: Any) -> None:
+        """Have `close()` call `stop` (a background worker's stop, which waits for the
+        worker's current pass) before it closes the files: closing an SQLite connection
+        while another thread is inside a statement on it crashes the interpreter. A bound
+        method is held weakly, so a worker that is gone is not kept or called."""
+        root = self._view_of or self
+        hook = weakref.WeakMethod(stop) if hasattr(stop, "__self__") else stop
+        with _CLOSE_HOOKS_LOCK:
+            root._close_hooks.append(hook)
+
     def close(self) -> None:
         self._closed = True
         if self._view_of is not None:
             return
+        with _CLOSE_HOOKS_LOCK:
+            hooks, self._close_hooks = self._close_hooks, []
+        for hook in reversed(hooks):
+            stop = hook() if isinstance(hook, weakref.WeakMethod) else hook
+            if stop is not None:
+                stop()
         self.catalog.close()
         for vol in self._vols.values():
             vol.close()
@@ -1478,6 +1496,7 @@ class ReplicationHooks(Protocol):
     def revoke_token(self, cluster: Cluster, token_id: str) -> None: ...
 
 
+_CLOSE_HOOKS_LOCK = threading.Lock()
 _replication_hooks: ReplicationHooks | None = None
 
 

@@ -77,6 +77,7 @@ class Maintenance:
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="plet-maintenance", daemon=True)
         self._thread.start()
+        self.cluster.on_close(self.stop)  # its pass ends before the files close
         return self
 
     def stop(self, timeout: float | None = 30) -> None:

@@ -4,8 +4,11 @@ and the background `Maintenance` thread (engine.ops.maintenance), on real files.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -361,3 +364,33 @@ def test_maintenance_checks_its_interval(cluster):
     for bad in (0, -1, True, "60"):
         with pytest.raises(InvalidArgument):
             Maintenance(cluster, interval_s=bad)
+
+
+def test_closing_the_cluster_waits_for_a_maintenance_pass(tmp_path):
+    # Closing an SQLite connection while another thread is inside a statement on it
+    # crashes the interpreter: close() stops the maintenance (its pass ends) first. In a
+    # child process, so that a crash fails this test rather than ending the run.
+    script = f"""
+import sys, time
+sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})
+from engine import Cluster, Producer
+from engine.ops.maintenance import Maintenance
+for i in range(40):
+    cluster = Cluster.open({str(tmp_path)!r} + f"/c{{i % 4}}")
+    if i < 4:
+        cluster.create_stream("/s", ttl=1, compact=True)
+        producer = Producer(cluster)
+        for n in range(500):
+            producer.send("/s:t", b"v", key=str(n % 7).encode())
+        producer.close()
+    maintenance = Maintenance(cluster, interval_s=0.001).start()
+    time.sleep(0.02 * (i % 5))
+    cluster.close()
+    assert not maintenance.running
+print("closed 40 times")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-3000:]}"
+    assert "closed 40 times" in done.stdout
