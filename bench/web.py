@@ -139,7 +139,7 @@ class WebResult:
         return "\n".join(lines)
 
 
-def _log_in(client) -> None:
+def log_in(client) -> None:
     page = client.get("/login").get_data(as_text=True)
     token = _CSRF_FIELD.search(page).group(1)
     answer = client.post(
@@ -177,11 +177,11 @@ def measure(path: Path, topics: int, rounds: int = ROUNDS, streams: int = STREAM
     """Time every page of `pages()` `rounds` times on the cluster in `path`."""
     from web import close_app, create_app
 
-    before = _load()
+    before = load_average()
     app = create_app(path)
     try:
         client = app.test_client()
-        _log_in(client)
+        log_in(client)
         results = []
         for name, url in pages(topics, app, streams):
             headers = {}
@@ -200,12 +200,12 @@ def measure(path: Path, topics: int, rounds: int = ROUNDS, streams: int = STREAM
             results.append(timing)
     finally:
         close_app(app)
-    after = _load()
+    after = load_average()
     load = (before, after) if before is not None and after is not None else None
     return WebResult(topics, rounds, results, streams=streams, load=load)
 
 
-def _load() -> float | None:
+def load_average() -> float | None:
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):

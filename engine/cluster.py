@@ -815,14 +815,17 @@ class Cluster:
         top: int | None = None,
         by: str = "messages",
         include: Sequence[TopicPartition] = (),
+        columns: int | None = None,
     ) -> HeatMap:
         """Messages and bytes written and read per second over the last `window_s`
         seconds, per volume, topic, partition and partitionlet, and per time bucket.
         With `top`, only the `top` hottest partitions by `by` ("messages", "bytes",
         "write_messages", ...) and those in `include` are listed, with their topics, and
-        no partitionlets: what a console shows, fast when 100,000 partitions are warm."""
+        no partitionlets: what a console shows, fast when 100,000 partitions are warm.
+        With `columns`, the series have at most that many entries of whole buckets each
+        (`bucket_s` is then a column's length), served mostly from a cache: a heat map."""
         self.check_open()
-        return heat_map(self, window_s, top, by, include)
+        return heat_map(self, window_s, top, by, include, columns)
 
     # --- metrics history (engine/ops/metrics.py) ------------------------------------------
 

@@ -12,6 +12,7 @@ replicators of dc2 and dc3 too: `make run` is this command.
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 from pathlib import Path
@@ -168,6 +169,10 @@ def web_command(
     # workers are stopped and the clusters closed instead of the threads dying mid-write.
     main = threading.current_thread() is threading.main_thread()  # signals need it
     previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    # What start-up made (modules, templates, the app) lives as long as the server: out of
+    # the collector's sight, a full collection scans only what requests made (on the heat
+    # page, 100 ms pauses became 2 ms; docs/BENCHMARKS.md).
+    gc.freeze()
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -10,7 +10,10 @@ volume, topic, partition and partitionlet, and per bucket for the heat maps.
 from __future__ import annotations
 
 import heapq
+import math
+import threading
 import time
+import weakref
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,6 +30,9 @@ if TYPE_CHECKING:
 # How often a consumer adds its read counts to the volumes.
 READ_FLUSH_S = 5.0
 MAX_WINDOW_S = 86400
+# A bucket is final (no append or read flush still adds to it) this long after it ends;
+# only final buckets are kept in the column cache (see `_Rollup`).
+FINAL_AFTER_MS = 5000
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,7 @@ def heat_map(
     top: int | None = None,
     by: str = "messages",
     include: Iterable[TopicPartition] = (),
+    columns: int | None = None,
 ) -> HeatMap:
     """Sum the volumes' heat buckets of the last `window_s` seconds.
 
@@ -180,6 +187,9 @@ def heat_map(
     `partitions`, `partition_series` and `topics`, and `partitionlets` is left empty;
     volumes stay complete.
     A console asks for the hottest few, which stays fast when 100,000 partitions are warm.
+
+    With `columns`, the series have at most `columns` entries, each summing whole
+    buckets (see `_columns_map`): what a heat map draws, from a per-volume cache.
     """
     if (
         isinstance(window_s, bool)
@@ -193,6 +203,10 @@ def heat_map(
         raise InvalidArgument(f"top must be a count of partitions or None, got {top!r}")
     if by not in RANK_BY:
         raise InvalidArgument(f"by must be one of {', '.join(RANK_BY)}, got {by!r}")
+    if columns is not None:
+        if isinstance(columns, bool) or not isinstance(columns, int) or columns < 1:
+            raise InvalidArgument(f"columns must be a count from 1 or None, got {columns!r}")
+        return _columns_map(cluster, window_s, top, by, include, columns)
     bucket_ms = HEAT_BUCKET_S * 1000
     now_bucket = time.time_ns() // 1_000_000 // bucket_ms
     count = window_s // HEAT_BUCKET_S
@@ -219,16 +233,7 @@ def heat_map(
         for topic_id, partition, wm, wb, rm, rb in vol.heat_by_partition(first, now_bucket):
             _add(partition_sums.setdefault((topic_id, partition), [0, 0, 0, 0]), wm, wb, rm, rb)
 
-    keys = list(partition_sums)
-    if top is not None and len(keys) > top:
-        columns = RANK_BY[by]
-        keys = heapq.nlargest(top, keys, key=lambda k: sum(partition_sums[k][c] for c in columns))
-        for tp in include:
-            found = _stream_and_name(cluster, tp.topic)
-            row = cluster.catalog.topic_or_none(*found) if found else None
-            key = (row.id, tp.partition) if row is not None else None
-            if key in partition_sums and key not in keys:
-                keys.append(key)
+    keys = _ranked_keys(cluster, partition_sums, top, by, include)
     topic_ids = sorted({topic_id for topic_id, _ in keys})
     full_names = {row.id: row.full_name for row in cluster.catalog.topics_by_id(topic_ids)}
     wanted = set(keys)
@@ -255,3 +260,235 @@ def heat_map(
         result.partitions[tp] = load = Load(*partition_sums[key], window)
         result.topics[name] = result.topics.get(name, Load(seconds=window)) + load
     return result
+
+
+class _Rollup:
+    """One volume's final heat over a sliding window of columns, summed per column and
+    partitionlet, kept between calls.
+
+    Every call adds only the buckets that became final since the last one and drops the
+    columns that slid out of the window, so a page refreshed every few seconds over an
+    hour of 100,000 warm partitionlets reads a few buckets, not the hour. Buckets still
+    open (the last `FINAL_AFTER_MS`) are read afresh every call and never cached.
+    """
+
+    def __init__(self, per: int) -> None:
+        self.per = per
+        self.lock = threading.Lock()
+        self.start = 0  # first bucket summed
+        self.done = -1  # last bucket summed (final)
+        # column -> partitionlet -> (w_messages, w_bytes, r_messages, r_bytes)
+        self.columns: dict[int, dict[int, tuple[int, ...]]] = {}
+        self.totals: dict[int, list[int]] = {}  # column -> sums of the whole volume
+        self.sums: dict[int, list[int]] = {}  # partitionlet -> sums over `columns`
+
+    def update(self, vol, first_col: int, final: int) -> None:
+        lo = first_col * self.per
+        if lo < self.start or lo > self.done + 1:  # first call, or a long pause: start over
+            self.start, self.done, self.columns, self.sums, self.totals = lo, lo - 1, {}, {}, {}
+        for col in [c for c in self.totals if c < first_col]:
+            del self.totals[col]
+        for col in [c for c in self.columns if c < first_col]:
+            for pl, counts in self.columns.pop(col).items():
+                total = self.sums[pl]
+                for i in range(4):
+                    total[i] -= counts[i]
+                if not any(total):
+                    del self.sums[pl]
+        self.start = lo
+        if final > self.done:
+            for col, pl, *counts in vol.heat_by_column(self.done + 1, final, self.per):
+                # Tuples of ints, not lists: the garbage collector stops tracking them, and
+                # an hour of 100,000 warm partitionlets caches millions (its full passes
+                # over that many lists cost more than the map itself).
+                column = self.columns.setdefault(col, {})
+                had = column.get(pl)
+                column[pl] = tuple(counts) if had is None else _plus(had, counts)
+                _add(self.sums.setdefault(pl, [0, 0, 0, 0]), *counts)
+                _add(self.totals.setdefault(col, [0, 0, 0, 0]), *counts)
+            self.done = final
+
+
+def _plus(a: tuple[int, ...], b) -> tuple[int, ...]:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3])
+
+
+_ROLLUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Volume -> {key: _Rollup}
+_ROLLUPS_LOCK = threading.Lock()
+
+
+def _rollup(vol, per: int, ncols: int) -> _Rollup:
+    with _ROLLUPS_LOCK:
+        by_key = _ROLLUPS.setdefault(vol, {})
+        found = by_key.get((per, ncols))
+        if found is None:
+            found = by_key[(per, ncols)] = _Rollup(per)
+        return found
+
+
+def _columns_map(
+    cluster: Cluster,
+    window_s: int,
+    top: int | None,
+    by: str,
+    include: Iterable[TopicPartition],
+    max_columns: int,
+) -> HeatMap:
+    """The heat map in at most `max_columns` columns of `per` whole buckets each, aligned
+    on multiples of `per` so that a column, once final, never changes: the window is the
+    columns up to the current one (still filling; its rates are over the time it has
+    covered so far), so it spans a little less than `window_s` when that column is young.
+    """
+    bucket_ms = HEAT_BUCKET_S * 1000
+    now_ms = time.time_ns() // 1_000_000
+    now_bucket = now_ms // bucket_ms
+    final = (now_ms - FINAL_AFTER_MS) // bucket_ms - 1  # the last bucket no one adds to
+    count = window_s // HEAT_BUCKET_S
+    per = math.ceil(count / max_columns)
+    ncols = math.ceil(count / per)
+    last_col = now_bucket // per
+    first_col = last_col - ncols + 1
+    col_s = per * HEAT_BUCKET_S
+    seconds = [float(col_s)] * ncols
+    seconds[-1] = float((now_bucket - last_col * per + 1) * HEAT_BUCKET_S)
+    window = float((now_bucket - first_col * per + 1) * HEAT_BUCKET_S)
+    result = HeatMap(window_s, col_s, [c * per * bucket_ms for c in range(first_col, last_col + 1)])
+
+    # Per volume: the cached final columns, plus the open buckets read now.
+    vol_parts = []  # (volume id, rollup, fresh columns, partitionlet keys)
+    partition_sums: dict[tuple[int, int], list[int]] = {}
+    for volume_id, vol in sorted(cluster.open_volumes().items()):
+        keys = {pl: (topic_id, partition) for pl, topic_id, partition in vol.heat_partitionlets()}
+        rollup = _rollup(vol, per, ncols)
+        with rollup.lock:
+            rollup.update(vol, first_col, max(final, first_col * per - 1))
+            # a column still filling is copied: the next call adds to it (in another thread,
+            # maybe, while this one reads it unlocked)
+            filling = (rollup.done + 1) // per
+            columns = {
+                c: (dict(rollup.columns.get(c, {})) if c >= filling else rollup.columns.get(c, {}))
+                for c in range(first_col, last_col + 1)
+            }
+            col_totals = {c: list(v) for c, v in rollup.totals.items()}
+            # summed while locked, so the cached sums need no copy
+            pl_sums: dict[int, list[int]] | None = None
+            if top is None:
+                pl_sums = {pl: list(v) for pl, v in rollup.sums.items()}
+            else:
+                _sum_partitions(partition_sums, rollup.sums, keys)
+        fresh: dict[int, dict[int, list[int]]] = {}
+        fresh_sums: dict[int, list[int]] = {} if pl_sums is None else pl_sums
+        for col, pl, *counts in vol.heat_by_column(
+            max(final + 1, first_col * per), now_bucket, per
+        ):
+            _add(fresh.setdefault(col, {}).setdefault(pl, [0, 0, 0, 0]), *counts)
+            _add(fresh_sums.setdefault(pl, [0, 0, 0, 0]), *counts)
+        series = []
+        totals = [0, 0, 0, 0]
+        for i, col in enumerate(range(first_col, last_col + 1)):
+            # all of the volume's heat, as heat_by_bucket sums it
+            column = col_totals.get(col, [0, 0, 0, 0])
+            for counts in fresh.get(col, {}).values():
+                _add(column, *counts)
+            _add(totals, *column)
+            series.append(Load(*column, seconds[i]))
+        result.volume_series[volume_id] = series
+        result.volumes[volume_id] = Load(*totals, window)
+        if pl_sums is not None:
+            for pl, counts in pl_sums.items():
+                if pl in keys:
+                    result.partitionlets[pl] = Load(*counts, window)
+        _sum_partitions(partition_sums, fresh_sums, keys)
+        vol_parts.append((columns, fresh, keys))
+
+    wanted_keys = _ranked_keys(cluster, partition_sums, top, by, include)
+    wanted = set(wanted_keys)
+    cells: dict[tuple[int, int], list[list[int]]] = {}
+    for columns, fresh, keys in vol_parts:
+        shown = [(pl, key) for pl, key in keys.items() if key in wanted]
+        for i, col in enumerate(range(first_col, last_col + 1)):
+            for part in (columns[col], fresh.get(col)):
+                if not part:
+                    continue
+                for pl, key in shown:
+                    counts = part.get(pl)
+                    if counts is not None:
+                        row = cells.get(key)
+                        if row is None:
+                            row = cells[key] = [[0, 0, 0, 0] for _ in range(ncols)]
+                        _add(row[i], *counts)
+    empty = [Load(seconds=s) for s in seconds]
+    _fill_partitions(cluster, result, wanted_keys, partition_sums, window, cells, empty, seconds)
+    return result
+
+
+def _sum_partitions(
+    into: dict[tuple[int, int], list[int]],
+    sums: dict[int, list[int]],
+    keys: dict[int, tuple[int, int]],
+) -> None:
+    """Add partitionlets' sums to their partitions' (those no longer in the volume, moved
+    or deleted, count no more)."""
+    for pl, counts in sums.items():
+        key = keys.get(pl)
+        if key is not None:
+            total = into.get(key)
+            if total is None:
+                into[key] = list(counts)
+            else:
+                _add(total, *counts)
+
+
+def _ranked_keys(
+    cluster: Cluster,
+    partition_sums: dict[tuple[int, int], list[int]],
+    top: int | None,
+    by: str,
+    include: Iterable[TopicPartition],
+) -> list[tuple[int, int]]:
+    """The (topic id, partition) keys to list: all, or the `top` hottest by `by` and those
+    in `include` that had any heat."""
+    keys = list(partition_sums)
+    if top is not None and len(keys) > top:
+        columns = RANK_BY[by]
+        if len(columns) == 1:
+            (a,) = columns
+            scores = {k: v[a] for k, v in partition_sums.items()}
+        else:
+            a, b = columns
+            scores = {k: v[a] + v[b] for k, v in partition_sums.items()}
+        keys = heapq.nlargest(top, keys, key=scores.__getitem__)
+        for tp in include:
+            found = _stream_and_name(cluster, tp.topic)
+            row = cluster.catalog.topic_or_none(*found) if found else None
+            key = (row.id, tp.partition) if row is not None else None
+            if key in partition_sums and key not in keys:
+                keys.append(key)
+    return keys
+
+
+def _fill_partitions(
+    cluster: Cluster,
+    result: HeatMap,
+    keys: list[tuple[int, int]],
+    partition_sums: dict[tuple[int, int], list[int]],
+    window: float,
+    cells: dict[tuple[int, int], list[list[int]]],
+    empty: list[Load],
+    seconds: list[float],
+) -> None:
+    topic_ids = sorted({topic_id for topic_id, _ in keys})
+    full_names = {row.id: row.full_name for row in cluster.catalog.topics_by_id(topic_ids)}
+    for key in keys:
+        name = full_names.get(key[0])
+        if name is None:
+            continue  # the topic was deleted
+        tp = TopicPartition(name, key[1])
+        row = cells.get(key)
+        result.partition_series[tp] = (
+            [Load(*c, s) if any(c) else e for c, s, e in zip(row, seconds, empty, strict=True)]
+            if row is not None
+            else list(empty)
+        )
+        result.partitions[tp] = load = Load(*partition_sums[key], window)
+        result.topics[name] = result.topics.get(name, Load(seconds=window)) + load

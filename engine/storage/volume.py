@@ -708,6 +708,20 @@ class Volume:
                 rows,
             )
 
+    def add_heat(self, rows: list[tuple[int, int, int, int, int, int]]) -> None:
+        """Add counts to past or present buckets: (bucket, partitionlet, w_messages, w_bytes,
+        r_messages, r_bytes). For benchmarks and imports; appends count their own."""
+        with write_transaction(self.conn, self.path, "volume"):
+            self.conn.executemany(
+                "INSERT INTO heat (bucket, partitionlet, w_messages, w_bytes, r_messages, "
+                "r_bytes) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (bucket, partitionlet) DO "
+                "UPDATE SET w_messages = w_messages + excluded.w_messages, "
+                "w_bytes = w_bytes + excluded.w_bytes, "
+                "r_messages = r_messages + excluded.r_messages, "
+                "r_bytes = r_bytes + excluded.r_bytes",
+                rows,
+            )
+
     # Heat is summed by SQLite (GROUP BY), so a window in which 100,000 partitions were
     # written costs one pass in C, not 100,000 Python additions.
     _HEAT_SUMS = "sum(h.w_messages), sum(h.w_bytes), sum(h.r_messages), sum(h.r_bytes)"
@@ -759,6 +773,20 @@ class Volume:
                 select + f"AND p.topic_id IN ({marks}) " + group, (first, last, *chunk)
             )
         return rows
+
+    def heat_by_column(self, first: int, last: int, per: int) -> list[tuple[int, ...]]:
+        """(column, partitionlet, w_messages, w_bytes, r_messages, r_bytes) in buckets
+        first..last, summed over columns of `per` buckets (column = bucket // per): what
+        the heat maps draw, without one row per bucket."""
+        return self._query(
+            f"SELECT h.bucket / ?, h.partitionlet, {self._HEAT_SUMS} FROM heat h "
+            "WHERE h.bucket BETWEEN ? AND ? GROUP BY 1, 2",
+            (per, first, last),
+        )
+
+    def heat_partitionlets(self) -> list[tuple[int, int, int]]:
+        """(partitionlet, topic_id, partition) of every partitionlet here: whose heat counts."""
+        return self._query("SELECT id, topic_id, partition FROM partitionlets")
 
     def heat_by_topic_span(self, first: int, last: int, span: int) -> list[tuple[int, ...]]:
         """(span index, topic_id, w_messages, w_bytes, r_messages, r_bytes) in buckets
