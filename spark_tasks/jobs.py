@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -65,6 +66,7 @@ DEFAULT_MASTER = "local[*]"
 LOG_DIR = "jobs"
 LOG_TAIL_CHARS = 4000
 CLUSTER_ENV = "PLET_CLUSTER"
+PHASE_STARTING = "starting Spark"  # Job.phase of a running job before its first Spark task
 
 _last_cluster: str | None = None
 
@@ -95,6 +97,9 @@ class Job:
     # rows read from the source (the busiest Spark job of the replay) and their rate
     rows_read: int = 0
     rows_per_s: float | None = None
+    # when the job's first Spark task began (ms since the epoch); None before that: the
+    # runner is still starting its SparkSession and planning (the "starting Spark" phase)
+    first_task_ms: int | None = None
 
     def __post_init__(self) -> None:
         # a record read back holds the state's text: a JobState from here on (an unknown
@@ -104,6 +109,18 @@ class Job:
     @property
     def done(self) -> bool:
         return self.state.final
+
+    @property
+    def starting(self) -> bool:
+        """Whether the job runs but Spark has neither begun a task nor finished one yet
+        (starting a local SparkSession alone takes 10-20 s)."""
+        return self.state is JobState.RUNNING and self.first_task_ms is None and not self.tasks_done
+
+    @property
+    def phase(self) -> str:
+        """What the job is doing, for people: its state, but "starting Spark" while
+        `starting`."""
+        return PHASE_STARTING if self.starting else self.state.value
 
     @property
     def progress(self) -> float | None:
@@ -125,6 +142,7 @@ class Job:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["progress"] = self.progress
+        d["phase"] = self.phase
         return d
 
 
@@ -173,6 +191,7 @@ def _job(cluster: str, row: Any) -> Job:
         row.log_tail,
         row.rows_read,
         row.rows_per_s,
+        row.first_task_ms,
     )
 
 
@@ -197,6 +216,7 @@ def update(cluster: str | os.PathLike[str], job_id: int, **fields: Any) -> None:
         "log_tail",
         "rows_read",
         "rows_per_s",
+        "first_task_ms",
     }
     if set(fields) - allowed:  # the runner's fields only (the table allows a few more)
         raise ValueError(f"cannot set {sorted(set(fields) - allowed)} of a job")
@@ -387,6 +407,111 @@ def log_tail(path: str | None) -> str:
             return f.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+# --- the log: the job's own lines and Spark's -------------------------------------------
+#
+# A job's log file takes everything its process and its Spark JVM write. The runner tags
+# the lines the job writes itself (its prints, its `spark_tasks` loggers, its traceback:
+# spark_tasks.run) with JOB_LINE_PREFIX at the source. Untagged lines come from the JVM
+# (log4j, progress bars), py4j and library warnings on stderr: those are Spark's when they
+# look like it (`_SPARK_LINE`, and the stack traces and message lines that follow them);
+# any other untagged line is kept with the job's, so that an error nobody foresaw (a crash
+# of the interpreter) is never hidden among Spark's.
+
+JOB_LINE_PREFIX = "[job] "
+LOG_VIEW_BYTES = 512 * 1024  # of the log's end read for `job_log`
+LOG_VIEW_LINES = 400  # lines kept of each side
+
+_SPARK_LINE = re.compile(
+    "|".join(
+        (
+            r"\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ",  # log4j
+            r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}[,.]\d+ (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ",
+            r"(TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (org\.apache|org\.sparkproject|io\.netty|py4j)\.",
+            r"(DEBUG|INFO|WARNING|ERROR|CRITICAL):(py4j|pyspark|pyarrow|pandas)\b",  # logging
+            r"py4j\.",
+            r"WARNING: ",  # the JVM's ("Using incubator modules")
+            r"OpenJDK .*warning:",
+            r"SLF4J: ",
+            r"Using Spark's default log4j profile",
+            r"Setting default log level to",
+            r"To adjust logging level use sc\.setLogLevel",
+            r"Exception in thread ",
+            r"\S.*:\d+: \w*Warning: ",  # warnings.showwarning: "file.py:12: UserWarning: ..."
+        )
+    )
+)
+_PROGRESS_BAR = re.compile(r"(\[Stage \d+:[^\]]*\])+")
+# What goes on a Spark record: stack frames, causes, exception lines, a Python traceback
+# inside a task failure, blank lines.
+_SPARK_MORE = re.compile(
+    r"\s|$|Caused by: |Suppressed: |Driver stacktrace:|Traceback \(most recent call last\):"
+    r"|[A-Za-z_][\w$]*(\.[\w$]+)+(: |$)|[A-Za-z_]\w*(Error|Exception|Exit|Interrupt|Warning)\b"
+)
+
+
+@dataclass(frozen=True)
+class JobLog:
+    """A job's log split in two: `job`, the lines the job wrote itself (its progress
+    notes, its result, its error and traceback), and `spark`, what Spark, its JVM, py4j and
+    library warnings wrote. Each in the order written."""
+
+    job: tuple[str, ...]
+    spark: tuple[str, ...]
+
+
+def split_log(text: str) -> JobLog:
+    """Split a job's log text (its file, or `Job.log_tail`) into the job's lines and
+    Spark's (see JOB_LINE_PREFIX). A log written before lines were tagged splits by text
+    alone: whatever does not look like Spark's is the job's."""
+    own: builtins.list[str] = []
+    spark: builtins.list[str] = []
+    in_spark = False  # whether the line before was Spark's (stack traces follow it)
+    # "\r" ends a line too: the progress bar redraws itself with it
+    for line in text.splitlines():
+        # The progress bar ends without a newline when a job fails: what follows it on
+        # its line was written by someone else.
+        bar = _PROGRESS_BAR.match(line)
+        if bar:
+            spark.append(bar.group())
+            line, in_spark = line[bar.end() :], False
+        cut = line.find(JOB_LINE_PREFIX)
+        if cut > 0:  # a tagged line after another writer's unfinished one
+            if line[:cut].strip():
+                spark.append(line[:cut])
+            line = line[cut:]
+        if line.startswith(JOB_LINE_PREFIX):
+            own.append(line[len(JOB_LINE_PREFIX) :])
+            in_spark = False
+        elif _SPARK_LINE.match(line) or (in_spark and _SPARK_MORE.match(line)):
+            if line.strip():
+                spark.append(line)
+            in_spark = True
+        elif line.strip():
+            own.append(line)
+            in_spark = False
+    return JobLog(tuple(own), tuple(spark))
+
+
+def job_log(job: Job, *, lines: int = LOG_VIEW_LINES) -> JobLog:
+    """The job's log, split (`split_log`), the last `lines` of each side: from its log
+    file's last LOG_VIEW_BYTES, else from the record's `log_tail` (a file gone, empty or on
+    another host)."""
+    text = None
+    if job.log_path:
+        try:
+            with open(job.log_path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - LOG_VIEW_BYTES))
+                data = f.read()
+            if size > LOG_VIEW_BYTES:  # cut in the middle of a line: drop its end
+                data = data.partition(b"\n")[2]
+            text = data.decode(errors="replace")
+        except OSError:
+            pass
+    split = split_log(text or job.log_tail)
+    return JobLog(split.job[-lines:], split.spark[-lines:])
 
 
 def status(job_id: int, *, cluster: str | os.PathLike[str] | None = None) -> Job:

@@ -9,6 +9,7 @@ Every function returns a JSON-ready summary (the job's `result`). Common paramet
 from __future__ import annotations
 
 import json
+import logging
 import runpy
 from typing import Any
 
@@ -17,6 +18,8 @@ from engine.errors import UnknownTopic
 from spark_tasks import history, jobs, sink
 
 RESULT_ROWS = 1000  # rows of a result table kept in the job's summary
+# The job's own notes; the runner (spark_tasks.run) writes them to the job's log as its lines.
+LOG = logging.getLogger("spark_tasks.replays")
 
 
 def source_options(cluster: str, params: dict[str, Any]) -> dict[str, str]:
@@ -47,6 +50,7 @@ def source_options(cluster: str, params: dict[str, Any]) -> dict[str, str]:
 def source_frame(spark: Any, cluster: str, params: dict[str, Any]) -> Any:
     """The messages a job replays: archived partitionlets read by Spark's Parquet reader,
     live ones by the data source, as one DataFrame (spark_tasks.history.load)."""
+    LOG.info("reading %s", params.get("source") or f"stream {params.get('stream')}")
     return history.load(spark, source_options(cluster, params))
 
 
@@ -101,6 +105,7 @@ def copy(spark: Any, cluster: str, params: dict[str, Any]) -> dict[str, Any]:
     df = df.select(*columns).cache()
     messages = df.count()
     _write_topic(df, cluster, params["target"], params)
+    LOG.info("wrote %d messages to %s", messages, params["target"])
     df.unpersist()
     return {"messages": messages, "target": params["target"]}
 
@@ -128,6 +133,7 @@ def materialize(spark: Any, cluster: str, params: dict[str, Any]) -> dict[str, A
     )
     latest = latest_all.where(F.col("value").isNotNull())
     keys = latest.count()
+    LOG.info("%d keys have a latest value", keys)
     result: dict[str, Any] = {"keys": keys}
     if sqlite_path is not None:
         # the driver writes: one SQLite file takes one writer; a partition at a time
@@ -171,6 +177,7 @@ def window_counts(spark: Any, cluster: str, params: dict[str, Any]) -> dict[str,
         .cache()
     )
     result: dict[str, Any] = {"windows": counts.count(), "window": params["window"]}
+    LOG.info("counted %d windows of %s", result["windows"], params["window"])
     if params.get("output"):
         counts.write.mode("overwrite").parquet(params["output"])
         result["output"] = params["output"]

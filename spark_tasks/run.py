@@ -2,23 +2,32 @@
 
 The runner claims the job (queued -> running), starts a SparkSession on the job's master,
 runs the job's kind under its own Spark job group, and meanwhile, every half second, copies
-the progress from Spark's status tracker (tasks done of total, over the group's jobs, and
-the rows read with their rate: `Monitor.rows`) into the job's record and looks for a cancel request, which cancels the job group. It ends the
-record as succeeded (with the kind's summary), failed (with the error) or cancelled, with
-the tail of its log.
+the progress from Spark's status tracker (tasks done of total, over the group's jobs, when
+the first task began, and the rows read with their rate: `Monitor.rows`) into the job's
+record and looks for a cancel request, which cancels the job group. It ends the record as
+succeeded (with the kind's summary), failed (with the error) or cancelled, with the tail of
+its log.
+
+What the job writes itself (prints, the `spark_tasks` loggers, its traceback) goes to the
+log with jobs.JOB_LINE_PREFIX on every line (`JobOutput`), so the consoles can tell it from
+what Spark's JVM writes to the same file (jobs.split_log).
 """
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import sys
 import threading
 import time
 import traceback
 import urllib.request
+import warnings
+from contextlib import redirect_stdout
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 from spark_tasks import jobs
 
@@ -37,6 +46,7 @@ class Monitor(threading.Thread):
         self.cancelled = False
         self.finished = threading.Event()
         self._stages: dict[int, tuple[int, int]] = {}  # stage id -> (done, total)
+        self.first_task_ms: int | None = None  # when a task was first seen begun
 
     def progress(self) -> tuple[int, int]:
         tracker = self.spark.sparkContext.statusTracker()
@@ -48,6 +58,9 @@ class Monitor(threading.Thread):
                 stage = tracker.getStageInfo(stage_id)
                 if stage is not None:
                     self._stages[stage_id] = (stage.numCompletedTasks, stage.numTasks)
+                    begun = stage.numActiveTasks + stage.numCompletedTasks + stage.numFailedTasks
+                    if begun and self.first_task_ms is None:
+                        self.first_task_ms = time.time_ns() // 1_000_000
         done = sum(d for d, _ in self._stages.values())
         total = sum(t for _, t in self._stages.values())
         return done, total
@@ -84,7 +97,10 @@ class Monitor(threading.Thread):
         return best, rate
 
     def tick(self) -> None:
+        starting = self.first_task_ms is None
         done, total = self.progress()
+        if starting and self.first_task_ms is not None:
+            print("Spark started: its first task is running", flush=True)
         rows, rate = self.rows()
         jobs.update(
             self.cluster,
@@ -93,6 +109,7 @@ class Monitor(threading.Thread):
             tasks_total=total,
             rows_read=rows,
             rows_per_s=rate,
+            first_task_ms=self.first_task_ms,
         )
         if not self.cancelled and jobs.cancel_requested(self.cluster, self.job_id):
             self.cancelled = True
@@ -108,7 +125,8 @@ class Monitor(threading.Thread):
 
 
 def _get_json(url: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(url, timeout=5) as answer:
+    # generous: the UI answers slowly on a loaded machine, and only this thread waits
+    with urllib.request.urlopen(url, timeout=20) as answer:
         return json.loads(answer.read())
 
 
@@ -124,7 +142,58 @@ class Cancelled(Exception):
     pass
 
 
+class JobOutput(io.TextIOBase):
+    """A text stream that writes each line to `out` with jobs.JOB_LINE_PREFIX, whole (one
+    write and a flush a line: the JVM writes to the same file meanwhile)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._partial = ""
+        self._lock = threading.Lock()  # the monitor thread prints too
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            *lines, self._partial = (self._partial + text).split("\n")
+            if lines:
+                self.out.write("".join(f"{jobs.JOB_LINE_PREFIX}{line}\n" for line in lines))
+                self.out.flush()
+        return len(text)
+
+    def close_line(self) -> None:
+        """Write what was left without a newline."""
+        if self._partial:
+            self.write("\n")
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    # A library's warning (pandas, pyarrow) on one line of stderr, which jobs.split_log
+    # files under Spark's: the default form spreads it over several.
+    text = " ".join(str(message).split())
+    print(f"{filename}:{lineno}: {category.__name__}: {text}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str]) -> int:
+    output = JobOutput(sys.stdout)
+    log = logging.getLogger("spark_tasks")  # the replays' notes ("reading ...")
+    handler = logging.StreamHandler(output)
+    saved = (log.level, log.propagate, warnings.showwarning)
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    warnings.showwarning = _one_line_warning
+    try:
+        with redirect_stdout(output):
+            return _run(argv)
+    finally:
+        output.close_line()
+        log.removeHandler(handler)
+        log.level, log.propagate, warnings.showwarning = saved
+
+
+def _run(argv: list[str]) -> int:
     cluster, job_id = argv[0], int(argv[1])
     if not jobs.claim(cluster, job_id, os.getpid()):
         print(f"job {job_id} is no longer queued (cancelled?): not running it", flush=True)
@@ -169,7 +238,7 @@ def main(argv: list[str]) -> int:
             state = jobs.CANCELLED
             print(f"job {job_id} cancelled", flush=True)
         else:
-            traceback.print_exc()
+            traceback.print_exc(file=sys.stdout)  # the job's own lines, tagged
             error = f"{type(exc).__name__}: {exc}"[:4000]
             sys.stdout.flush()
     finally:
@@ -181,6 +250,7 @@ def main(argv: list[str]) -> int:
                 if state == jobs.SUCCEEDED:
                     done = total
                 fields.update(tasks_done=done, tasks_total=total)
+                fields.update(first_task_ms=monitor.first_task_ms)
                 rows, rate = monitor.rows()
                 fields.update(rows_read=rows, rows_per_s=rate)
             except Exception:

@@ -255,10 +255,11 @@ def duration_s(job: jobs.Job) -> float | None:
 
 
 def progress(job: jobs.Job) -> tuple[int, int] | None:
-    """(value, max) for the progress bar, None while Spark has planned no task yet."""
+    """(value, max) for the progress bar, None while Spark is starting (`Job.starting`) or
+    has planned no task yet."""
     if job.state is jobs.JobState.SUCCEEDED:
         return (job.tasks_total, job.tasks_total) if job.tasks_total else (1, 1)
-    if not job.tasks_total:
+    if not job.tasks_total or job.starting:
         return None
     return job.tasks_done, job.tasks_total
 
@@ -338,16 +339,25 @@ def submit(kind: str):
     return render("replays/index.html", jobs=found, live=_live(found), forms=forms), status
 
 
-@replays.route("/replays/<int:job_id>")
-def job(job_id: int):
-    found = jobs.status(job_id, cluster=cluster_path())
+def _job_page(found: jobs.Job, cancellable: bool):
+    """The job's page (or its live part): the job's own log lines, and Spark's as well with
+    `?spark=1` (a query parameter, not an open <details>: the part reloads every second)."""
+    visible = may_see(found)
     return render(
         "replays/job.html",
         "replays/_job.html",
         job=found,
-        visible=may_see(found),
-        cancellable=may_cancel(found),
+        visible=visible,
+        cancellable=cancellable,
+        log=jobs.job_log(found) if visible else None,
+        show_spark=request.args.get("spark") == "1",
     )
+
+
+@replays.route("/replays/<int:job_id>")
+def job(job_id: int):
+    found = jobs.status(job_id, cluster=cluster_path())
+    return _job_page(found, may_cancel(found))
 
 
 @replays.route("/replays/<int:job_id>/cancel", methods=["POST"])
@@ -360,11 +370,5 @@ def cancel(job_id: int):
         )
     found = jobs.cancel(job_id, cluster=cluster_path())
     if wants_partial():
-        return render(
-            "replays/job.html",
-            "replays/_job.html",
-            job=found,
-            visible=may_see(found),
-            cancellable=True,
-        )
+        return _job_page(found, True)
     return redirect(url_for("replays.job", job_id=job_id), 303)

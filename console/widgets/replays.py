@@ -2,7 +2,8 @@
 one (a dialog per kind), cancel one, and see its result, error and log tail.
 
 Jobs run in their own processes (`spark_tasks.jobs`); this tab only reads and writes their
-records, so it works the same whoever started them."""
+records, so it works the same whoever started them. The detail shows the job's own log lines;
+`l` shows Spark's as well (spark_tasks.jobs.job_log)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,12 @@ def _what(job: jobs.Job) -> str:
     return f"{source} → {dest}"
 
 
+LOG_LINES = 15  # of each side of the log in the detail
+
+
 def _progress(job: jobs.Job) -> Text:
+    if job.starting:  # no bar yet: nothing Spark did is measured
+        return Text(jobs.PHASE_STARTING, style="yellow")
     text = Text(bar(job.progress if not job.done else (job.progress or 1.0), 10))
     text.append(f" {job.tasks_done}/{job.tasks_total}" if job.tasks_total else " -")
     return text
@@ -48,12 +54,14 @@ class ReplaysPane(Pane):
     BINDINGS = [
         Binding("n", "new_replay", "New replay"),
         Binding("x", "cancel_job", "Cancel job"),
+        Binding("l", "toggle_spark_log", "Spark output"),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.jobs: dict[str, jobs.Job] = {}
         self.selected: str | None = None
+        self.show_spark = False  # Spark's log lines under the job's, in the detail
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="pane-toolbar"):
@@ -113,13 +121,17 @@ class ReplaysPane(Pane):
             progress.update(total=100, progress=0)
             detail.update("")
             return
-        if job.tasks_total:
+        if job.starting:  # indeterminate while Spark starts
+            progress.update(total=None, progress=0)
+        elif job.tasks_total:
             progress.update(total=job.tasks_total, progress=job.tasks_done)
         else:
             progress.update(total=None if not job.done else 100, progress=100 if job.done else 0)
         text = Text()
         text.append(f"job {job.id}: {job.kind} ", style="bold")
         text.append(job.state, style=STATE_STYLES.get(job.state, ""))
+        if job.starting:
+            text.append(f" ({jobs.PHASE_STARTING})", style="yellow")
         text.append(f"\nparams  {json.dumps(job.params, default=str)}")
         text.append(f"\nstarted {fmt_s(job.started_ms)}  ended {fmt_s(job.ended_ms)}")
         if job.reading:
@@ -130,10 +142,20 @@ class ReplaysPane(Pane):
         if job.error:
             text.append("\nerror   ", style="bold red")
             text.append(job.error)
-        if job.log_tail and job.state is JobState.FAILED:
-            text.append("\nlog tail:\n", style="bold")
-            text.append("\n".join(job.log_tail.splitlines()[-15:]), style="dim")
+        log = jobs.job_log(job, lines=LOG_LINES)
+        if log.job:
+            text.append("\nlog:\n", style="bold")
+            text.append("\n".join(log.job))
+        if self.show_spark:
+            text.append("\nSpark output:\n", style="bold")
+            text.append("\n".join(log.spark) or "(nothing)", style="dim")
+        elif log.spark:
+            text.append(f"\n({len(log.spark)} lines of Spark output: l shows them)", style="dim")
         detail.update(text)
+
+    def action_toggle_spark_log(self) -> None:
+        self.show_spark = not self.show_spark
+        self._show_job()
 
     @on(Button.Pressed, "#replay-new")
     def action_new_replay(self, kind: str | None = None) -> None:

@@ -56,6 +56,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("partitionlets", "archive_bytes", "INTEGER"),
     ("jobs", "rows_read", "INTEGER NOT NULL DEFAULT 0"),
     ("jobs", "rows_per_s", "REAL"),
+    ("jobs", "first_task_ms", "INTEGER"),
 )
 
 # The name search (engine/search.py): an FTS5 trigram index of every topic name (rowid: the
@@ -281,7 +282,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     log_path         TEXT,
     log_tail         TEXT NOT NULL DEFAULT '',
     rows_read        INTEGER NOT NULL DEFAULT 0,  -- rows the job's Spark jobs read
-    rows_per_s       REAL                       -- ... per second of reading
+    rows_per_s       REAL,                      -- ... per second of reading
+    first_task_ms    INTEGER                    -- when its first Spark task began
 );
 -- The schema registry (engine.storage.schemas, engine.client.schemas, docs/SCHEMAS.md):
 -- each schema text once, under the global id messages carry in the Confluent wire format;

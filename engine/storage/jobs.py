@@ -33,6 +33,7 @@ class JobRow(NamedTuple):
     log_tail: str
     rows_read: int
     rows_per_s: float | None
+    first_task_ms: int | None = None  # when the job's first Spark task began (None: not yet)
 
 
 _COLUMNS = ", ".join(JobRow._fields)

@@ -64,6 +64,15 @@ async def test_start_dialog_shows_the_fields_of_each_kind_and_checks_them(
 async def test_finished_jobs_show_progress_result_and_error(
     demo, cluster_path, make_app, until, record_job
 ):
+    starting = record_job(  # its runner is up, Spark not yet: no task began
+        cluster_path,
+        "copy",
+        {"source": TOPIC, "target": "/x:z"},
+        jobs.RUNNING,
+        1_714_564_700_000,
+        tasks_total=2,
+        started_ms=1_714_564_701_000,
+    )
     ok = record_job(
         cluster_path,
         "window-counts",
@@ -85,21 +94,29 @@ async def test_finished_jobs_show_progress_result_and_error(
         tasks_done=1,
         tasks_total=4,
         error="AccessDenied: user 'bob' may not produce to stream /x",
-        log_tail="line one\nTraceback: the end",
+        log_tail="line one\n26/11/24 05:10:12 WARN TaskSetManager: Lost task 0.0\n"
+        "Traceback: the end",
     )
     app = make_app()
     async with app.run_test(size=(140, 44)) as pilot:
         pane = await _replays(app, pilot, until)
         table = app.query_one("#replay-table", DataTable)
-        assert table.row_count == 2  # newest first
+        assert table.row_count == 3  # newest first
+        assert [str(c) for c in table.get_row(str(starting))[2:4]] == ["running", "starting Spark"]
         assert [str(c) for c in table.get_row(str(bad))[2:4]] == ["failed", "██░░░░░░░░ 1/4"]
         assert str(pane.selected) == str(bad)
         detail = str(app.query_one("#replay-detail", Static).content)
         assert "AccessDenied: user 'bob'" in detail and "Traceback: the end" in detail
+        assert "line one" in detail and "WARN TaskSetManager" not in detail  # Spark's: hidden
+        assert "1 lines of Spark output: l shows them" in detail
         bar = app.query_one("#replay-progress")
         assert (bar.progress, bar.total) == (1, 4)
 
         table.focus()
+        await pilot.press("l")  # Spark's lines too
+        detail = str(app.query_one("#replay-detail", Static).content)
+        assert "Spark output:\n26/11/24 05:10:12 WARN TaskSetManager: Lost task 0.0" in detail
+        assert "Traceback: the end" in detail
         await pilot.press("down")
         await until(pilot, lambda: pane.selected == str(ok))
         assert [str(c) for c in table.get_row(str(ok))[2:4]] == ["succeeded", "██████████ 13/13"]

@@ -40,6 +40,8 @@ def test_window_counts_job_runs_to_100_percent(admin_page, live_server):
     job_id = int(page.url.rsplit("/", 1)[1])
     bar = page.get_by_role("progressbar", name=f"Progress of job {job_id}")
     expect(bar).to_be_visible()
+    # the indeterminate bar (no value) and its words while Spark starts (10-20 s)
+    expect(page.get_by_test_id("job-pct")).to_have_text("starting Spark", timeout=60_000)
     shot(page, "replay-job-running")
 
     state = page.get_by_test_id("job-state")
@@ -50,7 +52,16 @@ def test_window_counts_job_runs_to_100_percent(admin_page, live_server):
     result = page.get_by_role("region", name="Result")
     expect(result.get_by_role("columnheader", name="window_start")).to_be_visible()
     expect(result).to_contain_text(SOURCE)
-    expect(page.get_by_role("region", name="Log")).to_contain_text(f"job {job_id} succeeded")
+    log = page.get_by_role("region", name="Log")
+    own = log.get_by_label("Job output")
+    expect(own).to_contain_text(f"job {job_id} succeeded")
+    expect(own).to_contain_text(f"reading {SOURCE}")
+    expect(own).not_to_contain_text("WARN")  # Spark's lines are behind the toggle
+    expect(log.get_by_label("Spark output")).to_have_count(0)
+    log.get_by_role("link", name="Show Spark output").click()
+    expect(log.get_by_label("Spark output")).to_contain_text('Setting default log level to "WARN"')
+    expect(log.get_by_label("Job output")).to_contain_text(f"job {job_id} succeeded")
+    expect(log.get_by_role("link", name="Hide Spark output")).to_be_visible()
     expect(page.get_by_role("button", name="Cancel job")).to_have_count(0)
     shot(page, "replay-job")
 

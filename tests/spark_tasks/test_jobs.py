@@ -157,6 +157,17 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
     assert copied.result == {"messages": 100, "target": "/h:copy"}
     assert copied.tasks_total and copied.tasks_done == copied.tasks_total
     assert copied.started_ms <= copied.ended_ms and "succeeded" in copied.log_tail
+    # Spark's first task began after the runner claimed the job: the "starting Spark" phase
+    assert copied.started_ms < copied.first_task_ms <= copied.ended_ms
+    assert not copied.starting and copied.phase == "succeeded"
+    # The job's own lines, tagged at the source, apart from what Spark's JVM wrote
+    log = jobs.job_log(copied)
+    assert log.job[0].startswith(f"job {copy_id}: copy")
+    assert "reading /h:events" in log.job and "wrote 100 messages to /h:copy" in log.job
+    assert f"job {copy_id} succeeded: {{'messages': 100, 'target': '/h:copy'}}" in log.job
+    assert "Spark started: its first task is running" in log.job
+    assert not [line for line in log.job if " WARN " in line or "log level" in line]
+    assert any(line.startswith('Setting default log level to "WARN"') for line in log.spark)
     with Cluster.open(history) as c:
         info = c.topic("/h:copy")
         assert [p.log_end_offset for p in info.partitions] == [50, 50]
