@@ -214,6 +214,15 @@ class ConsoleApp(App[None]):
 
         self.push_screen(HelpScreen())
 
+    def action_permissions(self, user: str | None = None) -> None:
+        """Effective permissions of a console user (console/screens/permissions.py)."""
+        if self.cluster is None:
+            self.notify("the cluster is not open yet", severity="warning")
+            return
+        from console.screens.permissions import PermissionsScreen
+
+        self.push_screen(PermissionsScreen(self.cluster, user))
+
     def _messages(self) -> MessagesPane:
         self.show_tab("messages")
         return self.query_one("#messages", MessagesPane)

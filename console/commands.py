@@ -43,6 +43,11 @@ class ConsoleCommands(Provider):
                 app.action_new_replay,
             ),
             ("Search the tree", "streams and topics", app.action_search),
+            (
+                "Effective permissions",
+                "what each stream lets a console user do",
+                app.action_permissions,
+            ),
             ("Refresh", "read everything shown again", app.action_refresh),
             ("Help", "keys and tabs", app.action_help),
         ]

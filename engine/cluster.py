@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from engine import names, policies, times
 from engine import search as search_rules
-from engine.auth import acl
+from engine.auth import acl, effective
 from engine.auth import users as user_store
+from engine.auth.effective import EffectivePermissions
 from engine.auth.principal import Principal
 from engine.auth.users import ApiTokenInfo, UserInfo
 from engine.errors import (
@@ -1393,6 +1394,18 @@ class Cluster:
         expired)."""
         self.check_open()
         return user_store.user_for_token(self, token)
+
+    def effective_permissions(
+        self, user: str, *, prefix: str | None = None, limit: int = 100, offset: int = 0
+    ) -> EffectivePermissions:
+        """A page of what console user `user` (with their groups and admin flag) may do on
+        each stream, by path: `EffectivePermissions` of `StreamPermissions` (allowed, ACE
+        text and reason per ACE policy). A cluster administrator may ask about anyone, a
+        user about themselves; anyone else gets `AccessDenied` (engine/auth/effective.py)."""
+        self.check_open()
+        return effective.effective_permissions(
+            self, user, prefix=prefix, limit=limit, offset=offset
+        )
 
     # --- access control -------------------------------------------------------------------
 

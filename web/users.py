@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from flask import Blueprint, abort, flash, redirect, request, url_for
 
 from engine import errors
+from engine import policies as stream_policies
 from engine.auth.users import MIN_PASSWORD_LENGTH
 from web.auth import start_session
 from web.pages import cluster, render, user
@@ -233,6 +234,61 @@ def revoke_user_token(name: str, token_id: str):
         return _user_page(name, forms, 404)
     flash(f"Token {token_id} of {name} revoked.")
     return redirect(url_for("users.detail", name=name))
+
+
+# --- effective permissions: what each stream lets a user do --------------------------------
+
+PERMISSION_PAGE_SIZES = (20, 50, 100, 200)
+DEFAULT_PERMISSION_PAGE_SIZE = 50
+
+
+def _whole_arg(name: str, default: int) -> int:
+    """A whole-number query argument (400 with a message when it is not one)."""
+    text = request.args.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isascii() or not text.isdigit() or len(text) > 9:
+        abort(400, f"{name} must be a whole number, got {text[:40]!r}")
+    return int(text)
+
+
+@users.route("/users/<name>/permissions")
+def permissions(name: str):
+    """A page of streams with what each ACE policy lets user `name` do: an administrator
+    may look at anyone, a user at themselves (the engine refuses the rest: 403)."""
+    query = request.args.get("q", "").strip()
+    prefix = (query if query.startswith("/") else "/" + query) if query else None
+    size = _whole_arg("size", DEFAULT_PERMISSION_PAGE_SIZE)
+    if size not in PERMISSION_PAGE_SIZES:
+        abort(400, f"size must be one of {', '.join(map(str, PERMISSION_PAGE_SIZES))}")
+    page_no = _whole_arg("page", 1)
+    if page_no < 1:
+        abort(400, "page must be 1 or more")
+    c = cluster()
+    # The first call checks the name, who asks and the user (400, 403, 404) and counts.
+    result = c.effective_permissions(name, prefix=prefix, limit=size, offset=(page_no - 1) * size)
+    pages = max(1, -(-result.total // size))
+    if page_no > pages:  # past the end (streams went away): the last page
+        page_no = pages
+        result = c.effective_permissions(
+            name, prefix=prefix, limit=size, offset=(page_no - 1) * size
+        )
+    args = {
+        k: v for k, v in (("q", query), ("size", size)) if v and v != DEFAULT_PERMISSION_PAGE_SIZE
+    }
+    context = {
+        "me": user(),
+        "result": result,
+        "labels": {p: stream_policies.policy(p) for p in result.policies},
+        "query": query,
+        "size": size,
+        "page_sizes": PERMISSION_PAGE_SIZES,
+        "page_no": page_no,
+        "pages": pages,
+        "first_row": (page_no - 1) * size + 1 if result.streams else 0,
+        "list_args": args,
+    }
+    return render("users/permissions.html", "users/_permissions_table.html", **context)
 
 
 @users.route("/users/<name>/delete", methods=["POST"])
