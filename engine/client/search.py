@@ -432,6 +432,7 @@ class SearchJob:
         max_matches: int,
         max_scanned: int,
         max_rate: int,
+        stop_when_full: bool = False,
     ) -> None:
         self.seq = next(_ids)
         # hard to guess: a job's id is all its URL needs (the registry also checks the owner)
@@ -446,6 +447,10 @@ class SearchJob:
         self._max_matches = max_matches
         self._max_scanned = max_scanned
         self._max_rate = max_rate
+        # stop at the first match past max_matches, its offset the partition's position, so
+        # `positions` continues the search without losing a match (the JSON API's pages)
+        self._stop_when_full = stop_when_full
+        self._positions = dict(starts)
         self._lock = threading.Lock()
         self._results: list[ConsumerRecord] = []
         self._matches = 0
@@ -480,6 +485,13 @@ class SearchJob:
                 self._first_error,
                 self._error,
             )
+
+    @property
+    def positions(self) -> dict[int, int]:
+        """Per partition, the next offset to scan (its end once scanned to it): where a
+        search of the rest of the range starts."""
+        with self._lock:
+            return dict(self._positions)
 
     @property
     def done(self) -> bool:
@@ -558,17 +570,27 @@ class SearchJob:
                         batch, p, end, interpreter, tree, decoder, lazy
                     )
                 following = min(max(following, position[p]), end)
+                full = False
                 with self._lock:
+                    room = self._max_matches - len(self._results)
+                    if self._stop_when_full and len(hits) > max(room, 0):
+                        following = hits[max(room, 0)].offset  # the first match not kept
+                        hits = hits[: max(room, 0)]
+                        full = True
                     self._scanned += count
                     self._covered += following - position[p]
                     self._matches += len(hits)
-                    room = self._max_matches - len(self._results)
                     if room > 0:
                         self._results.extend(hits[:room])
                     self._errors += errors
                     if first and not self._first_error:
                         self._first_error = first
                 position[p] = following
+                with self._lock:
+                    self._positions[p] = following
+                if full:
+                    self._finish(STOPPED)
+                    return
                 if following >= end:
                     active.remove(p)
                 # keep to the rate: sleeping also leaves the interpreter to other threads
@@ -676,13 +698,18 @@ def search(
     max_scanned: int = MAX_SCANNED,
     max_rate: int = MAX_RATE,
     schemas: bool = True,
+    positions: Mapping[int, int] | None = None,
+    stop_when_full: bool = False,
 ) -> SearchJob:
     """Start searching `topic` for the messages `query` matches, from `start` (a `Seek`:
     oldest by default) up to `end` (a `Seek`, exclusive: an offset, a time, or None for
     the end of each partition as the search starts), in a thread; answers the running
     `SearchJob` (cancel it and `wait()` before closing the cluster). Raises at once (nothing started) `BadSearch` for a bad query, `BadQuery`
     for a partition the topic lacks, `AccessDenied`, `UnknownTopic`. `principal` (else the
-    cluster's own) is whom the consume permission is checked for."""
+    cluster's own) is whom the consume permission is checked for. `positions` (a
+    partition's offset, e.g. a previous job's `positions`) overrides `start` for the
+    partitions it names; `stop_when_full` ends the search at the first match past
+    `max_matches` (see `SearchJob.positions`)."""
     compiled = query if isinstance(query, SearchQuery) else compile_query(query)
     for name, number in (
         ("max_matches", max_matches),
@@ -713,6 +740,9 @@ def search(
         }
         ends = {tp.partition: o for tp, o in consumer.end_offsets(list(tps.values())).items()}
         starts = _positions(consumer, tps, start, begins, ends, begins)
+        for p, offset in (positions or {}).items():
+            if p in starts:  # clamped: an expired position starts at the log's start
+                starts[p] = min(max(offset, begins[p]), ends[p])
         stops = _positions(consumer, tps, end, begins, ends, ends)
         stops = {p: max(starts[p], stops[p]) for p in stops}
         decoder = None
@@ -730,6 +760,7 @@ def search(
             max_matches=max_matches,
             max_scanned=max_scanned,
             max_rate=max_rate,
+            stop_when_full=stop_when_full,
         )
     except BaseException:
         consumer.close(autocommit=False)

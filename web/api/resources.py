@@ -20,8 +20,9 @@ from flask import Response, request
 from engine import Producer, errors, times
 from engine.client import browse
 from engine.client.browse import encoded, record_json, timestamp_type_name
+from engine.client.schemas import Decoded, SchemaDecoder
 from engine.ops.heat import MAX_WINDOW_S, Load
-from engine.records import ConsumerRecord, PartitionInfo, TopicInfo
+from engine.records import ConsumerRecord, OffsetResetPlan, PartitionInfo, TopicInfo
 from web.api import api
 from web.api.base import (
     DEFAULT_LIMIT,
@@ -42,6 +43,9 @@ from web.pages import cluster, user
 # The record shapes `?shape=` may ask for: "v1" is engine.client.browse.record_json;
 # "v0", the shape before it, is deprecated and goes in the next release (docs/API.md).
 SHAPES = ("v1", "v0")
+# `?decode=`: "schema" decodes keys and values in the Confluent wire format with the
+# cluster's registry (engine.client.schemas), as the consoles show them.
+DECODES = ("none", "schema")
 # How long a produce waits for its message to be committed.
 PRODUCE_TIMEOUT_S = 10.0
 HEAT_TOP_PARTITIONS = 20
@@ -114,6 +118,42 @@ def record_json_v0(record: ConsumerRecord) -> dict[str, Any]:
         text, encoding = encoded(value)
         headers.append({"key": name, "value": text, "value_encoding": encoding})
     obj["headers"] = headers
+    return obj
+
+
+def decoder_arg(topic: str) -> SchemaDecoder | None:
+    """The decoder `?decode=schema` asks for (None for `none`, the default)."""
+    decode = request.args.get("decode") or "none"
+    if decode not in DECODES:
+        raise errors.InvalidArgument(f"decode must be one of {', '.join(DECODES)}, not {decode!r}")
+    return SchemaDecoder(cluster().schemas, topic=topic) if decode == "schema" else None
+
+
+def _decoded_json(found: Decoded | None) -> tuple[Any, dict[str, Any] | None]:
+    if found is None:
+        return None, None  # not in the wire format: `value` says it all
+    schema: dict[str, Any] = {"id": found.schema_id}
+    if found.schema is not None:
+        schema |= {
+            "type": found.schema.schema_type,
+            "subject": found.schema.subject or None,
+            "version": found.schema.version or None,
+        }
+    if not found.ok:
+        schema["error"] = found.error
+    return (found.value if found.ok else None), schema
+
+
+def record_out(record: ConsumerRecord, decoder: SchemaDecoder | None) -> dict[str, Any]:
+    """The record shape, plus with a decoder `key_decoded`/`value_decoded` (the JSON the
+    schema decodes to) and `key_schema`/`value_schema` (id, type, subject, version, and
+    `error` when it did not decode); all null for bytes not in the wire format."""
+    obj = record_json(record)
+    if decoder is not None:
+        for part in ("key", "value"):
+            value, schema = _decoded_json(decoder.decode(getattr(record, part)))
+            obj[f"{part}_decoded"] = value
+            obj[f"{part}_schema"] = schema
     return obj
 
 
@@ -275,11 +315,14 @@ def messages(name: str) -> Response:
     (oldest by default here, newest, offset, time), `offset`, `time`, `direction`,
     `limit`, substring filters `key`, `value`, `header` (`name=value` or `name: value`),
     `text`, `icase`, and `cursor` (a page's `cursor`, to continue). `shape=v0` answers
-    records in the deprecated shape."""
+    records in the deprecated shape; `decode=schema` adds the schema-decoded key and value."""
     full = topic_name(name)
     shape = request.args.get("shape") or "v1"
     if shape not in SHAPES:
         raise errors.InvalidArgument(f"shape must be one of {', '.join(SHAPES)}, not {shape!r}")
+    decoder = decoder_arg(full)
+    if decoder is not None and shape == "v0":
+        raise errors.InvalidArgument("decode=schema needs the record shape v1")
     if request.args.get("offset") and request.args.get("time"):
         raise errors.InvalidArgument("give offset or time, not both")
     c = cluster()
@@ -300,7 +343,7 @@ def messages(name: str) -> Response:
     if shape == "v0":
         out = [record_json_v0(r) for r in sorted(records, key=lambda r: (r.partition, r.offset))]
     else:
-        out = [record_json(r) for r in records]
+        out = [record_out(r, decoder) for r in records]
     return json_response(
         {
             "topic": page.topic,
@@ -460,19 +503,7 @@ def reset_group(group_id: str) -> Response:
     body = json_body()
     topic = field(body, "topic", str, required=True)
     to = body.get("to")
-    if isinstance(to, bool) or not isinstance(to, (str, int)):
-        raise errors.InvalidArgument(
-            "to must be 'earliest', 'latest', an offset or an ISO 8601 time"
-        )
-    target: Any = to
-    if isinstance(to, str) and to not in ("earliest", "latest"):
-        if to.isascii() and to.isdigit():
-            target = int(to) if len(to) <= 19 else INT64_MAX + 1  # refused just below
-        else:
-            target = times.to_datetime(times.parse_time(to))
-    if isinstance(target, int) and not 0 <= target <= INT64_MAX:
-        raise errors.InvalidOffset(f"an offset to reset to is from 0 to {INT64_MAX}")
-    result = cluster().reset_offsets(group_id, topic, target)
+    result = cluster().reset_offsets(group_id, topic, _reset_target(to))
     return json_response(
         {
             "group_id": group_id,
@@ -482,6 +513,72 @@ def reset_group(group_id: str) -> Response:
             ],
         }
     )
+
+
+def _reset_target(to: Any) -> Any:
+    """A reset's `to` as the engine takes it: "earliest", "latest", "shift:-N" (the
+    engine parses it), an offset, or an ISO 8601 time."""
+    if isinstance(to, bool) or not isinstance(to, (str, int)):
+        raise errors.InvalidArgument(
+            "to must be 'earliest', 'latest', 'shift:-N', 'shift:+N', an offset or an ISO 8601 time"
+        )
+    target: Any = to
+    if isinstance(to, str) and to not in ("earliest", "latest") and not to.startswith("shift:"):
+        if to.isascii() and to.isdigit():
+            target = int(to) if len(to) <= 19 else INT64_MAX + 1  # refused just below
+        else:
+            target = times.to_datetime(times.parse_time(to))
+    if isinstance(target, int) and not 0 <= target <= INT64_MAX:
+        raise errors.InvalidOffset(f"an offset to reset to is from 0 to {INT64_MAX}")
+    return target
+
+
+def _plan_json(plan: OffsetResetPlan) -> dict[str, Any]:
+    return {
+        "partition": plan.partition,
+        "current": plan.current,
+        "new": plan.new,
+        "log_start_offset": plan.log_start_offset,
+        "log_end_offset": plan.log_end_offset,
+        "lag_before": plan.lag_before,
+        "lag_after": plan.lag_after,
+    }
+
+
+@api.route("/groups/<path:group_id>/reset-offsets", methods=["POST"])
+def reset_offsets(group_id: str) -> Response:
+    """`{"topic", "to", "partitions": [..] (default all), "dry_run": true}`: the plan per
+    partition (`Cluster.plan_offset_reset`); with `dry_run: false` it is also applied
+    (`Cluster.apply_offset_reset`: exactly that plan, or 409 when the group changed since).
+    admin_perm; the group must have no live members (409)."""
+    body = json_body()
+    topic = field(body, "topic", str, required=True)
+    target = _reset_target(body.get("to"))
+    partitions = field(body, "partitions", list)  # each checked by the engine
+    dry_run = body.get("dry_run", True)
+    if not isinstance(dry_run, bool):
+        raise errors.InvalidArgument(f"dry_run must be true or false, not {dry_run!r}")
+    c = cluster()
+    plans = c.plan_offset_reset(group_id, topic, target, partitions=partitions)
+    if not dry_run:
+        c.apply_offset_reset(group_id, plans)
+    return json_response(
+        {
+            "group_id": group_id,
+            "topic": topic,
+            "dry_run": dry_run,
+            "applied": not dry_run,
+            "plan": [_plan_json(p) for p in plans],
+        }
+    )
+
+
+@api.route("/groups/<path:group_id>", methods=["DELETE"])
+def delete_group(group_id: str) -> Response:
+    """Delete the group (`Cluster.delete_group`: admin_perm on every stream it has offsets
+    in): 204; 409 while it has live members, 404 for an unknown group."""
+    cluster().delete_group(group_id)
+    return Response(status=204)
 
 
 # --- heat ------------------------------------------------------------------------------------
