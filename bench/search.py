@@ -65,7 +65,7 @@ def _cpu() -> str:
 
 
 def main(argv: list[str]) -> None:
-    from bench.web import ADMIN, ADMIN_PASSWORD, _log_in
+    from bench.web import ADMIN, ADMIN_PASSWORD, log_in
     from engine import Cluster
     from web import close_app, create_app
 
@@ -77,6 +77,7 @@ def main(argv: list[str]) -> None:
         seed(cluster, topics)
         cluster.add_user(ADMIN, ADMIN_PASSWORD, admin=True)
         seeded = time.perf_counter() - start
+        cluster.record_metrics()  # a day of the cluster's minutes, for the charts
         middle = topic_name(topics // 2)[4:]
         rows = [
             (f"`search({middle!r})` (one match)", _time(lambda: cluster.search(middle))),
@@ -90,7 +91,7 @@ def main(argv: list[str]) -> None:
     app = create_app(path)
     try:
         client = app.test_client()
-        _log_in(client)
+        log_in(client)
         live = {"HX-Request": "true", "HX-Target": "search-live"}
         pages = [
             ("page `/search?q=" + middle + "`", f"/search?q={middle}", {}),
@@ -110,6 +111,20 @@ def main(argv: list[str]) -> None:
                 f"/streams/fleet?tq={middle}&htmx",
                 live,
             ),
+            ("stream page `/streams/fleet` (a million topics)", "/streams/fleet", {}),
+            ("topic page `/topics/fleet:car-0500000`", "/topics/fleet:car-0500000", {}),
+            (
+                "chart of `/fleet`, 1 h (htmx)",
+                "/charts?scope=stream&name=/fleet&metric=write_messages&metric=read_messages",
+                live,
+            ),
+            (
+                "chart of the cluster, 7 d (htmx)",
+                "/charts?scope=cluster&metric=write_messages&metric=read_messages&window=7d",
+                live,
+            ),
+            ("overview `/`", "/", {}),
+            ("effective permissions `/users/NAME/permissions`", f"/users/{ADMIN}/permissions", {}),
         ]
         for name, url, headers in pages:
             url = url.replace("&htmx", "")

@@ -20,6 +20,7 @@ from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
 from console.commands import ConsoleCommands
 from console.messages import ClusterReady, StreamSelected, TopicSelected
+from console.widgets.chart import WINDOWS, MetricChart, next_window, window_label
 from console.widgets.groups import GroupsPane
 from console.widgets.heat import HeatPane
 from console.widgets.messages import MessagesPane
@@ -66,6 +67,8 @@ class ConsoleApp(App[None]):
         Binding("s", "seek", "Seek"),
         Binding("ctrl+f", "filter", "Filter", show=False),
         Binding("v", "cycle_view", "Text/JSON/hex"),
+        Binding("w", "cycle_window", "Chart window"),
+        Binding("e", "permissions", "Permissions", show=False),
         *[
             Binding(str(i), f"show_tab('{name}')", title, show=False)
             for i, (name, title) in enumerate(TABS, start=1)
@@ -88,6 +91,7 @@ class ConsoleApp(App[None]):
         self.refresh_s = refresh_s
         self.stream: str | None = None
         self.topic: str | None = None
+        self.metrics_window = WINDOWS[0][0]  # the charts' window (MetricChart), `w` cycles
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -241,6 +245,13 @@ class ConsoleApp(App[None]):
 
     def action_cycle_view(self) -> None:
         self._messages().action_cycle_view()
+
+    def action_cycle_window(self) -> None:
+        """The charts' window: 1 h, 6 h, 24 h, 7 d, then 1 h again."""
+        self.metrics_window = next_window(self.metrics_window)
+        for chart in self.query(MetricChart):
+            chart.reload()
+        self.notify(f"charts: last {window_label(self.metrics_window)}", timeout=2)
 
     def action_reset_group(self) -> None:
         self.show_tab("groups")

@@ -94,6 +94,7 @@ def create_app(
     from web.api import api
     from web.assets import assets
     from web.auth import auth
+    from web.charts import charts
     from web.errors import register_error_handlers
     from web.groups import groups
     from web.heat import heat
@@ -119,6 +120,7 @@ def create_app(
         heat,
         replays,
         users,
+        charts,
     ):
         app.register_blueprint(blueprint)
     app.register_blueprint(api, url_prefix="/api/v1")

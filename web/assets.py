@@ -1,4 +1,4 @@
-"""Front-end assets: htmx from the npm registry (installed by `npm ci` into node_modules at
+"""Front-end assets: htmx and uPlot from the npm registry (installed by `npm ci` into node_modules at
 set-up, never committed, never from a CDN) and the console's own files in web/static."""
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ NODE_MODULES = ROOT / "node_modules"
 # URL name -> file under node_modules (only these are served, nothing else from there).
 VENDOR = {
     "htmx.min.js": "htmx.org/dist/htmx.min.js",
+    # uPlot draws the metrics history's charts (web/static/charts.js)
+    "uPlot.iife.min.js": "uplot/dist/uPlot.iife.min.js",
+    "uPlot.min.css": "uplot/dist/uPlot.min.css",
 }
 
 # the console's own files are the app's static folder (web/static, endpoint "static")

@@ -35,6 +35,7 @@ from web.pages import cluster, render, wants_partial
 replication = Blueprint("replication", __name__)
 
 REFRESH_S = 5
+LINK_CHARTS = 12  # links charted on the page (each chart is a request of its own)
 PROBLEMS = (LinkState.CONFLICT, LinkState.BROKEN)
 
 
@@ -114,6 +115,7 @@ def _live_context() -> dict[str, Any]:
         # Adding a link reaches outside the cluster: administrators only (the engine
         # checks it too); the others see why there is no form.
         "may_add_links": c.is_administrator,
+        "link_charts": LINK_CHARTS,
         **_tokens_context(),
     }
 

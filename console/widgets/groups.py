@@ -1,5 +1,5 @@
-"""The Groups tab: consumer groups with state and lag; the chosen group's members with their
-assignment, and its committed offsets per partition; a dialog to reset its offsets (with a
+"""The Groups tab: consumer groups with state and lag; the chosen group's lag history (a
+chart), its members with their assignment, and its committed offsets per partition; a dialog to reset its offsets (with a
 preview), and deleting a group with no live members after a confirmation."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from textual.containers import Horizontal
 from textual.widgets import Button, DataTable, Static
 
 from console.display import fmt_ms
+from console.widgets.chart import MetricChart
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
 from engine import TopicPartition
@@ -42,6 +43,7 @@ class GroupsPane(Pane):
             "Group", "State", "Generation", "Strategy", "Members", "Partitions", "Lag"
         )
         yield groups
+        yield MetricChart("Lag", "group", None, "lag_messages", id="chart-group-lag")
         yield Static("Members", classes="section-title")
         members = Table(id="group-members", cursor_type="row")
         members.add_columns("Member", "Client", "Host", "Assignment", "Last heartbeat (UTC)")
@@ -93,6 +95,9 @@ class GroupsPane(Pane):
 
     def _show_group(self) -> None:
         info = self.groups.get(self.selected or "")
+        self.query_one("#chart-group-lag", MetricChart).show_series(
+            f"{self.selected} lag" if info else "Lag", "group", self.selected if info else None
+        )
         members = info.members if info else []
         parts = info.partitions if info else []
         fill_table(

@@ -1,5 +1,6 @@
-"""The Partitions tab: each partition's chain of partitionlets (tier, volume or archive
-file, offsets, size), and the cluster's volumes."""
+"""The Partitions tab: the throughput history of the cluster and of the chosen topic or
+stream (charts), each partition's chain of partitionlets (tier, volume or archive file,
+offsets, size), and the cluster's volumes."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from pathlib import Path
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from console.display import fmt_ms
+from console.widgets.chart import MetricChart
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
 from engine import TopicInfo, VolumeInfo
@@ -59,6 +61,12 @@ def file_text(file: str | None, root: Path) -> str:
 class PartitionsPane(Pane):
     def compose(self) -> ComposeResult:
         yield Static(id="part-summary")
+        with Horizontal(id="part-cluster-charts", classes="chart-row"):
+            yield MetricChart("Cluster writes", metric="write_messages", id="chart-cluster-write")
+            yield MetricChart("Cluster reads", metric="read_messages", id="chart-cluster-read")
+        with Horizontal(id="part-charts", classes="chart-row"):
+            yield MetricChart("Writes", name=None, metric="write_messages", id="chart-write")
+            yield MetricChart("Reads", name=None, metric="read_messages", id="chart-read")
         with VerticalScroll(id="part-chains-scroll"):
             yield Static(id="part-chains")
         table = Table(id="part-table", cursor_type="row", zebra_stripes=True)
@@ -88,8 +96,21 @@ class PartitionsPane(Pane):
         info = self.cluster.topic(self.topic) if self.topic else None
         return info, self.cluster.volumes()
 
+    def _show_charts(self) -> None:
+        """Point the charts at the cluster and the chosen topic (else stream); each loads
+        its series in its own worker."""
+        for chart in self.query("#part-cluster-charts MetricChart").results(MetricChart):
+            chart.reload()
+        scope, name = ("topic", self.topic) if self.topic else ("stream", self.stream)
+        row = self.query_one("#part-charts")
+        row.display = name is not None
+        if name is not None:
+            self.query_one("#chart-write", MetricChart).show_series(f"{name} writes", scope, name)
+            self.query_one("#chart-read", MetricChart).show_series(f"{name} reads", scope, name)
+
     def show(self, data: tuple[TopicInfo | None, list[VolumeInfo]]) -> None:
         info, volumes = data
+        self._show_charts()
         summary = self.query_one("#part-summary", Static)
         rows = []
         if info is None:

@@ -1,5 +1,5 @@
-"""The Replication tab: the stream's links out (state, lag, throughput, errors) and in, the
-replication graph drawn in text with its cycles, and pausing or resuming a link."""
+"""The Replication tab: the stream's links out (state, lag, steady throughput, errors) and
+in, the chosen link's history of copies and lag (charts), the replication graph drawn in text with its cycles, and pausing or resuming a link."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from textual.containers import Horizontal, ScrollableContainer
 from textual.widgets import Button, DataTable, Static
 
 from console.replication_graph import STATE_STYLES, Graph, crawl, draw
+from console.widgets.chart import MetricChart
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
+from engine.ops.metrics import THROUGHPUT_WINDOW_S, replica_name
 from engine.replication import LinkState
 
 
@@ -32,9 +34,20 @@ class ReplicationPane(Pane):
             yield Button("Pause/resume", id="repl-toggle", compact=True)
         links = Table(id="repl-links", cursor_type="row", zebra_stripes=True)
         links.add_columns(
-            "Target", "Target stream", "State", "Lag msgs", "Lag s", "Msg/s", "Copied", "Error"
+            "Target",
+            "Target stream",
+            "State",
+            "Lag msgs",
+            "Lag s",
+            # ReplicaInfo.throughput_messages: the steady rate, not the last run's burst
+            f"Msg/s ({THROUGHPUT_WINDOW_S // 60} min)",
+            "Copied",
+            "Error",
         )
         yield links
+        with Horizontal(id="repl-charts", classes="chart-row"):
+            yield MetricChart("Copies", "replica", None, "copied_messages", id="chart-repl-copied")
+            yield MetricChart("Lag", "replica", None, "lag_messages", id="chart-repl-lag")
         yield Static("Upstreams (links into this stream)", classes="section-title")
         ups = Table(id="repl-upstreams", cursor_type="row")
         ups.add_columns("Source", "Source stream", "Source cluster")
@@ -59,6 +72,8 @@ class ReplicationPane(Pane):
             fill_table(self.query_one("#repl-links", DataTable), [])
             fill_table(self.query_one("#repl-upstreams", DataTable), [])
             self.query_one("#repl-graph", Static).update("")
+            self.links = {}
+            self._show_charts()
             return
         links, ups, graph = data
         self.links = {r.target: r for r in links}
@@ -88,6 +103,23 @@ class ReplicationPane(Pane):
             ((u.source, (Text(u.source), Text(u.source_stream), u.source_id)) for u in ups),
         )
         self.query_one("#repl-graph", Static).update(draw(graph))
+        self._show_charts()
+
+    @on(DataTable.RowHighlighted, "#repl-links")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_charts()
+
+    def _show_charts(self) -> None:
+        """Point the charts at the chosen link (each loads in its own worker)."""
+        link = self.selected_link()
+        name = replica_name(self.stream, link.target) if link and self.stream else None
+        who = f"→ {link.target_stream}" if link else ""
+        self.query_one("#chart-repl-copied", MetricChart).show_series(
+            f"Copies {who}".strip(), "replica", name
+        )
+        self.query_one("#chart-repl-lag", MetricChart).show_series(
+            f"Lag {who}".strip(), "replica", name
+        )
 
     def selected_link(self) -> Any | None:
         table = self.query_one("#repl-links", DataTable)

@@ -15,6 +15,7 @@ from textual.widgets import Input, TextArea
 from console.app import ConsoleApp
 from console.screens.help import HelpScreen
 from console.screens.produce import ProduceScreen
+from console.widgets.chart import MetricChart
 from engine import Cluster, OffsetAndMetadata, Principal, Producer, TopicPartition, VolumeInfo
 from engine.ops.heat import HeatMap, Load
 
@@ -154,6 +155,9 @@ def test_layout(layout, snap, until, snap_compare):
             await pilot.press(TABS[layout])
             pane = app.query_one(f"#{layout}")
             await until(pilot, lambda: pane.loads >= 1)
+            # its charts load their series in workers of their own (none is recorded here)
+            charts = [c for c in pane.query(MetricChart) if c.series_name is not None]
+            await until(pilot, lambda: all(c.loads >= 1 for c in charts))
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

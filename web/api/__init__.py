@@ -23,6 +23,6 @@ from flask import Blueprint
 api = Blueprint("api", __name__)
 
 # The modules register their routes on `api` when imported.
-from web.api import jobs, replication, resources, search  # noqa: E402, F401
+from web.api import jobs, metrics, replication, resources, search  # noqa: E402, F401
 
 __all__ = ["api"]

@@ -21,3 +21,77 @@ document.addEventListener("htmx:sendError", () => {
   p.textContent = "The console cannot reach its server.";
   flash.replaceChildren(p);
 });
+
+// Keyboard shortcuts (the list is the #shortcuts dialog in base.html, which also carries
+// the targets of "g <letter>" in data-go-key/data-go-href, so this file holds no URLs):
+//   /  focus the header search box     ?  open the list (Escape or Close shuts it)
+//   g then a letter within 1.5 s: go to that page.
+// They never fire while typing in a field, nor with Ctrl, Alt or Meta held (those are the
+// browser's and the system's shortcuts).
+(() => {
+  const GO_WAIT_MS = 1500;
+  let goTimer = null;
+
+  const dialog = () => document.getElementById("shortcuts");
+
+  function typing(el) {
+    if (!el || !(el instanceof Element)) return false;
+    return el.isContentEditable || el.closest("input, textarea, select, [contenteditable]") !== null;
+  }
+
+  function openHelp() {
+    const d = dialog();
+    if (d && !d.open) d.showModal();
+  }
+
+  function cancelGo() {
+    if (goTimer !== null) clearTimeout(goTimer);
+    goTimer = null;
+  }
+
+  function go(letter) {
+    const d = dialog();
+    if (!d) return false;
+    for (const item of d.querySelectorAll("[data-go-key]")) {
+      if (item.dataset.goKey === letter) {
+        window.location.assign(item.dataset.goHref);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  document.addEventListener("keydown", (event) => {
+    if (event.defaultPrevented || event.isComposing) return;
+    if (event.key === "Shift") return; // on its way to "?"
+    if (event.ctrlKey || event.altKey || event.metaKey) { cancelGo(); return; }
+    if (typing(event.target)) { cancelGo(); return; }
+    const d = dialog();
+    if (!d || d.open) return; // the open dialog has its own keys (Escape closes it)
+    if (goTimer !== null) {
+      cancelGo();
+      if (go(event.key)) event.preventDefault();
+      return;
+    }
+    if (event.key === "/") {
+      const search = document.getElementById("header-search");
+      if (!search) return;
+      event.preventDefault(); // or the "/" lands in the box
+      search.focus();
+      search.select();
+    } else if (event.key === "?") {
+      event.preventDefault();
+      openHelp();
+    } else if (event.key === "g") {
+      event.preventDefault();
+      goTimer = setTimeout(cancelGo, GO_WAIT_MS);
+    }
+  });
+
+  document.addEventListener("click", (event) => {
+    const target = event.target instanceof Element ? event.target : null;
+    if (!target) return;
+    if (target.closest("[data-shortcuts-open]")) openHelp();
+    else if (target.closest("[data-shortcuts-close]")) dialog()?.close();
+  });
+})();
