@@ -217,7 +217,7 @@ def test_users_page_password_errors_inline_and_admin_manages_a_user(page, live_s
     users.get_by_label("Groups").fill("ops")
     users.get_by_role("button", name="Add user").click()
     expect(page.locator("#flash")).to_contain_text("User e2e-bob added")
-    page.get_by_role("link", name="e2e-bob").click()
+    page.get_by_role("link", name="e2e-bob", exact=True).click()
     expect(page.get_by_role("heading", level=1)).to_have_text("User e2e-bob")
     shot(page, "user-detail")
     page.get_by_label("Administrator").check()

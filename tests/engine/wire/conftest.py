@@ -28,6 +28,10 @@ class Wire:
 def wire(tmp_path_factory):
     path = tmp_path_factory.mktemp("wire") / "cluster"
     with Cluster.open(path, name="wire") as cluster:
+        # The default stream exists from the start, as after any client's first produce:
+        # the tests sharing this cluster run in any order (tests that watch it being
+        # created on first use have clusters of their own).
+        cluster.create_stream("/kafka")
         server = KafkaServer(cluster, listen=("127.0.0.1", 0)).start()
         try:
             yield Wire(cluster, server)
