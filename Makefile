@@ -15,6 +15,8 @@ VPY := $(BIN)/python
 LINT_PATHS := engine console web spark_tasks bench tests
 # extra arguments for pytest, e.g. make test PYTEST_ARGS="-x -k layout"
 PYTEST_ARGS ?=
+# pytest-xdist worker processes of make test (1 runs the suite in one process)
+TEST_WORKERS ?= 2
 # where make run puts its demo: the clusters dc1, dc2 and dc3 in this directory
 DEMO_CLUSTER ?= data/demo
 # the web console's address (make run WEB_PORT=8080; WEB_HOST=0.0.0.0 to reach it from elsewhere)
@@ -35,6 +37,7 @@ help:
 	@echo "make run         set up (.venv, Spark extra, Java, web assets), then seed a demo in $(DEMO_CLUSTER)"
 	@echo "                 and serve its web console: plet web --demo --cluster $(DEMO_CLUSTER)"
 	@echo "make test        set up for tests (+ Java, Chromium, redis-server, kcat), lint, run pytest"
+	@echo "                 in TEST_WORKERS=2 processes (TEST_WORKERS=1: one)"
 	@echo "make lint        ruff check + ruff format --check over $(LINT_PATHS)"
 	@echo "make fmt         ruff format + ruff check --fix over the same"
 	@echo "make setup       the set-up of make run only"
@@ -48,7 +51,7 @@ run: setup
 	$(BIN)/plet web --demo --cluster $(DEMO_CLUSTER) --host $(WEB_HOST) --port $(WEB_PORT)
 
 test: setup-test lint
-	$(VPY) -m pytest $(PYTEST_ARGS)
+	$(VPY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup,) $(PYTEST_ARGS)
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check $(LINT_PATHS)

@@ -11,6 +11,21 @@ import pytest
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def cheap_password_hashes():
+    """Password hashes made in the test processes cost scrypt N=2^10 instead of 2^15 (a
+    user or a login: 1-2 ms instead of ~180 ms, which was minutes of the suite: every web
+    test adds two users and logs in). Each hash records its own cost, so hashes verify
+    either way, and `plet` run as a child process hashes at the real cost.
+    tests/engine/auth/test_users.py checks the real parameters."""
+    from engine.auth import users
+
+    real = users._SCRYPT_N
+    users._SCRYPT_N = 2**10
+    yield real
+    users._SCRYPT_N = real
+
+
 @pytest.fixture
 def cluster_path(tmp_path):
     """Where a test's cluster lives (not created yet)."""
@@ -66,3 +81,17 @@ def new_york():
     else:
         os.environ["TZ"] = old
     time.tzset()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs two workers, `--dist loadgroup`): a file's tests
+    stay in one worker, and so do all end-to-end tests and all Spark tests, so that their
+    session-scoped console, browser and SparkSession start once."""
+    root = config.rootpath / "tests"
+    for item in items:
+        try:
+            path = item.path.relative_to(root)
+        except ValueError:
+            continue
+        together = path.parts[0] in ("e2e", "spark_tasks")
+        item.add_marker(pytest.mark.xdist_group(path.parts[0] if together else str(path)))

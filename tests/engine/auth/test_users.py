@@ -40,6 +40,21 @@ def test_only_a_salted_hash_is_stored(cluster):
     assert hashes[0] != hashes[1]  # salted
 
 
+def test_passwords_are_hashed_at_the_real_cost(cluster, cheap_password_hashes, monkeypatch):
+    from engine.auth import users
+
+    # the suite hashes cheaply (tests/conftest.py); the engine's own cost is this
+    assert cheap_password_hashes == 2**15
+    monkeypatch.setattr(users, "_SCRYPT_N", cheap_password_hashes)
+    cluster.add_user("carol", PASSWORD)
+    conn = sqlite3.connect(cluster.path / "catalog.db")
+    (stored,) = conn.execute("SELECT password_hash FROM users WHERE name = 'carol'").fetchone()
+    conn.close()
+    assert stored.startswith("scrypt$32768$8$1$")  # OWASP's minimum: N=2^15, r=8, p=1
+    assert cluster.authenticate("carol", PASSWORD) is not None
+    assert cluster.authenticate("carol", PASSWORD + "x") is None
+
+
 def test_a_user_is_added_once(cluster):
     cluster.add_user("alice", PASSWORD)
     with pytest.raises(errors.AlreadyExists):
