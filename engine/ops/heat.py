@@ -337,7 +337,9 @@ def _columns_map(
     """The heat map in at most `max_columns` columns of `per` whole buckets each, aligned
     on multiples of `per` so that a column, once final, never changes: the window is the
     columns up to the current one (still filling; its rates are over the time it has
-    covered so far), so it spans a little less than `window_s` when that column is young.
+    covered so far), so it spans a little less than `window_s` when that column is young,
+    and up to a column's length more when `per` does not divide the window's buckets
+    (7 columns of an hour: 7 x 52 buckets); `Load.seconds` say what each one covers.
     """
     bucket_ms = HEAT_BUCKET_S * 1000
     now_ms = time.time_ns() // 1_000_000

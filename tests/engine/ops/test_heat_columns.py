@@ -60,10 +60,12 @@ def seed(cluster, first_bucket: int, last_bucket: int, rng: random.Random) -> No
 
 def expected_columns(cluster, window_s: int, columns_map) -> tuple[dict, dict]:
     """The plain per-bucket map summed into `columns_map`'s columns: per volume and per
-    partition, a list of [wm, wb, rm, rb] per column."""
-    plain = cluster.heat(window_s)
+    partition, a list of [wm, wb, rm, rb] per column. The plain map is read over all the
+    columns' buckets, which may begin before `window_s` (when the columns do not divide
+    it: 7 columns of an hour are 7 x 52 buckets)."""
     starts = columns_map.buckets
     per = columns_map.bucket_s // HEAT_BUCKET_S
+    plain = cluster.heat(max(window_s, len(starts) * columns_map.bucket_s))
 
     def column_of(bucket_ms: int) -> int | None:
         index = (bucket_ms // BUCKET_MS - starts[0] // BUCKET_MS) // per
@@ -112,6 +114,16 @@ def test_columns_sum_the_buckets_of_the_plain_map(warm, clock):
     seed(warm, now_bucket - 400, now_bucket, random.Random(1))
     for window_s, columns in ((3600, 60), (900, 45), (300, 30), (3600, 7), (600, 600)):
         check_same(warm, window_s, columns)
+
+
+def test_columns_that_do_not_divide_the_window_at_every_bucket(warm, clock):
+    # 7 columns of an hour are 7 x 52 buckets: as the clock crosses a column, the span is
+    # sometimes longer than the hour; the map must still be its buckets, summed
+    now_bucket = clock["ms"] // BUCKET_MS
+    seed(warm, now_bucket - 420, now_bucket + 60, random.Random(5))
+    for _ in range(55):
+        check_same(warm, 3600, 7)
+        clock["ms"] += BUCKET_MS
 
 
 def test_the_cache_follows_the_clock_and_new_heat(warm, clock):
