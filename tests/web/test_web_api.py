@@ -439,6 +439,21 @@ def test_jobs_submit_status_list_cancel(api, fake_submit):
     )
 
 
+def test_a_job_says_starting_spark_until_its_first_task(api, data):
+    import json
+
+    from spark_tasks import jobs
+
+    params = json.dumps({"source": "/apps/sensors:car-17", "target": "/ops/logs:c"})
+    job_id = data.jobs.add("copy", params, "running", 0)  # claimed; no Spark task yet
+    got = api.get(f"/jobs/{job_id}").json
+    assert got["state"] == "running" and got["phase"] == "starting Spark"
+    assert got["first_task_ms"] is None and got["progress"] is None
+    jobs.update(data.path, job_id, first_task_ms=1_700_000_000_000, tasks_total=4)
+    got = api.get(f"/jobs/{job_id}").json
+    assert got["phase"] == "running" and got["first_task_ms"] == 1_700_000_000_000
+
+
 def test_jobs_need_consume_perm_on_the_source_and_admin_for_code(alice, fake_submit):
     denied = alice.post(
         "/jobs", json={"kind": "window-counts", "params": {"source": "/apps/sensors:car-17"}}
