@@ -66,7 +66,7 @@ class HeatView:
 
 
 def value_text(value: float, unit: str) -> str:
-    """A cell's or a total's value with its unit, as the page says it."""
+    """A value with its unit, as the page says it everywhere (cells, totals, scale)."""
     if unit == "B/s":
         return f"{format_bytes(value)}/s"
     return f"{number(value, 2 if 0 < value < 1 else 1)} msg/s"
@@ -227,6 +227,7 @@ def _context() -> dict[str, Any]:
         "windows": WINDOWS,
         "metric_label": label,
         "unit": unit,
+        "value_text": value_text,  # the cells' tooltips and the totals say values alike
         "hottest": HOTTEST,
         "refresh_s": REFRESH_S,
         "swatches": heatmap.legend_swatches(),
