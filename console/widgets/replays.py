@@ -132,6 +132,8 @@ class ReplaysPane(Pane):
         text.append(job.state, style=STATE_STYLES.get(job.state, ""))
         if job.starting:
             text.append(f" ({jobs.PHASE_STARTING})", style="yellow")
+        if job.cancel_requested and not job.done:  # as the web console says it
+            text.append(" (cancelling)", style="magenta")
         text.append(f"\nparams  {json.dumps(job.params, default=str)}")
         text.append(f"\nstarted {fmt_s(job.started_ms)}  ended {fmt_s(job.ended_ms)}")
         if job.reading:
