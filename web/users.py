@@ -257,7 +257,6 @@ def permissions(name: str):
     """A page of streams with what each ACE policy lets user `name` do: an administrator
     may look at anyone, a user at themselves (the engine refuses the rest: 403)."""
     query = request.args.get("q", "").strip()
-    prefix = (query if query.startswith("/") else "/" + query) if query else None
     size = _whole_arg("size", DEFAULT_PERMISSION_PAGE_SIZE)
     if size not in PERMISSION_PAGE_SIZES:
         abort(400, f"size must be one of {', '.join(map(str, PERMISSION_PAGE_SIZES))}")
@@ -266,12 +265,12 @@ def permissions(name: str):
         abort(400, "page must be 1 or more")
     c = cluster()
     # The first call checks the name, who asks and the user (400, 403, 404) and counts.
-    result = c.effective_permissions(name, prefix=prefix, limit=size, offset=(page_no - 1) * size)
+    result = c.effective_permissions(name, prefix=query, limit=size, offset=(page_no - 1) * size)
     pages = max(1, -(-result.total // size))
     if page_no > pages:  # past the end (streams went away): the last page
         page_no = pages
         result = c.effective_permissions(
-            name, prefix=prefix, limit=size, offset=(page_no - 1) * size
+            name, prefix=query, limit=size, offset=(page_no - 1) * size
         )
     args = {
         k: v for k, v in (("q", query), ("size", size)) if v and v != DEFAULT_PERMISSION_PAGE_SIZE

@@ -114,9 +114,7 @@ class PermissionsScreen(ModalScreen[None]):
 
     def load(self, offset: int = 0) -> None:
         self.user = self.query_one("#perm-user", Input).value.strip()
-        prefix = self.query_one("#perm-prefix", Input).value.strip()
-        if prefix and not prefix.startswith("/"):
-            prefix = "/" + prefix  # paths start with "/": "apps" means "/apps"
+        prefix = self.query_one("#perm-prefix", Input).value  # the engine adds a leading "/"
         self.page_offset = offset
         self._seq += 1
         self._status(Text("loading…", "dim"))

@@ -78,7 +78,8 @@ class StreamPermissions:
 @dataclass(frozen=True)
 class EffectivePermissions:
     """One page of a user's effective permissions: streams by path, from `offset`, at
-    most `limit`, of the `total` whose path starts with `prefix` (every stream if None)."""
+    most `limit`, of the `total` whose path starts with `prefix` (every stream if None; a
+    prefix without its leading "/" is given one)."""
 
     user: str
     groups: tuple[str, ...]
@@ -128,6 +129,9 @@ def effective_permissions(
     _check_asker(cluster, user)
     info = user_store.user(cluster, user)
     principal = info.principal
+    prefix = prefix.strip() if prefix else None
+    if prefix and not prefix.startswith("/"):
+        prefix = "/" + prefix  # stream paths start with "/": "apps" means "/apps"
     prefix = prefix or None
     rows = cluster.catalog.streams(prefix, limit, offset)
     total = cluster.catalog.stream_count(prefix)

@@ -112,6 +112,10 @@ def test_paging_prefix_and_bad_input(setup):
     assert [s.stream for s in page.streams] == ["/a/two"]
     assert (page.total, page.limit, page.offset, page.prefix) == (2, 1, 1, "/a")
     assert setup.effective_permissions("alice", prefix="/zzz").streams == ()
+    # a prefix as typed in a console: its leading "/" may be left out
+    bare = setup.effective_permissions("alice", prefix=" a ")
+    assert (bare.prefix, [s.stream for s in bare.streams]) == ("/a", ["/a/one", "/a/two"])
+    assert setup.effective_permissions("alice", prefix="  ").prefix is None
     for bad in ({"limit": 0}, {"limit": effective.MAX_LIMIT + 1}, {"offset": -1}, {"limit": "5"}):
         with pytest.raises(errors.InvalidArgument):
             setup.effective_permissions("alice", **bad)
