@@ -269,3 +269,23 @@ def test_the_page_with_no_links_says_how_to_add_one(client):
     assert "No stream of this cluster is replicated yet" in html
     assert 'aria-label="Add a link"' in html
     assert 'hx-trigger="every 5s, replication-changed from:body"' in html
+
+
+def test_the_page_charts_the_first_twelve_links_and_says_where_the_rest_are(
+    cluster, client, tmp_path
+):
+    from web.replication import LINK_CHARTS
+
+    dc2 = Cluster.open(tmp_path / "dc2", name="dc2", volumes=1)
+    try:
+        for i in range(LINK_CHARTS + 1):
+            cluster.create_stream(f"/s{i:02d}")
+            cluster.add_replica(f"/s{i:02d}", dc2.path)
+        html = _page(client)
+    finally:
+        dc2.close()
+    slots = re.findall(r'class="chart-slot" id="chart-(link-\d+)"', html)
+    assert slots == [f"link-{n}" for n in range(1, LINK_CHARTS + 1)]
+    charted = re.findall(r"Loading the chart of (/s\d\d) to ", html)
+    assert charted == [f"/s{i:02d}" for i in range(LINK_CHARTS)]
+    assert f"The first {LINK_CHARTS} links are charted" in html
