@@ -317,6 +317,12 @@ class Cluster:
         root = self._view_of or self
         hook = weakref.WeakMethod(stop) if hasattr(stop, "__self__") else stop
         with _CLOSE_HOOKS_LOCK:
+            # the workers that are gone leave, so a long-lived process does not pile them up
+            root._close_hooks = [
+                h
+                for h in root._close_hooks
+                if not (isinstance(h, weakref.WeakMethod) and h() is None)
+            ]
             root._close_hooks.append(hook)
 
     def close(self) -> None:

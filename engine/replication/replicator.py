@@ -9,7 +9,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import InvalidArgument, PartitionletError
+from engine.errors import Closed, InvalidArgument, PartitionletError
 from engine.replication.protocol import Target
 from engine.replication.reading import batch_at, source_batches, source_end
 from engine.replication.status import Link, load_links, open_link_target
@@ -45,11 +45,14 @@ class Replicator:
         self.runs = 0
         self.last_error: BaseException | None = None
         self._stop = threading.Event()
+        # held through a pass; re-entrant, so a pass that closes the cluster does not hang
+        self._passing = threading.RLock()
         self._targets: dict[str, Target] = {}
         # (target, target stream, topic id, partition) -> (source end, target end) when it
         # was last found in step: a partition still at both ends needs no look this time.
         self._settled: dict[tuple[str, str, int, int], tuple[int, int]] = {}
         self._sent_offsets: dict[tuple[str, str], set[tuple]] = {}
+        cluster.on_close(self.halt)  # a pass in any thread ends before the files close
 
     def __enter__(self) -> Replicator:
         return self
@@ -66,7 +69,16 @@ class Replicator:
         self._targets.clear()
 
     def stop(self) -> None:
+        """Have `run_forever` return after the pass under way."""
         self._stop.set()
+
+    def halt(self, timeout: float = 30) -> None:
+        """`stop()`, then wait up to `timeout` seconds for a pass under way to end.
+        `Cluster.close()` calls it before it closes the files: closing an SQLite connection
+        while another thread is inside a statement on it crashes the interpreter."""
+        self._stop.set()
+        if self._passing.acquire(timeout=timeout):
+            self._passing.release()
 
     def run_forever(self, interval_s: float = 0.5) -> None:
         """Run until `stop()`; an idle pass waits `interval_s` before the next."""
@@ -75,6 +87,8 @@ class Replicator:
             while not self._stop.is_set():
                 try:
                     moved = self.run_once()
+                except Closed:
+                    break  # the cluster closed between two passes
                 except Exception as exc:  # noqa: BLE001 - keep going, report it
                     self.last_error = exc
                     log.exception("replication pass failed")
@@ -87,14 +101,16 @@ class Replicator:
     def run_once(self) -> int:
         """Move what is pending on every link that is not paused; returns message copies
         newly applied."""
-        self.cluster.check_open()
-        total = 0
-        for link in load_links(self.cluster):
-            if link.paused:
-                continue
-            total += self.run_link(link)
-        self.runs += 1
-        return total
+        with self._passing:
+            # under the lock: once close() has begun, no pass starts (see `halt`)
+            self.cluster.check_open()
+            total = 0
+            for link in load_links(self.cluster):
+                if link.paused:
+                    continue
+                total += self.run_link(link)
+            self.runs += 1
+            return total
 
     @staticmethod
     def _target_key(link: Link) -> str:
@@ -114,6 +130,11 @@ class Replicator:
 
     def run_link(self, link: Link) -> int:
         """One pass over one link; records its outcome on the link."""
+        with self._passing:
+            self.cluster.check_open()
+            return self._run_link(link)
+
+    def _run_link(self, link: Link) -> int:
         catalog = self.cluster.catalog
         started = time.monotonic()
         stats = [0, 0]

@@ -87,6 +87,8 @@ class KafkaServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._closed = False
+        # closing the cluster closes the listener first: its requests end, its producers flush
+        cluster.on_close(self.close)
 
     def start(self) -> KafkaServer:
         """Serve in a background thread; returns once the listener accepts connections."""

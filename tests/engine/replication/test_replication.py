@@ -489,3 +489,54 @@ def test_an_http_target_needs_a_token(dirs):
         with pytest.raises(errors.InvalidArgument, match="HTTP"):
             a.add_replica("/s", "https://dc2.example:5000/")
         assert a.replicas("/s") == []
+
+
+def test_closing_the_cluster_waits_for_a_replication_pass(tmp_path):
+    # Closing an SQLite connection while another thread is inside a statement on it
+    # crashes the interpreter: close() halts the replicator (its pass ends) first. In a
+    # child process, so that a crash fails this test rather than ending the run.
+    script = f"""
+import sys, threading, time
+sys.path.insert(0, {str(ROOT)!r})
+from engine import Cluster, Producer, Replicator
+base = {str(tmp_path)!r}
+for i in range(30):
+    source = Cluster.open(f"{{base}}/src{{i % 3}}", volumes=1)
+    if i < 3:
+        source.create_stream("/s")
+        Cluster.open(f"{{base}}/dst{{i}}", volumes=1).close()
+        source.add_replica("/s", f"{{base}}/dst{{i}}")
+    producer = Producer(source)
+    for n in range(300):
+        producer.send(f"/s:t{{n % 3}}", b"v" * 100)
+    producer.close()
+    replicator = Replicator(source, max_batches=1)
+    thread = threading.Thread(target=replicator.run_forever, args=(0.001,))
+    thread.start()
+    time.sleep(0.01 * (i % 5))
+    source.close()
+    thread.join(10)
+    assert not thread.is_alive(), "the replicator outlived its cluster"
+    assert replicator.last_error is None, repr(replicator.last_error)
+print("closed 30 times")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-3000:]}"
+    assert "closed 30 times" in done.stdout
+    with Cluster.open(tmp_path / "src0") as source, Cluster.open(tmp_path / "dst0") as target:
+        with Replicator(source) as replicator:
+            replicator.run_once()  # what the last pass left, copied now
+        assert contents(target) == contents(source)
+        assert len(contents(source)) == 10 * 300
+
+
+def test_replicators_that_are_gone_leave_the_close_hooks(cluster):
+    # the web console makes a Replicator per "add a link": they must not pile up
+    for _ in range(200):
+        Replicator(cluster)
+    kept = Replicator(cluster)
+    assert len(cluster._close_hooks) <= 2
+    cluster.close()
+    assert kept._stop.is_set()  # close() halted the one still alive
