@@ -50,8 +50,12 @@ run: setup
 	@mkdir -p $(dir $(DEMO_CLUSTER))
 	$(BIN)/plet web --demo --cluster $(DEMO_CLUSTER) --host $(WEB_HOST) --port $(WEB_PORT)
 
+# Bytecode is cached for the run even where PYTHONDONTWRITEBYTECODE is set: each pytest
+# worker collects every test module, and the tests start many Python processes (plet,
+# replay runners, Spark's Python workers). Collection alone takes 16 s instead of 5 s
+# without the cache. `make clean` removes the __pycache__ folders.
 test: setup-test lint
-	$(VPY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup,) $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(VPY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup,) $(PYTEST_ARGS)
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check $(LINT_PATHS)
