@@ -15,7 +15,7 @@ import threading
 import time
 import weakref
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -281,11 +281,43 @@ class _Rollup:
         self.columns: dict[int, dict[int, tuple[int, ...]]] = {}
         self.totals: dict[int, list[int]] = {}  # column -> sums of the whole volume
         self.sums: dict[int, list[int]] = {}  # partitionlet -> sums over `columns`
+        # The partitionlets in the volume now (id -> (topic id, partition)), as last read,
+        # and `sums` added up per partition over those only: what ranks the hottest, kept
+        # as it changes so that a call does not add up 100,000 partitionlets again.
+        self.rows: list[tuple[int, int, int]] | None = None
+        self.keys: dict[int, tuple[int, int]] = {}
+        self.key_sums: dict[tuple[int, int], tuple[int, ...]] = {}
+
+    def partitionlets(self, rows: list[tuple[int, int, int]]) -> dict[int, tuple[int, int]]:
+        """The volume's partitionlets (`Volume.heat_partitionlets` rows) as a map to their
+        partitions; `key_sums` follows those that left or arrived (a move, a delete)."""
+        if rows == self.rows:
+            return self.keys
+        keys = dict(zip((r[0] for r in rows), ((r[1], r[2]) for r in rows), strict=True))
+        old = self.keys
+        for pl in old.keys() - keys.keys():
+            self._key_add(old[pl], self.sums.get(pl), -1)
+        for pl in keys.keys() - old.keys():
+            self._key_add(keys[pl], self.sums.get(pl), 1)
+        self.rows, self.keys = rows, keys
+        return keys
+
+    def _key_add(self, key: tuple[int, int], counts, sign: int) -> None:
+        if not counts:
+            return
+        had = self.key_sums.get(key, (0, 0, 0, 0))
+        now = tuple(had[i] + sign * counts[i] for i in range(4))
+        if any(now):
+            self.key_sums[key] = now
+        else:
+            self.key_sums.pop(key, None)
 
     def update(self, vol, first_col: int, final: int) -> None:
         lo = first_col * self.per
         if lo < self.start or lo > self.done + 1:  # first call, or a long pause: start over
             self.start, self.done, self.columns, self.sums, self.totals = lo, lo - 1, {}, {}, {}
+            self.key_sums = {}
+        keys = self.keys
         for col in [c for c in self.totals if c < first_col]:
             del self.totals[col]
         for col in [c for c in self.columns if c < first_col]:
@@ -295,6 +327,9 @@ class _Rollup:
                     total[i] -= counts[i]
                 if not any(total):
                     del self.sums[pl]
+                key = keys.get(pl)
+                if key is not None:
+                    self._key_add(key, counts, -1)
         self.start = lo
         if final > self.done:
             for col, pl, *counts in vol.heat_by_column(self.done + 1, final, self.per):
@@ -306,6 +341,9 @@ class _Rollup:
                 column[pl] = tuple(counts) if had is None else _plus(had, counts)
                 _add(self.sums.setdefault(pl, [0, 0, 0, 0]), *counts)
                 _add(self.totals.setdefault(col, [0, 0, 0, 0]), *counts)
+                key = keys.get(pl)
+                if key is not None:
+                    self._key_add(key, counts, 1)
             self.done = final
 
 
@@ -358,11 +396,12 @@ def _columns_map(
 
     # Per volume: the cached final columns, plus the open buckets read now.
     vol_parts = []  # (volume id, rollup, fresh columns, partitionlet keys)
-    partition_sums: dict[tuple[int, int], list[int]] = {}
+    partition_sums: dict[tuple[int, int], tuple[int, ...]] = {}
     for volume_id, vol in sorted(cluster.open_volumes().items()):
-        keys = {pl: (topic_id, partition) for pl, topic_id, partition in vol.heat_partitionlets()}
+        rows = vol.heat_partitionlets()
         rollup = _rollup(vol, per, ncols)
         with rollup.lock:
+            keys = rollup.partitionlets(rows)
             rollup.update(vol, first_col, max(final, first_col * per - 1))
             # a column still filling is copied: the next call adds to it (in another thread,
             # maybe, while this one reads it unlocked)
@@ -376,8 +415,10 @@ def _columns_map(
             pl_sums: dict[int, list[int]] | None = None
             if top is None:
                 pl_sums = {pl: list(v) for pl, v in rollup.sums.items()}
+            elif not partition_sums:
+                partition_sums.update(rollup.key_sums)  # tuples: shared, never changed
             else:
-                _sum_partitions(partition_sums, rollup.sums, keys)
+                _merge_partitions(partition_sums, rollup.key_sums)
         fresh: dict[int, dict[int, list[int]]] = {}
         fresh_sums: dict[int, list[int]] = {} if pl_sums is None else pl_sums
         for col, pl, *counts in vol.heat_by_column(
@@ -425,7 +466,7 @@ def _columns_map(
 
 
 def _sum_partitions(
-    into: dict[tuple[int, int], list[int]],
+    into: dict[tuple[int, int], tuple[int, ...]],
     sums: dict[int, list[int]],
     keys: dict[int, tuple[int, int]],
 ) -> None:
@@ -435,15 +476,21 @@ def _sum_partitions(
         key = keys.get(pl)
         if key is not None:
             total = into.get(key)
-            if total is None:
-                into[key] = list(counts)
-            else:
-                _add(total, *counts)
+            into[key] = tuple(counts) if total is None else _plus(total, counts)
+
+
+def _merge_partitions(
+    into: dict[tuple[int, int], tuple[int, ...]], sums: dict[tuple[int, int], tuple[int, ...]]
+) -> None:
+    """Add partitions' sums (another volume's) to `into`."""
+    for key, counts in sums.items():
+        total = into.get(key)
+        into[key] = counts if total is None else _plus(total, counts)
 
 
 def _ranked_keys(
     cluster: Cluster,
-    partition_sums: dict[tuple[int, int], list[int]],
+    partition_sums: dict[tuple[int, int], Sequence[int]],
     top: int | None,
     by: str,
     include: Iterable[TopicPartition],
@@ -455,11 +502,28 @@ def _ranked_keys(
         columns = RANK_BY[by]
         if len(columns) == 1:
             (a,) = columns
-            scores = {k: v[a] for k, v in partition_sums.items()}
+
+            def score(kv):
+                return kv[1][a]
         else:
             a, b = columns
-            scores = {k: v[a] + v[b] for k, v in partition_sums.items()}
-        keys = heapq.nlargest(top, keys, key=scores.__getitem__)
+
+            def score(kv):
+                return kv[1][a] + kv[1][b]
+
+        # A deleted topic's partitionlets count until their volumes let them go: rank
+        # again without the topics that are gone, so the map still lists `top` rows.
+        gone: set[int] = set()
+        while True:
+            items = partition_sums.items()
+            if gone:
+                items = [kv for kv in items if kv[0][0] not in gone]
+            keys = [key for key, _ in heapq.nlargest(top, items, key=score)]
+            ids = sorted({topic_id for topic_id, _ in keys})
+            missing = set(ids) - {row.id for row in cluster.catalog.topics_by_id(ids)}
+            if not missing:
+                break
+            gone |= missing
         for tp in include:
             found = _stream_and_name(cluster, tp.topic)
             row = cluster.catalog.topic_or_none(*found) if found else None
@@ -473,7 +537,7 @@ def _fill_partitions(
     cluster: Cluster,
     result: HeatMap,
     keys: list[tuple[int, int]],
-    partition_sums: dict[tuple[int, int], list[int]],
+    partition_sums: dict[tuple[int, int], Sequence[int]],
     window: float,
     cells: dict[tuple[int, int], list[list[int]]],
     empty: list[Load],

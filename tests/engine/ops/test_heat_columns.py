@@ -181,3 +181,68 @@ def test_a_deleted_topic_leaves_the_map(warm, clock):
 def test_columns_is_checked(cluster, bad):
     with pytest.raises(errors.InvalidArgument, match="columns"):
         cluster.heat(300, columns=bad)
+
+
+def check_hottest(cluster, top: int) -> None:
+    """The ranked call (partition totals kept by the cache) against the full one, which
+    check_same holds to the plain map: the same hottest totals, every listed one exact."""
+    every = cluster.heat(3600, columns=60)
+    for by, field in (("write_messages", "write_messages"), ("read_bytes", "read_bytes")):
+        got = cluster.heat(3600, top=top, by=by, columns=60)
+        values = sorted((getattr(load, field) for load in every.partitions.values()), reverse=True)
+        assert (
+            sorted((getattr(v, field) for v in got.partitions.values()), reverse=True)
+            == (values[:top])
+        )
+        for tp, load in got.partitions.items():
+            assert load == every.partitions[tp]
+            assert got.partition_series[tp] == every.partition_series[tp]
+
+
+def test_the_hottest_follow_the_clock_new_and_deleted_topics(warm, clock):
+    rng = random.Random(6)
+    now_bucket = clock["ms"] // BUCKET_MS
+    seed(warm, now_bucket - 400, now_bucket, rng)
+    check_hottest(warm, 4)
+    for step in (1, 3, 7, 2, 30):
+        before = clock["ms"] // BUCKET_MS
+        clock["ms"] += step * BUCKET_MS
+        seed(warm, before + 1, clock["ms"] // BUCKET_MS, rng)
+        check_hottest(warm, 4)
+    warm.delete_topic(f"{STREAM}:t2")  # its partitionlets leave their volumes
+    check_hottest(warm, 4)
+    warm.create_topic(f"{STREAM}:new", partitions=2)
+    producer = Producer(warm, acks=1)
+    for p in range(2):
+        producer.send(f"{STREAM}:new", b"x", partition=p)
+    producer.close()
+    now_bucket = clock["ms"] // BUCKET_MS
+    seed(warm, now_bucket - 5, now_bucket, rng)  # heat for the new ones, more for the rest
+    check_hottest(warm, 4)
+    assert any(tp.topic == f"{STREAM}:new" for tp in warm.heat(3600, columns=60).partitions)
+
+
+def test_the_hottest_follow_a_partitionlet_that_moves(cluster_path, clock):
+    from engine import Cluster
+    from engine.ops import balance
+
+    with Cluster.open(cluster_path, name="moves", partitionlet_bytes=4096, volumes=3) as c:
+        c.create_stream(STREAM, ttl=0)
+        c.create_topic(f"{STREAM}:m", partitions=2)
+        producer = Producer(c, acks=1)
+        for n in range(400):  # several partitionlets a partition
+            producer.send(f"{STREAM}:m", b"v" * 40, partition=n % 2)
+        producer.close()
+        now_bucket = clock["ms"] // BUCKET_MS
+        seed(c, now_bucket - 300, now_bucket, random.Random(7))
+        check_hottest(c, 1)
+        sealed = [pl for pl in c.partitionlets() if not pl.active]
+        assert sealed
+        pl = sealed[0]
+        away = next(v for v in c.open_volumes() if v != pl.volume)
+        assert balance.move(c, pl.id, away).to_volume == away
+        check_hottest(c, 1)  # its heat stayed with the volume it left
+        clock["ms"] += 3 * BUCKET_MS
+        seed(c, now_bucket + 1, clock["ms"] // BUCKET_MS, random.Random(8))
+        check_same(c, 3600, 60)
+        check_hottest(c, 1)
