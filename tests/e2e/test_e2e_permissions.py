@@ -36,3 +36,16 @@ def test_admin_opens_a_users_permissions_and_filters_them(admin_page, live_serve
     assert answers == ["no", "yes", "no", "no", "no"]
     expect(cells.nth(3)).to_have_attribute("title", "consume_perm: g:analysts")
     shot(page, "user-permissions")
+
+
+def test_the_page_size_reloads_the_table_in_place(admin_page, live_server):
+    for i in range(25):
+        live_server.cluster.create_stream(f"/e2e-perm-pages/s{i:02d}")
+    page = admin_page
+    page.goto(live_server.url + f"/users/{USER}/permissions?q=/e2e-perm-pages")
+    table = page.locator("#permission-list")
+    expect(table.get_by_text("Streams 1–25 of 25 whose path starts with")).to_be_visible()
+    page.get_by_label("Per page").select_option("20")
+    expect(table.get_by_text("Streams 1–20 of 25 whose path starts with")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"size=20"))
+    expect(page.get_by_role("heading", level=1)).to_have_count(1)  # swapped in, not nested
