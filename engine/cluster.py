@@ -35,6 +35,7 @@ from engine.auth import users as user_store
 from engine.auth.effective import EffectivePermissions
 from engine.auth.principal import Principal
 from engine.auth.users import ApiTokenInfo, UserInfo
+from engine.clock import SYSTEM_CLOCK, Clock
 from engine.errors import (
     AccessDenied,
     Closed,
@@ -157,8 +158,11 @@ class Cluster:
         volumes: dict[int, Volume],
         settings: dict[str, str],
         principal: Principal,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.path = path
+        # Where every engine object made on this cluster reads the time (a FakeClock in tests).
+        self.clock: Clock = clock
         self.id: str = settings["cluster_id"]
         self.name: str = settings["name"]
         self.principal = principal
@@ -193,6 +197,7 @@ class Cluster:
         principal: Principal | None = None,
         partitionlet_bytes: int | None = None,
         partitionlet_ms: int | None = None,
+        clock: Clock | None = None,
     ) -> Cluster:
         """Open the cluster at `path`, creating the directory and its files if missing.
 
@@ -280,7 +285,9 @@ class Cluster:
             for vol in vols.values():
                 vol.close()
             raise
-        opened = cls(root, catalog, vols, settings, principal or Principal.current())
+        opened = cls(
+            root, catalog, vols, settings, principal or Principal.current(), clock or SYSTEM_CLOCK
+        )
         opened._own_principal = principal is None
         return opened
 
