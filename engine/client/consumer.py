@@ -301,13 +301,14 @@ class Consumer:
             topic_ids = sorted(self._topic_names)
             if self._member is None:
                 self._member = groups.GroupMember(
-                    self._cluster.catalog.memberships,
+                    self._cluster.catalog.groups,
                     self.group_id,
                     client_id=self.client_id,
                     strategy=self.partition_assignment_strategy,
                     session_timeout_ms=self.session_timeout_ms,
                     heartbeat_interval_ms=self.heartbeat_interval_ms,
                     max_poll_interval_ms=self.max_poll_interval_ms,
+                    clock=self._cluster.clock,
                 )
                 self._member.join(topic_ids)
             elif topic_ids != self._member.topics:
@@ -338,7 +339,7 @@ class Consumer:
         first), claim what came to us and is free."""
         member = self._member
         assert member is not None
-        member.last_poll = time.monotonic()
+        member.polled()
         target = member.target()
         owned = {(state.meta.topic_id, tp.partition): tp for tp, state in self._assigned.items()}
         revoked = {tp for key, tp in owned.items() if key not in target}
@@ -364,7 +365,7 @@ class Consumer:
         member = self._member
         if member is None:
             return
-        member.last_poll = time.monotonic()
+        member.polled()
         if member.changed() or (
             time.monotonic() >= self._next_group_check
             and (self._pending or member.generation != self._generation_now())
@@ -373,7 +374,7 @@ class Consumer:
 
     def _generation_now(self) -> int:
         assert self.group_id is not None  # only members ask
-        generation = self._cluster.catalog.group_generation(self.group_id)
+        generation = self._cluster.catalog.groups.generation(self.group_id)
         self._next_group_check = time.monotonic() + _GROUP_CHECK_S
         return generation
 
@@ -422,7 +423,7 @@ class Consumer:
 
     def _reset_position(self, tp: TopicPartition, state: _Assigned) -> int:
         if self.group_id is not None:
-            committed = self._cluster.catalog.committed(
+            committed = self._cluster.catalog.groups.committed(
                 self.group_id, state.meta.topic_id, tp.partition
             )
             if committed is not None:
@@ -538,7 +539,7 @@ class Consumer:
         if self.group_id is None:
             return None
         tp = self._check_tp(partition)
-        row = self._cluster.catalog.committed(
+        row = self._cluster.catalog.groups.committed(
             self.group_id, self._topic_meta(tp.topic).topic_id, tp.partition
         )
         if row is None:
@@ -568,7 +569,9 @@ class Consumer:
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                 raise InvalidOffset(f"offset for {tp!r} must be a non-negative int")
             rows.append((self._topic_meta(full.topic).topic_id, full.partition, offset, metadata))
-        self._cluster.catalog.commit_offsets(self.group_id, rows)
+        self._cluster.catalog.groups.commit_offsets(
+            self.group_id, rows, self._cluster.clock.now_ms()
+        )
 
     def _position_rows(self, tps: set[TopicPartition]) -> list[tuple[int, int, int, str]]:
         """(topic_id, partition, position, "") of the partitions that have a position."""
@@ -583,7 +586,9 @@ class Consumer:
     def _commit_positions(self, tps: set[TopicPartition]) -> None:
         rows = self._position_rows(tps)
         if rows and self.group_id is not None:
-            self._cluster.catalog.commit_offsets(self.group_id, rows)
+            self._cluster.catalog.groups.commit_offsets(
+                self.group_id, rows, self._cluster.clock.now_ms()
+            )
         self._next_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
 
     def _maybe_auto_commit(self) -> None:

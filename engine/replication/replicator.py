@@ -265,7 +265,7 @@ class Replicator:
         by_id = {t.id: t.name for t in topics}
         rows = [
             (group, by_id[topic_id], p, offset, meta, ms)
-            for group, topic_id, p, offset, meta, ms in self.cluster.catalog.all_group_offsets(
+            for group, topic_id, p, offset, meta, ms in self.cluster.catalog.groups.all_offsets(
                 list(by_id)
             )
         ]

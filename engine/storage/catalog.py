@@ -36,8 +36,8 @@ from engine.storage.connection import (
     translate,
     write_transaction,
 )
+from engine.storage.groups import GROUP_SCHEMA, GroupStore
 from engine.storage.jobs import JobTable
-from engine.storage.memberships import Memberships
 from engine.storage.metrics import MetricsTable
 
 FORMAT = "partitionlet-catalog"
@@ -63,7 +63,8 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
 # topic's id) and stream path (rowid: the stream's id, negated), kept by triggers in the
 # same transactions as the tables, so no writer can forget it and it cannot drift. The
 # indexes after it keep the cross-stream topic listing's orders (Cluster.topic_listing).
-SEARCH_SCHEMA = """
+SEARCH_SCHEMA = (
+    """
 CREATE VIRTUAL TABLE IF NOT EXISTS topic_names USING fts5(name, tokenize='trigram');
 CREATE TRIGGER IF NOT EXISTS topic_names_topic_added AFTER INSERT ON topics BEGIN
     INSERT INTO topic_names (rowid, name) VALUES (new.id, new.name);
@@ -80,6 +81,8 @@ END;
 CREATE INDEX IF NOT EXISTS topics_by_name ON topics (name, stream_id);
 CREATE INDEX IF NOT EXISTS topics_by_partitions ON topics (partitions, id);
 """
+    + GROUP_SCHEMA
+)
 
 # Fills topic_names for a catalog written before it existed (run once, by ensure_schema).
 SEARCH_FILL = """
@@ -140,44 +143,6 @@ CREATE INDEX IF NOT EXISTS partitionlets_chain
     ON partitionlets (topic_id, partition, base_offset);
 CREATE UNIQUE INDEX IF NOT EXISTS partitionlets_one_active
     ON partitionlets (topic_id, partition) WHERE end_offset IS NULL;
-CREATE TABLE IF NOT EXISTS group_offsets (
-    group_id   TEXT NOT NULL,
-    topic_id   INTEGER NOT NULL,
-    partition  INTEGER NOT NULL,
-    "offset"   INTEGER NOT NULL,
-    metadata   TEXT NOT NULL DEFAULT '',
-    commit_ms  INTEGER NOT NULL,
-    PRIMARY KEY (group_id, topic_id, partition)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS group_offsets_topic ON group_offsets (topic_id);
--- Consumer groups (engine.client.groups): the target assignment of the current generation, the
--- live members, and which member owns (reads) each partition right now.
-CREATE TABLE IF NOT EXISTS groups (
-    group_id   TEXT PRIMARY KEY,
-    generation INTEGER NOT NULL,
-    protocol   TEXT NOT NULL,
-    assignment TEXT NOT NULL,          -- JSON {member_id: [[topic_id, partition], ...]}
-    basis      TEXT NOT NULL,          -- JSON of what it was computed from
-    updated_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS group_members (
-    group_id     TEXT NOT NULL,
-    member_id    TEXT NOT NULL,
-    client_id    TEXT NOT NULL,
-    host         TEXT NOT NULL,
-    strategy     TEXT NOT NULL,
-    topics       TEXT NOT NULL,        -- JSON list of subscribed topic ids
-    session_ms   INTEGER NOT NULL,
-    heartbeat_ms INTEGER NOT NULL,
-    PRIMARY KEY (group_id, member_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS group_owners (
-    group_id  TEXT NOT NULL,
-    topic_id  INTEGER NOT NULL,
-    partition INTEGER NOT NULL,
-    member_id TEXT NOT NULL,
-    PRIMARY KEY (group_id, topic_id, partition)
-) WITHOUT ROWID;
 -- Replication (engine.replication). A link out of a stream of this cluster: its target
 -- (a directory, or later an http(s) address), the stream there, and what the last run
 -- of a replicator found. How far each partition got is not stored: it is the target's log
@@ -429,9 +394,13 @@ class Catalog:
         return Accounts(self)
 
     @property
-    def memberships(self) -> Memberships:
-        """Consumer group members, owners and assignments (engine.storage.memberships)."""
-        return Memberships(self)
+    def groups(self) -> GroupStore:
+        """Consumer groups: members, owners, assignments and committed offsets
+        (engine.storage.groups, which holds every statement on their tables)."""
+        return GroupStore(self)
+
+    # Kept for one release: the old name of `groups`.
+    memberships = groups
 
     @property
     def jobs(self) -> JobTable:
@@ -713,12 +682,9 @@ class Catalog:
                 "(SELECT id FROM topics WHERE stream_id = ?)",
                 (stream_id,),
             )
-            for table in ("group_offsets", "group_owners"):
-                self.conn.execute(
-                    f"DELETE FROM {table} WHERE topic_id IN "
-                    "(SELECT id FROM topics WHERE stream_id = ?)",
-                    (stream_id,),
-                )
+            self.groups.forget_topics(
+                "topic_id IN (SELECT id FROM topics WHERE stream_id = ?)", (stream_id,)
+            )
             self.conn.execute("DELETE FROM topics WHERE stream_id = ?", (stream_id,))
             self.conn.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
             self.bump_topology()
@@ -978,8 +944,7 @@ class Catalog:
                 )
             ]
             self.conn.execute("DELETE FROM partitionlets WHERE topic_id = ?", (topic.id,))
-            self.conn.execute("DELETE FROM group_offsets WHERE topic_id = ?", (topic.id,))
-            self.conn.execute("DELETE FROM group_owners WHERE topic_id = ?", (topic.id,))
+            self.groups.forget_topics("topic_id = ?", (topic.id,))
             self.conn.execute("DELETE FROM topics WHERE id = ?", (topic.id,))
             self.conn.execute(
                 "UPDATE streams SET topic_count = topic_count - 1 WHERE id = ?", (topic.stream_id,)
@@ -1140,72 +1105,11 @@ class Catalog:
                 (nbytes, first_ts, max_ts, pl_id),
             )
 
-    # --- committed offsets ----------------------------------------------------------------
-
-    def commit_offsets(self, group_id: str, offsets: list[tuple[int, int, int, str]]) -> None:
-        """(topic_id, partition, offset, metadata) for one group, in one transaction."""
-        ms = now_ms()
-        with self.write():
-            self.conn.executemany(
-                'INSERT INTO group_offsets (group_id, topic_id, partition, "offset", metadata, '
-                "commit_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (group_id, topic_id, partition) "
-                'DO UPDATE SET "offset" = excluded."offset", metadata = excluded.metadata, '
-                "commit_ms = excluded.commit_ms",
-                [(group_id, t, p, o, m, ms) for t, p, o, m in offsets],
-            )
-
-    def committed(self, group_id: str, topic_id: int, partition: int) -> tuple[int, str] | None:
-        rows = self._query(
-            'SELECT "offset", metadata FROM group_offsets '
-            "WHERE group_id = ? AND topic_id = ? AND partition = ?",
-            (group_id, topic_id, partition),
-        )
-        return (rows[0][0], rows[0][1]) if rows else None
-
-    # --- consumer groups (read side; engine.client.groups writes) ---------------------------------
+    # --- consumer groups (engine.storage.groups holds their statements) -------------------
 
     def group_ids(self) -> list[str]:
-        return [
-            g
-            for (g,) in self._query(
-                "SELECT group_id FROM group_members UNION SELECT group_id FROM groups "
-                "UNION SELECT group_id FROM group_offsets ORDER BY 1"
-            )
-        ]
-
-    def group_state(self, group_id: str) -> tuple[int, str, dict[str, list]] | None:
-        """(generation, protocol, assignment) of a group that has had members, else None."""
-        rows = self._query(
-            "SELECT generation, protocol, assignment FROM groups WHERE group_id = ?", (group_id,)
-        )
-        if not rows:
-            return None
-        return rows[0][0], rows[0][1], json.loads(rows[0][2])
-
-    def group_members(self, group_id: str, now: int) -> list[tuple[str, str, str, int]]:
-        """Live members: (member_id, client_id, host, heartbeat_ms)."""
-        return self._query(
-            "SELECT member_id, client_id, host, heartbeat_ms FROM group_members "
-            "WHERE group_id = ? AND heartbeat_ms + session_ms >= ? ORDER BY member_id",
-            (group_id, now),
-        )
-
-    def group_owners(self, group_id: str) -> dict[tuple[int, int], str]:
-        return {
-            (t, p): m
-            for t, p, m in self._query(
-                "SELECT topic_id, partition, member_id FROM group_owners WHERE group_id = ?",
-                (group_id,),
-            )
-        }
-
-    def group_offsets(self, group_id: str) -> list[tuple[int, int, int, str]]:
-        """(topic_id, partition, offset, metadata) committed by the group."""
-        return self._query(
-            'SELECT topic_id, partition, "offset", metadata FROM group_offsets '
-            "WHERE group_id = ? ORDER BY topic_id, partition",
-            (group_id,),
-        )
+        """Every group with members, an assignment or committed offsets (`groups.group_ids`)."""
+        return self.groups.group_ids()
 
     # --- moving partitionlets between volumes (engine.ops.balance) ---------------------------
 
@@ -1462,46 +1366,6 @@ class Catalog:
         )
         return rows[0][0] if rows else None
 
-    def all_group_offsets(self, topic_ids: list[int]) -> list[tuple[str, int, int, int, str, int]]:
-        """(group_id, topic_id, partition, offset, metadata, commit_ms) of these topics."""
-        rows: list[tuple] = []
-        for chunk in _chunks(topic_ids):
-            marks = ",".join("?" * len(chunk))
-            rows += self._query(
-                'SELECT group_id, topic_id, partition, "offset", metadata, commit_ms '
-                f"FROM group_offsets WHERE topic_id IN ({marks})",
-                tuple(chunk),
-            )
-        return rows
-
-    def merge_offsets(self, rows: list[tuple[str, int, int, int, str, int]], now: int) -> int:
-        """Committed offsets copied from another cluster: (group_id, topic_id, partition,
-        offset, metadata, commit_ms). A row replaces the one here only if it was committed
-        later (so copies going round a cycle settle), and never for a group with live
-        members here (they commit their own). Returns the rows changed."""
-        changed = 0
-        with self.write():
-            live = {
-                g
-                for (g,) in self.conn.execute(
-                    "SELECT DISTINCT group_id FROM group_members WHERE heartbeat_ms + session_ms >= ?",
-                    (now,),
-                )
-            }
-            for row in rows:
-                if row[0] in live:
-                    continue
-                cur = self.conn.execute(
-                    'INSERT INTO group_offsets (group_id, topic_id, partition, "offset", metadata, '
-                    "commit_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (group_id, topic_id, "
-                    'partition) DO UPDATE SET "offset" = excluded."offset", '
-                    "metadata = excluded.metadata, commit_ms = excluded.commit_ms "
-                    "WHERE excluded.commit_ms > group_offsets.commit_ms",
-                    row,
-                )
-                changed += cur.rowcount
-        return changed
-
     # --- retention and compaction (engine.ops.retention) ------------------------------------
 
     def topics_with_policy(
@@ -1548,8 +1412,3 @@ class Catalog:
             if done:
                 self.bump_topology()
         return done
-
-    def group_generation(self, group_id: str) -> int:
-        """The group's current assignment generation; -1 before its first."""
-        rows = self._query("SELECT generation FROM groups WHERE group_id = ?", (group_id,))
-        return rows[0][0] if rows else -1
