@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import fcntl
 import os
-import re
 import threading
 import time
 import uuid
@@ -28,7 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine import names, policies, times
+from engine import names, policies
 from engine import search as search_rules
 from engine.auth import acl, effective
 from engine.auth import users as user_store
@@ -41,16 +40,15 @@ from engine.errors import (
     Closed,
     IllegalState,
     InvalidArgument,
-    InvalidName,
     InvalidOffset,
     InvalidPartition,
     InvalidPolicy,
     NotACluster,
     StorageError,
-    UnknownGroup,
     UnknownStream,
-    UnknownTopic,
 )
+from engine.groups.admin import GroupAdmin
+from engine.groups.grammar import ResetTarget
 from engine.ops import balance, metrics, retention
 from engine.ops.balance import RebalanceReport
 from engine.ops.heat import HeatMap, heat_map
@@ -59,7 +57,6 @@ from engine.ops.retention import CompactionReport, RetentionReport
 from engine.records import (
     ClusterTotals,
     GroupInfo,
-    GroupPartitionInfo,
     MemberInfo,
     OffsetResetPlan,
     PartitionInfo,
@@ -73,7 +70,6 @@ from engine.search import SearchResult, TopicPage
 from engine.storage import scan
 from engine.storage.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.storage.jobs import JobTable
-from engine.storage.log import PartitionLog
 from engine.storage.segments import Placement
 from engine.storage.volume import ACTIVE, PartitionletState, Volume
 
@@ -881,63 +877,17 @@ class Cluster:
 
     def groups(self) -> list[GroupInfo]:
         """Every group that has members or committed offsets, by id."""
-        self.check_open()
-        return [self.group(group_id) for group_id in self.catalog.group_ids()]
+        return GroupAdmin(self).groups()
 
     def group(self, group_id: str) -> GroupInfo:
         """Members, assignment, committed offsets and lag of a group."""
-        self.check_open()
-        catalog = self.catalog
-        state = catalog.group_state(group_id)
-        committed = catalog.group_offsets(group_id)
-        now = time.time_ns() // 1_000_000
-        members = catalog.group_members(group_id, now)
-        if state is None and not committed and not members:
-            raise UnknownGroup(f"consumer group {group_id!r} does not exist")
-        generation, protocol, plan = state if state is not None else (0, "", {})
-        names_by_id: dict[int, str] = {}
-
-        def name_of(topic_id: int) -> str | None:
-            if topic_id not in names_by_id:
-                row = catalog.topic_by_id(topic_id)
-                names_by_id[topic_id] = row.full_name if row else None  # type: ignore[assignment]
-            return names_by_id[topic_id]
-
-        owners = catalog.group_owners(group_id)
-        infos = []
-        for member_id, client_id, host, heartbeat in members:
-            owned = sorted(
-                TopicPartition(name, p)
-                for (t, p), m in owners.items()
-                if m == member_id and (name := name_of(t)) is not None
-            )
-            infos.append(MemberInfo(member_id, client_id, host, tuple(owned), heartbeat))
-        offsets = {(t, p): (o, meta) for t, p, o, meta in committed}
-        keys = set(offsets) | {tuple(k) for parts in plan.values() for k in parts}
-        partitions = []
-        for topic_id, partition in sorted(keys):
-            name = name_of(topic_id)
-            if name is None:
-                continue
-            end = PartitionLog(self, topic_id, partition, name).end_offset()
-            offset, meta = offsets.get((topic_id, partition), (None, ""))
-            partitions.append(GroupPartitionInfo(name, partition, offset, end, meta))
-        live = {m[0] for m in members}
-        settled = all(
-            owners.get(tuple(k)) == m for m, parts in plan.items() if m in live for k in parts
-        )
-        status = "Empty" if not members else ("Stable" if settled else "PreparingRebalance")
-        return GroupInfo(group_id, status, generation, protocol, infos, partitions)
+        return GroupAdmin(self).group(group_id)
 
     def group_kinds(self, group_id: str) -> frozenset[str]:
         """Who the group's live members are: "engine" (`engine.Consumer`s), "wire" (Kafka
         clients of a `plet serve` listener, published with `publish_group`); empty when it
         has none. Each kind refuses to join a group the other holds (docs/WIRE.md)."""
-        self.check_open()
-        if not isinstance(group_id, str) or not group_id:
-            raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
-        now = time.time_ns() // 1_000_000
-        return frozenset(self.catalog.memberships.live_kinds(group_id, now))
+        return GroupAdmin(self).kinds(group_id)
 
     def publish_group(
         self,
@@ -956,54 +906,17 @@ class Cluster:
         the rule engine consumers follow, so the publisher refreshes them (publishing again)
         more often than `session_ms`; `cluster.group()`, `plet group describe`, the consoles
         and `reset_offsets` see them. Partitions of topics that no longer exist are left
-        out (and partitions past their count). Raises IllegalState while engine consumers are live members of the group."""
-        self.check_open()
-        if not isinstance(group_id, str) or not group_id:
-            raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
-        if not isinstance(protocol, str):
-            raise InvalidArgument(f"protocol must be a string, got {protocol!r}")
-        for value, what in ((generation, "generation"), (session_ms, "session_ms")):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InvalidArgument(f"{what} must be an integer >= 0, got {value!r}")
-        rows: list[tuple[str, str, str, int, list[tuple[int, int]]]] = []
-        topics: dict[str, TopicRow | None] = {}
-        for m in members:
-            if not isinstance(m, MemberInfo) or not isinstance(m.member_id, str) or not m.member_id:
-                raise InvalidArgument(f"members must be MemberInfo with a member_id, got {m!r}")
-            parts = []
-            for tp in m.assignment:
-                if tp.topic not in topics:
-                    try:
-                        topics[tp.topic] = self._topic_row(tp.topic)
-                    except (UnknownTopic, UnknownStream, InvalidName):
-                        topics[tp.topic] = None
-                row = topics[tp.topic]
-                if row is not None and 0 <= tp.partition < row.partitions:
-                    parts.append((row.id, tp.partition))
-            rows.append((m.member_id, m.client_id, m.host, m.last_heartbeat_ms, parts))
-        if len({r[0] for r in rows}) != len(rows):
-            raise InvalidArgument("members must have distinct member ids")
-        store = self.catalog.memberships
-        now = time.time_ns() // 1_000_000
-        with store.write():
-            if rows and "engine" in store.live_kinds(group_id, now):
-                raise IllegalState(
-                    f"group {group_id!r} has live engine consumers: Kafka clients cannot join"
-                )
-            store.replace_wire(
-                group_id,
-                rows,
-                protocol=protocol,
-                generation=generation,
-                session_ms=session_ms,
-                now=now,
-            )
+        out (and partitions past their count). Raises IllegalState while engine consumers
+        are live members of the group."""
+        GroupAdmin(self).publish(
+            group_id, members, protocol=protocol, generation=generation, session_ms=session_ms
+        )
 
     def reset_offsets(
         self,
         group_id: str,
         topic: str,
-        to: str | int | datetime,
+        to: str | int | datetime | ResetTarget,
         *,
         partitions: Sequence[int] | None = None,
     ) -> dict[TopicPartition, int]:
@@ -1021,7 +934,7 @@ class Cluster:
         self,
         group_id: str,
         topic: str,
-        to: str | int | datetime,
+        to: str | int | datetime | ResetTarget,
         *,
         partitions: Sequence[int] | None = None,
     ) -> list[OffsetResetPlan]:
@@ -1029,46 +942,7 @@ class Cluster:
         partition order), without changing anything: a preview. Raises as it does (live
         members, admin_perm, a bad target or partition; a shift where the group has no
         committed offset)."""
-        self.check_open()
-        if not isinstance(group_id, str) or not group_id:
-            raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
-        row = self._topic_row(topic)
-        self.authorize(
-            self.catalog.stream_by_id(row.stream_id), "admin_perm", what="reset group offsets on"
-        )
-        kind, value = _reset_target(to)
-        chosen = _reset_partitions(partitions, row)
-        now = time.time_ns() // 1_000_000
-        self._refuse_live_members(group_id, now, "resetting its offsets")
-        cutoff = None
-        if kind == "time":
-            stream = self.catalog.stream_by_id(row.stream_id)
-            ttl = policies.check_stored(stream.path, stream.policies)["ttl"]  # an old catalog's
-            cutoff = now - ttl * 1000 if ttl else None
-        current = {(t, p): o for t, p, o, _ in self.catalog.group_offsets(group_id) if t == row.id}
-        plans = []
-        for partition in chosen:
-            log = PartitionLog(self, row.id, partition, row.full_name)
-            start, end = log.start_offset(), log.end_offset()
-            committed = current.get((row.id, partition))
-            if kind == "earliest":
-                offset = start
-            elif kind == "latest":
-                offset = end
-            elif kind == "time":
-                found = log.offset_for_time(value, cutoff)
-                offset = end if found is None else found.offset
-            elif kind == "shift":
-                if committed is None:
-                    raise InvalidOffset(
-                        f"cannot shift the offset of {row.full_name}[{partition}]: group "
-                        f"{group_id!r} has no committed offset there"
-                    )
-                offset = min(max(committed + value, start), end)  # as Kafka's --shift-by
-            else:
-                offset = min(max(value, start), end)
-            plans.append(OffsetResetPlan(row.full_name, partition, committed, offset, start, end))
-        return plans
+        return GroupAdmin(self).plan_reset(group_id, topic, to, partitions=partitions)
 
     def apply_offset_reset(
         self, group_id: str, plans: Sequence[OffsetResetPlan]
@@ -1078,79 +952,13 @@ class Cluster:
         or a partition's committed offset is no longer the plan's `current`, and
         InvalidOffset when a new offset is now outside the log (retention moved its start):
         plan again then."""
-        self.check_open()
-        if not isinstance(group_id, str) or not group_id:
-            raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
-        if not plans or not all(isinstance(p, OffsetResetPlan) for p in plans):
-            raise InvalidArgument("plans must be a non-empty list of OffsetResetPlan")
-        rows: dict[str, TopicRow] = {}
-        commits = []
-        for plan in plans:
-            if plan.topic not in rows:
-                rows[plan.topic] = row = self._topic_row(plan.topic)
-                self.authorize(
-                    self.catalog.stream_by_id(row.stream_id),
-                    "admin_perm",
-                    what="reset group offsets on",
-                )
-            row = rows[plan.topic]
-            _reset_partitions([plan.partition], row)
-            log = PartitionLog(self, row.id, plan.partition, row.full_name)
-            if not log.start_offset() <= plan.new <= log.end_offset():
-                raise InvalidOffset(
-                    f"offset {plan.new:,} is no longer in {plan.topic}[{plan.partition}] "
-                    f"({log.start_offset():,} to {log.end_offset():,}): plan the reset again"
-                )
-            commits.append((row.id, plan.partition, plan.new, ""))
-        store = self.catalog.memberships
-        now = time.time_ns() // 1_000_000
-        with store.write():
-            self._refuse_live_members(group_id, now, "resetting its offsets")
-            current = store.offsets(group_id)
-            for plan, (topic_id, partition, _, _) in zip(plans, commits, strict=True):
-                if current.get((topic_id, partition)) != plan.current:
-                    raise IllegalState(
-                        f"the committed offset of group {group_id!r} in "
-                        f"{plan.topic}[{partition}] changed since the plan: plan the reset again"
-                    )
-            store.commit(group_id, commits, now)
-        return {TopicPartition(p.topic, p.partition): p.new for p in plans}
+        return GroupAdmin(self).apply_reset(group_id, plans)
 
     def delete_group(self, group_id: str) -> None:
         """Remove a group: its committed offsets, assignment and expired members. Refused
         (IllegalState) while it has live members, engine consumers or Kafka clients of a
         wire listener; needs admin_perm on every stream it has offsets in."""
-        self.check_open()
-        if not isinstance(group_id, str) or not group_id:
-            raise InvalidArgument(f"group_id must be a non-empty string, got {group_id!r}")
-        catalog = self.catalog
-        now = time.time_ns() // 1_000_000
-        if (
-            catalog.group_state(group_id) is None
-            and not catalog.group_offsets(group_id)
-            and not catalog.group_members(group_id, now)
-        ):
-            raise UnknownGroup(f"consumer group {group_id!r} does not exist")
-        self._refuse_live_members(group_id, now, "deleting it")
-        streams = set()
-        for topic_id, _, _, _ in catalog.group_offsets(group_id):
-            row = catalog.topic_by_id(topic_id)
-            if row is not None:  # offsets of a deleted topic need nobody's permission
-                streams.add(row.stream_id)
-        for stream_id in sorted(streams):
-            self.authorize(catalog.stream_by_id(stream_id), "admin_perm", what="delete groups of")
-        store = catalog.memberships
-        with store.write():
-            self._refuse_live_members(group_id, now, "deleting it")
-            store.delete_group(group_id)
-
-    def _refuse_live_members(self, group_id: str, now: int, doing: str) -> None:
-        kinds = self.catalog.memberships.live_kinds(group_id, now)
-        if kinds:
-            count = len(self.catalog.group_members(group_id, now))
-            raise IllegalState(
-                f"group {group_id!r} has {count} live member(s); stop its consumers before {doing}"
-            )
+        GroupAdmin(self).delete(group_id)
 
     # --- scan plans (engine.storage.scan; docs/SPARK.md) -----------------------------------
 
@@ -1622,43 +1430,3 @@ def _partition_info(topic: str, number: int, lets: list[PartitionletInfo]) -> Pa
         sum(p.bytes for p in lets),
         lets,
     )
-
-
-_SHIFT = re.compile(r"shift:([+-]?[0-9]{1,18})", re.ASCII)
-
-
-def _reset_target(to: object) -> tuple[str, int]:
-    """(kind, value) of a reset target: ("earliest"|"latest", 0), ("offset", N),
-    ("time", ms) or ("shift", ±N)."""
-    if isinstance(to, datetime):
-        return "time", times.datetime_ms(to)
-    if to in ("earliest", "latest"):
-        return str(to), 0
-    if isinstance(to, int) and not isinstance(to, bool) and to >= 0:
-        return "offset", to
-    if isinstance(to, str) and (m := _SHIFT.fullmatch(to)):
-        return "shift", int(m.group(1))
-    raise InvalidOffset(
-        "reset to 'earliest', 'latest', an offset >= 0, a datetime or 'shift:-N'/'shift:+N', "
-        f"not {to!r}"
-    )
-
-
-def _reset_partitions(partitions: object, row: TopicRow) -> list[int]:
-    """The sorted distinct partitions of a reset; every one when `partitions` is None."""
-    if partitions is None:
-        return list(range(row.partitions))
-    if isinstance(partitions, (str, bytes)) or not isinstance(partitions, Sequence | set):
-        raise InvalidArgument(f"partitions must be a list of partition numbers, not {partitions!r}")
-    chosen = set()
-    for p in partitions:
-        if not isinstance(p, int) or isinstance(p, bool):
-            raise InvalidPartition(f"a partition is a whole number, not {p!r}")
-        if not 0 <= p < row.partitions:
-            raise InvalidPartition(
-                f"{row.full_name} has partitions 0 to {row.partitions - 1}, not {p}"
-            )
-        chosen.add(p)
-    if not chosen:
-        raise InvalidArgument("partitions must name at least one partition (None: all)")
-    return sorted(chosen)

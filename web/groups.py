@@ -18,22 +18,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from flask import Blueprint, make_response, redirect, request, url_for
 
-from engine import errors, times
+from engine import errors
+from engine.groups import ResetTarget, form_target, parse_partitions
+from engine.groups.grammar import TARGET_KINDS
 from engine.records import GroupInfo, OffsetResetPlan, TopicPartition
-from web.messages import MAX_WHOLE, whole
 from web.pages import cluster, render, wants_partial
 
 groups = Blueprint("groups", __name__)
 
 # The CSS class of each of Kafka's group states (app.css: .state-<class>).
 _STATE_CLASSES = {"Stable": "stable", "Empty": "empty", "PreparingRebalance": "rebalancing"}
-RESET_TARGETS = ("earliest", "latest", "offset", "time", "shift")
-MAX_SHIFT = 10**18 - 1  # the engine's "shift:±N" takes up to 18 digits
-_MAX_PARTITION_TEXT = 2000  # the "Partitions" field: more than any real list
 
 
 @groups.app_template_filter("group_state_class")
@@ -52,29 +49,6 @@ def group_topics(info: GroupInfo) -> list[str]:
     names = {p.topic for p in info.partitions}
     names.update(tp.topic for m in info.members for tp in m.assignment)
     return sorted(names)
-
-
-def parse_partitions(text: str) -> list[int] | None:
-    """ "0, 2, 5-7" -> [0, 2, 5, 6, 7]; blank -> None (every partition). Raises
-    InvalidArgument for anything else."""
-    text = text.strip()
-    if not text:
-        return None
-    if len(text) > _MAX_PARTITION_TEXT:
-        raise errors.InvalidArgument("too long: list partitions as 0, 2, 5-7")
-    chosen: set[int] = set()
-    for part in text.split(","):
-        low, dash, high = part.strip().partition("-")
-        bounds = [low.strip(), high.strip()] if dash else [low.strip()]
-        if not all(b.isascii() and b.isdigit() and len(b) <= 6 for b in bounds):
-            raise errors.InvalidArgument(
-                f"partitions are numbers or ranges such as 0, 2, 5-7, not {part.strip()[:40]!r}"
-            )
-        first, last = int(bounds[0]), int(bounds[-1])
-        if last < first or last - first > 100_000:
-            raise errors.InvalidArgument(f"the range {part.strip()!r} is empty or too wide")
-        chosen.update(range(first, last + 1))
-    return sorted(chosen)
 
 
 @dataclass
@@ -111,40 +85,22 @@ class ResetForm:
             self.errors["partitions"] = str(exc)
             return None
 
-    def target(self, topics: list[str]) -> str | int | datetime | None:
-        """What to reset to, as `reset_offsets` takes it; None (with `errors` set) if the
-        input is bad."""
+    def target(self, topics: list[str]) -> ResetTarget | None:
+        """What to reset to (the engine's grammar); None (with `errors` set) if the input
+        is bad."""
         if self.topic not in topics:
             self.errors["topic"] = "Choose one of the group's topics."
-        if self.to not in RESET_TARGETS:
+        if self.to not in TARGET_KINDS:
             self.errors["to"] = "Choose earliest, latest, an offset, a time or a shift."
             return None
-        if self.to == "offset":
-            offset = whole(self.offset)  # ASCII digits that fit int64, else None
-            if offset is None:
-                self.errors["offset"] = (
-                    f"An offset is a whole number from 0 to {MAX_WHOLE:,}, "
-                    f"not {self.offset[:40]!r}."
-                )
-                return None
-            return None if self.errors else offset
-        if self.to == "time":
-            try:
-                moment = times.to_datetime(times.parse_time(self.time))
-            except errors.InvalidArgument as exc:
-                self.errors["time"] = str(exc)
-                return None
-            return None if self.errors else moment
-        if self.to == "shift":
-            digits = self.shift[1:] if self.shift[:1] in ("+", "-") else self.shift
-            if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
-                self.errors["shift"] = (
-                    f"A shift is a whole number such as -100 or +5 (at most {MAX_SHIFT:,} "
-                    f"either way), not {self.shift[:40]!r}."
-                )
-                return None
-            return None if self.errors else f"shift:{int(self.shift):+d}"
-        return None if self.errors else self.to
+        value = {"offset": self.offset, "time": self.time, "shift": self.shift}.get(self.to, "")
+        try:
+            target = form_target(self.to, value)
+        except (errors.InvalidArgument, errors.InvalidOffset) as exc:
+            message = str(exc)
+            self.errors[self.to] = message[:1].upper() + message[1:]  # a field's sentence
+            return None
+        return None if self.errors else target
 
 
 def _posted_plan() -> list[tuple[int, int | None, int]] | None:

@@ -7,7 +7,6 @@ plan instead of applying). Reset without a preview applies at once, as before.""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from textual import on, work
@@ -19,54 +18,9 @@ from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from console.messages import Loaded
 from console.widgets.pane import note
-from engine import times
-from engine.errors import InvalidArgument
+from engine.errors import InvalidArgument, InvalidOffset
+from engine.groups import TARGETS, form_target, parse_partitions
 from engine.records import OffsetResetPlan
-
-TARGETS = (
-    ("earliest", "the oldest message"),
-    ("latest", "after the newest message"),
-    ("offset", "an offset (clamped to what exists)"),
-    ("time", "the first message at or after a time"),
-    ("shift", "the committed offset shifted by N (clamped)"),
-)
-
-
-def parse_target(kind: str, text: str) -> str | int | datetime:
-    """The `to` of `Cluster.reset_offsets` for a choice of TARGETS and its value."""
-    text = text.strip()
-    if kind in ("earliest", "latest"):
-        return kind
-    if kind == "offset":
-        if not (text.isascii() and text.isdigit()):
-            raise InvalidArgument(f"an offset is a number >= 0, not {text!r}")
-        return int(text)
-    if kind == "shift":
-        digits = text[1:] if text[:1] in ("+", "-") else text
-        if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
-            raise InvalidArgument(f"a shift is a whole number such as -100 or +5, not {text!r}")
-        return f"shift:{int(text):+d}"
-    return times.to_datetime(times.parse_time(text))
-
-
-def parse_partitions(text: str) -> list[int] | None:
-    """ "0, 2, 5-7" -> [0, 2, 5, 6, 7]; blank -> None (every partition)."""
-    text = text.strip()
-    if not text:
-        return None
-    chosen: set[int] = set()
-    for part in text.split(","):
-        low, dash, high = part.strip().partition("-")
-        bounds = [low.strip(), high.strip()] if dash else [low.strip()]
-        if not all(b.isascii() and b.isdigit() and len(b) <= 6 for b in bounds):
-            raise InvalidArgument(
-                f"partitions are numbers or ranges such as 0, 2, 5-7, not {part.strip()[:40]!r}"
-            )
-        first, last = int(bounds[0]), int(bounds[-1])
-        if last < first or last - first > 100_000:
-            raise InvalidArgument(f"the range {part.strip()!r} is empty or too wide")
-        chosen.update(range(first, last + 1))
-    return sorted(chosen)
 
 
 def _rows(plan: list[OffsetResetPlan]) -> list[tuple[int, int | None, int]]:
@@ -145,9 +99,9 @@ class ResetOffsetsScreen(ModalScreen[dict | None]):
             return None
         kind = str(self.query_one("#reset-to", Select).value)
         try:
-            to = parse_target(kind, self.query_one("#reset-value", Input).value)
+            to = form_target(kind, self.query_one("#reset-value", Input).value)
             partitions = parse_partitions(self.query_one("#reset-partitions", Input).value)
-        except InvalidArgument as exc:
+        except (InvalidArgument, InvalidOffset) as exc:
             note(error, str(exc))
             return None
         return topic, to, partitions

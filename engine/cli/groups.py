@@ -3,14 +3,12 @@ preview: `--dry-run`), and delete them."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 import click
 
-from engine import TopicPartition, errors, times
+from engine import TopicPartition, errors
 from engine.cli.options import cluster_option, open_cluster, parse_time_option
 from engine.cli.output import echo_json, echo_table, format_ms
+from engine.groups import ResetTarget, form_target, group_json, parse_target
 
 
 @click.group()
@@ -26,7 +24,7 @@ def group_list(ctx: click.Context, as_json: bool) -> None:
     """List the groups with their state, members and total lag."""
     infos = open_cluster(ctx).groups()
     if as_json:
-        echo_json([_group_json(info) for info in infos])
+        echo_json([group_json(info) for info in infos])
         return
     echo_table(
         ("GROUP", "STATE", "GENERATION", "STRATEGY", "MEMBERS", "PARTITIONS", "LAG"),
@@ -59,7 +57,7 @@ def group_describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
     """
     info = open_cluster(ctx).group(group_id)
     if as_json:
-        echo_json(_group_json(info))
+        echo_json(group_json(info))
         return
     click.echo(
         f"group {info.group_id}: {info.state}, generation {info.generation}, "
@@ -178,13 +176,13 @@ def group_reset(
             "and --shift-by",
             ctx=ctx,
         )
-    target: str | int | datetime
+    target: str | int | ResetTarget
     if to_text is not None:
         target = _parse_to(ctx, to_text)
     elif to_time is not None:
-        target = times.to_datetime(to_time)
+        target = ResetTarget("time", to_time)
     elif shift_by is not None:
-        target = f"shift:{shift_by:+d}"
+        target = form_target("shift", str(shift_by))
     else:
         target = chosen[0]
     cluster = open_cluster(ctx)
@@ -220,21 +218,12 @@ def group_reset(
         click.echo("dry run: nothing changed")
 
 
-def _parse_to(ctx: click.Context, text: str) -> str | int | datetime:
-    """--to: earliest, latest, shift:±N, an offset (digits), else a time."""
-    text = text.strip()
-    if text in ("earliest", "latest") or text.startswith("shift:"):
-        return text  # a bad shift is the engine's clear InvalidOffset
-    if text.isascii() and text.isdigit():
-        return int(text)
+def _parse_to(ctx: click.Context, text: str) -> ResetTarget:
+    """--to, by the engine's grammar; a bad shift or offset is the engine's InvalidOffset."""
     try:
-        return times.to_datetime(times.parse_time(text))
+        return parse_target(text)
     except errors.InvalidArgument as exc:
-        raise click.BadParameter(
-            f"earliest, latest, an offset, shift:-N / shift:+N or a time, not {text!r} ({exc})",
-            ctx=ctx,
-            param_hint="--to",
-        ) from None
+        raise click.BadParameter(str(exc), ctx=ctx, param_hint="--to") from None
 
 
 @group.command("delete")
@@ -251,34 +240,3 @@ def group_delete(ctx: click.Context, group_id: str) -> None:
     """
     open_cluster(ctx).delete_group(group_id)
     click.echo(f"deleted group {group_id}")
-
-
-def _group_json(info: Any) -> dict[str, Any]:
-    return {
-        "group_id": info.group_id,
-        "state": info.state,
-        "generation": info.generation,
-        "protocol": info.protocol,
-        "lag": info.lag,
-        "members": [
-            {
-                "member_id": m.member_id,
-                "client_id": m.client_id,
-                "host": m.host,
-                "assignment": [[tp.topic, tp.partition] for tp in m.assignment],
-                "last_heartbeat_ms": m.last_heartbeat_ms,
-            }
-            for m in info.members
-        ],
-        "partitions": [
-            {
-                "topic": p.topic,
-                "partition": p.partition,
-                "committed": p.committed,
-                "log_end_offset": p.log_end_offset,
-                "lag": p.lag,
-                "metadata": p.metadata,
-            }
-            for p in info.partitions
-        ],
-    }

@@ -24,87 +24,23 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from engine.errors import IllegalState, InvalidArgument
+from engine.clock import SYSTEM_CLOCK, Clock
+from engine.errors import IllegalState
+from engine.groups.assignors import STRATEGIES, assign, strategy_name
 from engine.records import TopicPartition
+from engine.storage.groups import TopicPart
 
 if TYPE_CHECKING:
-    from engine.storage.memberships import Memberships
+    from engine.storage.groups import GroupStore
 
 log = logging.getLogger(__name__)
 
-STRATEGIES = ("range", "roundrobin")
-_STRATEGY_ALIASES = {
-    "range": "range",
-    "roundrobin": "roundrobin",
-    "round_robin": "roundrobin",
-    "RangeAssignor": "range",
-    "RoundRobinAssignor": "roundrobin",
-}
-
-TopicPart = tuple[int, int]  # (topic_id, partition)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def strategy_name(value: object) -> str:
-    """'range' or 'roundrobin' from a name (or kafka-python assignor class/name)."""
-    if isinstance(value, (list, tuple)):
-        if not value:
-            raise InvalidArgument("partition_assignment_strategy must name a strategy")
-        value = value[0]
-    name = getattr(value, "name", None) or getattr(value, "__name__", None) or value
-    if name not in _STRATEGY_ALIASES:
-        raise InvalidArgument(
-            f"partition_assignment_strategy must be 'range' or 'roundrobin', got {value!r}"
-        )
-    return _STRATEGY_ALIASES[name]
-
-
-# --- assignment strategies -----------------------------------------------------------------
-
-
-def assign(
-    strategy: str, members: dict[str, list[int]], partitions: dict[int, int]
-) -> dict[str, list[TopicPart]]:
-    """Target assignment: member id -> [(topic_id, partition)].
-
-    `members` maps each member to the topic ids it subscribes to; `partitions` gives each
-    topic's partition count. Range splits each topic's partitions into contiguous runs
-    over its subscribers (sorted by member id); round-robin deals all partitions, sorted,
-    to the members that subscribe to each, in turn.
-    """
-    result: dict[str, list[TopicPart]] = {m: [] for m in members}
-    if strategy == "range":
-        for topic_id in sorted(partitions):
-            subs = sorted(m for m, topics in members.items() if topic_id in topics)
-            if not subs:
-                continue
-            count = partitions[topic_id]
-            per, extra = divmod(count, len(subs))
-            start = 0
-            for i, member in enumerate(subs):
-                n = per + (1 if i < extra else 0)
-                result[member].extend((topic_id, p) for p in range(start, start + n))
-                start += n
-    else:
-        order = sorted(members)
-        turn = 0
-        for topic_id in sorted(partitions):
-            for p in range(partitions[topic_id]):
-                for _ in range(len(order)):
-                    member = order[turn % len(order)]
-                    turn += 1
-                    if topic_id in members[member]:
-                        result[member].append((topic_id, p))
-                        break
-    return result
+# Kept for one release at this path: the strategies and their names are engine.groups'.
+__all__ = ["STRATEGIES", "GroupMember", "assign", "strategy_name", "topic_partition"]
 
 
 # --- one member -------------------------------------------------------------------------
@@ -113,11 +49,12 @@ def assign(
 class GroupMember:
     """This consumer's membership of a group. The consumer's thread calls `sync`, `release`
     and `leave`; the heartbeat thread calls `heartbeat`. Each call is one short catalog
-    transaction (engine.storage.memberships holds its statements)."""
+    transaction (engine.storage.groups holds its statements). Time comes from `clock`
+    (the cluster's), so a test moves it instead of waiting out a session."""
 
     def __init__(
         self,
-        store: Memberships,
+        store: GroupStore,
         group_id: str,
         *,
         client_id: str,
@@ -125,8 +62,10 @@ class GroupMember:
         session_timeout_ms: int,
         heartbeat_interval_ms: int,
         max_poll_interval_ms: int,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._store = store
+        self._clock = clock
         self.group_id = group_id
         self.client_id = client_id
         self.member_id = f"{client_id}-{uuid.uuid4()}"
@@ -137,7 +76,7 @@ class GroupMember:
         self.max_poll_interval_ms = max_poll_interval_ms
         self.generation = -1
         self.topics: list[int] = []
-        self.last_poll = time.monotonic()
+        self.last_poll = clock.monotonic()
         self._changed = threading.Event()  # the heartbeat saw a new generation
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -164,12 +103,16 @@ class GroupMember:
         """Leave at once: commit `commits`, free the partitions, reassign the rest."""
         self._stop.set()
         with self._store.write():
-            self._store.commit(self.group_id, commits, now_ms())
+            self._store.commit(self.group_id, commits, self._clock.now_ms())
             self._store.remove(self.group_id, self.member_id)
             self._rebalance_if_needed()
 
     def stop(self) -> None:
         self._stop.set()
+
+    def polled(self) -> None:
+        """The application polled: its member is alive (max_poll_interval_ms)."""
+        self.last_poll = self._clock.monotonic()
 
     # --- the consumer's thread ------------------------------------------------------------
 
@@ -192,7 +135,7 @@ class GroupMember:
         """Commit `commits` and give up `parts`, in one transaction."""
         parts = list(parts)
         with self._store.write():
-            self._store.commit(self.group_id, commits, now_ms())
+            self._store.commit(self.group_id, commits, self._clock.now_ms())
             self._store.release(self.group_id, self.member_id, parts)
 
     def claim(self, parts: Iterable[TopicPart]) -> set[TopicPart]:
@@ -208,7 +151,7 @@ class GroupMember:
     def _beat(self) -> None:
         interval = self.heartbeat_interval_ms / 1000
         while not self._stop.wait(interval):
-            if (time.monotonic() - self.last_poll) * 1000 > self.max_poll_interval_ms:
+            if (self._clock.monotonic() - self.last_poll) * 1000 > self.max_poll_interval_ms:
                 # The application stopped polling: stop heartbeating so that the group
                 # moves this member's partitions elsewhere after the session timeout.
                 continue
@@ -225,13 +168,13 @@ class GroupMember:
             self._changed.set()
 
     def _touch(self) -> None:
-        if not self._store.touch(self.group_id, self.member_id, now_ms()):
+        if not self._store.touch(self.group_id, self.member_id, self._clock.now_ms()):
             self._register()  # expired by the others (a long pause): join again
 
     def _refuse_wire_group(self) -> None:
         """Kafka clients of a wire listener hold the group (their own assignors decide
         who reads what): joining would assign partitions they never give up."""
-        if "wire" in self._store.live_kinds(self.group_id, now_ms()):
+        if "wire" in self._store.live_kinds(self.group_id, self._clock.now_ms()):
             raise IllegalState(
                 f"group {self.group_id!r} has live Kafka clients (through `plet serve`); "
                 "an engine consumer cannot join it until they leave"
@@ -248,7 +191,7 @@ class GroupMember:
             strategy=self.strategy,
             topics=self.topics,
             session_ms=self.session_timeout_ms,
-            now=now_ms(),
+            now=self._clock.now_ms(),
         )
 
     # --- the assignment (inside a write transaction) --------------------------------------
@@ -257,7 +200,7 @@ class GroupMember:
         """Expire dead members; recompute the assignment if its basis changed. Returns the
         generation."""
         store = self._store
-        now = now_ms()
+        now = self._clock.now_ms()
         store.expire(self.group_id, now)
         current = store.basis(self.group_id)
         if "wire" in store.live_kinds(self.group_id, now):

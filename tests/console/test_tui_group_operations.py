@@ -7,9 +7,8 @@ import pytest
 from textual.widgets import Button, DataTable, Input, Select, Static
 
 from console.screens.confirm import ConfirmScreen
-from console.screens.reset_offsets import ResetOffsetsScreen, parse_partitions, parse_target
+from console.screens.reset_offsets import ResetOffsetsScreen
 from engine import Consumer, Producer
-from engine.errors import InvalidArgument
 
 pytestmark = pytest.mark.asyncio
 
@@ -137,16 +136,3 @@ async def test_delete_refused_while_the_group_has_live_members(demo, make_app, u
             assert [g.group_id for g in demo.groups()] == ["analytics"]
     finally:
         consumer.close()
-
-
-async def test_parse_shift_and_partitions():
-    assert parse_target("shift", "-5") == "shift:-5"
-    assert parse_target("shift", "+7") == "shift:+7"
-    assert parse_target("shift", "3") == "shift:+3"
-    assert parse_partitions(" ") is None
-    assert parse_partitions("0, 2, 4-6") == [0, 2, 4, 5, 6]
-    for bad in ("x", "1-", "3-1", "٣"):
-        with pytest.raises(InvalidArgument):
-            parse_partitions(bad)
-    with pytest.raises(InvalidArgument):
-        parse_target("shift", "--5")

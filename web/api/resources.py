@@ -17,16 +17,16 @@ from typing import Any
 
 from flask import Response, request
 
-from engine import Producer, errors, times
+from engine import Producer, errors
 from engine.client import browse
 from engine.client.browse import encoded, record_json, timestamp_type_name
 from engine.client.schemas import Decoded, SchemaDecoder
+from engine.groups import group_json, group_summary, parse_target, plan_json
 from engine.ops.heat import MAX_WINDOW_S, Load
-from engine.records import ConsumerRecord, OffsetResetPlan, PartitionInfo, TopicInfo
+from engine.records import ConsumerRecord, PartitionInfo, TopicInfo
 from web.api import api
 from web.api.base import (
     DEFAULT_LIMIT,
-    INT64_MAX,
     MAX_LIMIT,
     authenticate_user,
     engine_error,
@@ -439,61 +439,18 @@ def produce(name: str) -> Response:
 # --- consumer groups -------------------------------------------------------------------------
 
 
-def _group_summary(info: Any) -> dict[str, Any]:
-    return {
-        "group_id": info.group_id,
-        "state": info.state,
-        "generation": info.generation,
-        "protocol": info.protocol,
-        "members": len(info.members),
-        "partitions": len(info.partitions),
-        "lag": info.lag,
-    }
-
-
-def _group_json(info: Any) -> dict[str, Any]:
-    return {
-        "group_id": info.group_id,
-        "state": info.state,
-        "generation": info.generation,
-        "protocol": info.protocol,
-        "lag": info.lag,
-        "members": [
-            {
-                "member_id": m.member_id,
-                "client_id": m.client_id,
-                "host": m.host,
-                "last_heartbeat_ms": m.last_heartbeat_ms,
-                "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
-            }
-            for m in info.members
-        ],
-        "partitions": [
-            {
-                "topic": p.topic,
-                "partition": p.partition,
-                "committed": p.committed,
-                "log_end_offset": p.log_end_offset,
-                "lag": p.lag,
-                "metadata": p.metadata,
-            }
-            for p in info.partitions
-        ],
-    }
-
-
 @api.route("/groups")
 def groups() -> Response:
     """Consumer groups by id, with state and lag: `limit`, `offset`."""
     limit, offset = paging()
     found = cluster().groups()
-    items = [_group_summary(g) for g in found[offset : offset + limit + 1]]
+    items = [group_summary(g) for g in found[offset : offset + limit + 1]]
     return json_response(_page(items, "groups", limit, offset, len(found)))
 
 
 @api.route("/groups/<path:group_id>")
 def group(group_id: str) -> Response:
-    return json_response(_group_json(cluster().group(group_id)))
+    return json_response(group_json(cluster().group(group_id)))
 
 
 @api.route("/groups/<path:group_id>/reset", methods=["POST"])
@@ -503,7 +460,7 @@ def reset_group(group_id: str) -> Response:
     body = json_body()
     topic = field(body, "topic", str, required=True)
     to = body.get("to")
-    result = cluster().reset_offsets(group_id, topic, _reset_target(to))
+    result = cluster().reset_offsets(group_id, topic, parse_target(to))
     return json_response(
         {
             "group_id": group_id,
@@ -515,36 +472,6 @@ def reset_group(group_id: str) -> Response:
     )
 
 
-def _reset_target(to: Any) -> Any:
-    """A reset's `to` as the engine takes it: "earliest", "latest", "shift:-N" (the
-    engine parses it), an offset, or an ISO 8601 time."""
-    if isinstance(to, bool) or not isinstance(to, (str, int)):
-        raise errors.InvalidArgument(
-            "to must be 'earliest', 'latest', 'shift:-N', 'shift:+N', an offset or an ISO 8601 time"
-        )
-    target: Any = to
-    if isinstance(to, str) and to not in ("earliest", "latest") and not to.startswith("shift:"):
-        if to.isascii() and to.isdigit():
-            target = int(to) if len(to) <= 19 else INT64_MAX + 1  # refused just below
-        else:
-            target = times.to_datetime(times.parse_time(to))
-    if isinstance(target, int) and not 0 <= target <= INT64_MAX:
-        raise errors.InvalidOffset(f"an offset to reset to is from 0 to {INT64_MAX}")
-    return target
-
-
-def _plan_json(plan: OffsetResetPlan) -> dict[str, Any]:
-    return {
-        "partition": plan.partition,
-        "current": plan.current,
-        "new": plan.new,
-        "log_start_offset": plan.log_start_offset,
-        "log_end_offset": plan.log_end_offset,
-        "lag_before": plan.lag_before,
-        "lag_after": plan.lag_after,
-    }
-
-
 @api.route("/groups/<path:group_id>/reset-offsets", methods=["POST"])
 def reset_offsets(group_id: str) -> Response:
     """`{"topic", "to", "partitions": [..] (default all), "dry_run": true}`: the plan per
@@ -553,7 +480,7 @@ def reset_offsets(group_id: str) -> Response:
     admin_perm; the group must have no live members (409)."""
     body = json_body()
     topic = field(body, "topic", str, required=True)
-    target = _reset_target(body.get("to"))
+    target = parse_target(body.get("to"))
     partitions = field(body, "partitions", list)  # each checked by the engine
     dry_run = body.get("dry_run", True)
     if not isinstance(dry_run, bool):
@@ -568,7 +495,7 @@ def reset_offsets(group_id: str) -> Response:
             "topic": topic,
             "dry_run": dry_run,
             "applied": not dry_run,
-            "plan": [_plan_json(p) for p in plans],
+            "plan": [plan_json(p) for p in plans],
         }
     )
 
