@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +36,8 @@ from typing import TYPE_CHECKING
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from engine import errors
+from engine.clock import SYSTEM_CLOCK, Clock
+from engine.groups.states import COMPLETING, EMPTY, PREPARING, STABLE, session_live
 from engine.records import MemberInfo, TopicPartition
 from engine.wire import codes
 
@@ -45,11 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EMPTY = "Empty"
-PREPARING = "PreparingRebalance"
-COMPLETING = "CompletingRebalance"
-STABLE = "Stable"
-DEAD = "Dead"
 
 # Kafka's group.min/max.session.timeout.ms are 6 s and 30 min; the lower bound here is
 # lower so that tests and local tools can expire members faster.
@@ -72,7 +68,7 @@ class Member:
     rebalance_timeout_ms: int
     protocol_type: str
     protocols: list[tuple[str, bytes]]
-    last_seen: float = field(default_factory=time.monotonic)
+    last_seen: float  # the coordinator clock's monotonic() of its last request
     joined: bool = False  # has sent JoinGroup in the current rebalance
     awaiting: bool = False  # a JoinGroup or SyncGroup of it is waiting (keeps it alive)
     join_result: JoinResult | None = None
@@ -164,11 +160,20 @@ class GroupCoordinator:
     """Every wire group of one listener. Thread-safe: handlers call it from the worker
     pool; a reaper thread expires members whose session ended and refreshes the members
     published to the engine. `broker` (None: nothing is published, for tests of the
-    state machine alone) gives the cluster and the wire's topic names."""
+    state machine alone) gives the cluster and the wire's topic names; time comes from
+    `clock`, else the cluster's (`cluster.clock`), so tests move it instead of waiting."""
 
-    def __init__(self, closing: threading.Event, broker: Broker | None = None) -> None:
+    def __init__(
+        self,
+        closing: threading.Event,
+        broker: Broker | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self._closing = closing
         self._broker = broker
+        if clock is None:
+            clock = broker.cluster.clock if broker is not None else SYSTEM_CLOCK
+        self._clock: Clock = clock
         self._cond = threading.Condition()
         self._groups: dict[str, Group] = {}
         self._published: dict[str, _Published] = {}
@@ -245,7 +250,7 @@ class GroupCoordinator:
                 )
             ):
                 return JoinResult(codes.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-            now = time.monotonic()
+            now = self._clock.monotonic()
             if not member_id:
                 new_id = f"{client_id}-{uuid.uuid4()}"
                 if instance_id is not None:
@@ -274,6 +279,7 @@ class GroupCoordinator:
                     rebalance_timeout_ms,
                     protocol_type,
                     protocols,
+                    now,
                 )
                 group.protocol_type = protocol_type
                 self._prepare(group)
@@ -304,7 +310,7 @@ class GroupCoordinator:
                     self._maybe_complete(group)
             finally:
                 member.awaiting = False
-                member.last_seen = time.monotonic()
+                member.last_seen = self._clock.monotonic()
             result, member.join_result = member.join_result, None
             return result
 
@@ -334,7 +340,7 @@ class GroupCoordinator:
                 m.assignment = b""
             group.state = PREPARING
             timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
-            group.rebalance_deadline = time.monotonic() + timeout / 1000
+            group.rebalance_deadline = self._clock.monotonic() + timeout / 1000
         self._cond.notify_all()  # SyncGroup waiters of the old generation give up
 
     def _maybe_complete(self, group: Group) -> None:
@@ -342,7 +348,7 @@ class GroupCoordinator:
         if group.state != PREPARING:
             return
         if not all(m.joined for m in group.members.values()):
-            if time.monotonic() < group.rebalance_deadline:
+            if self._clock.monotonic() < group.rebalance_deadline:
                 return
             for m in [m for m in group.members.values() if not m.joined]:
                 self._remove(group, m.member_id, rebalance=False)
@@ -357,7 +363,7 @@ class GroupCoordinator:
         group.state = COMPLETING
         for m in group.members.values():
             m.join_result = self._result(group, m)
-            m.last_seen = time.monotonic()
+            m.last_seen = self._clock.monotonic()
         self._cond.notify_all()
 
     @staticmethod
@@ -407,7 +413,7 @@ class GroupCoordinator:
                 protocol is not None and protocol != group.protocol
             ):
                 return codes.INCONSISTENT_GROUP_PROTOCOL, None, None, b""
-            member.last_seen = time.monotonic()
+            member.last_seen = self._clock.monotonic()
             if group.state == PREPARING:
                 return codes.REBALANCE_IN_PROGRESS, None, None, b""
             if group.state == COMPLETING and member_id == group.leader:
@@ -424,7 +430,7 @@ class GroupCoordinator:
                     self._cond.wait(_TICK)
             finally:
                 member.awaiting = False
-                member.last_seen = time.monotonic()
+                member.last_seen = self._clock.monotonic()
             if group.members.get(member_id) is not member:
                 return codes.UNKNOWN_MEMBER_ID, None, None, b""
             if group.state != STABLE or group.generation != generation:
@@ -458,7 +464,7 @@ class GroupCoordinator:
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
             return codes.UNKNOWN_MEMBER_ID, None
-        member.last_seen = time.monotonic()
+        member.last_seen = self._clock.monotonic()
         if generation != group.generation:
             return codes.ILLEGAL_GENERATION, None
         return codes.NONE, group
@@ -517,14 +523,16 @@ class GroupCoordinator:
     def expire(self) -> None:
         """Remove the members whose session ended, the pending ids nobody used, and
         complete rebalances whose time is up."""
-        now = time.monotonic()
+        now = self._clock.monotonic()
         with self._cond:
             for group in list(self._groups.values()):
                 for pending, deadline in list(group.pending.items()):
                     if deadline < now:
                         del group.pending[pending]
                 for m in list(group.members.values()):
-                    if not m.awaiting and m.last_seen + m.session_timeout_ms / 1000 < now:
+                    if not m.awaiting and not session_live(
+                        m.last_seen * 1000, m.session_timeout_ms, now * 1000
+                    ):
                         self._remove(group, m.member_id)
                 self._maybe_complete(group)
                 if group.state == EMPTY and not group.members and not group.pending:
@@ -583,11 +591,10 @@ class GroupCoordinator:
                 self._write(broker, group_id, pub, snap, force)
                 return
 
-    @staticmethod
     def _write(
-        broker: Broker, group_id: str, pub: _Published, snap: _Snapshot, force: bool
+        self, broker: Broker, group_id: str, pub: _Published, snap: _Snapshot, force: bool
     ) -> None:
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if force:
             pass
         elif pub.failed:
@@ -597,7 +604,7 @@ class GroupCoordinator:
             refresh_s = min((m[3] for m in snap.members), default=0) / 3000
             if not snap.members or now - pub.at < refresh_s:
                 return
-        heartbeat_ms = time.time_ns() // 1_000_000
+        heartbeat_ms = self._clock.now_ms()
         members = [
             MemberInfo(member_id, client_id, host, _partitions(broker, snap, raw), heartbeat_ms)
             for member_id, client_id, host, _, raw in snap.members

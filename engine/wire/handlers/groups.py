@@ -35,8 +35,8 @@ from kafka.protocol.consumer.group import (
 )
 
 from engine import errors
+from engine.groups.states import DEAD
 from engine.wire import codes
-from engine.wire.coordinator import DEAD
 from engine.wire.registry import api
 
 _CLASSIC = "classic"  # KIP-848's name for this protocol, in ListGroups v5

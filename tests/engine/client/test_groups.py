@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
-from engine.client.groups import assign, strategy_name
+from engine.client.groups import GroupMember, assign, strategy_name
+from engine.clock import FakeClock
 
 WORKER = Path(__file__).with_name("group_worker.py")
 FAST = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 200}
@@ -299,3 +300,47 @@ def test_members_asking_for_different_strategies_agree_on_one(cluster, topic):
     assert info.protocol == "range"  # the same choice whoever computes it
     a.close()
     b.close()
+
+
+# --- session timeouts, on a clock the test moves ---------------------------------------------
+
+
+def test_a_member_whose_session_ends_is_expired_by_the_others(tmp_path):
+    """Unit test of the session rule on a FakeClock (test_kill_9_of_a_member_hands_its_
+    partitions_over is the same behaviour with real processes and real time)."""
+    clock = FakeClock()
+    with Cluster.open(tmp_path / "c", clock=clock) as cluster:
+        cluster.create_stream("/s")
+        cluster.create_topic("/s:t", partitions=2)
+        topic_id = cluster.catalog.topic("/s", "t").id
+
+        def member(name: str) -> GroupMember:
+            # heartbeats only when the test calls heartbeat(): its thread waits an hour
+            return GroupMember(
+                cluster.catalog.groups,
+                "g",
+                client_id=name,
+                strategy="range",
+                session_timeout_ms=10_000,
+                heartbeat_interval_ms=3_600_000,
+                max_poll_interval_ms=300_000,
+                clock=clock,
+            )
+
+        a, b = member("a"), member("b")
+        try:
+            a.join([topic_id])
+            b.join([topic_id])
+            assert len(a.target()) == 1 and len(b.target()) == 1
+            b.stop()  # b hangs: it heartbeats no more
+            clock.advance(9.9)
+            a.heartbeat()
+            assert len(a.target()) == 1  # b's session has not ended yet
+            assert len(cluster.group("g").members) == 2
+            clock.advance(0.2)
+            a.heartbeat()
+            assert a.target() == {(topic_id, 0), (topic_id, 1)}
+            assert [m.member_id for m in cluster.group("g").members] == [a.member_id]
+        finally:
+            a.stop()
+            b.stop()

@@ -34,6 +34,9 @@ from kafka.protocol.consumer.group import (
 from kafka.structs import OffsetAndMetadata as KOffsetAndMetadata
 
 from engine import Producer
+from engine.clock import FakeClock
+from engine.wire import codes
+from engine.wire.coordinator import GroupCoordinator
 from tests.engine.wire.conftest import run_async
 
 
@@ -508,14 +511,71 @@ def test_a_second_member_rebalances_the_first(wire):
         other.close()
 
 
-def test_a_member_that_stops_heartbeating_is_removed(wire):
-    raw = _Raw(wire.server.address)
+# --- the coordinator's clock: session and rebalance timeouts on a clock the test moves ------
+# (unit tests of the state machine; test_confluent_members_in_two_processes_survive_a_kill_9
+# is the same session rule with real processes and real time)
+
+
+def _coordinator_join(coordinator, group, member_id="", session_timeout_ms=1000):
+    return coordinator.join(
+        group, member_id, None, "c", "host", session_timeout_ms, 5000, "consumer",
+        [("range", b"meta")], require_known_member_id=member_id == "",
+    )  # fmt: skip
+
+
+def test_a_member_that_stops_heartbeating_is_removed():
+    clock, closing = FakeClock(), threading.Event()
+    coordinator = GroupCoordinator(closing, clock=clock)
     try:
-        me = _join(raw, "raw-expire", session_timeout_ms=1000).member_id
-        joined = _join(raw, "raw-expire", member_id=me, session_timeout_ms=1000)
-        assert joined.error_code == 0
-        assert _sync(raw, "raw-expire", 1, me, [(me, b"x")]).error_code == 0
-        time.sleep(1.6)
-        assert _heartbeat(raw, "raw-expire", 1, me) == 25
+        me = _coordinator_join(coordinator, "g").member_id
+        joined = _coordinator_join(coordinator, "g", me)
+        assert (joined.error, joined.generation) == (codes.NONE, 1)
+        assert coordinator.sync("g", 1, me, "consumer", "range", [(me, b"x")])[0] == codes.NONE
+        clock.advance(0.9)
+        coordinator.expire()
+        assert coordinator.heartbeat("g", 1, me) == codes.NONE  # in time: it stays
+        clock.advance(1.1)
+        coordinator.expire()
+        assert coordinator.heartbeat("g", 1, me) == codes.UNKNOWN_MEMBER_ID
+        assert coordinator.view("g") is None  # its group went with it
     finally:
-        raw.close()
+        coordinator.close()
+
+
+def test_a_member_that_does_not_rejoin_in_the_rebalance_timeout_is_removed():
+    clock, closing = FakeClock(), threading.Event()
+    coordinator = GroupCoordinator(closing, clock=clock)
+    try:
+        me = _coordinator_join(coordinator, "g", session_timeout_ms=60_000).member_id
+        _coordinator_join(coordinator, "g", me, session_timeout_ms=60_000)
+        assert coordinator.sync("g", 1, me, "consumer", "range", [(me, b"x")])[0] == codes.NONE
+        result = {}
+        joiner = threading.Thread(  # a second member: the first must rejoin within 5 s
+            target=lambda: result.setdefault(
+                "join",
+                coordinator.join(
+                    "g",
+                    "",
+                    None,
+                    "c2",
+                    "host",
+                    60_000,
+                    5000,
+                    "consumer",
+                    [("range", b"meta")],
+                    require_known_member_id=False,
+                ),  # fmt: skip
+            )
+        )
+        joiner.start()
+        _wait(lambda: coordinator.heartbeat("g", 1, me) == 27, 10, "REBALANCE_IN_PROGRESS")
+        assert "join" not in result  # held open while the first may still rejoin
+        clock.advance(5.1)  # the rebalance timeout ends: the first is dropped
+        joiner.join(timeout=10)
+        theirs = result["join"]
+        assert (theirs.error, theirs.generation, theirs.leader) == (
+            codes.NONE, 2, theirs.member_id,
+        )  # fmt: skip
+        assert coordinator.heartbeat("g", 2, me) == codes.UNKNOWN_MEMBER_ID
+    finally:
+        coordinator.close()
