@@ -23,7 +23,7 @@ import uuid
 import weakref
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,7 +48,7 @@ from engine.errors import (
     UnknownStream,
 )
 from engine.groups.admin import GroupAdmin
-from engine.groups.grammar import ResetTarget
+from engine.groups.grammar import ResetTo
 from engine.ops import balance, metrics, retention
 from engine.ops.balance import RebalanceReport
 from engine.ops.heat import HeatMap, heat_map
@@ -132,7 +132,7 @@ class Cluster:
     engine.storage:
 
     - `catalog` -> `Catalog`: the metadata file; `catalog.accounts` and
-      `catalog.memberships` are its users/sessions/tokens and group membership tables;
+      `catalog.groups` are its users/sessions/tokens and group tables;
     - `volume(volume_id)` -> `Volume`, `open_volumes()` -> {volume id: `Volume`}: the
       volume files;
     - `jobs` -> `JobTable`: the replay job records (spark_tasks.jobs keeps them);
@@ -908,15 +908,13 @@ class Cluster:
         and `reset_offsets` see them. Partitions of topics that no longer exist are left
         out (and partitions past their count). Raises IllegalState while engine consumers
         are live members of the group."""
-        GroupAdmin(self).publish(
-            group_id, members, protocol=protocol, generation=generation, session_ms=session_ms
-        )
+        GroupAdmin(self).publish(group_id, members, protocol, generation, session_ms)
 
     def reset_offsets(
         self,
         group_id: str,
         topic: str,
-        to: str | int | datetime | ResetTarget,
+        to: ResetTo,
         *,
         partitions: Sequence[int] | None = None,
     ) -> dict[TopicPartition, int]:
@@ -934,7 +932,7 @@ class Cluster:
         self,
         group_id: str,
         topic: str,
-        to: str | int | datetime | ResetTarget,
+        to: ResetTo,
         *,
         partitions: Sequence[int] | None = None,
     ) -> list[OffsetResetPlan]:
@@ -942,7 +940,7 @@ class Cluster:
         partition order), without changing anything: a preview. Raises as it does (live
         members, admin_perm, a bad target or partition; a shift where the group has no
         committed offset)."""
-        return GroupAdmin(self).plan_reset(group_id, topic, to, partitions=partitions)
+        return GroupAdmin(self).plan_reset(group_id, topic, to, partitions)
 
     def apply_offset_reset(
         self, group_id: str, plans: Sequence[OffsetResetPlan]

@@ -21,7 +21,7 @@ from engine.errors import (
     UnknownStream,
     UnknownTopic,
 )
-from engine.groups.grammar import ResetTarget, check_partitions, reset_target
+from engine.groups.grammar import ResetTo, check_partitions, reset_target
 from engine.groups.states import EMPTY, PREPARING, STABLE
 from engine.records import (
     GroupInfo,
@@ -33,8 +33,6 @@ from engine.records import (
 from engine.storage.log import PartitionLog
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from engine.cluster import Cluster
     from engine.storage.catalog import TopicRow
     from engine.storage.groups import GroupStore
@@ -123,7 +121,6 @@ class GroupAdmin:
         self,
         group_id: str,
         members: Sequence[MemberInfo],
-        *,
         protocol: str,
         generation: int,
         session_ms: int,
@@ -172,12 +169,7 @@ class GroupAdmin:
     # --- resetting offsets ----------------------------------------------------------------
 
     def plan_reset(
-        self,
-        group_id: str,
-        topic: str,
-        to: str | int | datetime | ResetTarget,
-        *,
-        partitions: Sequence[int] | None = None,
+        self, group_id: str, topic: str, to: ResetTo, partitions: object
     ) -> list[OffsetResetPlan]:
         cluster = self._cluster
         cluster.check_open()

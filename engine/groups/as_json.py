@@ -9,13 +9,19 @@ from typing import Any
 from engine.records import GroupInfo, OffsetResetPlan
 
 
-def group_summary(info: GroupInfo) -> dict[str, Any]:
-    """A group in a list: its state, generation, strategy, counts and total lag."""
+def _head(info: GroupInfo) -> dict[str, Any]:
     return {
         "group_id": info.group_id,
         "state": info.state,
         "generation": info.generation,
         "protocol": info.protocol,
+    }
+
+
+def group_summary(info: GroupInfo) -> dict[str, Any]:
+    """A group in a list: its state, generation, strategy, counts and total lag."""
+    return {
+        **_head(info),
         "members": len(info.members),
         "partitions": len(info.partitions),
         "lag": info.lag,
@@ -26,10 +32,7 @@ def group_json(info: GroupInfo) -> dict[str, Any]:
     """A group with its members (and their assignment) and, per partition, the committed
     offset, log end and lag."""
     return {
-        "group_id": info.group_id,
-        "state": info.state,
-        "generation": info.generation,
-        "protocol": info.protocol,
+        **_head(info),
         "lag": info.lag,
         "members": [
             {

@@ -54,6 +54,10 @@ class ResetTarget:
         return f"{self.kind} {self.value}"
 
 
+# What `Cluster.reset_offsets(..., to)` takes.
+ResetTo = str | int | datetime | ResetTarget
+
+
 def reset_target(to: object) -> ResetTarget:
     """The target of `Cluster.reset_offsets(..., to)`: "earliest", "latest", an offset
     >= 0, a datetime (UTC when naive), "shift:-N"/"shift:+N", or a ResetTarget."""

@@ -378,7 +378,7 @@ class Catalog:
 
     def query(self, sql: str, args: tuple = ()) -> list[tuple]:
         """The rows of one statement, its SQLite errors translated (engine.errors); for
-        this module and the storage layer's table modules (accounts, memberships, jobs)."""
+        this module and the storage layer's table modules (accounts, groups, jobs)."""
         try:
             return self.conn.execute(sql, args).fetchall()
         except sqlite3.DatabaseError as exc:

@@ -290,8 +290,13 @@ def test_members_asking_for_different_strategies_agree_on_one(cluster, topic):
     )
     poll_until([a, b], lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2)
     assert not a.assignment() & b.assignment()
-    generation = cluster.group("mixed").generation
-    time.sleep(1.0)  # several heartbeats: nobody rewrites the assignment any more
+    before = cluster.group("mixed")
+    generation, since = before.generation, max(m.last_heartbeat_ms for m in before.members)
+    # several heartbeats of each member (every 200 ms): nobody rewrites the assignment
+    wait_for(
+        lambda: min(m.last_heartbeat_ms for m in cluster.group("mixed").members) > since + 400,
+        what="two more heartbeats of each member",
+    )
     for c in (a, b):
         c.poll(timeout_ms=10)
     info = cluster.group("mixed")

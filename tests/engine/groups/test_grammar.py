@@ -9,15 +9,7 @@ import pytest
 
 from engine import errors
 from engine.groups import grammar
-from engine.groups.grammar import (
-    MAX_OFFSET,
-    ResetTarget,
-    check_partitions,
-    form_target,
-    parse_partitions,
-    parse_target,
-    reset_target,
-)
+from engine.groups.grammar import MAX_OFFSET, ResetTarget
 
 MAY_1 = 1_714_521_600_000  # 2024-05-01T00:00:00Z
 
@@ -39,7 +31,7 @@ MAY_1 = 1_714_521_600_000  # 2024-05-01T00:00:00Z
     ],
 )
 def test_reset_target_reads_what_a_program_passes(to, expected):
-    assert reset_target(to) == expected
+    assert grammar.reset_target(to) == expected
 
 
 @pytest.mark.parametrize(
@@ -47,12 +39,12 @@ def test_reset_target_reads_what_a_program_passes(to, expected):
 )
 def test_reset_target_refuses_anything_else(to):
     with pytest.raises(errors.InvalidOffset, match="shift:-N"):
-        reset_target(to)
+        grammar.reset_target(to)
 
 
 def test_reset_target_refuses_a_shift_of_19_digits():
     with pytest.raises(errors.InvalidOffset, match="shift:-N"):
-        reset_target("shift:" + "9" * 19)
+        grammar.reset_target("shift:" + "9" * 19)
 
 
 @pytest.mark.parametrize(
@@ -71,7 +63,7 @@ def test_reset_target_refuses_a_shift_of_19_digits():
     ],
 )
 def test_parse_target_reads_one_typed_value(text, expected):
-    assert parse_target(text) == expected
+    assert grammar.parse_target(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -91,7 +83,7 @@ def test_parse_target_reads_one_typed_value(text, expected):
 )
 def test_parse_target_says_what_is_wrong(value, error, message):
     with pytest.raises(error, match=message):
-        parse_target(value)
+        grammar.parse_target(value)
 
 
 @pytest.mark.parametrize(
@@ -110,7 +102,7 @@ def test_parse_target_says_what_is_wrong(value, error, message):
     ],
 )
 def test_form_target_reads_a_choice_and_its_value(kind, text, expected):
-    assert form_target(kind, text) == expected
+    assert grammar.form_target(kind, text) == expected
 
 
 @pytest.mark.parametrize(
@@ -131,7 +123,7 @@ def test_form_target_reads_a_choice_and_its_value(kind, text, expected):
 )
 def test_form_target_says_what_is_wrong(kind, text, error, message):
     with pytest.raises(error, match=message):
-        form_target(kind, text)
+        grammar.form_target(kind, text)
 
 
 def test_every_form_kind_is_read():
@@ -143,7 +135,7 @@ def test_a_target_reads_back_as_the_engine_writes_it():
     assert str(ResetTarget("shift", -5)) == "shift:-5"
     assert str(ResetTarget("shift", 5)) == "shift:+5"
     assert str(ResetTarget("latest")) == "latest"
-    assert reset_target(str(form_target("shift", "+3"))) == ResetTarget("shift", 3)
+    assert grammar.reset_target(str(grammar.form_target("shift", "+3"))) == ResetTarget("shift", 3)
 
 
 @pytest.mark.parametrize(
@@ -159,7 +151,7 @@ def test_a_target_reads_back_as_the_engine_writes_it():
     ],
 )
 def test_parse_partitions_reads_numbers_and_ranges(text, expected):
-    assert parse_partitions(text) == expected
+    assert grammar.parse_partitions(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -178,13 +170,13 @@ def test_parse_partitions_reads_numbers_and_ranges(text, expected):
 )
 def test_parse_partitions_says_what_is_wrong(text, message):
     with pytest.raises(errors.InvalidArgument, match=message):
-        parse_partitions(text)
+        grammar.parse_partitions(text)
 
 
 def test_check_partitions_of_a_topic():
-    assert check_partitions(None, 3, "/s:t") == [0, 1, 2]
-    assert check_partitions([2, 0, 2], 3, "/s:t") == [0, 2]
-    assert check_partitions({1}, 3, "/s:t") == [1]
+    assert grammar.check_partitions(None, 3, "/s:t") == [0, 1, 2]
+    assert grammar.check_partitions([2, 0, 2], 3, "/s:t") == [0, 2]
+    assert grammar.check_partitions({1}, 3, "/s:t") == [1]
 
 
 @pytest.mark.parametrize(
@@ -201,4 +193,4 @@ def test_check_partitions_of_a_topic():
 )
 def test_check_partitions_says_what_is_wrong(partitions, error, message):
     with pytest.raises(error, match=message):
-        check_partitions(partitions, 3, "/s:t")
+        grammar.check_partitions(partitions, 3, "/s:t")

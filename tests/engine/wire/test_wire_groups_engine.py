@@ -20,8 +20,10 @@ from kafka import KafkaConsumer
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
+from engine.clock import FakeClock
 from engine.records import MemberInfo
 from engine.wire import KafkaServer
+from engine.wire.broker import Broker
 from tests.engine.wire.test_groups import _join, _Raw, _sync
 
 
@@ -205,6 +207,53 @@ def test_a_killed_listener_leaves_members_that_expire_after_their_session(tmp_pa
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_published_members_are_refreshed_then_expire_by_the_engine_rule(tmp_path):
+    """What the test above shows with real processes and real time, as a unit test on a
+    FakeClock: the listener refreshes what it published, and once it stops (killed), the
+    engine drops its members after their session by its own rule."""
+    clock = FakeClock()
+    with Cluster.open(tmp_path / "c", clock=clock) as cluster:
+        cluster.create_stream("/kafka")
+        cluster.create_topic("/kafka:t", partitions=2)
+        broker = Broker(cluster, "/kafka", "127.0.0.1", 0)
+        # closing from the start: no reaper thread, so the test runs the reaper's steps
+        # (expire, publish_all) itself, when it chooses
+        broker.closing.set()
+        coordinator = broker.groups
+
+        def join(member_id):
+            return coordinator.join(
+                "g", member_id, None, "c", "/h", 3000, 5000, "consumer", [("range", b"")],
+                member_id == "",
+            )  # fmt: skip
+
+        me = join("").member_id
+        assert join(me).error == 0
+        given = ConsumerProtocolAssignment(0, [("t", [0, 1])], b"").encode()
+        assert coordinator.sync("g", 1, me, "consumer", "range", [(me, given)])[0] == 0
+        (member,) = cluster.group("g").members
+        assert member.assignment == (TopicPartition("/kafka:t", 0), TopicPartition("/kafka:t", 1))
+        for _ in range(3):  # 4.5 s, longer than the session, in steps of the listener's
+            clock.advance(1.5)
+            assert coordinator.heartbeat("g", 1, me) == 0
+            coordinator.expire()
+            coordinator.publish_all()
+        (later,) = cluster.group("g").members
+        assert later.last_heartbeat_ms == member.last_heartbeat_ms + 4500
+        # the listener is killed: nothing refreshes or withdraws its members any more
+        clock.advance(3.0)
+        assert [m.member_id for m in cluster.group("g").members] == [me]  # 3 s: not past
+        with pytest.raises(errors.IllegalState, match="live member"):
+            cluster.reset_offsets("g", "/kafka:t", "earliest")
+        clock.advance(0.001)
+        assert cluster.group("g").members == []
+        assert cluster.group("g").state == "Empty"
+        assert cluster.reset_offsets("g", "/kafka:t", "latest") == {
+            TopicPartition("/kafka:t", 0): 0,
+            TopicPartition("/kafka:t", 1): 0,
+        }
 
 
 def test_a_kafka_client_cannot_join_a_group_engine_consumers_hold(wire):
