@@ -74,6 +74,7 @@ from engine.storage import scan
 from engine.storage.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.storage.jobs import JobTable
 from engine.storage.log import PartitionLog
+from engine.storage.reader import BatchReader
 from engine.storage.segments import Placement
 from engine.storage.volume import ACTIVE, PartitionletState, Volume
 
@@ -375,7 +376,7 @@ class Cluster:
         """The open volume file `volume_id` (engine.storage.volume); KeyError if none."""
         return self._vols[volume_id]
 
-    def reader(self, pl: PartitionletRow) -> Any:
+    def reader(self, pl: PartitionletRow) -> BatchReader:
         """What reads partitionlet `pl`'s batches: its volume, or for an archived one an
         `engine.storage.archive.ArchiveReader` (the same reading methods)."""
         if pl.archive_file is None:

@@ -39,6 +39,7 @@ import zstandard
 
 from engine.errors import InvalidArgument, StorageError
 from engine.storage import batch as batch_codec
+from engine.storage.reader import StoredBatch
 from engine.storage.volume import SEALED, PartitionletState, ReplicaBatch
 
 if TYPE_CHECKING:
@@ -411,7 +412,7 @@ class ArchiveReader:
 
     # --- the methods of Volume -------------------------------------------------------------
 
-    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[tuple]:
+    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[StoredBatch]:
         """Batches holding offsets >= `from_offset`, in offset order, as (base_offset,
         last_offset, ts_type, first_ts, max_ts, payload), as `Volume.read`."""
         with self._lock:
@@ -440,7 +441,7 @@ class ArchiveReader:
                 )
             return out
 
-    def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> tuple | None:
+    def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> StoredBatch | None:
         """The first batch whose running max timestamp reaches `timestamp_ms`."""
         with self._lock:
             self._open()

@@ -28,6 +28,7 @@ from engine.storage.connection import (
     translate,
     write_transaction,
 )
+from engine.storage.reader import StoredBatch
 
 ACTIVE, SEALED, DELETED = 0, 1, 2
 PAGE_SIZE = 16384
@@ -665,7 +666,7 @@ class Volume:
             raise translate(exc, self.path, "volume") from exc
         return result
 
-    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[tuple]:
+    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[StoredBatch]:
         """Batches holding offsets >= `from_offset`, in offset order, as tuples of
         (base_offset, last_offset, ts_type, first_ts, max_ts, payload)."""
         return self._query(
@@ -674,7 +675,7 @@ class Volume:
             (pl_id, from_offset, max_batches),
         )
 
-    def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> tuple | None:
+    def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> StoredBatch | None:
         """The first batch whose running max timestamp reaches `timestamp_ms`, in the form
         of `read`."""
         rows = self._query(
