@@ -1584,7 +1584,7 @@ def _check_partition_count(count: object) -> None:
         )
 
 
-def _listing_key(sort: str, after: object) -> tuple:
+def _listing_key(sort: str, after: object) -> tuple[Any, ...]:
     """The index key a `topic_listing` cursor stands for (`~` is in no name or path)."""
     parts = after.split("~") if isinstance(after, str) else []
     try:

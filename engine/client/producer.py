@@ -135,12 +135,12 @@ class _Batch:
         self.resolved = False
         self.offset = -1
         self.error: BaseException | None = None
-        self.callbacks: list[tuple[int, Callable[..., Any], tuple, bool]] = []
+        self.callbacks: list[tuple[int, Callable[..., Any], tuple[Any, ...], bool]] = []
         self.finished = False  # resolved and its callbacks have run (Producer._finished)
         self.append_ts = 0
 
 
-class FutureRecordMetadata(tuple):
+class FutureRecordMetadata(tuple[Any, ...]):
     """The outcome of one `send`: `get(timeout)` returns its `RecordMetadata` or raises.
 
     Callbacks follow kafka-python: `add_callback(f, *args)` calls `f(*args, metadata)`,
@@ -206,7 +206,7 @@ class FutureRecordMetadata(tuple):
         self.add_errback(f, *args)
         return self
 
-    def _add(self, f: Callable[..., Any], args: tuple, errback: bool) -> None:
+    def _add(self, f: Callable[..., Any], args: tuple[Any, ...], errback: bool) -> None:
         b = self._batch
         with b.producer._lock:
             if not b.resolved:
@@ -220,7 +220,7 @@ _COLUMNS = tuple(itemgetter(i) for i in range(4))  # value, key, headers, timest
 
 
 def _call_back(
-    future: FutureRecordMetadata, f: Callable[..., Any], args: tuple, errback: bool
+    future: FutureRecordMetadata, f: Callable[..., Any], args: tuple[Any, ...], errback: bool
 ) -> None:
     b = future._batch
     try:
@@ -812,7 +812,7 @@ def _wrap(exc: BaseException) -> PartitionletError:
     return error
 
 
-class _DoneFuture(tuple):
+class _DoneFuture(tuple[Any, ...]):
     """The future of an acks=0 send: resolved at once, offset -1 (as in kafka-python).
 
     A (topic, partition, timestamp) tuple, for the same reason as FutureRecordMetadata:

@@ -410,7 +410,7 @@ def _compact(cluster: Cluster) -> CompactionReport:
     )
 
 
-def _batches(cluster: Cluster, pl: PartitionletRow) -> Iterator[tuple]:
+def _batches(cluster: Cluster, pl: PartitionletRow) -> Iterator[tuple[Any, ...]]:
     """(batch id, base_offset, last_offset, count, payload) of a partitionlet, in offset
     order, read a few at a time (each read is one consistent statement)."""
     vol = cluster.volume(pl.volume_id)

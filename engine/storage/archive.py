@@ -158,7 +158,7 @@ class Written:
     last_offset: int | None
 
 
-def _meta(pl: PartitionletRow, batches: list[tuple], origins: list[str]) -> bytes:
+def _meta(pl: PartitionletRow, batches: list[tuple[Any, ...]], origins: list[str]) -> bytes:
     table = np.array(batches, dtype=np.int64).reshape(-1, len(_BATCH_FIELDS))
     packed = zstandard.ZstdCompressor().compress(table.tobytes())
     return json.dumps(
@@ -192,7 +192,7 @@ def write(
         fs.create_dir(parent, recursive=True)
     except OSError:
         pass  # object stores have no directories to make
-    batches: list[tuple] = []
+    batches: list[tuple[Any, ...]] = []
     origins: dict[str, int] = {}
     pending: list[Any] = []
     pending_rows = rows = 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -402,16 +403,16 @@ class Catalog:
     def conn(self) -> sqlite3.Connection:
         return self._conns.get()
 
-    def write(self):
+    def write(self) -> AbstractContextManager[None]:
         return write_transaction(self.conn, self.path, "catalog")
 
-    def read(self):
+    def read(self) -> AbstractContextManager[None]:
         return read_transaction(self.conn)
 
     def close(self) -> None:
         self._conns.close()
 
-    def query(self, sql: str, args: tuple = ()) -> list[tuple]:
+    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """The rows of one statement, its SQLite errors translated (engine.errors); for
         this module and the storage layer's table modules (accounts, memberships, jobs)."""
         try:
@@ -605,7 +606,7 @@ class Catalog:
     # --- streams --------------------------------------------------------------------------
 
     @staticmethod
-    def _stream(row: tuple) -> StreamRow:
+    def _stream(row: tuple[Any, ...]) -> StreamRow:
         return StreamRow(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5])
 
     _STREAM_COLUMNS = "id, path, policies, creator, created_ms, topic_count"
@@ -866,7 +867,7 @@ class Catalog:
         phrase = '"' + text.replace('"', '""') + '"'  # one FTS5 string: any character is text
         if stream_id is None:
             sql = "SELECT rowid FROM topic_names WHERE topic_names MATCH ? LIMIT ?"
-            args: tuple = (phrase, cap + 1)
+            args: tuple[Any, ...] = (phrase, cap + 1)
         else:
             # CROSS JOIN keeps the index's matches as the outer loop: the planner would
             # otherwise walk every topic of the stream and probe the index for each
@@ -892,7 +893,7 @@ class Catalog:
         return streams, self.topics_by_id([i for i in ids if i > 0]), capped
 
     def topic_listing(
-        self, sort: str, descending: bool, after: tuple | None, limit: int
+        self, sort: str, descending: bool, after: tuple[Any, ...] | None, limit: int
     ) -> list[TopicRow]:
         """A page of every stream's topics in `sort` order ("name": name then stream id;
         "partitions": count then id; "created": id, which is creation order; "stream":
@@ -903,7 +904,7 @@ class Catalog:
         cmp, direction = ("<", "DESC") if descending else (">", "ASC")
         columns = {"name": "name, stream_id", "partitions": "partitions, id", "created": "id"}[sort]
         sql = "SELECT id FROM topics"
-        args: tuple = ()
+        args: tuple[Any, ...] = ()
         if after is not None:
             sql += f" WHERE ({columns}) {cmp} ({', '.join('?' * len(after))})"
             args = tuple(after)
@@ -912,7 +913,7 @@ class Catalog:
         return self._topics_in_order(ids)
 
     def _listing_by_stream(
-        self, descending: bool, after: tuple | None, limit: int
+        self, descending: bool, after: tuple[Any, ...] | None, limit: int
     ) -> list[TopicRow]:
         cmp, direction = ("<", "DESC") if descending else (">", "ASC")
         rows: list[TopicRow] = []
@@ -932,7 +933,7 @@ class Catalog:
         last_path = None if after is None else after[0]
         while len(rows) < limit:
             sql = "SELECT id, path FROM streams"
-            args: tuple = ()
+            args: tuple[Any, ...] = ()
             if last_path is not None:
                 sql += f" WHERE path {cmp} ?"
                 args = (last_path,)
@@ -1292,10 +1293,10 @@ class Catalog:
             )
             return cur.rowcount == 1
 
-    def replica_rows(self, stream_id: int | None = None) -> list[tuple]:
+    def replica_rows(self, stream_id: int | None = None) -> list[tuple[Any, ...]]:
         """Links out (of one stream, or of all), in the order of `_REPLICA_COLUMNS`."""
         sql = f"SELECT {self._REPLICA_COLUMNS} FROM replicas r JOIN streams s ON s.id = r.stream_id"
-        args: tuple = ()
+        args: tuple[Any, ...] = ()
         if stream_id is not None:
             sql += " WHERE r.stream_id = ?"
             args = (stream_id,)
@@ -1401,7 +1402,7 @@ class Catalog:
             "SELECT token_hash, stream, created_ms, created_by, last_used_ms "
             "FROM replication_tokens"
         )
-        args: tuple = ()
+        args: tuple[Any, ...] = ()
         if stream is not None:
             sql += " WHERE stream = ?"
             args = (stream,)
@@ -1464,7 +1465,7 @@ class Catalog:
 
     def all_group_offsets(self, topic_ids: list[int]) -> list[tuple[str, int, int, int, str, int]]:
         """(group_id, topic_id, partition, offset, metadata, commit_ms) of these topics."""
-        rows: list[tuple] = []
+        rows: list[tuple[Any, ...]] = []
         for chunk in _chunks(topic_ids):
             marks = ",".join("?" * len(chunk))
             rows += self._query(

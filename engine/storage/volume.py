@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from engine.storage import batch as batch_codec
 from engine.storage.connection import (
@@ -205,7 +206,7 @@ class _Appending:
 
     def __init__(self, now: int) -> None:
         self.now = now
-        self.rows: list[tuple] = []
+        self.rows: list[tuple[Any, ...]] = []
         self.heat: dict[int, list[int]] = {}
         self.usage: dict[int, list[int]] = {}
 
@@ -337,7 +338,7 @@ class Volume:
     def conn(self) -> sqlite3.Connection:
         return self._conns.get()
 
-    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """One read statement, its rows, and SQLite's errors as the engine's."""
         try:
             return self.conn.execute(sql, args).fetchall()
@@ -532,7 +533,7 @@ class Volume:
         with write_transaction(self.conn, self.path, "volume"):
             return {pl_id: self._purge_one(pl_id, now) for pl_id in pl_ids}
 
-    def batch_rows(self, pl_id: int, after_offset: int, limit: int) -> list[tuple]:
+    def batch_rows(self, pl_id: int, after_offset: int, limit: int) -> list[tuple[Any, ...]]:
         """Batches whose last offset is > `after_offset`, in offset order, as tuples of
         (batch id, base_offset, last_offset, count, payload)."""
         return self._query(

@@ -32,7 +32,7 @@ class RecordMetadata(NamedTuple):
     serialized_header_size: int
 
 
-class FutureRecordMetadata(tuple):
+class FutureRecordMetadata(tuple[Any, ...]):
     """The outcome of one `send()`, like kafka-python's: `get(timeout)` returns a
     `RecordMetadata` or raises; `add_callback(f, *args)` calls `f(*args, metadata)` and
     `add_errback(f, *args)` calls `f(*args, exception)`, in the producer's sender thread
@@ -119,10 +119,10 @@ class FutureRecordMetadata(tuple):
         self.add_callback(f, *args)
         return self.add_errback(f, *args)
 
-    def _succeeded(self, f: Callable[..., Any], args: tuple, md: Any) -> None:
+    def _succeeded(self, f: Callable[..., Any], args: tuple[Any, ...], md: Any) -> None:
         f(*args, self._metadata(md))
 
-    def _failed(self, f: Callable[..., Any], args: tuple, exc: BaseException) -> None:
+    def _failed(self, f: Callable[..., Any], args: tuple[Any, ...], exc: BaseException) -> None:
         f(*args, kafka_error(exc))
 
 
