@@ -23,7 +23,7 @@ import time
 import uuid
 import weakref
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -184,7 +184,7 @@ class Cluster:
         # files (the file system is the boundary), a cluster administrator (is_administrator).
         self._own_principal = False
         # Background workers' stop methods, called before the files close (`on_close`).
-        self._close_hooks: list[weakref.WeakMethod | Any] = []
+        self._close_hooks: list[weakref.WeakMethod[Callable[[], None]] | Callable[[], None]] = []
 
     # --- opening and closing --------------------------------------------------------------
 

@@ -353,7 +353,7 @@ def _lock_ms(failures: int) -> int:
     """How long a name waits after its `failures`-th wrong password in a row."""
     if failures < LOGIN_FAILURES:
         return 0
-    return min(LOGIN_LOCK_S * 2 ** min(failures - LOGIN_FAILURES, 20), LOGIN_LOCK_MAX_S) * 1000
+    return min(LOGIN_LOCK_S << min(failures - LOGIN_FAILURES, 20), LOGIN_LOCK_MAX_S) * 1000
 
 
 def _count_attempt(cluster: Cluster, name: str) -> None:

@@ -18,7 +18,10 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 from urllib.parse import urlsplit
 
 from engine.cluster import CATALOG_FILE, Cluster
@@ -42,7 +45,9 @@ UPSTREAM: Literal["upstream"] = "upstream"
 
 EdgeState = LinkState | Literal["upstream"]
 StreamNode = tuple[str, str]  # (node key, stream path)
-N = TypeVar("N")  # a node: hashable and ordered (a cycle starts at its least)
+N = TypeVar(
+    "N", bound="SupportsRichComparison"
+)  # a node: hashable and ordered (a cycle starts at its least)
 
 
 @dataclass

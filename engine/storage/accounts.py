@@ -156,7 +156,8 @@ class Accounts:
                 (name,),
             ).fetchone()
             if row is not None and row[2] > now:
-                return row[2] - now
+                wait: int = row[2] - now
+                return wait
             recent = row is not None and now - max(row[1], row[2]) <= window_ms
             failures = (row[0] if recent else 0) + 1
             lock = lock_ms(failures)

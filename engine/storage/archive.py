@@ -420,7 +420,7 @@ class ArchiveReader:
             t = self._batches
             first = int(np.searchsorted(self._lasts, from_offset, side="left"))
             chunks = self._chunks()
-            out = []
+            out: list[StoredBatch] = []
             at = bisect_right(self._chunk_ends, first)  # the first chunk ending after it
             for i, j in chunks[at:]:
                 if len(out) >= max_batches:
@@ -454,6 +454,7 @@ class ArchiveReader:
 
     def state(self, pl_id: int) -> PartitionletState:
         pl = self.pl
+        assert pl.end_offset is not None  # archived means sealed (and __init__ checked it)
         return PartitionletState(
             pl.id, pl.base_offset, pl.end_offset, SEALED, pl.archive_bytes or 0, 0,
             pl.archive_messages or 0, pl.first_ts, pl.max_ts, pl.created_ms,
@@ -469,7 +470,7 @@ class ArchiveReader:
             self._open()
             t = self._batches
             first = int(np.searchsorted(self._lasts, from_offset, side="left"))
-            out = []
+            out: list[ReplicaBatch] = []
             for i in range(first, len(t)):
                 if len(out) >= limit:
                     break

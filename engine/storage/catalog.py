@@ -17,7 +17,7 @@ import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine import names
 from engine import policies as stream_policies
@@ -329,7 +329,10 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _chunks(items: list, size: int = 500) -> list[list]:
+T = TypeVar("T")
+
+
+def _chunks(items: list[T], size: int = 500) -> list[list[T]]:
     """Pieces small enough for one statement's host parameters."""
     return [items[i : i + size] for i in range(0, len(items), size)]
 
@@ -581,7 +584,8 @@ class Catalog:
 
     def data_version(self) -> int:
         """Changes whenever another connection committed to the catalog (cheap to ask)."""
-        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+        version: int = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        return version
 
     # --- volumes --------------------------------------------------------------------------
 
@@ -688,11 +692,14 @@ class Catalog:
 
     def stream_count(self, prefix: str | None = None) -> int:
         if prefix:
-            return self._query(
+            rows = self._query(
                 "SELECT count(*) FROM streams WHERE path >= ? AND path < ?",
                 (prefix, prefix + "\U0010ffff"),
-            )[0][0]
-        return self._query("SELECT count(*) FROM streams")[0][0]
+            )
+        else:
+            rows = self._query("SELECT count(*) FROM streams")
+        count: int = rows[0][0]
+        return count
 
     def delete_stream(self, path: str) -> list[PartitionletRow]:
         """Remove the stream, its topics and their offsets; returns the partitionlets to purge."""
@@ -848,12 +855,14 @@ class Catalog:
 
     def topic_count(self, stream_id: int, prefix: str | None = None) -> int:
         if prefix:
-            return self._query(
+            rows = self._query(
                 "SELECT count(*) FROM topics WHERE stream_id = ? AND name >= ? AND name < ?",
                 (stream_id, prefix, prefix + "\U0010ffff"),
-            )[0][0]
-        rows = self._query("SELECT topic_count FROM streams WHERE id = ?", (stream_id,))
-        return rows[0][0] if rows else 0
+            )
+        else:
+            rows = self._query("SELECT topic_count FROM streams WHERE id = ?", (stream_id,))
+        count: int = rows[0][0] if rows else 0
+        return count
 
     # --- the name search and the cross-stream listing (engine/search.py) -------------------
 
@@ -1174,7 +1183,7 @@ class Catalog:
             )
         ]
 
-    def group_state(self, group_id: str) -> tuple[int, str, dict[str, list]] | None:
+    def group_state(self, group_id: str) -> tuple[int, str, dict[str, list[Any]]] | None:
         """(generation, protocol, assignment) of a group that has had members, else None."""
         rows = self._query(
             "SELECT generation, protocol, assignment FROM groups WHERE group_id = ?", (group_id,)

@@ -42,7 +42,7 @@ FIELDS = frozenset(JobRow._fields) - {"id", "kind", "params", "submitted_ms"}
 
 
 def _row(row: tuple[Any, ...]) -> JobRow:
-    return JobRow(*row[:4], bool(row[4]), *row[5:])
+    return JobRow._make((*row[:4], bool(row[4]), *row[5:]))
 
 
 class JobTable:

@@ -61,8 +61,9 @@ class FutureRecordMetadata(tuple[Any, ...]):
         )
 
     def _failure(self) -> BaseException | None:
-        inner, error = self[0], self[5]
+        inner = self[0]
         if inner is None:
+            error: BaseException | None = self[5]
             return error
         exc = inner.exception
         return None if exc is None else kafka_error(exc)
