@@ -18,10 +18,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
-
-if TYPE_CHECKING:
-    from _typeshed import SupportsRichComparison
+from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from engine.cluster import CATALOG_FILE, Cluster
@@ -45,9 +42,13 @@ UPSTREAM: Literal["upstream"] = "upstream"
 
 EdgeState = LinkState | Literal["upstream"]
 StreamNode = tuple[str, str]  # (node key, stream path)
-N = TypeVar(
-    "N", bound="SupportsRichComparison"
-)  # a node: hashable and ordered (a cycle starts at its least)
+
+
+class _Ordered(Protocol):
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+N = TypeVar("N", bound=_Ordered)  # a node: hashable and ordered (a cycle starts at its least)
 
 
 @dataclass
@@ -274,7 +275,7 @@ def find_cycles(edges: Iterable[tuple[N, N]]) -> list[list[N]]:
                 if canon not in seen:
                     seen.add(canon)
                     cycles.append(list(canon))
-            elif nxt not in path and nxt > first:
+            elif nxt not in path and first < nxt:
                 follow(first, nxt, path + [nxt])
 
     for first in sorted(succ):

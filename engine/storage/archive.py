@@ -139,7 +139,8 @@ def filesystem(cluster_path: Path, name: str) -> tuple[Any, str]:
     if not urlsplit(name).scheme:
         return pafs.LocalFileSystem(), str(Path(cluster_path).resolve() / name)
     try:
-        return pafs.FileSystem.from_uri(name)
+        found: tuple[Any, str] = pafs.FileSystem.from_uri(name)
+        return found
     except (pa.ArrowInvalid, ValueError, OSError) as exc:
         raise StorageError(f"cannot open the archive of {name}: {exc}") from exc
 
@@ -240,9 +241,10 @@ def _flush(writer: Any, schema: Any, pending: list[Any], count: int, *, final: b
         writer.write_table(table.slice(0, whole), row_group_size=ROW_GROUP_ROWS)
     pending.clear()
     rest = table.slice(whole)
-    if rest.num_rows:
+    left: int = rest.num_rows
+    if left:
         pending.extend(rest.combine_chunks().to_batches())
-    return rest.num_rows
+    return left
 
 
 def check(cluster_path: Path, name: str, pl: PartitionletRow, written: Written) -> None:

@@ -595,6 +595,7 @@ class Volume:
                     rw.batch_id, "none"
                 ):
                     # rewritten since the codecs were read (its count would have changed)
+                    assert rw.payload is not None  # payload is rw.payload or its packed form
                     payload = batch_codec.compress(rw.payload, batch_codec.codec_of(cur[2]))
                 if payload is None:
                     conn.execute("DELETE FROM batches WHERE id = ?", (rw.batch_id,))
