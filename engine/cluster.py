@@ -72,7 +72,7 @@ from engine.records import (
 from engine.search import SearchResult, TopicPage
 from engine.storage import scan
 from engine.storage.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
-from engine.storage.jobs import JobTable
+from engine.storage.jobs import JobTable as JobTable  # spark_tasks.jobs names it
 from engine.storage.log import PartitionLog
 from engine.storage.reader import BatchReader
 from engine.storage.segments import Placement
@@ -896,12 +896,12 @@ class Cluster:
         if state is None and not committed and not members:
             raise UnknownGroup(f"consumer group {group_id!r} does not exist")
         generation, protocol, plan = state if state is not None else (0, "", {})
-        names_by_id: dict[int, str] = {}
+        names_by_id: dict[int, str | None] = {}
 
         def name_of(topic_id: int) -> str | None:
             if topic_id not in names_by_id:
                 row = catalog.topic_by_id(topic_id)
-                names_by_id[topic_id] = row.full_name if row else None  # type: ignore[assignment]
+                names_by_id[topic_id] = row.full_name if row else None
             return names_by_id[topic_id]
 
         owners = catalog.group_owners(group_id)

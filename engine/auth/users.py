@@ -553,9 +553,10 @@ def ensure_admin(cluster: Cluster, password: str | None = None) -> tuple[str, st
             check_password(given, ADMIN)
         except WeakPassword as exc:
             raise WeakPassword(f"{source}: {exc}") from None
-    generated = None if given else secrets.token_urlsafe(12)
+    password = given or secrets.token_urlsafe(12)
+    generated = None if given else password
     try:
-        add_user(cluster, ADMIN, given or generated, admin=True)  # type: ignore[arg-type]
+        add_user(cluster, ADMIN, password, admin=True)
     except AlreadyExists:
         # another process made the first administrator at the same moment
         return ADMIN, None

@@ -82,7 +82,7 @@ class CreatePartitionsResponse(dict[str, Any]):
 def _raise_first(errors_seen: list[KafkaError], response: Any, raise_errors: bool = True) -> None:
     if errors_seen and raise_errors:
         first = errors_seen[0]
-        first.response = response  # type: ignore[attr-defined]
+        first.response = response
         raise first
 
 
