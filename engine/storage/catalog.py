@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -1102,7 +1103,7 @@ class Catalog:
         return found
 
     def add_partitionlets(
-        self, wanted: list[tuple[int, int, int, int, int | None]]
+        self, wanted: Sequence[tuple[int, int, int, int, int | None]]
     ) -> dict[tuple[int, int], PartitionletRow]:
         """Make new active partitionlets, in one transaction.
 

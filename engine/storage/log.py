@@ -21,6 +21,7 @@ from engine.bulk import bulk_records
 from engine.records import ConsumerRecord, OffsetAndTimestamp
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import PartitionletRow
+from engine.storage.reader import StoredBatch
 from engine.storage.volume import ACTIVE, DELETED
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class _Decoded:
         "byte_share",
     )
 
-    def __init__(self, pl: PartitionletRow, row: tuple[Any, ...]) -> None:
+    def __init__(self, pl: PartitionletRow, row: StoredBatch) -> None:
         base, last, ts_type, first_ts, max_ts, payload = row
         self.pl_id = pl.id
         self.volume_id = pl.volume_id
@@ -143,7 +144,7 @@ class PartitionLog:
         self._chain: list[PartitionletRow] = []
         self._loaded = False
         self._decoded: _Decoded | None = None
-        self._ahead: list[tuple[Any, ...]] = []  # fetched rows not yet decoded, of _ahead_pl
+        self._ahead: list[StoredBatch] = []  # fetched rows not yet decoded, of _ahead_pl
         self._ahead_pl = -1
 
     # --- the chain ------------------------------------------------------------------------
