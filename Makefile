@@ -38,7 +38,8 @@ help:
 	@echo "                 and serve its web console: plet web --demo --cluster $(DEMO_CLUSTER)"
 	@echo "make test        set up for tests (+ Java, Chromium, redis-server, kcat), lint, run pytest"
 	@echo "                 in TEST_WORKERS=2 processes (TEST_WORKERS=1: one)"
-	@echo "make lint        ruff check + ruff format --check over $(LINT_PATHS)"
+	@echo "make lint        ruff check + ruff format --check over $(LINT_PATHS), then mypy"
+	@echo "                 (its packages and strictness: [tool.mypy] in pyproject.toml)"
 	@echo "make fmt         ruff format + ruff check --fix over the same"
 	@echo "make setup       the set-up of make run only"
 	@echo "make setup-test  the set-up of make test only"
@@ -60,6 +61,7 @@ test: setup-test lint
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/mypy
 
 fmt: $(STAMP_TEST)
 	$(BIN)/ruff format $(LINT_PATHS)
@@ -109,7 +111,7 @@ $(STAMP_NPM): package.json package-lock.json
 # ---------------------------------------------------------------- cleaning
 
 clean:
-	rm -rf .pytest_cache .ruff_cache .hypothesis tests/artifacts bench/results
+	rm -rf .pytest_cache .ruff_cache .mypy_cache .hypothesis tests/artifacts bench/results
 	find . -path ./.venv -prune -o -path ./node_modules -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean

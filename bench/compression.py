@@ -176,7 +176,7 @@ _TITLES = (
 
 
 def _rows(results: list[CompressionResult]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for r in results:
         plain = next(b for b in results if b.workload == r.workload and b.codec == "none")
         rows.append(

@@ -67,8 +67,8 @@ class HeatResult:
                 f"  {p.name:<{width}}  median {p.median:7.1f} ms   p95 {p.p95:7.1f} ms   "
                 f"{p.html_bytes / 1000:7.1f} KB"
             )
-        for p in self.engine:
-            lines.append(f"  {p.name:<{width}}  median {p.median:7.1f} ms   p95 {p.p95:7.1f} ms")
+        for e in self.engine:
+            lines.append(f"  {e.name:<{width}}  median {e.median:7.1f} ms   p95 {e.p95:7.1f} ms")
         slow = [p.name for p in self.pages if p.median >= TARGET_MS]
         lines.append(
             f"  over {TARGET_MS:.0f} ms (median): {', '.join(slow)}"
@@ -166,13 +166,13 @@ def measure(path: Path, rounds: int, windows=WINDOWS) -> tuple[list[PageSize], l
         for w in windows:
             for columns in (MAX_COLUMNS, None):
                 how = f", columns={columns}" if columns else ""
-                timing = PageTime(f"Cluster.heat({w}, top={HOTTEST}{how})", "")
+                call = PageTime(f"Cluster.heat({w}, top={HOTTEST}{how})", "")
                 cluster.heat(w, top=HOTTEST, by="write_messages", columns=columns)
                 for _ in range(rounds):
                     start = time.perf_counter()
                     cluster.heat(w, top=HOTTEST, by="write_messages", columns=columns)
-                    timing.ms.append((time.perf_counter() - start) * 1000)
-                engine.append(timing)
+                    call.ms.append((time.perf_counter() - start) * 1000)
+                engine.append(call)
     finally:
         close_app(app)
     return pages, engine

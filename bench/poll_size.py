@@ -26,6 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 VALUE = bytes(range(100))
 HEADERS = [("unit", b"C")]
@@ -57,7 +58,7 @@ def _fill(cluster, topic: str, messages: int, headers: bool) -> None:
     cluster.create_topic(topic, partitions=1)
     with Producer(cluster, acks=1, linger_ms=0) as producer:
         send = producer.send
-        extra = {"headers": HEADERS} if headers else {}
+        extra: dict[str, Any] = {"headers": HEADERS} if headers else {}
         for _ in range(messages):
             send(topic, value=VALUE, **extra)
         producer.flush()
@@ -117,7 +118,7 @@ def run(
 
 
 def _rows(results: list[PollResult]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for r in results:
         base = next(
             b.ns_per_record for b in results if b.headers == r.headers

@@ -141,7 +141,10 @@ class WebResult:
 
 def log_in(client) -> None:
     page = client.get("/login").get_data(as_text=True)
-    token = _CSRF_FIELD.search(page).group(1)
+    found = _CSRF_FIELD.search(page)
+    if found is None:
+        raise RuntimeError("the login page has no CSRF token field")
+    token = found.group(1)
     answer = client.post(
         "/login", data={"username": ADMIN, "password": ADMIN_PASSWORD, "csrf_token": token}
     )

@@ -32,6 +32,7 @@ runs the server under cProfile, every thread of it, and writes the merged pstats
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import shutil
@@ -44,7 +45,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from bench.cases import MB
 
@@ -165,7 +166,7 @@ class WireRun:
 
     def targets(self) -> list[tuple[str, int, float | None, bool | None]]:
         """(case, required msg/s, measured msg/s or None, met or None) per target."""
-        out = []
+        out: list[tuple[str, int, float | None, bool | None]] = []
         for (client, op, acks), minimum in TARGETS.items():
             r = next(
                 (x for x in self.results if (x.client, x.op, x.acks) == (client, op, acks)), None
@@ -321,10 +322,16 @@ class Server:
             return ""
 
 
+class Measured(TypedDict, total=False):
+    seconds: float
+    client_cpu: float
+    server_cpu: float | None  # None without a server (or its CPU time unknown)
+
+
 @contextmanager
-def measure(server: Server | None) -> Iterator[dict[str, float | None]]:
+def measure(server: Server | None) -> Iterator[Measured]:
     """Wall time, this process's CPU time and the server's CPU time of a block."""
-    out: dict[str, float | None] = {}
+    out: Measured = {}
     cpu0 = server.cpu() if server else None
     own0 = time.process_time()
     start = time.perf_counter()
@@ -460,7 +467,7 @@ def confluent_consume(server: Server, topic: str, n: int) -> WireResult:
                         errors.append(str(msg.error()))
                         continue
                     count += 1
-                    nbytes += len(msg.value())
+                    nbytes += len(msg.value() or b"")
     finally:
         consumer.close()
     error = None
@@ -488,7 +495,9 @@ def _children_cpu() -> float:
     return t.children_user + t.children_system
 
 
-def _kcat(server: Server, args: list[str], stdout: Any, timeout: float) -> tuple[dict, str | None]:
+def _kcat(
+    server: Server, args: list[str], stdout: Any, timeout: float
+) -> tuple[Measured, str | None]:
     command = ["kcat", "-b", server.bootstrap, "-q", *args]
     children0 = _children_cpu()
     with measure(server) as m:
@@ -608,8 +617,8 @@ def run(
             say(f"wire: confluent-kafka produce acks={acks} ...")
             out.results.append(
                 _guard(
-                    lambda acks=acks: confluent_produce(
-                        server, topics[f"produce-{acks}"], messages, acks
+                    functools.partial(
+                        confluent_produce, server, topics[f"produce-{acks}"], messages, acks
                     ),
                     WireResult("confluent-kafka", "produce", acks, messages, 0, 0.0, 0),
                 )

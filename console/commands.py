@@ -5,6 +5,7 @@ stream path or topic name, or for any part of a name in any stream (3 characters
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -19,11 +20,11 @@ _SUGGESTIONS = 10
 class ConsoleCommands(Provider):
     @property
     def console(self) -> ConsoleApp:
-        return self.app  # type: ignore[return-value]
+        return self.app  # type: ignore[return-value]  # the palette of ConsoleApp only
 
-    def _actions(self) -> list[tuple[str, str, object]]:
+    def _actions(self) -> list[tuple[str, str, Callable[[], object]]]:
         app = self.console
-        actions: list[tuple[str, str, object]] = [
+        actions: list[tuple[str, str, Callable[[], object]]] = [
             (f"Show tab: {title}", f"switch to the {title} tab", partial(app.show_tab, tab))
             for tab, title in app.TABS
         ]
@@ -32,7 +33,8 @@ class ConsoleCommands(Provider):
             (
                 "Register a schema",
                 "for the current topic's values or keys",
-                lambda: app.query_one("#messages").action_register_schema(),  # type: ignore[attr-defined]
+                # #messages is the MessagesPane, which query_one cannot name without its class
+                lambda: app.query_one("#messages").action_register_schema(),  # type: ignore[attr-defined]  # see above
             ),
             ("Follow the tail", "turn following on or off", app.action_follow),
             ("Seek", "by offset or time in the Messages tab", app.action_seek),
@@ -55,14 +57,14 @@ class ConsoleCommands(Provider):
 
     async def discover(self) -> Hits:
         for name, help_text, command in self._actions():
-            yield DiscoveryHit(name, command, help=help_text)  # type: ignore[arg-type]
+            yield DiscoveryHit(name, command, help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for name, help_text, command in self._actions():
             score = matcher.match(name)
             if score > 0:
-                yield Hit(score, matcher.highlight(name), command, help=help_text)  # type: ignore[arg-type]
+                yield Hit(score, matcher.highlight(name), command, help=help_text)
         cluster = self.console.cluster
         text = query.strip()
         if cluster is None:

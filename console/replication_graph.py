@@ -96,7 +96,7 @@ def draw(graph: Graph, style_of: Callable[[str], str] | None = None) -> Text:
     for e in graph.edges:
         here = e.source == graph.start or e.target == graph.start
         text.append("  " + label(e.source, "?").ljust(width), "bold" if here else "")
-        info = e.state
+        info: str = e.state
         if e.state == LinkState.PENDING and e.measured:
             info += f" {e.lag_messages:,} msgs / {e.lag_seconds:.1f} s"
         text.append(" ──", "dim")

@@ -22,7 +22,7 @@ import time
 import uuid
 import weakref
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -69,7 +69,8 @@ from engine.records import (
 from engine.search import SearchResult, TopicPage
 from engine.storage import scan
 from engine.storage.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
-from engine.storage.jobs import JobTable
+from engine.storage.jobs import JobTable as JobTable  # spark_tasks.jobs names it
+from engine.storage.reader import BatchReader
 from engine.storage.segments import Placement
 from engine.storage.volume import ACTIVE, PartitionletState, Volume
 
@@ -179,7 +180,7 @@ class Cluster:
         # files (the file system is the boundary), a cluster administrator (is_administrator).
         self._own_principal = False
         # Background workers' stop methods, called before the files close (`on_close`).
-        self._close_hooks: list[weakref.WeakMethod | Any] = []
+        self._close_hooks: list[weakref.WeakMethod[Callable[[], None]] | Callable[[], None]] = []
 
     # --- opening and closing --------------------------------------------------------------
 
@@ -371,7 +372,7 @@ class Cluster:
         """The open volume file `volume_id` (engine.storage.volume); KeyError if none."""
         return self._vols[volume_id]
 
-    def reader(self, pl: PartitionletRow) -> Any:
+    def reader(self, pl: PartitionletRow) -> BatchReader:
         """What reads partitionlet `pl`'s batches: its volume, or for an archived one an
         `engine.storage.archive.ArchiveReader` (the same reading methods)."""
         if pl.archive_file is None:
@@ -1389,7 +1390,7 @@ def _check_partition_count(count: object) -> None:
         )
 
 
-def _listing_key(sort: str, after: object) -> tuple:
+def _listing_key(sort: str, after: object) -> tuple[Any, ...]:
     """The index key a `topic_listing` cursor stands for (`~` is in no name or path)."""
     parts = after.split("~") if isinstance(after, str) else []
     try:

@@ -23,6 +23,12 @@ class InvalidName(PartitionletError, ValueError):
 class InvalidPolicy(PartitionletError, ValueError):
     """A stream policy has an unknown name or a value out of its range."""
 
+    # set for an ACE that does not parse (engine.auth.acl): the policy, its text and the
+    # 1-based column of the error (None when the error has no place)
+    policy: str | None = None
+    expression: str | None = None
+    column: int | None = None
+
 
 class InvalidPartition(PartitionletError, ValueError):
     """A partition number that the topic does not have, or a bad partition count."""

@@ -267,7 +267,7 @@ def _int(name: str, value: Any, low: int, high: int, far: str = "") -> int:
             raise InvalidPolicy(f"policy {name!r} must be an integer, got {shown(value)}")
     if not low <= value <= high:
         raise InvalidPolicy(f"policy {name!r} must be {bound}, got {shown(value)}")
-    return value
+    return int(value)  # an int already (not a bool): typed as one
 
 
 def _bool(name: str, value: Any) -> bool:

@@ -15,6 +15,7 @@ cannot answer them, and a scan of a million names is what this index exists to a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 MIN_CHARS = 3
 MATCH_CAP = 2000  # names ranked per search, at most
@@ -101,5 +102,5 @@ def match_kind(name: str, text: str) -> str:
     return CONTAINS
 
 
-def rank_key(hit: SearchHit) -> tuple:
+def rank_key(hit: SearchHit) -> tuple[Any, ...]:
     return (_RANK[hit.match], hit.kind != "stream", hit.name.lower(), hit.name)

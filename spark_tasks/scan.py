@@ -152,14 +152,14 @@ def resolve_topics(cluster: Cluster, options: dict[str, str]) -> list[TopicPlan]
                 names.split_full_name(full)
                 wanted.append(full)
         else:
-            names.validate_stream_path(stream_opt)
+            stream = names.validate_stream_path(stream_opt)
             regex = None
             if pattern:
                 try:
                     regex = re.compile(pattern)
                 except re.error as exc:
                     raise OptionError(f"option topicPattern {pattern!r}: {exc}") from None
-            for full in cluster.topic_names(stream_opt):
+            for full in cluster.topic_names(stream):
                 if regex is None or regex.fullmatch(full.partition(":")[2]):
                     wanted.append(full)
         plans = []

@@ -142,7 +142,7 @@ def write_sqlite_state(path: str, table: str, pairs: Iterable[tuple[Any, Any]]) 
     written = tombstones = 0
     try:
         with db.atomic():
-            out = db[table]
+            out = db.table(table)
             if not out.exists():
                 out.create({"key": str, "value": str}, pk="key")  # TEXT keeps a blob a blob
             for chunk in _chunks(pairs, STATE_BATCH):

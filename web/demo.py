@@ -371,8 +371,8 @@ def _message(topic: str, rng: random.Random) -> tuple[bytes | None, bytes, list 
     """A plausible message for one of the demo's topics: (key, value, headers)."""
     stream = topic.rsplit(":", 1)[0]
     if stream == engine_demo.SENSORS:
-        key = rng.choice(("engine-temp", "oil-pressure", "speed", "battery"))
-        return key.encode(), f"{rng.uniform(0, 100):.1f}".encode(), [("unit", b"C")]
+        sensor = rng.choice(("engine-temp", "oil-pressure", "speed", "battery"))
+        return sensor.encode(), f"{rng.uniform(0, 100):.1f}".encode(), [("unit", b"C")]
     if stream == engine_demo.CLICKS:
         key, value = _click(rng, "mobile" if topic == RING_TOPIC_DC2 else "web")
         return key, value, None

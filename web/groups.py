@@ -117,7 +117,7 @@ def _posted_plan() -> list[tuple[int, int | None, int]] | None:
         and (r[1] is None or (isinstance(r[1], int) and not isinstance(r[1], bool)))
         for r in rows
     )
-    return [tuple(r) for r in rows] if ok else None  # type: ignore[misc]
+    return [tuple(r) for r in rows] if ok else None
 
 
 def plan_json(plan: list[OffsetResetPlan]) -> str:
@@ -172,7 +172,7 @@ def group(group_id: str):
         status = 400
     else:
         try:
-            plan = c.plan_offset_reset(group_id, form.topic, to, partitions=partitions)  # type: ignore[arg-type]
+            plan = c.plan_offset_reset(group_id, form.topic, to, partitions=partitions)
             if action == "preview":
                 form.plan = plan
             elif action == "apply" and [(p.partition, p.current, p.new) for p in plan] != posted:

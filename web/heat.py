@@ -207,7 +207,7 @@ def build_maps(hm: HeatMap, metric: str, topic: str | None, partition: int | Non
 
 def _context() -> dict[str, Any]:
     params = _params()
-    include = ()
+    include: tuple[TopicPartition, ...] = ()
     if params["topic"] is not None and params["partition"] is not None:
         include = (TopicPartition(params["topic"], params["partition"]),)
     # only the hottest rows the page shows: fast when 100,000 partitions are warm

@@ -53,7 +53,8 @@ def colour_at(t: float) -> str:
     i = min(int(span), len(PALETTE) - 2)
     f = span - i
     lo, hi = PALETTE[i], PALETTE[i + 1]
-    return hex_colour(tuple(round(lo[k] + (hi[k] - lo[k]) * f) for k in range(3)))  # type: ignore[arg-type]
+    red, green, blue = (round(lo[k] + (hi[k] - lo[k]) * f) for k in range(3))
+    return hex_colour((red, green, blue))
 
 
 # The scale in 256 steps (more than the eye tells apart), looked up rather than

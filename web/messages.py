@@ -81,7 +81,7 @@ class Selection:
 
     @property
     def filter(self) -> browse.Filter:
-        return self.request.filter  # type: ignore[return-value]
+        return self.request.filter  # type: ignore[return-value]  # the web builds each Query with a browse.Filter
 
     @property
     def newest_first(self) -> bool:

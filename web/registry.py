@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from flask import Blueprint, Response, g, request
+from flask.blueprints import BlueprintSetupState
 from werkzeug.routing import PathConverter
 
 from engine import errors
@@ -38,9 +39,11 @@ class SubjectConverter(PathConverter):
 
 
 # converters must be known before the blueprint's rules are added to the app's map
-registry.record_once(
-    lambda state: state.app.url_map.converters.setdefault("subject", SubjectConverter)
-)
+def _add_subject_converter(state: BlueprintSetupState) -> None:
+    state.app.url_map.converters.setdefault("subject", SubjectConverter)
+
+
+registry.record_once(_add_subject_converter)
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 REALM = 'Basic realm="partitionlet schema registry"'

@@ -53,7 +53,7 @@ def register(name: str):
     if part is None:
         problems["part"] = "register the schema of the values or of the keys"
     done = None
-    if not problems:
+    if part is not None and not problems:
         subject = dict((p, s) for p, s, _x in topic_schemas(info.name))[part]
         try:
             done = cluster().schemas.register(

@@ -183,7 +183,7 @@ def _page_links(page: int, pages: int) -> list[int | None]:
     wanted = sorted({1, pages, *range(max(1, page - 2), min(pages, page + 2) + 1)})
     links: list[int | None] = []
     for number in wanted:
-        if links and number - links[-1] > 1:  # type: ignore[operator]
+        if links and number - links[-1] > 1:
             links.append(None)
         links.append(number)
     return links
@@ -430,7 +430,7 @@ def create_topic(stream: str):
     }
     if wants_partial():
         return render("streams/stream.html", "streams/_topic_create.html", **context)
-    if not found:
+    if message is not None:  # created
         flash(message)
         return redirect(_stream_url(path, tq=name), code=303)
     status = 403 if set(found) == {"form"} else 400

@@ -66,7 +66,7 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
 
     @work(thread=True, group="produce-schema")
     def _load_schema(self) -> None:
-        cluster: Any = self.app.cluster  # type: ignore[attr-defined]
+        cluster: Any = self.app.cluster  # type: ignore[attr-defined]  # Screen.app is an App; here a ConsoleApp
         try:
             schema = cluster.schemas.for_topic(self.topic)
         except Exception:  # no registry access: the dialog sends bytes as before
@@ -118,7 +118,7 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
         partition: int | None,
         schema: RegisteredSchema | None = None,
     ) -> None:
-        cluster: Any = self.app.cluster  # type: ignore[attr-defined]
+        cluster: Any = self.app.cluster  # type: ignore[attr-defined]  # Screen.app is an App; here a ConsoleApp
         try:
             if schema is not None and value is not None:
                 try:  # the value is JSON, written in the Confluent wire format

@@ -70,7 +70,7 @@ class RegisterSchemaScreen(ModalScreen[RegisteredSchema | None]):
 
     @work(thread=True, group="register-schema")
     def _register(self, seq: int, subject: str, kind: str, text: str) -> None:
-        cluster: Any = self.app.cluster  # type: ignore[attr-defined]
+        cluster: Any = self.app.cluster  # type: ignore[attr-defined]  # Screen.app is an App; here a ConsoleApp
         try:
             schema = cluster.schemas.register(subject, text, kind)
         except Exception as exc:  # shown in the dialog

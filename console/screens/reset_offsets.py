@@ -71,7 +71,7 @@ class ResetOffsetsScreen(ModalScreen[dict | None]):
             with Horizontal(id="reset-values"):
                 yield Input(id="reset-value", placeholder="42, 2024-05-01T12:00:00Z or -100")
                 yield Input(id="reset-partitions", placeholder="all, or 0, 2, 5-7")
-            plan = DataTable(id="reset-plan", cursor_type="row", show_cursor=False)
+            plan: DataTable[str] = DataTable(id="reset-plan", cursor_type="row", show_cursor=False)
             plan.add_columns(
                 "P", "Log start", "Log end", "Committed", "New", "Lag before", "Lag after"
             )
@@ -129,7 +129,7 @@ class ResetOffsetsScreen(ModalScreen[dict | None]):
     def _plan(self, seq: int, args: tuple) -> None:
         topic, to, partitions = args
         try:
-            plan = self.app.cluster.plan_offset_reset(  # type: ignore[attr-defined]
+            plan = self.app.cluster.plan_offset_reset(  # type: ignore[attr-defined]  # Screen.app is an App; here a ConsoleApp
                 self.group_id, topic, to, partitions=partitions
             )
         except Exception as exc:  # shown in the dialog
@@ -140,7 +140,7 @@ class ResetOffsetsScreen(ModalScreen[dict | None]):
     @work(thread=True, group="reset")
     def _reset(self, seq: int, args: tuple, shown: list[OffsetResetPlan] | None) -> None:
         topic, to, partitions = args
-        cluster = self.app.cluster  # type: ignore[attr-defined]
+        cluster = self.app.cluster  # type: ignore[attr-defined]  # Screen.app is an App; here a ConsoleApp
         try:
             if shown is None:
                 result = cluster.reset_offsets(self.group_id, topic, to, partitions=partitions)

@@ -101,5 +101,5 @@ class HeatMapWidget(Widget):
         text.append(f" {fmt_rate(top)} {data.unit} (hottest cell)")
         return text
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[override]
+    def get_content_height(self, container, viewport, width: int) -> int:
         return max(1, len(self.data.rows) + 2)

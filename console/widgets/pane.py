@@ -36,11 +36,11 @@ class Pane(Vertical):
 
     @property
     def console(self) -> ConsoleApp:
-        return self.app  # type: ignore[return-value]
+        return self.app  # type: ignore[return-value]  # panes are mounted in ConsoleApp only
 
     @property
     def cluster(self) -> Cluster:
-        return self.console.cluster  # type: ignore[return-value]
+        return self.console.cluster  # type: ignore[return-value]  # shown only while one is open
 
     def set_context(self, stream: str | None, topic: str | None) -> None:
         if (stream, topic) != (self.stream, self.topic):
@@ -120,10 +120,10 @@ def fill_table(
 
     When the keys are those shown already (a periodic refresh, usually), the cells are
     updated in place: no flicker, and the cursor and scroll position stay."""
-    rows = [(str(key), cells) for key, cells in rows]
+    shown = [(str(key), cells) for key, cells in rows]
     current = [key.value for key in table.rows]
-    if current == [key for key, _ in rows]:
-        for key, cells in rows:
+    if current == [key for key, _ in shown]:
+        for key, cells in shown:
             for column, cell in zip(table.columns, cells, strict=False):
                 if table.get_cell(key, column) != cell:
                     table.update_cell(key, column, cell, update_width=True)
@@ -136,7 +136,7 @@ def fill_table(
             old_key = None
     table.clear()
     index = 0
-    for i, (key, cells) in enumerate(rows):
+    for i, (key, cells) in enumerate(shown):
         table.add_row(*cells, key=key)
         if key == old_key:
             index = i

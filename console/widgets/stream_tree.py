@@ -93,12 +93,12 @@ class StreamTree(Vertical):
         yield tree
 
     @property
-    def tree(self) -> Tree[Any]:
+    def tree(self) -> Tree[Any]:  # type: ignore[override]  # DOMNode.tree (a Rich tree of the DOM, for debugging) is not used here
         return self.query_one("#stream-tree", Tree)
 
     @property
     def console(self) -> ConsoleApp:
-        return self.app  # type: ignore[return-value]
+        return self.app  # type: ignore[return-value]  # mounted in ConsoleApp only
 
     # --- loading ----------------------------------------------------------------------
 
@@ -121,6 +121,8 @@ class StreamTree(Vertical):
         try:
             search = self.search
             cluster = self.console.cluster
+            if cluster is None:
+                return  # closed since the load began
             infos = cluster.streams(
                 prefix=search.stream_prefix, limit=STREAM_PAGE + 1, offset=offset
             )
@@ -138,7 +140,10 @@ class StreamTree(Vertical):
     @work(thread=True, group="tree")
     def _load_topics(self, generation: int, stream: str, after: str | None) -> None:
         try:
-            found = self.console.cluster.topic_names(
+            cluster = self.console.cluster
+            if cluster is None:
+                return  # closed since the load began
+            found = cluster.topic_names(
                 stream, prefix=self.search.topic_prefix, limit=TOPIC_PAGE + 1, after=after
             )
             data = ("topics", stream, found[:TOPIC_PAGE], len(found) > TOPIC_PAGE)

@@ -271,7 +271,7 @@ def cached_parse(text: str, policy: str | None = None) -> Ace:
 
 
 def check(
-    text: str | Ace, principal: _Identity, creator: str | None, *, policy: str | None = None
+    text: str | Ace | None, principal: _Identity, creator: str | None, *, policy: str | None = None
 ) -> bool:
     """Whether `principal` satisfies the ACE `text` (parsed once, then cached).
 
@@ -283,7 +283,7 @@ def check(
     elif isinstance(text, str):
         ace = cached_parse(text, policy)
     else:
-        ace = parse(text, policy)  # raises the type error
+        ace = parse(text, policy)  # type: ignore[arg-type]  # not a str: parse raises the error
     return getattr(principal, "superuser", False) or ace.allows(principal, creator)
 
 

@@ -353,7 +353,7 @@ def _lock_ms(failures: int) -> int:
     """How long a name waits after its `failures`-th wrong password in a row."""
     if failures < LOGIN_FAILURES:
         return 0
-    return min(LOGIN_LOCK_S * 2 ** min(failures - LOGIN_FAILURES, 20), LOGIN_LOCK_MAX_S) * 1000
+    return min(LOGIN_LOCK_S << min(failures - LOGIN_FAILURES, 20), LOGIN_LOCK_MAX_S) * 1000
 
 
 def _count_attempt(cluster: Cluster, name: str) -> None:
@@ -553,9 +553,10 @@ def ensure_admin(cluster: Cluster, password: str | None = None) -> tuple[str, st
             check_password(given, ADMIN)
         except WeakPassword as exc:
             raise WeakPassword(f"{source}: {exc}") from None
-    generated = None if given else secrets.token_urlsafe(12)
+    password = given or secrets.token_urlsafe(12)
+    generated = None if given else password
     try:
-        add_user(cluster, ADMIN, given or generated, admin=True)  # type: ignore[arg-type]
+        add_user(cluster, ADMIN, password, admin=True)
     except AlreadyExists:
         # another process made the first administrator at the same moment
         return ADMIN, None

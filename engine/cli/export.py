@@ -57,11 +57,11 @@ def text_or_blob(raw: Any) -> str | bytes | None:
     """A key or value for a SQLite cell: text when the bytes are UTF-8, else a blob."""
     if raw is None:
         return None
-    raw = bytes(raw)
+    data = bytes(raw)
     try:
-        return raw.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
-        return raw
+        return data
 
 
 def json_fields(raw: Any, reserved: Iterable[str]) -> dict[str, Any] | None:
@@ -159,7 +159,7 @@ def _check_existing(target: Path, table: str, pk: tuple[str, ...]) -> None:
     try:
         try:
             views = db.view_names()
-            found = db[table] if table in db.table_names() else None
+            found = db.table(table) if table in db.table_names() else None
             pks = tuple(found.pks) if found is not None else None
         except Exception as exc:  # sqlite3's DatabaseError: this module names no sqlite3
             raise errors.InvalidArgument(f"{target} is not a SQLite database ({exc})") from None
@@ -205,12 +205,13 @@ def _ranges(
     if from_time is not None:
         found = consumer.offsets_for_times({tp: from_time for tp in tps})
         starts = {
-            tp: ends[tp] if found[tp] is None else max(starts[tp], found[tp].offset) for tp in tps
+            tp: ends[tp] if (hit := found[tp]) is None else max(starts[tp], hit.offset)
+            for tp in tps
         }
     if to_time is not None:
         found = consumer.offsets_for_times({tp: to_time + 1 for tp in tps})
         ends = {
-            tp: ends[tp] if found[tp] is None else min(ends[tp], found[tp].offset) for tp in tps
+            tp: ends[tp] if (hit := found[tp]) is None else min(ends[tp], hit.offset) for tp in tps
         }
     return {tp: (starts[tp], ends[tp]) for tp in tps if starts[tp] < ends[tp]}
 
@@ -376,7 +377,7 @@ def export(
     db = sqlite_utils.Database(target)
     try:
         with db.atomic():  # one transaction: all of the export or none of it
-            out = db[table]
+            out = db.table(table)
             if not out.exists():
                 out.create(_EXPORT_TYPES, pk=EXPORT_PK)
             elif out.count_where("topic != ?", [full]):

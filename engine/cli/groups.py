@@ -165,6 +165,7 @@ def group_reset(
     if (topic_name is None) == (topic_option is None):
         raise click.UsageError("give the topic once: TOPIC or --topic TOPIC", ctx=ctx)
     topic = topic_name or topic_option
+    assert topic is not None  # exactly one of the two was given, checked above
     chosen = [
         x
         for x in (to_text, to, to_offset, to_time, None if shift_by is None else shift_by)

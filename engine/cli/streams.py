@@ -62,7 +62,7 @@ def stream() -> None:
 @click.argument("path")
 @policy_options
 @click.pass_context
-def stream_create(ctx: click.Context, path: str, **options: Any) -> None:
+def stream_create(ctx: click.Context, /, path: str, **options: Any) -> None:
     """Create a stream at PATH with the given policies (the others keep their defaults).
 
     \b
@@ -78,7 +78,7 @@ def stream_create(ctx: click.Context, path: str, **options: Any) -> None:
 @click.argument("path")
 @policy_options
 @click.pass_context
-def stream_edit(ctx: click.Context, path: str, **options: Any) -> None:
+def stream_edit(ctx: click.Context, /, path: str, **options: Any) -> None:
     """Change some policies of the stream at PATH.
 
     \b

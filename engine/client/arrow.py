@@ -70,7 +70,9 @@ def record_batch(topic: str, partition: int, chunks: list[Columns], cutoff_ms: i
     return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
 
 
-def _binary(pa: Any, np: Any, payload: Any, lengths: Any, data_at: int, start: int, end: int):
+def _binary(
+    pa: Any, np: Any, payload: Any, lengths: Any, data_at: int, start: int, end: int
+) -> Any:
     """The binary array of items [start, end) of a column whose `lengths` (int32, -1 for
     null) cut the bytes of `payload` from `data_at`; its data buffer is `payload` itself.
     Returns it and the position after the column's last item."""

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from engine import names
 from engine.auth.principal import Principal
@@ -530,6 +530,18 @@ class Consumer:
 
     # --- committed offsets ----------------------------------------------------------------
 
+    @overload
+    def committed(
+        self, partition: TopicPartition, metadata: Literal[False] = False
+    ) -> int | None: ...
+    @overload
+    def committed(
+        self, partition: TopicPartition, metadata: Literal[True]
+    ) -> OffsetAndMetadata | None: ...
+    @overload
+    def committed(
+        self, partition: TopicPartition, metadata: bool
+    ) -> int | OffsetAndMetadata | None: ...
     def committed(
         self, partition: TopicPartition, metadata: bool = False
     ) -> int | OffsetAndMetadata | None:

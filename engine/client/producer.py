@@ -42,7 +42,8 @@ from engine.errors import (
 from engine.records import CREATE_TIME, LOG_APPEND_TIME, RecordMetadata
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import StreamRow
-from engine.storage.segments import Appender, BatchWrite
+from engine.storage.segments import Appender
+from engine.storage.volume import BatchWrite
 
 if TYPE_CHECKING:  # annotations only: the cluster module needs none of this one
     from engine.cluster import Cluster
@@ -135,12 +136,12 @@ class _Batch:
         self.resolved = False
         self.offset = -1
         self.error: BaseException | None = None
-        self.callbacks: list[tuple[int, Callable[..., Any], tuple, bool]] = []
+        self.callbacks: list[tuple[int, Callable[..., Any], tuple[Any, ...], bool]] = []
         self.finished = False  # resolved and its callbacks have run (Producer._finished)
         self.append_ts = 0
 
 
-class FutureRecordMetadata(tuple):
+class FutureRecordMetadata(tuple[Any, ...]):
     """The outcome of one `send`: `get(timeout)` returns its `RecordMetadata` or raises.
 
     Callbacks follow kafka-python: `add_callback(f, *args)` calls `f(*args, metadata)`,
@@ -155,11 +156,13 @@ class FutureRecordMetadata(tuple):
 
     @property
     def _batch(self) -> _Batch:
-        return self[0]
+        batch: _Batch = self[0]
+        return batch
 
     @property
     def _index(self) -> int:
-        return self[1]
+        index: int = self[1]
+        return index
 
     def _metadata(self) -> RecordMetadata:
         b = self._batch
@@ -206,7 +209,7 @@ class FutureRecordMetadata(tuple):
         self.add_errback(f, *args)
         return self
 
-    def _add(self, f: Callable[..., Any], args: tuple, errback: bool) -> None:
+    def _add(self, f: Callable[..., Any], args: tuple[Any, ...], errback: bool) -> None:
         b = self._batch
         with b.producer._lock:
             if not b.resolved:
@@ -220,7 +223,7 @@ _COLUMNS = tuple(itemgetter(i) for i in range(4))  # value, key, headers, timest
 
 
 def _call_back(
-    future: FutureRecordMetadata, f: Callable[..., Any], args: tuple, errback: bool
+    future: FutureRecordMetadata, f: Callable[..., Any], args: tuple[Any, ...], errback: bool
 ) -> None:
     b = future._batch
     try:
@@ -294,7 +297,13 @@ class Producer:
         self._sender.start()
         # Like kafka-python: buffered messages are written when the interpreter exits.
         ref = weakref.ref(self)
-        self._atexit = lambda: (p := ref()) is not None and p.close(timeout=10)
+
+        def close_at_exit() -> None:
+            producer = ref()
+            if producer is not None:
+                producer.close(timeout=10)
+
+        self._atexit = close_at_exit
         atexit.register(self._atexit)
 
     # --- sending --------------------------------------------------------------------------
@@ -305,9 +314,9 @@ class Producer:
         value: Any = None,
         key: Any = None,
         partition: int | None = None,
-        headers: Sequence[tuple[str, bytes]] | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
         timestamp_ms: int | None = None,
-    ) -> FutureRecordMetadata:
+    ) -> FutureRecordMetadata | _DoneFuture:
         """Queue one message; returns a future of its `RecordMetadata`.
 
         This is the hot path: keep it to argument checks and a few list operations.
@@ -466,6 +475,7 @@ class Producer:
 
     def _choose(self, ts: _TopicState, key: bytes | None) -> int:
         if self._partitioner is None:
+            assert key is not None  # send takes the sticky batch for a None key
             return partition_for_key(key, ts.partitions)
         every = list(range(ts.partitions))
         partition = self._partitioner(key, every, every)
@@ -679,6 +689,7 @@ class Producer:
             writes = []
             ready = [b for b in taken if b.error is None]
             for b in ready:
+                assert b.topic.topic_id is not None  # _create_pending_topics gave it one
                 records = b.records
                 values, keys, headers, stamps = (list(map(g, records)) for g in _COLUMNS)
                 count = len(values)
@@ -712,6 +723,7 @@ class Producer:
                     if isinstance(w.error, UnknownTopic):
                         self._forget_topic(b.topic)
                 else:
+                    assert w.offset is not None  # written: Volume.append set it
                     b.offset = w.offset
         except BaseException as exc:  # a bug or a dead disk: fail these, keep the sender
             log.exception("producer sender failed to write %d batches", len(taken))
@@ -775,8 +787,10 @@ def _as_bytes(data: Any, what: str) -> bytes:
     )
 
 
-def _check_headers(headers: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes | None]]:
-    checked = []
+def _check_headers(
+    headers: Sequence[tuple[str, bytes | None]],
+) -> list[tuple[str, bytes | None]]:
+    checked: list[tuple[str, bytes | None]] = []
     try:
         for name, value in headers:
             if len(checked) >= MAX_HEADERS:  # refused as soon as one too many is seen
@@ -812,7 +826,7 @@ def _wrap(exc: BaseException) -> PartitionletError:
     return error
 
 
-class _DoneFuture(tuple):
+class _DoneFuture(tuple[Any, ...]):
     """The future of an acks=0 send: resolved at once, offset -1 (as in kafka-python).
 
     A (topic, partition, timestamp) tuple, for the same reason as FutureRecordMetadata:

@@ -212,7 +212,7 @@ def _compile_json(text: str, refs: Sequence[tuple[SchemaReference, _Compiled]]) 
         raise InvalidSchema("Invalid schema: a JSON Schema is an object or a boolean")
     cls = jsonschema.validators.validator_for(obj, default=jsonschema.Draft202012Validator)
     try:
-        cls.check_schema(obj)
+        cls.check_schema(obj)  # type: ignore[arg-type]  # a boolean schema is valid too; the stub wants a dict
     except jsonschema.SchemaError as exc:
         raise InvalidSchema(f"Invalid schema: not a valid JSON Schema: {exc.message}") from None
     from referencing.jsonschema import DRAFT202012
@@ -255,7 +255,7 @@ def _compile_proto_text(text: str, refs: Sequence[tuple[SchemaReference, _Compil
 
     include = os.path.join(os.path.dirname(protoc.__file__), "_proto")
     with tempfile.TemporaryDirectory(prefix="plet-proto-") as tmp:
-        sets = []
+        sets: list[str] = []
         for ref, compiled in refs:
             # a referenced file goes in as a descriptor set, which protoc finds by its name
             known: dict[str, Any] = {}

@@ -127,7 +127,7 @@ def _normalize(text: str) -> tuple[str, list[int]]:
     origin: list[int] = []
     at = 0
     stack: list[str] = []  # what each open bracket is: index, filter, call, group
-    previous: dict[str, Any] = {"type": ""}
+    previous: Mapping[str, Any] = {"type": ""}
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -328,11 +328,14 @@ def _headers(pairs: Any) -> dict[str, str | None]:
     }
 
 
-class _Document(dict):
+class _Document(dict[str, Any]):
     """A message's document whose value and headers are made when the query first asks
     (JMESPath reads fields with `get`): a query on the key never parses the value."""
 
     __slots__ = ("_raw_value", "_raw_headers", "_decoder")
+    _raw_value: bytes | None
+    _raw_headers: Any  # as _headers takes them
+    _decoder: Any
 
     def get(self, name: Any, default: Any = None) -> Any:
         if name == "value" and "value" not in self:
@@ -562,6 +565,7 @@ class SearchJob:
                 n = max(1, min(CHUNK, end - position[p], self._max_scanned - self._scanned))
                 batch = consumer.poll_arrow(timeout_ms=0, max_records=n).get(tp)
                 following = consumer.position(tp)
+                hits: list[ConsumerRecord]
                 if batch is None or batch.num_rows == 0:
                     following = end
                     hits, count, errors, first = [], 0, 0, ""
@@ -629,13 +633,14 @@ class SearchJob:
             count += 1
             pairs = headers[i]  # [{"key": name, "value": bytes}] or None; made pairs on use
             ms = stamps[i] // 1000
+            doc: dict[str, Any]
             if lazy:
-                doc = _Document(
+                doc = lazy_doc = _Document(
                     key=_text(keys[i]), timestamp=ms, offset=offset, partition=partition
                 )
-                doc._raw_value = values[i]
-                doc._raw_headers = pairs
-                doc._decoder = decoder
+                lazy_doc._raw_value = values[i]
+                lazy_doc._raw_headers = pairs
+                lazy_doc._decoder = decoder
             else:
                 doc = {
                     "key": _text(keys[i]),

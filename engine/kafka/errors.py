@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 from engine import errors as engine_errors
 
@@ -27,6 +28,8 @@ class KafkaError(RuntimeError):
     # Kafka clients refresh their metadata after such an error; the facade has no cache
     # to refresh, but the attribute is part of the classes' public face.
     invalid_metadata = False
+    # the broker's answer an admin call failed in (engine.kafka.admin), as kafka-python's
+    response: Any = None
 
     def __str__(self) -> str:
         if not self.args:

@@ -136,7 +136,8 @@ def codec(f: Any, method: str) -> Codec | None:
             raise TypeError(f"a {method[:-1]}r must be callable or have .{method}(), got {f!r}")
         return lambda topic, headers, data: f(data)
     if _takes_headers(bound):
-        return bound
+        three: Codec = bound  # (topic, headers, data) already
+        return three
     return lambda topic, headers, data: bound(topic, data)
 
 

@@ -127,7 +127,7 @@ def archive(
     return ArchiveReport(tuple(done), purged, compacted, failed, dict(sorted(skipped.items())))
 
 
-def _pages(cluster: Cluster, skipped: dict[str, str]) -> Iterator[list[tuple]]:
+def _pages(cluster: Cluster, skipped: dict[str, str]) -> Iterator[list[tuple[Any, ...]]]:
     catalog = cluster.catalog
     after = 0
     while True:

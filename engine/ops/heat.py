@@ -15,14 +15,14 @@ import threading
 import time
 import weakref
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from engine import names
 from engine.errors import InvalidArgument, NotFound, PartitionletError
 from engine.records import TopicPartition
-from engine.storage.volume import HEAT_BUCKET_S
+from engine.storage.volume import HEAT_BUCKET_S, Volume
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
@@ -73,6 +73,12 @@ class Load:
     @property
     def messages_per_s(self) -> float:
         return (self.write_messages + self.read_messages) / self.seconds
+
+
+def _load(counts: Sequence[int], seconds: float) -> Load:
+    """The Load of four counts (written messages and bytes, read messages and bytes)."""
+    wm, wb, rm, rb = counts
+    return Load(wm, wb, rm, rb, seconds)
 
 
 @dataclass(frozen=True)
@@ -226,7 +232,7 @@ def heat_map(
             series[bucket - first] = Load(wm, wb, rm, rb)
             _add(totals, wm, wb, rm, rb)
         result.volume_series[volume_id] = series
-        result.volumes[volume_id] = Load(*totals, window)
+        result.volumes[volume_id] = _load(totals, window)
         if top is None:  # a partitionlet lives in one volume: nothing to merge
             for pl_id, wm, wb, rm, rb in vol.heat_by_partitionlet(first, now_bucket):
                 result.partitionlets[pl_id] = Load(wm, wb, rm, rb, window)
@@ -257,7 +263,7 @@ def heat_map(
             continue  # the topic was deleted
         tp = TopicPartition(name, key[1])
         result.partition_series[tp] = cells.get(key) or [empty] * count
-        result.partitions[tp] = load = Load(*partition_sums[key], window)
+        result.partitions[tp] = load = _load(partition_sums[key], window)
         result.topics[name] = result.topics.get(name, Load(seconds=window)) + load
     return result
 
@@ -302,7 +308,7 @@ class _Rollup:
         self.rows, self.keys = rows, keys
         return keys
 
-    def _key_add(self, key: tuple[int, int], counts, sign: int) -> None:
+    def _key_add(self, key: tuple[int, int], counts: Sequence[int] | None, sign: int) -> None:
         if not counts:
             return
         had = self.key_sums.get(key, (0, 0, 0, 0))
@@ -312,7 +318,7 @@ class _Rollup:
         else:
             self.key_sums.pop(key, None)
 
-    def update(self, vol, first_col: int, final: int) -> None:
+    def update(self, vol: Volume, first_col: int, final: int) -> None:
         lo = first_col * self.per
         if lo < self.start or lo > self.done + 1:  # first call, or a long pause: start over
             self.start, self.done, self.columns, self.sums, self.totals = lo, lo - 1, {}, {}, {}
@@ -332,30 +338,32 @@ class _Rollup:
                     self._key_add(key, counts, -1)
         self.start = lo
         if final > self.done:
-            for col, pl, *counts in vol.heat_by_column(self.done + 1, final, self.per):
+            for col, pl, *added in vol.heat_by_column(self.done + 1, final, self.per):
                 # Tuples of ints, not lists: the garbage collector stops tracking them, and
                 # an hour of 100,000 warm partitionlets caches millions (its full passes
                 # over that many lists cost more than the map itself).
                 column = self.columns.setdefault(col, {})
                 had = column.get(pl)
-                column[pl] = tuple(counts) if had is None else _plus(had, counts)
-                _add(self.sums.setdefault(pl, [0, 0, 0, 0]), *counts)
-                _add(self.totals.setdefault(col, [0, 0, 0, 0]), *counts)
+                column[pl] = tuple(added) if had is None else _plus(had, added)
+                _add(self.sums.setdefault(pl, [0, 0, 0, 0]), *added)
+                _add(self.totals.setdefault(col, [0, 0, 0, 0]), *added)
                 key = keys.get(pl)
                 if key is not None:
-                    self._key_add(key, counts, 1)
+                    self._key_add(key, added, 1)
             self.done = final
 
 
-def _plus(a: tuple[int, ...], b) -> tuple[int, ...]:
+def _plus(a: tuple[int, ...], b: Sequence[int]) -> tuple[int, ...]:
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3])
 
 
-_ROLLUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Volume -> {key: _Rollup}
+_ROLLUPS: weakref.WeakKeyDictionary[Volume, dict[tuple[int, int], _Rollup]] = (
+    weakref.WeakKeyDictionary()
+)
 _ROLLUPS_LOCK = threading.Lock()
 
 
-def _rollup(vol, per: int, ncols: int) -> _Rollup:
+def _rollup(vol: Volume, per: int, ncols: int) -> _Rollup:
     with _ROLLUPS_LOCK:
         by_key = _ROLLUPS.setdefault(vol, {})
         found = by_key.get((per, ncols))
@@ -434,13 +442,13 @@ def _columns_map(
             for counts in fresh.get(col, {}).values():
                 _add(column, *counts)
             _add(totals, *column)
-            series.append(Load(*column, seconds[i]))
+            series.append(_load(column, seconds[i]))
         result.volume_series[volume_id] = series
-        result.volumes[volume_id] = Load(*totals, window)
+        result.volumes[volume_id] = _load(totals, window)
         if pl_sums is not None:
             for pl, counts in pl_sums.items():
                 if pl in keys:
-                    result.partitionlets[pl] = Load(*counts, window)
+                    result.partitionlets[pl] = _load(counts, window)
         _sum_partitions(partition_sums, fresh_sums, keys)
         vol_parts.append((columns, fresh, keys))
 
@@ -454,12 +462,12 @@ def _columns_map(
                 if not part:
                     continue
                 for pl, key in shown:
-                    counts = part.get(pl)
-                    if counts is not None:
+                    cell = part.get(pl)
+                    if cell is not None:
                         row = cells.get(key)
                         if row is None:
                             row = cells[key] = [[0, 0, 0, 0] for _ in range(ncols)]
-                        _add(row[i], *counts)
+                        _add(row[i], *cell)
     empty = [Load(seconds=s) for s in seconds]
     _fill_partitions(cluster, result, wanted_keys, partition_sums, window, cells, empty, seconds)
     return result
@@ -490,7 +498,7 @@ def _merge_partitions(
 
 def _ranked_keys(
     cluster: Cluster,
-    partition_sums: dict[tuple[int, int], Sequence[int]],
+    partition_sums: Mapping[tuple[int, int], Sequence[int]],
     top: int | None,
     by: str,
     include: Iterable[TopicPartition],
@@ -503,19 +511,19 @@ def _ranked_keys(
         if len(columns) == 1:
             (a,) = columns
 
-            def score(kv):
+            def score(kv: tuple[tuple[int, int], Sequence[int]]) -> int:
                 return kv[1][a]
         else:
             a, b = columns
 
-            def score(kv):
+            def score(kv: tuple[tuple[int, int], Sequence[int]]) -> int:
                 return kv[1][a] + kv[1][b]
 
         # A deleted topic's partitionlets count until their volumes let them go: rank
         # again without the topics that are gone, so the map still lists `top` rows.
         gone: set[int] = set()
         while True:
-            items = partition_sums.items()
+            items: Iterable[tuple[tuple[int, int], Sequence[int]]] = partition_sums.items()
             if gone:
                 items = [kv for kv in items if kv[0][0] not in gone]
             keys = [key for key, _ in heapq.nlargest(top, items, key=score)]
@@ -528,7 +536,7 @@ def _ranked_keys(
             found = _stream_and_name(cluster, tp.topic)
             row = cluster.catalog.topic_or_none(*found) if found else None
             key = (row.id, tp.partition) if row is not None else None
-            if key in partition_sums and key not in keys:
+            if key is not None and key in partition_sums and key not in keys:
                 keys.append(key)
     return keys
 
@@ -537,7 +545,7 @@ def _fill_partitions(
     cluster: Cluster,
     result: HeatMap,
     keys: list[tuple[int, int]],
-    partition_sums: dict[tuple[int, int], Sequence[int]],
+    partition_sums: Mapping[tuple[int, int], Sequence[int]],
     window: float,
     cells: dict[tuple[int, int], list[list[int]]],
     empty: list[Load],
@@ -552,9 +560,9 @@ def _fill_partitions(
         tp = TopicPartition(name, key[1])
         row = cells.get(key)
         result.partition_series[tp] = (
-            [Load(*c, s) if any(c) else e for c, s, e in zip(row, seconds, empty, strict=True)]
+            [_load(c, s) if any(c) else e for c, s, e in zip(row, seconds, empty, strict=True)]
             if row is not None
             else list(empty)
         )
-        result.partitions[tp] = load = Load(*partition_sums[key], window)
+        result.partitions[tp] = load = _load(partition_sums[key], window)
         result.topics[name] = result.topics.get(name, Load(seconds=window)) + load

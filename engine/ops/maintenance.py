@@ -13,10 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.errors import Closed, InvalidArgument
 from engine.ops import balance, metrics, retention
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
@@ -131,7 +134,7 @@ class Maintenance:
             self.runs += 1
             return kept, compacted
 
-    def _guarded(self, what: str, job):
+    def _guarded(self, what: str, job: Callable[[Cluster], T]) -> T | None:
         if self.cluster.closed:
             return None
         try:

@@ -194,7 +194,9 @@ def _busiest(counts: dict[str, list[int]], n: int) -> dict[str, list[int]]:
     return {k: counts[k] for k in names}
 
 
-def _rows(scope: str, series: dict[str, list[int]], start: int, keep_zero: bool = False):
+def _rows(
+    scope: str, series: dict[str, list[int]], start: int, keep_zero: bool = False
+) -> list[tuple[int, str, str, str, int, float]]:
     return [
         (MINUTE_S, scope, name, metric, start, float(value))
         for name, counts in series.items()

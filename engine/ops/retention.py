@@ -164,7 +164,7 @@ def _pages(
         if not rows:
             return
         after = rows[-1][0]
-        names = {}
+        names: dict[int, tuple[str, dict[str, Any]]] = {}
         for topic_id, stream_id, path, name, text in rows:
             if stream_id not in policies:
                 if text not in checked:
@@ -181,8 +181,9 @@ def _pages(
                         cluster.path,
                         found,
                     )
-            if policies[stream_id] is not None:
-                names[topic_id] = (f"{path}:{name}", policies[stream_id])
+            stream_policies = policies[stream_id]
+            if stream_policies is not None:
+                names[topic_id] = (f"{path}:{name}", stream_policies)
         chains: dict[tuple[int, int], list[PartitionletRow]] = defaultdict(list)
         for pl in catalog.chains(list(names)):
             chains[(pl.topic_id, pl.partition)].append(pl)
@@ -381,7 +382,7 @@ def compact(cluster: Cluster) -> CompactionReport:
 
 
 def _compact(cluster: Cluster) -> CompactionReport:
-    totals = defaultdict(int)
+    totals: defaultdict[str, int] = defaultdict(int)
     by_topic: dict[str, dict[str, int]] = {}
     skipped: dict[str, str] = {}
     # Not only true: a stored `compact` that is not a boolean must reach the check (and
@@ -410,7 +411,7 @@ def _compact(cluster: Cluster) -> CompactionReport:
     )
 
 
-def _batches(cluster: Cluster, pl: PartitionletRow) -> Iterator[tuple]:
+def _batches(cluster: Cluster, pl: PartitionletRow) -> Iterator[tuple[Any, ...]]:
     """(batch id, base_offset, last_offset, count, payload) of a partitionlet, in offset
     order, read a few at a time (each read is one consistent statement)."""
     vol = cluster.volume(pl.volume_id)

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from engine.cluster import CATALOG_FILE, Cluster
@@ -42,7 +42,13 @@ UPSTREAM: Literal["upstream"] = "upstream"
 
 EdgeState = LinkState | Literal["upstream"]
 StreamNode = tuple[str, str]  # (node key, stream path)
-N = TypeVar("N")  # a node: hashable and ordered (a cycle starts at its least)
+
+
+class _Ordered(Protocol):
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+N = TypeVar("N", bound=_Ordered)  # a node: hashable and ordered (a cycle starts at its least)
 
 
 @dataclass
@@ -269,7 +275,7 @@ def find_cycles(edges: Iterable[tuple[N, N]]) -> list[list[N]]:
                 if canon not in seen:
                     seen.add(canon)
                     cycles.append(list(canon))
-            elif nxt not in path and nxt > first:
+            elif nxt not in path and first < nxt:
                 follow(first, nxt, path + [nxt])
 
     for first in sorted(succ):

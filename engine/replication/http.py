@@ -42,7 +42,7 @@ import time
 import urllib.error
 import urllib.request
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -621,7 +621,8 @@ class ReplicationService:
         if stream != allowed:
             raise AccessDenied(f"this token is for stream {allowed}, not {stream}")
         with self._lock:
-            return getattr(self, f"_op_{op}")(stream, args)
+            handler: Callable[[str, dict[str, Any]], dict[str, Any]] = getattr(self, f"_op_{op}")
+            return handler(stream, args)
 
     def _op_stream_policies(self, stream: str, args: dict[str, Any]) -> dict[str, Any]:
         return {"policies": self._target.stream_policies(stream)}

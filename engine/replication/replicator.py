@@ -51,7 +51,7 @@ class Replicator:
         # (target, target stream, topic id, partition) -> (source end, target end) when it
         # was last found in step: a partition still at both ends needs no look this time.
         self._settled: dict[tuple[str, str, int, int], tuple[int, int]] = {}
-        self._sent_offsets: dict[tuple[str, str], set[tuple]] = {}
+        self._sent_offsets: dict[tuple[str, str], set[tuple[Any, ...]]] = {}
         cluster.on_close(self.halt)  # a pass in any thread ends before the files close
 
     def __enter__(self) -> Replicator:

@@ -96,7 +96,7 @@ class Link:
     steady: tuple[float, float] = (0.0, 0.0)  # (messages/s, bytes/s) over a window
 
     @classmethod
-    def from_row(cls, row: tuple) -> Link:
+    def from_row(cls, row: tuple[Any, ...]) -> Link:
         """From a row of `Catalog.replica_rows`."""
         (
             stream_id,

@@ -9,7 +9,7 @@ secret, naming its user, with a last use and an optional expiry.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.errors import AlreadyExists, PartitionletError, UnknownUser
 
@@ -47,7 +47,7 @@ _SESSIONS = ("web_sessions", "id_hash", "last_seen_ms")
 _TOKENS = ("api_tokens", "token_hash", "last_used_ms")
 
 
-def _user(row: tuple) -> UserRow:
+def _user(row: tuple[Any, ...]) -> UserRow:
     name, groups, admin, created_ms = row
     return UserRow(name, tuple(g for g in groups.split(",") if g), bool(admin), created_ms)
 
@@ -156,7 +156,8 @@ class Accounts:
                 (name,),
             ).fetchone()
             if row is not None and row[2] > now:
-                return row[2] - now
+                wait: int = row[2] - now
+                return wait
             recent = row is not None and now - max(row[1], row[2]) <= window_ms
             failures = (row[0] if recent else 0) + 1
             lock = lock_ms(failures)
@@ -232,7 +233,7 @@ class Accounts:
     def tokens(self, name: str | None = None) -> list[TokenRow]:
         """The tokens (of one user, when given), oldest first."""
         sql = "SELECT token_hash, user, label, created_ms, last_used_ms, expires_ms FROM api_tokens"
-        args: tuple = ()
+        args: tuple[Any, ...] = ()
         if name is not None:
             sql += " WHERE user = ?"
             args = (name,)

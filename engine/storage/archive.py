@@ -39,6 +39,7 @@ import zstandard
 
 from engine.errors import InvalidArgument, StorageError
 from engine.storage import batch as batch_codec
+from engine.storage.reader import StoredBatch
 from engine.storage.volume import SEALED, PartitionletState, ReplicaBatch
 
 if TYPE_CHECKING:
@@ -138,7 +139,8 @@ def filesystem(cluster_path: Path, name: str) -> tuple[Any, str]:
     if not urlsplit(name).scheme:
         return pafs.LocalFileSystem(), str(Path(cluster_path).resolve() / name)
     try:
-        return pafs.FileSystem.from_uri(name)
+        found: tuple[Any, str] = pafs.FileSystem.from_uri(name)
+        return found
     except (pa.ArrowInvalid, ValueError, OSError) as exc:
         raise StorageError(f"cannot open the archive of {name}: {exc}") from exc
 
@@ -157,7 +159,7 @@ class Written:
     last_offset: int | None
 
 
-def _meta(pl: PartitionletRow, batches: list[tuple], origins: list[str]) -> bytes:
+def _meta(pl: PartitionletRow, batches: list[tuple[Any, ...]], origins: list[str]) -> bytes:
     table = np.array(batches, dtype=np.int64).reshape(-1, len(_BATCH_FIELDS))
     packed = zstandard.ZstdCompressor().compress(table.tobytes())
     return json.dumps(
@@ -191,7 +193,7 @@ def write(
         fs.create_dir(parent, recursive=True)
     except OSError:
         pass  # object stores have no directories to make
-    batches: list[tuple] = []
+    batches: list[tuple[Any, ...]] = []
     origins: dict[str, int] = {}
     pending: list[Any] = []
     pending_rows = rows = 0
@@ -239,9 +241,10 @@ def _flush(writer: Any, schema: Any, pending: list[Any], count: int, *, final: b
         writer.write_table(table.slice(0, whole), row_group_size=ROW_GROUP_ROWS)
     pending.clear()
     rest = table.slice(whole)
-    if rest.num_rows:
+    left: int = rest.num_rows
+    if left:
         pending.extend(rest.combine_chunks().to_batches())
-    return rest.num_rows
+    return left
 
 
 def check(cluster_path: Path, name: str, pl: PartitionletRow, written: Written) -> None:
@@ -411,7 +414,7 @@ class ArchiveReader:
 
     # --- the methods of Volume -------------------------------------------------------------
 
-    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[tuple]:
+    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[StoredBatch]:
         """Batches holding offsets >= `from_offset`, in offset order, as (base_offset,
         last_offset, ts_type, first_ts, max_ts, payload), as `Volume.read`."""
         with self._lock:
@@ -419,7 +422,7 @@ class ArchiveReader:
             t = self._batches
             first = int(np.searchsorted(self._lasts, from_offset, side="left"))
             chunks = self._chunks()
-            out = []
+            out: list[StoredBatch] = []
             at = bisect_right(self._chunk_ends, first)  # the first chunk ending after it
             for i, j in chunks[at:]:
                 if len(out) >= max_batches:
@@ -440,7 +443,7 @@ class ArchiveReader:
                 )
             return out
 
-    def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> tuple | None:
+    def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> StoredBatch | None:
         """The first batch whose running max timestamp reaches `timestamp_ms`."""
         with self._lock:
             self._open()
@@ -453,6 +456,7 @@ class ArchiveReader:
 
     def state(self, pl_id: int) -> PartitionletState:
         pl = self.pl
+        assert pl.end_offset is not None  # archived means sealed (and __init__ checked it)
         return PartitionletState(
             pl.id, pl.base_offset, pl.end_offset, SEALED, pl.archive_bytes or 0, 0,
             pl.archive_messages or 0, pl.first_ts, pl.max_ts, pl.created_ms,
@@ -468,7 +472,7 @@ class ArchiveReader:
             self._open()
             t = self._batches
             first = int(np.searchsorted(self._lasts, from_offset, side="left"))
-            out = []
+            out: list[ReplicaBatch] = []
             for i in range(first, len(t)):
                 if len(out) >= limit:
                     break

@@ -38,7 +38,7 @@ import struct
 import sys
 import threading
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate, pairwise
 from typing import NamedTuple
 
@@ -105,7 +105,7 @@ def _ints(typecode: str, values: Sequence[int]) -> bytes:
     return a.tobytes()
 
 
-def _read_ints(typecode: str, buf: memoryview, pos: int, count: int) -> tuple[array, int]:
+def _read_ints(typecode: str, buf: memoryview, pos: int, count: int) -> tuple[array[int], int]:
     a = array(typecode)
     end = pos + a.itemsize * count
     a.frombytes(buf[pos:end])
@@ -117,7 +117,8 @@ def _read_ints(typecode: str, buf: memoryview, pos: int, count: int) -> tuple[ar
 def _lengths(items: Sequence[bytes | None]) -> tuple[bytes, bytes]:
     """(int32 lengths with -1 for None, the items joined)."""
     try:
-        return _ints("i", list(map(len, items))), b"".join(items)  # fast path: no None
+        # the fast path, for items without a None: len(None) raises the TypeError below
+        return _ints("i", list(map(len, items))), b"".join(items)  # type: ignore[arg-type]  # no None here
     except TypeError:
         lengths = [-1 if x is None else len(x) for x in items]
         return _ints("i", lengths), b"".join(x for x in items if x is not None)
@@ -263,7 +264,7 @@ def _corrupt(problem: str) -> StorageError:
     return StorageError(f"a stored record batch is corrupt: {problem}")
 
 
-def _inflate(payload: bytes, bad) -> bytes:
+def _inflate(payload: bytes, bad: Callable[[str], Exception]) -> bytes:
     """The plain form of the compressed batch `payload`; `bad(problem)` makes the error
     raised when it is not a sound one. The body's length is read from the batch and
     bounded (MAX_COMPRESSED_BODY) before anything is inflated, and the frame must inflate
@@ -317,7 +318,7 @@ class Positions(NamedTuple):
     keys), the headers section at `headers_at` (None: no headers), then the values from
     `values_at` and the keys after them."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # a field that shadows tuple.count, as it has always been named
     base_timestamp: int
     timestamps_at: int | None
     deltas_at: int | None
@@ -355,7 +356,7 @@ def decode_headers(payload: bytes, at: Positions) -> list[list[tuple[str, bytes 
     return _decode_headers(memoryview(payload), at.headers_at, at.count)
 
 
-def _slices(blob: bytes, lengths: array, pos: int) -> tuple[list, int]:
+def _slices(blob: bytes, lengths: array[int], pos: int) -> tuple[list[bytes | None], int]:
     """Cut `blob` from `pos` into pieces of `lengths` (-1 gives None)."""
     if not lengths:
         return [], pos
@@ -388,10 +389,11 @@ def decode(payload: bytes, base_offset: int) -> DecodedBatch:
         payload = _inflate(payload, _corrupt)
     buf = memoryview(payload)
     pos = _HEADER.size
+    timestamps: Sequence[int]
     if flags & F_TS64:
         timestamps, pos = _read_ints("q", buf, pos, count)
     else:
-        timestamps: Sequence[int] = [base_ts] * count
+        timestamps = [base_ts] * count
     if flags & F_DELTAS:
         deltas, pos = _read_ints("I", buf, pos, count)
         offsets: Sequence[int] = [base_offset + d for d in deltas]
@@ -449,7 +451,7 @@ def _check_headers(buf: memoryview, pos: int, end: int, count: int) -> None:
         raise _bad("the headers section has bytes left over")
 
 
-def _blob_size(lengths: array, what: str) -> int:
+def _blob_size(lengths: array[int], what: str) -> int:
     """Bytes the items of `lengths` take (-1 is None: none)."""
     if lengths and min(lengths) < -1:
         raise _bad(f"a {what} has a negative length")
@@ -506,7 +508,7 @@ def check(
     buf = memoryview(payload)
     pos = _HEADER.size
 
-    def column(typecode: str) -> array:
+    def column(typecode: str) -> array[int]:
         nonlocal pos
         width = array(typecode).itemsize * n
         if pos + width > size:
@@ -546,4 +548,5 @@ def check(
 
 
 def count_of(payload: bytes) -> int:
-    return _HEADER.unpack_from(payload, 0)[2]
+    count: int = _HEADER.unpack_from(payload, 0)[2]
+    return count

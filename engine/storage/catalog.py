@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine import names
 from engine import policies as stream_policies
@@ -293,7 +295,10 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _chunks(items: list, size: int = 500) -> list[list]:
+T = TypeVar("T")
+
+
+def _chunks(items: list[T], size: int = 500) -> list[list[T]]:
     """Pieces small enough for one statement's host parameters."""
     return [items[i : i + size] for i in range(0, len(items), size)]
 
@@ -367,16 +372,16 @@ class Catalog:
     def conn(self) -> sqlite3.Connection:
         return self._conns.get()
 
-    def write(self):
+    def write(self) -> AbstractContextManager[None]:
         return write_transaction(self.conn, self.path, "catalog")
 
-    def read(self):
+    def read(self) -> AbstractContextManager[None]:
         return read_transaction(self.conn)
 
     def close(self) -> None:
         self._conns.close()
 
-    def query(self, sql: str, args: tuple = ()) -> list[tuple]:
+    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """The rows of one statement, its SQLite errors translated (engine.errors); for
         this module and the storage layer's table modules (accounts, groups, jobs)."""
         try:
@@ -549,7 +554,8 @@ class Catalog:
 
     def data_version(self) -> int:
         """Changes whenever another connection committed to the catalog (cheap to ask)."""
-        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+        version: int = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        return version
 
     # --- volumes --------------------------------------------------------------------------
 
@@ -574,7 +580,7 @@ class Catalog:
     # --- streams --------------------------------------------------------------------------
 
     @staticmethod
-    def _stream(row: tuple) -> StreamRow:
+    def _stream(row: tuple[Any, ...]) -> StreamRow:
         return StreamRow(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5])
 
     _STREAM_COLUMNS = "id, path, policies, creator, created_ms, topic_count"
@@ -656,11 +662,14 @@ class Catalog:
 
     def stream_count(self, prefix: str | None = None) -> int:
         if prefix:
-            return self._query(
+            rows = self._query(
                 "SELECT count(*) FROM streams WHERE path >= ? AND path < ?",
                 (prefix, prefix + "\U0010ffff"),
-            )[0][0]
-        return self._query("SELECT count(*) FROM streams")[0][0]
+            )
+        else:
+            rows = self._query("SELECT count(*) FROM streams")
+        count: int = rows[0][0]
+        return count
 
     def delete_stream(self, path: str) -> list[PartitionletRow]:
         """Remove the stream, its topics and their offsets; returns the partitionlets to purge."""
@@ -813,12 +822,14 @@ class Catalog:
 
     def topic_count(self, stream_id: int, prefix: str | None = None) -> int:
         if prefix:
-            return self._query(
+            rows = self._query(
                 "SELECT count(*) FROM topics WHERE stream_id = ? AND name >= ? AND name < ?",
                 (stream_id, prefix, prefix + "\U0010ffff"),
-            )[0][0]
-        rows = self._query("SELECT topic_count FROM streams WHERE id = ?", (stream_id,))
-        return rows[0][0] if rows else 0
+            )
+        else:
+            rows = self._query("SELECT topic_count FROM streams WHERE id = ?", (stream_id,))
+        count: int = rows[0][0] if rows else 0
+        return count
 
     # --- the name search and the cross-stream listing (engine/search.py) -------------------
 
@@ -832,7 +843,7 @@ class Catalog:
         phrase = '"' + text.replace('"', '""') + '"'  # one FTS5 string: any character is text
         if stream_id is None:
             sql = "SELECT rowid FROM topic_names WHERE topic_names MATCH ? LIMIT ?"
-            args: tuple = (phrase, cap + 1)
+            args: tuple[Any, ...] = (phrase, cap + 1)
         else:
             # CROSS JOIN keeps the index's matches as the outer loop: the planner would
             # otherwise walk every topic of the stream and probe the index for each
@@ -858,7 +869,7 @@ class Catalog:
         return streams, self.topics_by_id([i for i in ids if i > 0]), capped
 
     def topic_listing(
-        self, sort: str, descending: bool, after: tuple | None, limit: int
+        self, sort: str, descending: bool, after: tuple[Any, ...] | None, limit: int
     ) -> list[TopicRow]:
         """A page of every stream's topics in `sort` order ("name": name then stream id;
         "partitions": count then id; "created": id, which is creation order; "stream":
@@ -869,7 +880,7 @@ class Catalog:
         cmp, direction = ("<", "DESC") if descending else (">", "ASC")
         columns = {"name": "name, stream_id", "partitions": "partitions, id", "created": "id"}[sort]
         sql = "SELECT id FROM topics"
-        args: tuple = ()
+        args: tuple[Any, ...] = ()
         if after is not None:
             sql += f" WHERE ({columns}) {cmp} ({', '.join('?' * len(after))})"
             args = tuple(after)
@@ -878,7 +889,7 @@ class Catalog:
         return self._topics_in_order(ids)
 
     def _listing_by_stream(
-        self, descending: bool, after: tuple | None, limit: int
+        self, descending: bool, after: tuple[Any, ...] | None, limit: int
     ) -> list[TopicRow]:
         cmp, direction = ("<", "DESC") if descending else (">", "ASC")
         rows: list[TopicRow] = []
@@ -898,7 +909,7 @@ class Catalog:
         last_path = None if after is None else after[0]
         while len(rows) < limit:
             sql = "SELECT id, path FROM streams"
-            args: tuple = ()
+            args: tuple[Any, ...] = ()
             if last_path is not None:
                 sql += f" WHERE path {cmp} ?"
                 args = (last_path,)
@@ -1057,7 +1068,7 @@ class Catalog:
         return found
 
     def add_partitionlets(
-        self, wanted: list[tuple[int, int, int, int, int | None]]
+        self, wanted: Sequence[tuple[int, int, int, int, int | None]]
     ) -> dict[tuple[int, int], PartitionletRow]:
         """Make new active partitionlets, in one transaction.
 
@@ -1196,10 +1207,10 @@ class Catalog:
             )
             return cur.rowcount == 1
 
-    def replica_rows(self, stream_id: int | None = None) -> list[tuple]:
+    def replica_rows(self, stream_id: int | None = None) -> list[tuple[Any, ...]]:
         """Links out (of one stream, or of all), in the order of `_REPLICA_COLUMNS`."""
         sql = f"SELECT {self._REPLICA_COLUMNS} FROM replicas r JOIN streams s ON s.id = r.stream_id"
-        args: tuple = ()
+        args: tuple[Any, ...] = ()
         if stream_id is not None:
             sql += " WHERE r.stream_id = ?"
             args = (stream_id,)
@@ -1305,7 +1316,7 @@ class Catalog:
             "SELECT token_hash, stream, created_ms, created_by, last_used_ms "
             "FROM replication_tokens"
         )
-        args: tuple = ()
+        args: tuple[Any, ...] = ()
         if stream is not None:
             sql += " WHERE stream = ?"
             args = (stream,)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -151,7 +151,13 @@ class ThreadConnections:
     avoids a lock around every statement and lets reads run in parallel.
     """
 
-    def __init__(self, path: Path, what: str, setup=None, page_size: int | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        what: str,
+        setup: Callable[[sqlite3.Connection], object] | None = None,
+        page_size: int | None = None,
+    ) -> None:
         self.path = path
         self.what = what
         self.page_size = page_size

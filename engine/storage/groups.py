@@ -21,7 +21,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.storage.catalog import Catalog
@@ -93,7 +93,7 @@ _UPSERT_OWNER = (
 _LIVE = "heartbeat_ms + session_ms >= ?"  # a member is live until its session ends
 
 
-def _chunks(items: list, size: int = 500) -> list[list]:
+def _chunks(items: list[int], size: int = 500) -> list[list[int]]:
     """Pieces small enough for one statement's host parameters."""
     return [items[i : i + size] for i in range(0, len(items), size)]
 
@@ -222,9 +222,10 @@ class GroupStore:
 
     def basis(self, group_id: str) -> tuple[int, str] | None:
         """(generation, basis) of the current assignment, or None before the first."""
-        return self._conn.execute(
+        row = self._conn.execute(
             "SELECT generation, basis FROM groups WHERE group_id = ?", (group_id,)
         ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
 
     def set_assignment(
         self,
@@ -457,7 +458,7 @@ class GroupStore:
             conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))  # noqa: S608
         return gone
 
-    def forget_topics(self, where: str, args: tuple) -> None:
+    def forget_topics(self, where: str, args: tuple[Any, ...]) -> None:
         """Drop the committed offsets and owners of the topics whose id matches `where`
         (an SQL condition on `topic_id` from the catalog, e.g. a deleted topic's or a
         deleted stream's), in the caller's transaction."""

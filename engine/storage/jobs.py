@@ -41,8 +41,8 @@ _COLUMNS = ", ".join(JobRow._fields)
 FIELDS = frozenset(JobRow._fields) - {"id", "kind", "params", "submitted_ms"}
 
 
-def _row(row: tuple) -> JobRow:
-    return JobRow(*row[:4], bool(row[4]), *row[5:])
+def _row(row: tuple[Any, ...]) -> JobRow:
+    return JobRow._make((*row[:4], bool(row[4]), *row[5:]))
 
 
 class JobTable:
@@ -70,7 +70,7 @@ class JobTable:
             return False
         sets = ", ".join(f"{k} = ?" for k in fields)
         sql = f"UPDATE jobs SET {sets} WHERE id = ?"
-        args: tuple = (*fields.values(), job_id)
+        args: tuple[Any, ...] = (*fields.values(), job_id)
         if only_in:
             sql += f" AND state IN ({', '.join('?' * len(only_in))})"
             args += only_in

@@ -15,12 +15,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from functools import partial
 from itertools import repeat
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.bulk import bulk_records
 from engine.records import ConsumerRecord, OffsetAndTimestamp
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import PartitionletRow
+from engine.storage.reader import StoredBatch
 from engine.storage.volume import ACTIVE, DELETED
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 # One C call per record (zip's tuple into a ConsumerRecord), no Python frame.
 _record = partial(tuple.__new__, ConsumerRecord)
 # The headers of a record without any: shared, so immutable.
-NO_HEADERS: tuple = ()
+NO_HEADERS: tuple[Any, ...] = ()
 
 # Batches fetched per volume query: a batch holds up to thousands of messages.
 FETCH_BATCHES = 16
@@ -56,7 +57,7 @@ class _Decoded:
         "byte_share",
     )
 
-    def __init__(self, pl: PartitionletRow, row: tuple) -> None:
+    def __init__(self, pl: PartitionletRow, row: StoredBatch) -> None:
         base, last, ts_type, first_ts, max_ts, payload = row
         self.pl_id = pl.id
         self.volume_id = pl.volume_id
@@ -143,7 +144,7 @@ class PartitionLog:
         self._chain: list[PartitionletRow] = []
         self._loaded = False
         self._decoded: _Decoded | None = None
-        self._ahead: list[tuple] = []  # fetched rows not yet decoded, of _ahead_pl
+        self._ahead: list[StoredBatch] = []  # fetched rows not yet decoded, of _ahead_pl
         self._ahead_pl = -1
 
     # --- the chain ------------------------------------------------------------------------

@@ -32,7 +32,8 @@ class MetricsTable:
             "AND name = '' AND metric = ?",
             (resolution, scope, metric),
         )
-        return rows[0][0]
+        bucket: int | None = rows[0][0]
+        return bucket
 
     def put(self, rows: list[Row]) -> None:
         """Store `rows`, replacing the buckets they name."""

@@ -100,7 +100,7 @@ class BatchLayout(NamedTuple):
     keys, whose lengths (`count` int32, -1: null) are at `key_lengths_at` (None: no keys).
     `headers` are decoded, one list per message, or None when no message has any."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # a field that shadows tuple.count, as it has always been named
     base_timestamp: int
     timestamps_at: int | None
     deltas_at: int | None

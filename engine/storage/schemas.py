@@ -12,7 +12,7 @@ permanent delete.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from engine.storage.catalog import Catalog
@@ -39,7 +39,7 @@ _VERSION_SQL = (
 )
 
 
-def _version(row: tuple) -> VersionRow:
+def _version(row: tuple[Any, ...]) -> VersionRow:
     return VersionRow(row[0], row[1], bool(row[2]), SchemaRow(*row[3:]))
 
 

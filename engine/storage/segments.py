@@ -74,7 +74,7 @@ class Placement:
                 }
                 self._placed = dict.fromkeys(self._heat, 0)
                 self._read_at = now
-            chosen = []
+            chosen: list[int] = []
             order = sorted(
                 self._heat, key=lambda v: (self._placed[v], self._heat[v], random.random())
             )

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from engine.storage import batch as batch_codec
 from engine.storage.connection import (
@@ -28,6 +29,7 @@ from engine.storage.connection import (
     translate,
     write_transaction,
 )
+from engine.storage.reader import StoredBatch
 
 ACTIVE, SEALED, DELETED = 0, 1, 2
 PAGE_SIZE = 16384
@@ -204,7 +206,7 @@ class _Appending:
 
     def __init__(self, now: int) -> None:
         self.now = now
-        self.rows: list[tuple] = []
+        self.rows: list[tuple[Any, ...]] = []
         self.heat: dict[int, list[int]] = {}
         self.usage: dict[int, list[int]] = {}
 
@@ -336,7 +338,7 @@ class Volume:
     def conn(self) -> sqlite3.Connection:
         return self._conns.get()
 
-    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """One read statement, its rows, and SQLite's errors as the engine's."""
         try:
             return self.conn.execute(sql, args).fetchall()
@@ -531,7 +533,7 @@ class Volume:
         with write_transaction(self.conn, self.path, "volume"):
             return {pl_id: self._purge_one(pl_id, now) for pl_id in pl_ids}
 
-    def batch_rows(self, pl_id: int, after_offset: int, limit: int) -> list[tuple]:
+    def batch_rows(self, pl_id: int, after_offset: int, limit: int) -> list[tuple[Any, ...]]:
         """Batches whose last offset is > `after_offset`, in offset order, as tuples of
         (batch id, base_offset, last_offset, count, payload)."""
         return self._query(
@@ -593,6 +595,7 @@ class Volume:
                     rw.batch_id, "none"
                 ):
                     # rewritten since the codecs were read (its count would have changed)
+                    assert rw.payload is not None  # payload is rw.payload or its packed form
                     payload = batch_codec.compress(rw.payload, batch_codec.codec_of(cur[2]))
                 if payload is None:
                     conn.execute("DELETE FROM batches WHERE id = ?", (rw.batch_id,))
@@ -665,7 +668,7 @@ class Volume:
             raise translate(exc, self.path, "volume") from exc
         return result
 
-    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[tuple]:
+    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[StoredBatch]:
         """Batches holding offsets >= `from_offset`, in offset order, as tuples of
         (base_offset, last_offset, ts_type, first_ts, max_ts, payload)."""
         return self._query(
@@ -674,7 +677,7 @@ class Volume:
             (pl_id, from_offset, max_batches),
         )
 
-    def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> tuple | None:
+    def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> StoredBatch | None:
         """The first batch whose running max timestamp reaches `timestamp_ms`, in the form
         of `read`."""
         rows = self._query(

@@ -108,7 +108,8 @@ class Broker:
     def producer(self, acks: int) -> Producer:
         """The engine producer of a wire acks value: -1 -> "all" (fsync), 1 -> 1, 0 -> 0,
         acting as this broker's principal."""
-        mode: object = {0: 0, 1: 1, -1: "all"}[acks]
+        modes: dict[int, int | str] = {0: 0, 1: 1, -1: "all"}
+        mode = modes[acks]
         key = (self._principal, mode)
         with self._lock:
             producer = self._producers.get(key)

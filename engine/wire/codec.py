@@ -19,16 +19,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import groupby, repeat
 from operator import attrgetter
-from typing import Any
+from typing import cast
 
 import lz4.frame
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import snappy
 import zstandard
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
+from kafka.protocol.api_data import ApiData
 from kafka.protocol.api_message import ApiMessage
 
 from engine.bulk import bulk_records
@@ -56,12 +58,23 @@ def peek_head(frame: bytes) -> Head:
     return Head(*_HEAD.unpack_from(frame))
 
 
-def decode_request(request_class: type[ApiMessage], frame: bytes, version: int) -> Any:
+def decode_request(request_class: type[ApiMessage], frame: bytes, version: int) -> ApiMessage:
     """The request of `frame` (header included), or FramingError when it does not parse."""
     try:
-        return request_class.decode(frame, version=version, header=True)
+        request = request_class.decode(frame, version=version, header=True)
     except Exception as exc:  # the codec raises struct.error, ValueError, IndexError...
         raise FramingError(f"malformed {request_class.__name__} v{version}: {exc}") from exc
+    if not isinstance(request, request_class):  # what decode promises (its stub does not)
+        raise FramingError(f"malformed {request_class.__name__} v{version}")
+    return request
+
+
+def decoded_bytes(value: bytes | ApiData | None) -> bytes | None:
+    """A bytes field of a decoded request. The codec decodes one as bytes; the stubs also
+    allow an ApiData, which only a message being built holds (its encode calls .encode())."""
+    if value is None or isinstance(value, bytes):
+        return value
+    raise FramingError(f"a bytes field decoded as {type(value).__name__}")
 
 
 def encode_response(response: ApiMessage, version: int, correlation_id: int) -> bytes:
@@ -144,12 +157,12 @@ def batches(data: bytes | None) -> Iterator[ProducedBatch]:
             raise ValueError("truncated record batch")
         if count < 0 or last_delta != count - 1:
             raise ValueError(f"a batch of {count} records with a last offset delta {last_delta}")
-        batch = view[pos:stop]
+        batch: memoryview | bytes = view[pos:stop]
         if crc32c(batch[_CRC_FROM:]) != crc:
             raise ValueError("record batch CRC mismatch")
         codec = attributes & CODEC_MASK
         if codec:
-            batch = _decompressed(batch, codec)
+            batch = _decompressed(view[pos:stop], codec)
         # a record object each, dropped at once: the collector need not walk them
         with bulk_records(count):
             records = list(DefaultRecordBatch(bytes(batch)))
@@ -245,7 +258,7 @@ def _snappy_length(block: bytes) -> int:
 _RECORD_OVERHEAD = 24  # bytes a v2 record adds to its key, value and headers, about
 
 
-def cumulative_sizes(batch: Any) -> Any:
+def cumulative_sizes(batch: pa.RecordBatch) -> npt.NDArray[np.int64]:
     """The running total of the records' sizes in a v2 batch (about: key, value and headers
     plus overhead), as a numpy array, to find where a byte limit falls."""
     sizes = pc.add(
@@ -260,7 +273,7 @@ def cumulative_sizes(batch: Any) -> Any:
     return np.cumsum(sizes)
 
 
-def encode_arrow(batch: Any) -> bytes:
+def encode_arrow(batch: pa.RecordBatch) -> bytes:
     """Records of one partition in offset order, as `Consumer.poll_arrow` returns them, as
     v2 batches: one for a run of CreateTime records, one per LogAppendTime timestamp (such
     a batch carries one time for all its records). The builder is fed by `map` over
@@ -269,13 +282,13 @@ def encode_arrow(batch: Any) -> bytes:
     if not n:
         return b""
     offset_column = batch.column("offset")
-    offsets = offset_column.to_pylist()
+    offsets = cast(list[int], offset_column.to_pylist())  # the column has no nulls
     stamps = pc.divide(pc.cast(batch.column("timestamp"), pa.int64()), 1000).to_pylist()
     keys = batch.column("key").to_pylist()
     values = batch.column("value").to_pylist()
     column = batch.column("headers")
     if column.null_count == n:
-        headers: Any = repeat(_NO_HEADERS, n)
+        headers: repeat[_Headers] | list[_Headers] = repeat(_NO_HEADERS, n)
     else:
         headers = [
             [(h["key"], h["value"]) for h in hs] if hs else _NO_HEADERS for hs in column.to_pylist()
@@ -315,11 +328,12 @@ def encode_arrow(batch: Any) -> bytes:
     return bytes(out)
 
 
-_NO_HEADERS: list[tuple[str, bytes | None]] = []
+_Headers = list[tuple[str, bytes | None]]
+_NO_HEADERS: _Headers = []
 
 
-def _finish(builder: Any, base: int, log_append: bool) -> bytearray:
-    buf = builder.build()
+def _finish(builder: DefaultRecordBatchBuilder, base: int, log_append: bool) -> bytearray:
+    buf: bytearray = builder.build()
     _BASE_OFFSET.pack_into(buf, 0, base)  # outside the CRC, which starts at the attributes
     if log_append:
         # The builder writes CreateTime; a LogAppendTime batch sets the attribute bit, which

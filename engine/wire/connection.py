@@ -12,13 +12,17 @@ import logging
 import struct
 import threading
 from concurrent.futures import Executor
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from engine.wire import codec, codes
 from engine.wire.broker import Broker
 from engine.wire.registry import APIS
+
+if TYPE_CHECKING:
+    from engine.auth.users import UserInfo
+    from engine.client.consumer import Consumer
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +42,14 @@ class Session:
     With SASL, `broker` becomes a view acting as the logged-in user's principal
     (`Broker.as_principal`) once the login succeeded (handlers/sasl.py)."""
 
-    def __init__(self, broker: Broker, peer: Any, sasl_mechanisms: tuple[str, ...] = ()) -> None:
+    def __init__(self, broker: Broker, peer: object, sasl_mechanisms: tuple[str, ...] = ()) -> None:
         self.broker = broker
-        self.peer = peer
-        self.consumer: Any = None
+        self.peer = peer  # the socket's peername: (host, port, ...) for TCP
+        self.consumer: Consumer | None = None
         self.sasl_mechanisms = sasl_mechanisms
         self.authenticated = not sasl_mechanisms
         self.sasl_stage: str | None = None  # set by a SaslHandshake
-        self.user: Any = None  # the console user logged in (UserInfo)
+        self.user: UserInfo | None = None  # the console user logged in
         self.close_after = False  # close once the response is sent (a refused login)
         # held while a request is served: a connection closed mid-request (the server
         # stopping) closes its consumer after that request, not under it

@@ -5,12 +5,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kafka.protocol.api_message import ApiMessage
 
-# handler(session, request, version) -> the response, or None when none is sent (acks=0)
-Handler = Callable[[Any, Any, int], Any]
+if TYPE_CHECKING:  # connection.py imports this module
+    from engine.wire.connection import Session
+
+# bounds as strings: ApiMessage's metaclass makes the class itself fail a truth test
+Req = TypeVar("Req", bound="ApiMessage", contravariant=True)
+Resp = TypeVar("Resp", bound="ApiMessage", covariant=True)
+R = TypeVar("R", bound="ApiMessage")
+S = TypeVar("S", bound="ApiMessage")
+
+
+class Handler(Protocol[Req, Resp]):
+    """handler(session, request, version) -> the response, or None when none is sent (acks=0).
+
+    `request` is an instance of the request class the handler is registered for (its
+    kafka-python protocol class, decoded at `version`), the response one of its response
+    class."""
+
+    def __call__(self, session: Session, request: Req, version: int, /) -> Resp | None: ...
 
 
 @dataclass(frozen=True)
@@ -20,7 +36,8 @@ class Api:
     response: type[ApiMessage]
     min_version: int
     max_version: int
-    handler: Handler
+    # the registered handler, behind a check that the request is of `request`'s class
+    handler: Handler[ApiMessage, ApiMessage]
 
     @property
     def name(self) -> str:
@@ -31,15 +48,23 @@ APIS: dict[int, Api] = {}
 
 
 def api(
-    request: type[ApiMessage], response: type[ApiMessage], versions: tuple[int, int]
-) -> Callable[[Handler], Handler]:
+    request: type[R], response: type[S], versions: tuple[int, int]
+) -> Callable[[Handler[R, S]], Handler[R, S]]:
     """Register the decorated function as the handler of `request`'s api key."""
 
-    def register(handler: Handler) -> Handler:
+    def register(handler: Handler[R, S]) -> Handler[R, S]:
         key = request.API_KEY
         if key in APIS:
             raise RuntimeError(f"api key {key} registered twice")
-        APIS[key] = Api(key, request, response, versions[0], versions[1], handler)
+
+        def checked(session: Session, message: ApiMessage, version: int, /) -> S | None:
+            # the connection decodes with this entry's request class, so this never fails:
+            # it narrows the registry's ApiMessage to what the handler takes
+            if not isinstance(message, request):
+                raise TypeError(f"{key}: {type(message).__name__} is not a {request.__name__}")
+            return handler(session, message, version)
+
+        APIS[key] = Api(key, request, response, versions[0], versions[1], checked)
         return handler
 
     return register

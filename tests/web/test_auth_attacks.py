@@ -350,7 +350,7 @@ def test_concurrent_logins_never_run_more_hashes_than_the_bound(live_web, monkey
         browsers.append(b)
     gate.reset_peak()
     start = threading.Barrier(clients)
-    answers: list[requests.Response | BaseException] = [None] * clients  # type: ignore[list-item]
+    answers: list[requests.Response | BaseException] = [None] * clients  # type: ignore[list-item]  # each slot filled by its thread
 
     def run(i: int) -> None:
         b = browsers[i]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, overload
 
 from flask import Response, g, request
 
@@ -94,6 +94,12 @@ def authenticate_user() -> Response | None:
 # --- arguments -----------------------------------------------------------------------------
 
 
+@overload
+def query_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int: ...
+@overload
+def query_int(
+    name: str, default: None = None, *, minimum: int = 0, maximum: int | None = None
+) -> int | None: ...
 def query_int(
     name: str, default: int | None = None, *, minimum: int = 0, maximum: int | None = None
 ) -> int | None:
@@ -119,7 +125,7 @@ def paging() -> tuple[int, int]:
     """(limit, offset) from the query string."""
     limit = query_int("limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
     offset = query_int("offset", 0)
-    return limit, offset  # type: ignore[return-value]
+    return limit, offset
 
 
 def json_body() -> dict[str, Any]:

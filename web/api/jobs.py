@@ -129,7 +129,7 @@ def job_json(job: jobs_api.Job) -> dict[str, Any]:
 def list_jobs() -> Response:
     """Jobs, newest first: `limit` (default 100)."""
     limit = query_int("limit", 100, minimum=1, maximum=1000)
-    found = jobs_api.list(cluster=cluster_path(), limit=limit)  # type: ignore[arg-type]
+    found = jobs_api.list(cluster=cluster_path(), limit=limit)
     return json_response({"jobs": [job_json(j) for j in found]})
 
 

@@ -517,7 +517,7 @@ def heat() -> Response:
     the `limit` hottest partitions (default 20), and per-bucket series per volume."""
     window_s = query_int("window_s", 300, minimum=1, maximum=MAX_WINDOW_S)
     top = query_int("limit", HEAT_TOP_PARTITIONS, minimum=1, maximum=MAX_LIMIT)
-    hm = cluster().heat(window_s)  # type: ignore[arg-type]
+    hm = cluster().heat(window_s)
     return json_response(
         {
             "window_s": hm.window_s,
@@ -535,7 +535,7 @@ def heat() -> Response:
             "topics": [{"topic": t, **load_json(load)} for t, load in sorted(hm.topics.items())],
             "hottest_partitions": [
                 {"topic": tp.topic, "partition": tp.partition, **load_json(load)}
-                for tp, load in hm.hottest_partitions(top)  # type: ignore[arg-type]
+                for tp, load in hm.hottest_partitions(top)
             ],
         }
     )

@@ -110,7 +110,7 @@ def search_messages(name: str) -> Response:
     cursor = request.args.get("cursor") or None
     try:
         if cursor is not None:
-            chosen = range(len(info.partitions)) if partition is None else partitions
+            chosen = range(len(info.partitions)) if partition is None else [partition]
             positions = browse.decode_cursor(cursor, info.name, True, chosen)
         job = message_search.search(
             c,  # the token's user: the engine checks consume_perm
@@ -120,8 +120,8 @@ def search_messages(name: str) -> Response:
             start=start,
             end=end,
             positions=positions,
-            max_matches=limit,  # type: ignore[arg-type]
-            max_scanned=budget,  # type: ignore[arg-type]
+            max_matches=limit,
+            max_scanned=budget,
             stop_when_full=True,
         )
     except browse.BadQuery as exc:

@@ -17,6 +17,7 @@ from engine.kafka.admin.new_topic import NewTopic
 from engine.kafka.config import configure
 from engine.kafka.configs import topic_configs
 from engine.kafka.errors import (
+    BrokerResponseError,
     GroupIdNotFoundError,
     IllegalStateError,
     InvalidPartitionsError,
@@ -54,7 +55,7 @@ __all__ = [
 # broker's answer ({'topics': [{'name', 'error_code', 'error_message', ...}]}), 2.0 the
 # answer itself, read by attribute (`.topic_errors`, `.topic_error_codes`): these are the
 # 3.0 dict with the 2.0 attributes, so that programs of either version read them.
-class CreateTopicsResponse(dict):
+class CreateTopicsResponse(dict[str, Any]):
     @property
     def topic_errors(self) -> list[tuple[str, int, str | None]]:
         return [(t["name"], t["error_code"], t["error_message"]) for t in self["topics"]]
@@ -62,7 +63,7 @@ class CreateTopicsResponse(dict):
     throttle_time_ms = 0
 
 
-class DeleteTopicsResponse(dict):
+class DeleteTopicsResponse(dict[str, Any]):
     @property
     def topic_error_codes(self) -> list[tuple[str, int]]:
         return [(t["name"], t["error_code"]) for t in self["topics"]]
@@ -70,7 +71,7 @@ class DeleteTopicsResponse(dict):
     throttle_time_ms = 0
 
 
-class CreatePartitionsResponse(dict):
+class CreatePartitionsResponse(dict[str, Any]):
     @property
     def topic_errors(self) -> list[tuple[str, int, str | None]]:
         return [(t["name"], t["error_code"], t["error_message"]) for t in self["results"]]
@@ -81,7 +82,7 @@ class CreatePartitionsResponse(dict):
 def _raise_first(errors_seen: list[KafkaError], response: Any, raise_errors: bool = True) -> None:
     if errors_seen and raise_errors:
         first = errors_seen[0]
-        first.response = response  # type: ignore[attr-defined]
+        first.response = response
         raise first
 
 
@@ -196,7 +197,7 @@ class KafkaAdminClient:
         return response
 
     def _create_topic(self, new: NewTopic, validate_only: bool) -> None:
-        count = new.num_partitions
+        count: int | None = new.num_partitions
         if (count is None or count == -1) and new.replica_assignments:
             count = len(new.replica_assignments)
         if count is None or count == -1:
@@ -465,7 +466,7 @@ class KafkaAdminClient:
             for tp, (_, row) in zip(offsets, rows, strict=True)
         }
 
-    def _unsupported(self, what: str, instead: str) -> UnsupportedVersionError:
+    def _unsupported(self, what: str, instead: str) -> BrokerResponseError:
         return UnsupportedVersionError(f"{what} is not supported by Partitionlet: {instead}")
 
     def describe_configs(

@@ -12,7 +12,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal, overload
 
 from engine import errors as engine_errors
 from engine.client.consumer import Consumer
@@ -248,7 +248,9 @@ class KafkaConsumer:
         return {self._names.show_tp(tp) for tp in self._consumer.paused()}
 
     def _by_partition(
-        self, partitions: Iterable[TopicPartition], ask: Callable[[list[TopicPartition]], dict]
+        self,
+        partitions: Iterable[TopicPartition],
+        ask: Callable[[list[TopicPartition]], dict[TopicPartition, Any]],
     ) -> dict[TopicPartition, Any]:
         """`ask` the engine with full names; the answer keyed by the program's own tps."""
         given = list(partitions)
@@ -286,6 +288,21 @@ class KafkaConsumer:
 
     # --- committed offsets ----------------------------------------------------------------
 
+    @overload
+    def committed(
+        self,
+        partition: TopicPartition,
+        metadata: Literal[False] = False,
+        timeout_ms: int | None = None,
+    ) -> int | None: ...
+    @overload
+    def committed(
+        self, partition: TopicPartition, metadata: Literal[True], timeout_ms: int | None = None
+    ) -> OffsetAndMetadata | None: ...
+    @overload
+    def committed(
+        self, partition: TopicPartition, metadata: bool, timeout_ms: int | None = None
+    ) -> int | OffsetAndMetadata | None: ...
     def committed(
         self, partition: TopicPartition, metadata: bool = False, timeout_ms: int | None = None
     ) -> int | OffsetAndMetadata | None:
@@ -319,7 +336,7 @@ class KafkaConsumer:
     def commit_async(
         self,
         offsets: dict[TopicPartition, Any] | None = None,
-        callback: Callable[[dict, Any], Any] | None = None,
+        callback: Callable[[dict[TopicPartition, Any], Any], Any] | None = None,
     ) -> DoneFuture:
         """Commit (synchronously, here), then call `callback(offsets, response_or_error)`
         (`default_offset_commit_callback` when no callback is given); returns a resolved

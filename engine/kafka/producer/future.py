@@ -32,7 +32,7 @@ class RecordMetadata(NamedTuple):
     serialized_header_size: int
 
 
-class FutureRecordMetadata(tuple):
+class FutureRecordMetadata(tuple[Any, ...]):
     """The outcome of one `send()`, like kafka-python's: `get(timeout)` returns a
     `RecordMetadata` or raises; `add_callback(f, *args)` calls `f(*args, metadata)` and
     `add_errback(f, *args)` calls `f(*args, exception)`, in the producer's sender thread
@@ -61,8 +61,9 @@ class FutureRecordMetadata(tuple):
         )
 
     def _failure(self) -> BaseException | None:
-        inner, error = self[0], self[5]
+        inner = self[0]
         if inner is None:
+            error: BaseException | None = self[5]
             return error
         exc = inner.exception
         return None if exc is None else kafka_error(exc)
@@ -119,10 +120,10 @@ class FutureRecordMetadata(tuple):
         self.add_callback(f, *args)
         return self.add_errback(f, *args)
 
-    def _succeeded(self, f: Callable[..., Any], args: tuple, md: Any) -> None:
+    def _succeeded(self, f: Callable[..., Any], args: tuple[Any, ...], md: Any) -> None:
         f(*args, self._metadata(md))
 
-    def _failed(self, f: Callable[..., Any], args: tuple, exc: BaseException) -> None:
+    def _failed(self, f: Callable[..., Any], args: tuple[Any, ...], exc: BaseException) -> None:
         f(*args, kafka_error(exc))
 
 

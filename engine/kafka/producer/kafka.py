@@ -133,7 +133,7 @@ class KafkaProducer:
             )
             if size > self._max_request_size:
                 self._refused += 1
-                error = MessageSizeTooLargeError(
+                error: BaseException = MessageSizeTooLargeError(
                     f"the message is {size} bytes (key, value and headers), larger than "
                     f"max_request_size={self._max_request_size}"
                 )

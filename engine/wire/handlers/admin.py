@@ -9,8 +9,8 @@ their stream (topic_perm). A topic's configs are its stream's policies under Kaf
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import Counter
-from typing import Any
 
 from kafka.protocol.admin import (
     CreatePartitionsRequest,
@@ -28,8 +28,10 @@ from kafka.protocol.admin import (
 from engine import errors
 from engine.kafka.configs import BY_NAME, topic_configs
 from engine.policies import MAX_PARTITIONS
+from engine.records import PartitionInfo, StreamInfo
 from engine.wire import codes
-from engine.wire.broker import NODE_ID
+from engine.wire.broker import NODE_ID, Broker
+from engine.wire.connection import Session
 from engine.wire.registry import api
 
 log = logging.getLogger(__name__)
@@ -78,7 +80,9 @@ def _stream_of(full: str) -> str:
 # v2 to v7 (flexible from v5, the answer carrying the topic's partitions and configs);
 # librdkafka asks for up to v4, kafka-python 3 for the newest
 @api(CreateTopicsRequest, CreateTopicsResponse, (2, 7))
-def create_topics(session: Any, request: Any, version: int) -> Any:
+def create_topics(
+    session: Session, request: CreateTopicsRequest, version: int
+) -> CreateTopicsResponse:
     broker = session.broker
     R = CreateTopicsResponse.CreatableTopicResult
     twice = _duplicates([t.name for t in request.topics])
@@ -111,7 +115,9 @@ def create_topics(session: Any, request: Any, version: int) -> Any:
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[str, int]:
+def _create(
+    broker: Broker, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool
+) -> tuple[str, int]:
     """Create (or with `validate_only`, check) one topic; (full name, partition count)."""
     cluster = broker.cluster
     count = topic.num_partitions
@@ -161,7 +167,9 @@ def _create(broker: Any, topic: Any, validate_only: bool) -> tuple[str, int]:
     return full, len(cluster.create_topic(full, partitions).partitions)
 
 
-def _check_configs(configs: list[Any], stream: Any) -> None:
+def _check_configs(
+    configs: list[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig], stream: StreamInfo
+) -> None:
     """A topic config may be given with its stream's value only: configs are the stream's
     policies, so another value could not be honoured for one topic. Configs that have no
     policy (segment.bytes, ...) mean nothing to the engine and are ignored."""
@@ -189,9 +197,12 @@ def _check_configs(configs: list[Any], stream: Any) -> None:
 
 # v1 to v6 (flexible from v4; v6 names topics by name or id, and the engine has no ids)
 @api(DeleteTopicsRequest, DeleteTopicsResponse, (1, 6))
-def delete_topics(session: Any, request: Any, version: int) -> Any:
+def delete_topics(
+    session: Session, request: DeleteTopicsRequest, version: int
+) -> DeleteTopicsResponse:
     cluster = session.broker.cluster
     R = DeleteTopicsResponse.DeletableTopicResult
+    wanted: list[tuple[str | None, uuid.UUID | None]]
     if version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -200,7 +211,7 @@ def delete_topics(session: Any, request: Any, version: int) -> Any:
     for name, topic_id in wanted:
         result = R(name=name, error_code=codes.NONE, error_message=None)
         if version >= 6:
-            result.topic_id = topic_id
+            result.topic_id = topic_id  # type: ignore[assignment]  # None: the zero UUID
         try:
             if name is None:
                 raise _Refused(UNKNOWN_TOPIC_ID, "topics have no ids here: name the topic")
@@ -220,7 +231,9 @@ def delete_topics(session: Any, request: Any, version: int) -> Any:
 
 # v0 to v3 (flexible from v2)
 @api(CreatePartitionsRequest, CreatePartitionsResponse, (0, 3))
-def create_partitions(session: Any, request: Any, version: int) -> Any:
+def create_partitions(
+    session: Session, request: CreatePartitionsRequest, version: int
+) -> CreatePartitionsResponse:
     broker = session.broker
     R = CreatePartitionsResponse.CreatePartitionsTopicResult
     twice = _duplicates([t.name for t in request.topics])
@@ -239,7 +252,9 @@ def create_partitions(session: Any, request: Any, version: int) -> Any:
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
-def _grow(broker: Any, topic: Any, validate_only: bool) -> None:
+def _grow(
+    broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsTopic, validate_only: bool
+) -> None:
     cluster = broker.cluster
     full = broker.full_name(topic.name)
     current = len(cluster.topic(full).partitions)
@@ -277,7 +292,9 @@ def _grow(broker: Any, topic: Any, validate_only: bool) -> None:
 
 # v1 to v4 (flexible from v4; v3 adds types and documentation)
 @api(DescribeConfigsRequest, DescribeConfigsResponse, (1, 4))
-def describe_configs(session: Any, request: Any, version: int) -> Any:
+def describe_configs(
+    session: Session, request: DescribeConfigsRequest, version: int
+) -> DescribeConfigsResponse:
     R = DescribeConfigsResponse.DescribeConfigsResult
     results = []
     for resource in request.resources:
@@ -300,7 +317,9 @@ def describe_configs(session: Any, request: Any, version: int) -> Any:
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _configs_of(broker: Any, resource: Any) -> list[tuple[str, str, int, str, str]]:
+def _configs_of(
+    broker: Broker, resource: DescribeConfigsRequest.DescribeConfigsResource
+) -> list[tuple[str, str, int, str, str]]:
     """(name, value, source, Kafka type, documentation) of each config of a resource."""
     keys = resource.configuration_keys
     if resource.resource_type == _TOPIC:
@@ -346,8 +365,14 @@ def _configs_of(broker: Any, resource: Any) -> list[tuple[str, str, int, str, st
 
 
 def _config_entry(
-    request: Any, version: int, name: str, value: str, source: int, kind: str, doc: str
-) -> Any:
+    request: DescribeConfigsRequest,
+    version: int,
+    name: str,
+    value: str,
+    source: int,
+    kind: str,
+    doc: str,
+) -> DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult:
     E = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
     entry = E(
         name=name,
@@ -371,7 +396,9 @@ def _config_entry(
 
 # v0 to v2 (flexible from v2)
 @api(DeleteRecordsRequest, DeleteRecordsResponse, (0, 2))
-def delete_records(session: Any, request: Any, version: int) -> Any:
+def delete_records(
+    session: Session, request: DeleteRecordsRequest, version: int
+) -> DeleteRecordsResponse:
     """Kafka moves a partition's log start to the offset given. The engine drops whole
     partitionlets only (`Cluster.delete_records`, as retention does), so the low watermark
     answered is where the log starts after it: the offset asked for when a partitionlet
@@ -403,7 +430,9 @@ def delete_records(session: Any, request: Any, version: int) -> Any:
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
 
-def _delete_below(broker: Any, full: str, partition: Any, offset: int) -> tuple[int, int]:
+def _delete_below(
+    broker: Broker, full: str, partition: PartitionInfo, offset: int
+) -> tuple[int, int]:
     start, end = partition.log_start_offset, partition.high_watermark
     target = end if offset == -1 else offset  # -1: everything up to the high watermark
     if not 0 <= target <= end:

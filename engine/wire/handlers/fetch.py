@@ -7,7 +7,8 @@ signal, so an in-process produce (a wire producer included) wakes it at once."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -18,7 +19,11 @@ from kafka.protocol.consumer import (
 
 from engine import Consumer, TopicPartition, errors
 from engine.wire import codec, codes
+from engine.wire.connection import Session
 from engine.wire.registry import api
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 EARLIEST = -2
 LATEST = -1
@@ -28,7 +33,19 @@ _SLICE_MS = 500
 _POLL_RECORDS = 10000
 
 
-def consumer_of(session: Any) -> Consumer:
+@dataclass(slots=True)
+class _Wanted:
+    """One partition of a fetch: what the client asked for, and what is read for it."""
+
+    error: int
+    tp: TopicPartition | None  # None when the partition is not known (error says why)
+    offset: int
+    max_bytes: int
+    records: list[pa.RecordBatch] = field(default_factory=list)
+    size: int = 0  # bytes of `records` as record batches
+
+
+def consumer_of(session: Session) -> Consumer:
     if session.consumer is None:
         session.consumer = Consumer(
             session.broker.cluster, enable_auto_commit=False, auto_offset_reset="earliest"
@@ -38,35 +55,29 @@ def consumer_of(session: Any) -> Consumer:
 
 # from v4 (record batch v2) to v12 (flexible); v13 and later name topics by id
 @api(FetchRequest, FetchResponse, (4, 12))
-def fetch(session: Any, request: Any, version: int) -> Any:
+def fetch(session: Session, request: FetchRequest, version: int) -> FetchResponse:
     consumer = consumer_of(session)
     closing = session.broker.closing
-    # (topic name, partition) -> [error, tp, fetch offset, max bytes, records, bytes]
-    wanted: dict[tuple[str, int], list[Any]] = {}
+    wanted: dict[tuple[str, int], _Wanted] = {}  # by (topic name, partition)
     for topic in request.topics:
         for p in topic.partitions:
             error, tp = session.broker.resolve(topic.topic, p.partition)
-            wanted[(topic.topic, p.partition)] = [
-                error,
-                tp,
-                p.fetch_offset,
-                max(p.partition_max_bytes, 1),
-                [],
-                0,
-            ]
-    live = {w[1]: w for w in wanted.values() if w[0] == codes.NONE}
+            wanted[(topic.topic, p.partition)] = _Wanted(
+                error, tp, p.fetch_offset, max(p.partition_max_bytes, 1)
+            )
+    live = {w.tp: w for w in wanted.values() if w.error == codes.NONE and w.tp is not None}
     begins: dict[TopicPartition, int] = {}
     ends: dict[TopicPartition, int] = {}
     if live:
         begins = consumer.beginning_offsets(live)
         ends = consumer.end_offsets(live)
         for tp, w in list(live.items()):
-            if not begins[tp] <= w[2] <= ends[tp]:
-                w[0] = codes.OFFSET_OUT_OF_RANGE
+            if not begins[tp] <= w.offset <= ends[tp]:
+                w.error = codes.OFFSET_OUT_OF_RANGE
                 del live[tp]
     consumer.assign(list(live))
     for tp, w in live.items():
-        consumer.seek(tp, w[2])
+        consumer.seek(tp, w.offset)
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     min_bytes = max(request.min_bytes, 0)
     max_bytes = request.max_bytes if version >= 3 and request.max_bytes > 0 else 1 << 31
@@ -83,17 +94,18 @@ def fetch(session: Any, request: Any, version: int) -> Any:
         if satisfied and not got:
             break
         for tp, batch in got.items():
-            w = live.get(tp)
-            if w is None:
+            part = live.get(tp)
+            if part is None:
                 continue
+            w = part
             sizes = codec.cumulative_sizes(batch)
-            room = min(w[3] - w[5], max_bytes - total)
+            room = min(w.max_bytes - w.size, max_bytes - total)
             # Kafka's rule: the first record always goes, so a big one cannot block a
             # consumer; after that the partition's and the response's limits hold.
-            take = max(int(sizes.searchsorted(room, side="right")), 0 if w[4] else 1)
-            w[4].append(batch.slice(0, take) if take < batch.num_rows else batch)
+            take = max(int(sizes.searchsorted(room, side="right")), 0 if w.records else 1)
+            w.records.append(batch.slice(0, take) if take < batch.num_rows else batch)
             if take:
-                w[5] += int(sizes[take - 1])
+                w.size += int(sizes[take - 1])
                 total += int(sizes[take - 1])
             if take < batch.num_rows:
                 consumer.pause(tp)  # the rest is read again by the next fetch
@@ -108,15 +120,16 @@ def fetch(session: Any, request: Any, version: int) -> Any:
 
 
 def _fetch_response(
-    wanted: dict[tuple[str, int], list[Any]],
+    wanted: dict[tuple[str, int], _Wanted],
     begins: dict[TopicPartition, int],
     ends: dict[TopicPartition, int],
     version: int,
-) -> Any:
+) -> FetchResponse:
     R = FetchResponse.FetchableTopicResponse
     P = R.PartitionData
-    by_topic: dict[str, list[Any]] = {}
-    for (name, partition), (error, tp, _, _, records, _) in wanted.items():
+    by_topic: dict[str, list[FetchResponse.FetchableTopicResponse.PartitionData]] = {}
+    for (name, partition), w in wanted.items():
+        error, tp, records = w.error, w.tp, w.records
         high = ends.get(tp, -1) if tp is not None else -1
         by_topic.setdefault(name, []).append(
             P(
@@ -140,7 +153,9 @@ def _fetch_response(
 
 # from v1 to v7 (flexible from v6); v8 and later add tiered storage lookups
 @api(ListOffsetsRequest, ListOffsetsResponse, (1, 7))
-def list_offsets(session: Any, request: Any, version: int) -> Any:
+def list_offsets(
+    session: Session, request: ListOffsetsRequest, version: int
+) -> ListOffsetsResponse:
     consumer = consumer_of(session)
     R = ListOffsetsResponse.ListOffsetsTopicResponse
     P = R.ListOffsetsPartitionResponse
@@ -179,7 +194,7 @@ def list_offsets(session: Any, request: Any, version: int) -> Any:
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-def _max_timestamp(session: Any, consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
+def _max_timestamp(session: Session, consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
     """(offset, timestamp) of the first message with the partition's largest timestamp, or
     (-1, -1) for a partition with none, as Kafka answers."""
     info = session.broker.cluster.topic(tp.topic).partitions[tp.partition]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -13,11 +11,12 @@ from kafka.protocol.metadata import (
 
 from engine import errors
 from engine.wire import codes
-from engine.wire.broker import NODE_ID
+from engine.wire.broker import NODE_ID, Broker
+from engine.wire.connection import Session
 from engine.wire.registry import APIS, api
 
 
-def api_versions_list(version: int) -> list[Any]:
+def api_versions_list(version: int) -> list[ApiVersionsResponse.ApiVersion]:
     return [
         ApiVersionsResponse.ApiVersion(
             api_key=a.key, min_version=a.min_version, max_version=a.max_version, version=version
@@ -27,7 +26,9 @@ def api_versions_list(version: int) -> list[Any]:
 
 
 @api(ApiVersionsRequest, ApiVersionsResponse, (0, 3))
-def api_versions(session: Any, request: Any, version: int) -> Any:
+def api_versions(
+    session: Session, request: ApiVersionsRequest, version: int
+) -> ApiVersionsResponse:
     return ApiVersionsResponse(
         error_code=codes.NONE, api_keys=api_versions_list(version), throttle_time_ms=0
     )
@@ -35,14 +36,16 @@ def api_versions(session: Any, request: Any, version: int) -> Any:
 
 # up to v9 (flexible, Kafka 2.4's): v10 and later add topic ids, which the engine has not
 @api(MetadataRequest, MetadataResponse, (0, 9))
-def metadata(session: Any, request: Any, version: int) -> Any:
+def metadata(session: Session, request: MetadataRequest, version: int) -> MetadataResponse:
     broker = session.broker
     R = MetadataResponse
     if request.topics is None or (version == 0 and not request.topics):
-        wanted = [(broker.shown(full), full) for full in broker.default_topics()]
+        wanted: list[tuple[str, str | None]] = [
+            (broker.shown(full), full) for full in broker.default_topics()
+        ]
         auto_create = False
     else:
-        wanted = [(t.name, None) for t in request.topics]
+        wanted = [(t.name or "", None) for t in request.topics]  # a name up to v9
         auto_create = version < 4 or bool(request.allow_auto_topic_creation)
     topics = []
     for name, full in wanted:
@@ -64,7 +67,8 @@ def metadata(session: Any, request: Any, version: int) -> Any:
                     )
                     for p in range(partitions)
                 ],
-                authorized_operations=None,  # "not asked for" (bit 31, INT32_MIN), as Kafka says it
+                # "not asked for" (bit 31, INT32_MIN), as Kafka says it
+                authorized_operations=None,  # type: ignore[arg-type]  # the stub wants set[int], the codec takes None too
             )
         )
     return R(
@@ -75,11 +79,11 @@ def metadata(session: Any, request: Any, version: int) -> Any:
         cluster_id=broker.cluster.id,
         controller_id=NODE_ID,
         topics=topics,
-        authorized_operations=None,
+        authorized_operations=None,  # type: ignore[arg-type]  # None too, as above
     )
 
 
-def _describe(broker: Any, name: str, full: str | None, auto_create: bool) -> tuple[int, int]:
+def _describe(broker: Broker, name: str, full: str | None, auto_create: bool) -> tuple[int, int]:
     """(error code, partition count) of a topic, created first where the client asks for
     it and its stream's `auto_create` allows it."""
     cluster = broker.cluster

@@ -5,8 +5,6 @@ by the group coordinator."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kafka.protocol.consumer import (
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -18,12 +16,15 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from engine import Consumer, OffsetAndMetadata, errors
 from engine.wire import codes
 from engine.wire.broker import NODE_ID
+from engine.wire.connection import Session
 from engine.wire.registry import api
 
 
 # up to v3 (flexible); v4 batches several keys in one request
 @api(FindCoordinatorRequest, FindCoordinatorResponse, (0, 3))
-def find_coordinator(session: Any, request: Any, version: int) -> Any:
+def find_coordinator(
+    session: Session, request: FindCoordinatorRequest, version: int
+) -> FindCoordinatorResponse:
     broker = session.broker
     return FindCoordinatorResponse(
         throttle_time_ms=0,
@@ -35,13 +36,15 @@ def find_coordinator(session: Any, request: Any, version: int) -> Any:
     )
 
 
-def _group_consumer(session: Any, group_id: str) -> Consumer:
+def _group_consumer(session: Session, group_id: str) -> Consumer:
     return Consumer(session.broker.cluster, group_id=group_id, enable_auto_commit=False)
 
 
 # from v2 to v8 (flexible from v8); v9 and later are for the new consumer protocol
 @api(OffsetCommitRequest, OffsetCommitResponse, (2, 8))
-def offset_commit(session: Any, request: Any, version: int) -> Any:
+def offset_commit(
+    session: Session, request: OffsetCommitRequest, version: int
+) -> OffsetCommitResponse:
     R = OffsetCommitResponse.OffsetCommitResponseTopic
     P = R.OffsetCommitResponsePartition
     topics = []
@@ -78,7 +81,9 @@ def offset_commit(session: Any, request: Any, version: int) -> Any:
 
 # from v1 to v7 (flexible from v6); v8 and later batch several groups in one request
 @api(OffsetFetchRequest, OffsetFetchResponse, (1, 7))
-def offset_fetch(session: Any, request: Any, version: int) -> Any:
+def offset_fetch(
+    session: Session, request: OffsetFetchRequest, version: int
+) -> OffsetFetchResponse:
     R = OffsetFetchResponse.OffsetFetchResponseTopic
     P = R.OffsetFetchResponsePartition
     consumer = _group_consumer(session, request.group_id) if request.group_id else None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
 
 from kafka.protocol.producer import (
     InitProducerIdRequest,
@@ -17,6 +16,8 @@ from kafka.protocol.producer import (
 from engine import errors
 from engine.bulk import bulk_records
 from engine.wire import codec, codes
+from engine.wire.broker import Broker
+from engine.wire.connection import Session
 from engine.wire.registry import api
 
 # a produce request waits at most this long for its acks, whatever timeout it asks for
@@ -24,7 +25,9 @@ _MAX_WAIT_S = 60.0
 
 
 @api(InitProducerIdRequest, InitProducerIdResponse, (0, 4))
-def init_producer_id(session: Any, request: Any, version: int) -> Any:
+def init_producer_id(
+    session: Session, request: InitProducerIdRequest, version: int
+) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         # transactions are not served yet (docs/WIRE.md)
         return InitProducerIdResponse(
@@ -43,7 +46,7 @@ def init_producer_id(session: Any, request: Any, version: int) -> Any:
 
 # from v3 (record batch v2 only) to v9 (flexible); v10 and later are Kafka 3.7+'s
 @api(ProduceRequest, ProduceResponse, (3, 9))
-def produce(session: Any, request: Any, version: int) -> Any:
+def produce(session: Session, request: ProduceRequest, version: int) -> ProduceResponse | None:
     broker = session.broker
     acks = request.acks
     deadline = time.monotonic() + min(max(request.timeout_ms, 0) / 1000, _MAX_WAIT_S)
@@ -56,7 +59,14 @@ def produce(session: Any, request: Any, version: int) -> Any:
             if acks not in (0, 1, -1):
                 error, offset = codes.INVALID_REQUIRED_ACKS, -1
             else:
-                error, offset = _write(broker, topic.name, data.index, data.records, acks, deadline)
+                error, offset = _write(
+                    broker,
+                    topic.name,
+                    data.index,
+                    codec.decoded_bytes(data.records),
+                    acks,
+                    deadline,
+                )
             partitions.append(
                 P(
                     index=data.index,
@@ -75,7 +85,7 @@ def produce(session: Any, request: Any, version: int) -> Any:
 
 
 def _write(
-    broker: Any, name: str, partition: int, data: bytes | None, acks: int, deadline: float
+    broker: Broker, name: str, partition: int, data: bytes | None, acks: int, deadline: float
 ) -> tuple[int, int]:
     """(error code, base offset) of one partition's records; nothing is written unless
     every check passed."""
@@ -127,7 +137,7 @@ def _joined(batches: list[codec.ProducedBatch]) -> codec.ProducedBatch:
 
 
 def _write_batch(
-    broker: Any,
+    broker: Broker,
     full: str,
     partition: int,
     batch: codec.ProducedBatch,
@@ -157,7 +167,7 @@ def _write_batch(
 
 
 def _send(
-    broker: Any,
+    broker: Broker,
     full: str,
     partition: int,
     batch: codec.ProducedBatch,

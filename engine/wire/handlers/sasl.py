@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import Any
 
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -20,7 +19,8 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from engine.wire import auth, codes
+from engine.wire import auth, codec, codes
+from engine.wire.connection import Session
 from engine.wire.registry import api
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,9 @@ RAW = "raw"
 
 
 @api(SaslHandshakeRequest, SaslHandshakeResponse, (0, 1))
-def sasl_handshake(session: Any, request: Any, version: int) -> Any:
+def sasl_handshake(
+    session: Session, request: SaslHandshakeRequest, version: int
+) -> SaslHandshakeResponse:
     offered = list(session.sasl_mechanisms)
     if not offered or session.authenticated or session.sasl_stage is not None:
         # a listener without SASL, or a second handshake: Kafka's answer past the SASL stage
@@ -48,18 +50,20 @@ def sasl_handshake(session: Any, request: Any, version: int) -> Any:
 
 
 @api(SaslAuthenticateRequest, SaslAuthenticateResponse, (0, 2))
-def sasl_authenticate(session: Any, request: Any, version: int) -> Any:
+def sasl_authenticate(
+    session: Session, request: SaslAuthenticateRequest, version: int
+) -> SaslAuthenticateResponse:
     if session.sasl_stage != FRAMED:
         session.close_after = bool(session.sasl_mechanisms)
         return _response(codes.ILLEGAL_SASL_STATE, "SaslAuthenticate needs SaslHandshake v1 first")
-    error = login(session, request.auth_bytes)
+    error = login(session, codec.decoded_bytes(request.auth_bytes) or b"")
     if error is not None:
         session.close_after = True
         return _response(codes.SASL_AUTHENTICATION_FAILED, error)
     return _response(codes.NONE, None)
 
 
-def raw_token(session: Any, frame: bytes) -> bytes | None:
+def raw_token(session: Session, frame: bytes) -> bytes | None:
     """The answer to the bare token that follows SaslHandshake v0: an empty token (framed)
     when the login succeeds, None (close the connection) when it fails, as Kafka does."""
     if login(session, frame) is not None:
@@ -67,7 +71,7 @@ def raw_token(session: Any, frame: bytes) -> bytes | None:
     return struct.pack(">i", 0)
 
 
-def login(session: Any, token: bytes) -> str | None:
+def login(session: Session, token: bytes) -> str | None:
     """Log the session in with a PLAIN token: None when it succeeded, else the message."""
     session.sasl_stage = None
     try:
@@ -82,7 +86,7 @@ def login(session: Any, token: bytes) -> str | None:
     return None
 
 
-def _response(error: int, message: str | None) -> Any:
+def _response(error: int, message: str | None) -> SaslAuthenticateResponse:
     return SaslAuthenticateResponse(
         error_code=error, error_message=message, auth_bytes=b"", session_lifetime_ms=0
     )

@@ -1,0 +1,36 @@
+"""What reads the stored batches of one partitionlet (`Cluster.reader`): its `Volume` while
+it lives in a volume file, an `archive.ArchiveReader` once it is archived. Both have the
+reading methods of `BatchReader`, with the same row shapes, so a reader needs not know
+which tier a partitionlet is on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from engine.storage.volume import PartitionletState, ReplicaBatch
+
+# One batch as read: (base_offset, last_offset, ts_type, first_ts, max_ts, payload)
+StoredBatch = tuple[int, int, int, int, int, bytes]
+
+
+class BatchReader(Protocol):
+    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[StoredBatch]:
+        """Batches holding offsets >= `from_offset`, in offset order."""
+        ...
+
+    def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> StoredBatch | None:
+        """The first batch whose running max timestamp reaches `timestamp_ms`."""
+        ...
+
+    def state(self, pl_id: int) -> PartitionletState | None: ...
+
+    def states(self, pl_ids: list[int]) -> dict[int, PartitionletState]: ...
+
+    def replica_batches(self, pl_id: int, from_offset: int, limit: int) -> list[ReplicaBatch]:
+        """The stored batches holding offsets >= `from_offset`, exactly as stored."""
+        ...
+
+    def batch_at(self, pl_id: int, offset: int) -> tuple[int, int, str] | None:
+        """(base_offset, last_offset, origin) of the batch holding `offset`."""
+        ...
