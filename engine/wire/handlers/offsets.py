@@ -75,11 +75,14 @@ def offset_commit(
     # refused (it has lost its partitions); a simple commit (generation -1) is not checked
     cluster = session.broker.cluster
     generation, member_id = request.generation_id_or_member_epoch, request.member_id or ""
-    group_error = session.broker.groups.check_commit(
-        request.group_id, generation, member_id, str(cluster.principal.user)
-    )
-    if request.group_id and group_error == codes.NONE:
+    # the group's permission first, as Kafka's authorizer, then the member
+    group_error = codes.NONE
+    if request.group_id:
         group_error = _check_commit(session, request, generation < 0 and not member_id)
+    if group_error == codes.NONE:
+        group_error = session.broker.groups.check_commit(
+            request.group_id, generation, member_id, str(cluster.principal.user)
+        )
     try:
         if request.group_id and group_error == codes.NONE:
             consumer = _group_consumer(session, request.group_id)
