@@ -510,8 +510,8 @@ def reset_offsets(group_id: str) -> Response:
 
 @api.route("/groups/<path:group_id>", methods=["DELETE"])
 def delete_group(group_id: str) -> Response:
-    """Delete the group (`Cluster.delete_group`: admin_perm on every stream it has offsets
-    in): 204; 409 while it has live members, 404 for an unknown group."""
+    """Delete the group (`Cluster.delete_group`: the group's delete_perm): 204; 409 while
+    it has live members, 404 for an unknown group."""
     cluster().delete_group(group_id)
     return Response(status=204)
 
