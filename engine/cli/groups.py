@@ -296,7 +296,16 @@ def group_perm_show(ctx: click.Context, group_id: str, as_json: bool) -> None:
 @click.option("--reset", "reset_perm", metavar="ACE", help="Who may reset offsets.")
 @click.option("--delete", "delete_perm", metavar="ACE", help="Who may delete the group.")
 @click.pass_context
-def group_perm_set(ctx: click.Context, pattern: str, prefix: bool, **aces: str | None) -> None:
+def group_perm_set(
+    ctx: click.Context,
+    pattern: str,
+    prefix: bool,
+    join_perm: str | None,
+    commit_perm: str | None,
+    describe_perm: str | None,
+    reset_perm: str | None,
+    delete_perm: str | None,
+) -> None:
     """Set ACEs of GROUP (its creator's or an administrator's), or of every group id
     starting with GROUP (--prefix, an administrator's). An ACE replaces the default
     `u:<creator>`; "" sets the default again.
@@ -306,6 +315,13 @@ def group_perm_set(ctx: click.Context, pattern: str, prefix: bool, **aces: str |
       plet group perm set dash --describe 'u:<creator> | g:ops'
       plet group perm set --prefix etl- --join 'g:etl' --commit 'g:etl'
     """
+    aces = {
+        "join_perm": join_perm,
+        "commit_perm": commit_perm,
+        "describe_perm": describe_perm,
+        "reset_perm": reset_perm,
+        "delete_perm": delete_perm,
+    }
     given = {perm: ace for perm, ace in aces.items() if ace is not None}
     if not given:
         raise click.UsageError(
