@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static, TextArea
 
-from console.messages import Loaded
+from console.events import Loaded
 from console.widgets.pane import note
 from engine import Producer, RecordMetadata
 from engine.client.schemas import RegisteredSchema, encode

@@ -22,7 +22,7 @@ messages and counts the reads as heat. Times are parsed by `engine.times` only.
 A filter is anything with `compile()` (a test for records, or None to let all through) and
 a truth value (whether it filters at all): `Filter` is the substring filter every console
 offers. Queries (JMESPath over key, value, headers, ...) searched to the end of a range in
-the background are engine.client.search (docs/SEARCH.md).
+the background are engine.client.message_search (docs/SEARCH.md).
 """
 
 from __future__ import annotations
