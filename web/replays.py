@@ -18,9 +18,8 @@ from typing import Any
 
 from flask import Blueprint, abort, make_response, redirect, request, url_for
 
-from engine import errors
+from engine import errors, times
 from spark_tasks import jobs
-from web.filters import ms_time
 from web.pages import cluster, cluster_path, principal, render, user, wants_partial
 
 replays = Blueprint("replays", __name__)
@@ -183,7 +182,7 @@ def params_summary(job: jobs.Job) -> str:
     }
     for key in ("from_time", "to_time"):
         if isinstance(shown.get(key), int):
-            shown[key] = ms_time(shown[key])
+            shown[key] = times.format_ms(shown[key])
     return ", ".join(f"{k}={v}" for k, v in shown.items())
 
 

@@ -17,13 +17,13 @@ from textual.widgets import Button, Checkbox, DataTable, Input, Select, Static
 from textual.worker import get_current_worker
 
 from console import browse, values
-from console.display import fmt_ms
 from console.events import RecordsArrived
 from console.widgets.pane import Pane, note
 from console.widgets.table import Table
 from engine import ConsumerRecord
 from engine.client import message_search
 from engine.client.schemas import SchemaDecoder
+from engine.times import format_ms
 
 MAX_ROWS = 1000  # rows kept while following; the oldest go first
 _KEY_WIDTH = 24
@@ -42,7 +42,7 @@ def _cells(record: ConsumerRecord, decoder: Any = None) -> tuple[Any, ...]:
     return (
         record.partition,
         record.offset,
-        fmt_ms(record.timestamp),
+        format_ms(record.timestamp),
         Text(values.preview(record.key, _KEY_WIDTH, decoder)),
         Text(values.preview(record.value, _VALUE_WIDTH, decoder)),
     )
@@ -438,7 +438,7 @@ class MessagesPane(Pane):
         text = Text()
         kind = "log-append time" if record.timestamp_type == 1 else "create time"
         text.append(f"partition {record.partition}  offset {record.offset}  ", style="bold")
-        text.append(f"{fmt_ms(record.timestamp)} UTC ({kind})  ")
+        text.append(f"{format_ms(record.timestamp)} ({kind})  ")
         text.append(f"view: {self.view_mode} (v)\n", style="dim")
         text.append("key: ", style="bold")
         text.append(values.preview(record.key, 100, self.decoder))

@@ -38,7 +38,6 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from itertools import islice
 from typing import Any, Protocol
 
@@ -46,6 +45,7 @@ from engine import times
 from engine.client.consumer import Consumer
 from engine.errors import InvalidArgument
 from engine.records import LOG_APPEND_TIME, ConsumerRecord, TopicInfo, TopicPartition
+from engine.times import iso_ms  # the record JSON's time; importable here as before
 
 SEEKS = ("newest", "oldest", "offset", "time")
 FORWARD = "forward"
@@ -895,11 +895,6 @@ def parse_query(
 
 
 # --- the JSON of a record --------------------------------------------------------------------
-
-
-def iso_ms(ms: int) -> str:
-    """Epoch milliseconds as ISO 8601 UTC with milliseconds: 2024-05-01T12:00:00.000Z."""
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def encoded(data: bytes | str | None) -> tuple[str | None, str | None]:
