@@ -75,6 +75,22 @@ class BadQuery(InvalidArgument):
         self.fields = dict(fields)
 
 
+def chosen_partitions(info: TopicInfo, partitions: Iterable[int] | None) -> list[int]:
+    """The partitions of topic `info` that `partitions` names (None: all), sorted, each
+    once; `BadQuery` on the `partition` field for one the topic does not have."""
+    count = len(info.partitions)
+    chosen = sorted(set(range(count) if partitions is None else partitions))
+    wrong = [p for p in chosen if not 0 <= p < count]
+    if wrong:
+        raise BadQuery(
+            {
+                "partition": f"{wrong[0]!r} is not a partition of this topic: "
+                f"choose 0 to {count - 1} or all"
+            }
+        )
+    return chosen
+
+
 def whole(raw: str) -> int | None:
     """`raw` as a whole number from 0 to MAX_OFFSET, or None (ASCII digits only: `"²"`
     passes str.isdigit() but is no number)."""
@@ -399,17 +415,7 @@ class Browser:
         info = cluster.topic(topic) if isinstance(topic, str) else topic
         self.info = info
         self.topic = info.name
-        count = len(info.partitions)
-        chosen = sorted(set(range(count) if partitions is None else partitions))
-        wrong = [p for p in chosen if not 0 <= p < count]
-        if wrong:
-            raise BadQuery(
-                {
-                    "partition": f"{wrong[0]!r} is not a partition of this topic: "
-                    f"choose 0 to {count - 1} or all"
-                }
-            )
-        self.partitions = tuple(chosen)
+        self.partitions = tuple(chosen_partitions(info, partitions))
         self._tps = {p: TopicPartition(info.name, p) for p in self.partitions}
         self._consumer = Consumer(cluster, enable_auto_commit=False)
         try:

@@ -45,7 +45,7 @@ from jmespath.lexer import Lexer
 from jmespath.visitor import Options, TreeInterpreter
 
 from engine import times
-from engine.client.browse import OLDEST, BadQuery, Seek
+from engine.client.browse import OLDEST, BadQuery, Seek, chosen_partitions
 from engine.client.consumer import Consumer
 from engine.errors import InvalidArgument
 from engine.records import ConsumerRecord, TopicPartition
@@ -721,15 +721,7 @@ def search(
     if principal is not None:
         cluster = cluster.as_principal(principal)
     info = cluster.topic(topic)
-    count = len(info.partitions)
-    chosen = sorted(set(range(count) if partitions is None else partitions))
-    wrong = [p for p in chosen if not 0 <= p < count]
-    if wrong:
-        raise BadQuery(
-            {
-                "partition": f"{wrong[0]!r} is not a partition of this topic: choose 0 to {count - 1} or all"
-            }
-        )
+    chosen = chosen_partitions(info, partitions)
     tps = {p: TopicPartition(info.name, p) for p in chosen}
     consumer = Consumer(cluster, enable_auto_commit=False)
     try:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -235,26 +234,6 @@ def test_a_job_whose_process_died_is_failed(history):
 ALICE = Principal("alice", ("analysts",))
 BOB = Principal("bob")
 ROOT = Principal("root", superuser=True)
-
-
-@pytest.fixture
-def launches(monkeypatch):
-    """Replaces the job process launch with a live pid (ours), so a submitted job stays
-    queued and no Spark starts; the list collects each launch's argv."""
-    started: list[list[str]] = []
-
-    class FakeProcess:
-        pid = os.getpid()
-
-        def wait(self) -> int:
-            return 0
-
-    def popen(argv, **kwargs):
-        started.append(argv)
-        return FakeProcess()
-
-    monkeypatch.setattr(jobs.subprocess, "Popen", popen)
-    return started
 
 
 @pytest.fixture

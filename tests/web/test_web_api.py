@@ -399,31 +399,7 @@ def test_replicas_and_heat(api, data, tmp_path):
 # --- jobs ----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake_submit(monkeypatch):
-    """Start no Spark: `jobs.submit` runs (its checks, its record) but its process launch is
-    faked with a live pid (ours), so a job stays queued. The list collects each launch."""
-    import os
-
-    from spark_tasks import jobs
-
-    launched: list[list[str]] = []
-
-    class FakeProcess:
-        pid = os.getpid()
-
-        def wait(self) -> int:
-            return 0
-
-    def popen(argv, **kwargs):
-        launched.append(argv)
-        return FakeProcess()
-
-    monkeypatch.setattr(jobs.subprocess, "Popen", popen)
-    return launched
-
-
-def test_jobs_submit_status_list_cancel(api, fake_submit):
+def test_jobs_submit_status_list_cancel(api, launches):
     body = {"kind": "copy", "params": {"source": "/apps/sensors:car-17", "target": "/ops/logs:c"}}
     got = api.post("/jobs", json=body)
     assert got.status_code == 201, got.json
@@ -457,7 +433,7 @@ def test_a_job_says_starting_spark_until_its_first_task(api, data):
     assert got["phase"] == "running" and got["first_task_ms"] == 1_700_000_000_000
 
 
-def test_jobs_need_consume_perm_on_the_source_and_admin_for_code(alice, fake_submit):
+def test_jobs_need_consume_perm_on_the_source_and_admin_for_code(alice, launches):
     denied = alice.post(
         "/jobs", json={"kind": "window-counts", "params": {"source": "/apps/sensors:car-17"}}
     )
@@ -476,15 +452,15 @@ def test_jobs_need_consume_perm_on_the_source_and_admin_for_code(alice, fake_sub
         json={"kind": "window-counts", "params": {"source": "/apps/open:pub", "master": "x"}},
     )
     assert master.status_code == 403
-    assert fake_submit == []
+    assert launches == []
     ok = alice.post("/jobs", json={"kind": "window-counts", "params": {"source": "/apps/open:pub"}})
-    assert ok.status_code == 201 and len(fake_submit) == 1
+    assert ok.status_code == 201 and len(launches) == 1
     assert ok.json["submitted_by"] == USER and ok.json.get("hidden") is None
     assert alice.post(f"/jobs/{ok.json['id']}/cancel").json["state"] == "cancelled"
 
 
 def test_jobs_refuse_output_and_unknown_topics_before_anything_is_recorded(
-    alice, fake_submit, data, tmp_path
+    alice, launches, data, tmp_path
 ):
     output = {"source": "/apps/open:pub", "output": str(tmp_path / "out")}
     refused = alice.post("/jobs", json={"kind": "window-counts", "params": output})
@@ -498,10 +474,10 @@ def test_jobs_refuse_output_and_unknown_topics_before_anything_is_recorded(
     assert missing.status_code == 404
     same = {"source": "/apps/open:pub", "target": "/apps/open:pub"}
     assert alice.post("/jobs", json={"kind": "copy", "params": same}).status_code == 400
-    assert fake_submit == [] and data.jobs.newest(10) == []
+    assert launches == [] and data.jobs.newest(10) == []
 
 
-def test_jobs_refuse_a_stored_ace_that_does_not_parse(app, alice, api, fake_submit, data):
+def test_jobs_refuse_a_stored_ace_that_does_not_parse(app, alice, api, launches, data):
     # An old catalog's ACE that does not parse lets no plain user through (Cluster.authorize),
     # and an administrator still passes.
     from tests.old_catalog import write_policies
@@ -510,11 +486,11 @@ def test_jobs_refuse_a_stored_ace_that_does_not_parse(app, alice, api, fake_subm
     body = {"kind": "window-counts", "params": {"source": "/apps/open:pub"}}
     refused = alice.post("/jobs", json=body)
     assert refused.status_code == 403 and "not a valid ACE" in refused.json["message"]
-    assert fake_submit == []
-    assert api.post("/jobs", json=body).status_code == 201 and len(fake_submit) == 1
+    assert launches == []
+    assert api.post("/jobs", json=body).status_code == 201 and len(launches) == 1
 
 
-def test_only_the_submitter_or_an_admin_cancels_and_sees_results(api, alice, fake_submit):
+def test_only_the_submitter_or_an_admin_cancels_and_sees_results(api, alice, launches):
     job = api.post(
         "/jobs", json={"kind": "window-counts", "params": {"source": "/apps/sensors:car-17"}}
     ).json

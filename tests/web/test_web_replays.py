@@ -4,7 +4,6 @@ runs a real job."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -13,29 +12,6 @@ from engine import Producer
 from spark_tasks import jobs
 
 SOURCE = "/apps/sensors:car-17"
-
-
-class FakeProcess:
-    """What jobs.submit gets instead of a Popen: a live pid (ours), so that the job stays
-    queued, as if its runner had not started yet."""
-
-    pid = os.getpid()
-
-    def wait(self) -> int:
-        return 0
-
-
-@pytest.fixture
-def launches(monkeypatch):
-    """Replaces the job process launch; the list collects each launch's argv."""
-    started: list[list[str]] = []
-
-    def popen(argv, **kwargs):
-        started.append(argv)
-        return FakeProcess()
-
-    monkeypatch.setattr(jobs.subprocess, "Popen", popen)
-    return started
 
 
 @pytest.fixture
