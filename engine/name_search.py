@@ -101,5 +101,5 @@ def match_kind(name: str, text: str) -> str:
     return CONTAINS
 
 
-def rank_key(hit: SearchHit) -> tuple:
+def rank_key(hit: SearchHit) -> tuple[int, bool, str, str]:
     return (_RANK[hit.match], hit.kind != "stream", hit.name.lower(), hit.name)

@@ -396,11 +396,11 @@ def refusals(cluster: Cluster, kind: str, params: Mapping[str, Any]) -> builtins
     given = {k: v for k, v in params.items() if v is not None}
     admin = cluster.is_administrator
     if kind in ADMIN_KINDS and not admin:
-        error = AccessDenied(
+        denied = AccessDenied(
             f"Only administrators may run {kind} jobs: a {kind} job runs a Python file on the "
             "server, as the server's user."
         )
-        return [Refusal("kind", error)]
+        return [Refusal("kind", denied)]
     found = [
         Refusal(name, AccessDenied(f"Only administrators may set {name}: {why}."))
         for name, why in ADMIN_PARAMS.items()
