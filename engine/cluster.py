@@ -27,8 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine import names, policies
-from engine import search as search_rules
+from engine import name_search, names, policies
 from engine.auth import acl, effective
 from engine.auth import users as user_store
 from engine.auth.effective import EffectivePermissions
@@ -49,6 +48,7 @@ from engine.errors import (
 )
 from engine.groups.admin import GroupAdmin
 from engine.groups.grammar import ResetTo
+from engine.name_search import SearchResult, TopicPage
 from engine.ops import balance, metrics, retention
 from engine.ops.balance import RebalanceReport
 from engine.ops.heat import HeatMap, heat_map
@@ -66,7 +66,6 @@ from engine.records import (
     TopicPartition,
     VolumeInfo,
 )
-from engine.search import SearchResult, TopicPage
 from engine.storage import scan
 from engine.storage.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.storage.jobs import JobTable as JobTable  # spark_tasks.jobs names it
@@ -586,7 +585,7 @@ class Cluster:
     ) -> SearchResult:
         """Streams and topics whose names contain `text` anywhere (case folded), across all
         streams (or the topics of `stream`): the exact name first, then names starting with
-        it, then the rest; streams before topics; then by name (engine/search.py).
+        it, then the rest; streams before topics; then by name (engine/name_search.py).
 
         `text` needs 3 characters or more (`InvalidArgument` otherwise: the trigram index
         answers nothing shorter). Names are not secret, as in `streams()` and `topics()`,
@@ -597,15 +596,15 @@ class Cluster:
         if not isinstance(text, str):
             raise InvalidArgument(f"the search text must be a string, got {text!r}")
         text = text.strip()
-        if len(text) < search_rules.MIN_CHARS:
+        if len(text) < name_search.MIN_CHARS:
             raise InvalidArgument(
-                f"type at least {search_rules.MIN_CHARS} characters to search names "
-                f"(got {text!r}): names are found by any {search_rules.MIN_CHARS} "
+                f"type at least {name_search.MIN_CHARS} characters to search names "
+                f"(got {text!r}): names are found by any {name_search.MIN_CHARS} "
                 "characters in a row"
             )
-        if len(text) > search_rules.MAX_TEXT:
+        if len(text) > name_search.MAX_TEXT:
             raise InvalidArgument(
-                f"the search text is longer than {search_rules.MAX_TEXT} characters, "
+                f"the search text is longer than {name_search.MAX_TEXT} characters, "
                 "longer than any name"
             )
         if perm is not None and perm not in _PERM_VERBS:
@@ -615,28 +614,28 @@ class Cluster:
             names.validate_stream_path(stream)
             stream_id = self.catalog.stream(stream).id
         stream_rows, topic_rows, capped = self.catalog.search_names(
-            text, search_rules.MATCH_CAP, stream_id
+            text, name_search.MATCH_CAP, stream_id
         )
         if stream_id is not None:
             stream_rows = []
         hits = [
-            search_rules.SearchHit(
+            name_search.SearchHit(
                 "stream",
                 r.path,
                 r.path,
                 None,
-                search_rules.match_kind(r.path, text),
+                name_search.match_kind(r.path, text),
                 None,
                 r.created_ms,
             )
             for r in stream_rows
         ] + [
-            search_rules.SearchHit(
+            name_search.SearchHit(
                 "topic",
                 r.full_name,
                 r.stream,
                 r.name,
-                search_rules.match_kind(r.name, text),
+                name_search.match_kind(r.name, text),
                 r.partitions,
                 r.created_ms,
             )
@@ -651,8 +650,8 @@ class Cluster:
                 except (AccessDenied, UnknownStream):
                     allowed[path] = False
             hits = [h for h in hits if allowed[h.stream]]
-        hits.sort(key=search_rules.rank_key)
-        return search_rules.SearchResult(
+        hits.sort(key=name_search.rank_key)
+        return name_search.SearchResult(
             text, hits[offset : offset + limit], len(hits), capped, limit, offset
         )
 
@@ -669,9 +668,9 @@ class Cluster:
         `next_after`). Keyset paging: every page costs the same at a million topics. Names
         are not secret (as `topics()`): no ACE is checked."""
         self.check_open()
-        if sort not in search_rules.LISTING_SORTS:
+        if sort not in name_search.LISTING_SORTS:
             raise InvalidArgument(
-                f"sort must be one of {', '.join(search_rules.LISTING_SORTS)}, not {sort!r}"
+                f"sort must be one of {', '.join(name_search.LISTING_SORTS)}, not {sort!r}"
             )
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidArgument(f"limit must be a whole number from 1 to 1000, got {limit!r}")
@@ -680,7 +679,7 @@ class Cluster:
         more = len(rows) > limit
         rows = rows[:limit]
         entries = [
-            search_rules.TopicEntry(r.full_name, r.stream, r.name, r.partitions, r.created_ms)
+            name_search.TopicEntry(r.full_name, r.stream, r.name, r.partitions, r.created_ms)
             for r in rows
         ]
         next_after = None
@@ -692,7 +691,7 @@ class Cluster:
                 "created": str(last.id),
                 "stream": f"{last.stream}~{last.name}",
             }[sort]
-        return search_rules.TopicPage(entries, sort, bool(descending), next_after)
+        return name_search.TopicPage(entries, sort, bool(descending), next_after)
 
     def _topic_row(self, name: str) -> TopicRow:
         stream_path, topic = names.split_full_name(name)

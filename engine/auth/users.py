@@ -43,9 +43,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from engine import times
 from engine.auth.principal import Principal
 from engine.errors import (
     AlreadyExists,
@@ -463,11 +464,6 @@ def parse_lifetime(value: object) -> int | None:
     return int(seconds)
 
 
-def format_ms(ms: int) -> str:
-    """A catalog time as UTC text, for messages."""
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def create_api_token(
     cluster: Cluster, name: str, label: str = "", *, expires_in: object = None
 ) -> str:
@@ -527,7 +523,7 @@ def user_for_token(cluster: Cluster, token: str) -> UserInfo | None:
     now = now_ms()
     if expires is not None and now >= expires:
         raise TokenExpired(
-            f"API token {token_hash[:12]} expired at {format_ms(expires)}: make a new one "
+            f"API token {token_hash[:12]} expired at {times.format_ms(expires, seconds=True)}: make a new one "
             "on the Users page or with `plet user token`"
         )
     if last_used is None or now - last_used >= LAST_USED_RESOLUTION_MS:

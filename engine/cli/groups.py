@@ -7,8 +7,9 @@ import click
 
 from engine import TopicPartition, errors
 from engine.cli.options import cluster_option, open_cluster, parse_time_option
-from engine.cli.output import echo_json, echo_table, format_ms
+from engine.cli.output import echo_json, echo_table
 from engine.groups import ResetTarget, form_target, group_json, parse_target
+from engine.times import format_ms
 
 
 @click.group()

@@ -862,3 +862,45 @@ class _DoneFuture(tuple[Any, ...]):
 
     def add_both(self, f: Callable[..., Any], *args: Any) -> _DoneFuture:
         return self.add_callback(f, *args)
+
+
+# --- one message from a console ---------------------------------------------------------------
+
+# A console's produce form is a person's click, not a stream: it deserves the durable write
+# (acks="all", fsynced before the form says "written"), the same in every console, since
+# waiting a few milliseconds for the fsync costs nobody anything.
+ONE_MESSAGE_ACKS = "all"
+ONE_MESSAGE_TIMEOUT_S = 10.0  # how long a console waits for that write
+
+
+def produce_one(
+    cluster: Cluster,
+    topic: str,
+    *,
+    value: bytes | None,
+    key: bytes | None = None,
+    headers: Sequence[tuple[str, bytes]] | None = None,
+    partition: int | None = None,
+    timestamp_ms: int | None = None,
+    timeout: float = ONE_MESSAGE_TIMEOUT_S,
+) -> RecordMetadata:
+    """Write one message to `topic` (a full name) and wait for its durable commit: what the
+    web form, the JSON API and the terminal's produce dialog do. `cluster` may be a
+    principal's view (`Cluster.as_principal`), whose ACEs then decide.
+
+    Raises what `Producer.send` and its future raise (`InvalidArgument`, `InvalidPartition`,
+    `MessageTooLarge`, `AccessDenied`, `UnknownTopic`, `Timeout`, ...), for each console to
+    show in its own way."""
+    producer = Producer(cluster, acks=ONE_MESSAGE_ACKS)
+    try:
+        future = producer.send(
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            headers=headers or None,
+            timestamp_ms=timestamp_ms,
+        )
+        return future.get(timeout=timeout)
+    finally:
+        producer.close(timeout=timeout)

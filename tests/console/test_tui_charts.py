@@ -9,9 +9,10 @@ import time
 import pytest
 from textual.widgets import DataTable
 
-from console.widgets.chart import MetricChart, columns, fmt_span, plot
+from console.widgets.chart import MetricChart, columns, plot
 from engine import Cluster, Consumer, Producer, Replicator
 from engine.ops import metrics
+from engine.times import format_duration
 
 
 def test_columns_keep_bursts_and_gaps():
@@ -69,7 +70,7 @@ async def test_charts_show_the_recorded_history(cluster, tmp_path, monkeypatch, 
         assert charts["write"].summary().startswith("/m:t writes")
         axis = str(charts["write"].render()).split("\n")[-1]
         width = charts["write"].size.width
-        assert f"last 1 h, {fmt_span(60 * math.ceil(60 / width))} per column" in axis
+        assert f"last 1 h, {format_duration(60 * math.ceil(60 / width))} per column" in axis
 
         await pilot.press("4")
         lag = app.query_one("#chart-group-lag", MetricChart)
@@ -96,5 +97,5 @@ async def test_charts_show_the_recorded_history(cluster, tmp_path, monkeypatch, 
         assert link_lag.series.resolution_s == 3600  # hours beyond a day
         axis = str(link_lag.render()).split("\n")[-1]
         per = math.ceil(168 / link_lag.size.width)
-        assert f"last 7 d, {fmt_span(3600 * per)} per column" in axis
+        assert f"last 7 d, {format_duration(3600 * per)} per column" in axis
         assert link_lag.series.latest == 120 and "█" in _plot_lines(link_lag)[0]  # its hour

@@ -28,8 +28,8 @@ from requests.adapters import HTTPAdapter
 
 from engine import errors
 from engine.auth import users as user_store
+from engine.times import format_ms
 from tests.conftest import live_module
-from web.filters import ms_time
 
 live = live_module()
 ADMIN, ADMIN_PASSWORD = live.ADMIN, live.ADMIN_PASSWORD
@@ -443,7 +443,7 @@ def test_an_expired_api_token_gets_401_saying_so(live_web, monkeypatch):
         info.expires_ms is not None and 86_000_000 < info.expires_ms - info.created_ms <= 86_400_000
     )
     row = token_row(page(alice).text, info.id)
-    assert ms_time(info.expires_ms) in row and "expired" not in row
+    assert format_ms(info.expires_ms) in row and "expired" not in row
     assert live_web.api(token).get("/api/v1/streams").status_code == 200
     # a day and a minute later (the server runs in this process: move its clock)
     real = user_store.now_ms
