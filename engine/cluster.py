@@ -71,15 +71,17 @@ from engine.records import (
 )
 from engine.search import SearchResult, TopicPage
 from engine.storage import scan
+from engine.storage.appender import Appender
 from engine.storage.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.storage.jobs import JobTable
 from engine.storage.log import PartitionLog
-from engine.storage.segments import Placement
+from engine.storage.placement import Placement
 from engine.storage.volume import ACTIVE, PartitionletState, Volume
 
 if TYPE_CHECKING:  # engine.replication imports this module
     from engine.client.schemas import SchemaRegistry
     from engine.ops.archive import ArchiveReport
+    from engine.ops.heat import ReadCounter
     from engine.replication import ReplicaInfo, UpstreamInfo
     from engine.replication.http import ReplicationTokenInfo
 
@@ -141,6 +143,9 @@ class Cluster:
       volume files;
     - `jobs` -> `JobTable`: the replay job records (spark_tasks.jobs keeps them);
     - `placement` -> `Placement`: which volume takes the next partitionlet;
+    - `appender()` -> a new `Appender` (one per writing thread), `partition_log(...)` -> a
+      new `PartitionLog` (one per reader), both built from this cluster's parts;
+    - `clock` -> `Clock`: where every engine object made on it reads the time;
     - `authorize(stream, perm, principal=None, what=None)`: the stream's ACE check;
     - `appends` -> `AppendSignal`: in-process producers wake in-process consumers;
     - `watch_metadata(watcher)`: `watcher.forget_metadata()` runs when this object changes
@@ -171,7 +176,8 @@ class Cluster:
         self._cat = catalog
         self._vols = volumes
         self._closed = False
-        self._placement = Placement(self)
+        # Storage is built from the parts it uses, never from the Cluster itself.
+        self._placement = Placement(volumes, clock)
         self.appends = AppendSignal()
         # Producers of this object drop their cached topics and policies at once when it
         # changes them (other processes' changes arrive through the catalog's topology
@@ -206,6 +212,7 @@ class Cluster:
         an existing cluster. `partitionlet_bytes` and `partitionlet_ms` set when the active
         partitionlet of a partition rolls; given for an existing cluster, they change it.
         """
+        clock = clock or SYSTEM_CLOCK
         root = Path(path)
         if root.exists() and not root.is_dir():
             raise NotACluster(f"{root} is a file, not a cluster directory")
@@ -229,7 +236,7 @@ class Cluster:
             try:
                 if not catalog_path.exists():
                     _refuse_foreign(root)
-                    catalog = Catalog(catalog_path)
+                    catalog = Catalog(catalog_path, clock)
                     catalog.initialize(
                         {
                             "cluster_id": str(uuid.uuid4()),
@@ -238,14 +245,14 @@ class Cluster:
                                 partitionlet_bytes or DEFAULT_PARTITIONLET_BYTES
                             ),
                             "partitionlet_ms": str(partitionlet_ms or DEFAULT_PARTITIONLET_MS),
-                            "created_ms": str(time.time_ns() // 1_000_000),
+                            "created_ms": str(clock.now_ms()),
                         }
                     )
                     (root / VOLUME_DIR).mkdir(exist_ok=True)
                     catalog.add_volumes(volume_paths)
                 else:
                     Catalog.verify(catalog_path)
-                    catalog = Catalog(catalog_path)
+                    catalog = Catalog(catalog_path, clock)
                     catalog.ensure_schema()
                 settings = catalog.settings()
                 for key, value in (
@@ -259,7 +266,7 @@ class Cluster:
                 for volume_id, vpath in catalog.volumes():
                     full = Path(vpath) if os.path.isabs(vpath) else root / vpath
                     full.parent.mkdir(parents=True, exist_ok=True)
-                    vol = Volume(volume_id, full)
+                    vol = Volume(volume_id, full, clock)
                     vols[volume_id] = vol
                     if not full.exists():
                         if catalog.volume_in_use(volume_id):
@@ -285,9 +292,7 @@ class Cluster:
             for vol in vols.values():
                 vol.close()
             raise
-        opened = cls(
-            root, catalog, vols, settings, principal or Principal.current(), clock or SYSTEM_CLOCK
-        )
+        opened = cls(root, catalog, vols, settings, principal or Principal.current(), clock)
         opened._own_principal = principal is None
         return opened
 
@@ -404,8 +409,26 @@ class Cluster:
 
     @property
     def placement(self) -> Placement:
-        """Where new partitionlets go (engine.storage.segments)."""
+        """Where new partitionlets go (engine.storage.placement)."""
         return self._placement
+
+    def appender(self) -> Appender:
+        """A new `Appender` (engine.storage.appender) on this cluster's files, for one
+        writing thread, rolling partitionlets at this cluster's size and age."""
+        return Appender(
+            self._cat,
+            self._vols,
+            self._placement,
+            roll_bytes=self.partitionlet_bytes,
+            roll_ms=self.partitionlet_ms,
+        )
+
+    def partition_log(
+        self, topic_id: int, partition: int, topic: str, counter: ReadCounter | None = None
+    ) -> PartitionLog:
+        """A new `PartitionLog` (engine.storage.log) of one partition, for one reader;
+        `counter` counts what it reads as heat (engine.ops.heat)."""
+        return PartitionLog(self._cat, self.reader, topic_id, partition, topic, counter)
 
     def watch_metadata(self, watcher: MetadataWatcher) -> None:
         """Call `watcher.forget_metadata()` whenever this object changes topics, partitions
@@ -919,7 +942,7 @@ class Cluster:
             name = name_of(topic_id)
             if name is None:
                 continue
-            end = PartitionLog(self, topic_id, partition, name).end_offset()
+            end = self.partition_log(topic_id, partition, name).end_offset()
             offset, meta = offsets.get((topic_id, partition), (None, ""))
             partitions.append(GroupPartitionInfo(name, partition, offset, end, meta))
         live = {m[0] for m in members}
@@ -1048,7 +1071,7 @@ class Cluster:
         current = {(t, p): o for t, p, o, _ in self.catalog.group_offsets(group_id) if t == row.id}
         plans = []
         for partition in chosen:
-            log = PartitionLog(self, row.id, partition, row.full_name)
+            log = self.partition_log(row.id, partition, row.full_name)
             start, end = log.start_offset(), log.end_offset()
             committed = current.get((row.id, partition))
             if kind == "earliest":
@@ -1095,7 +1118,7 @@ class Cluster:
                 )
             row = rows[plan.topic]
             _reset_partitions([plan.partition], row)
-            log = PartitionLog(self, row.id, plan.partition, row.full_name)
+            log = self.partition_log(row.id, plan.partition, row.full_name)
             if not log.start_offset() <= plan.new <= log.end_offset():
                 raise InvalidOffset(
                     f"offset {plan.new:,} is no longer in {plan.topic}[{plan.partition}] "
@@ -1173,13 +1196,15 @@ class Cluster:
         this cluster's principal or `principal`."""
         self.check_open()
         return scan.ranges(
-            self,
+            self._cat,
+            self.reader,
             topics,
+            check=self._consume_check(principal),
+            now_ms=self.clock.now_ms(),
             starting=starting,
             ending=ending,
             starting_timestamp=starting_timestamp,
             ending_timestamp=ending_timestamp,
-            principal=principal,
         )
 
     def scan_plan(
@@ -1193,7 +1218,20 @@ class Cluster:
         offset order; `engine.storage.scan.read(task)` reads one without opening the
         cluster. Needs consume_perm on every stream."""
         self.check_open()
-        return scan.plan(self, ranges, principal)
+        return scan.plan(
+            self._cat,
+            self.path,
+            self._vols,
+            ranges,
+            check=self._consume_check(principal),
+            now_ms=self.clock.now_ms(),
+        )
+
+    def _consume_check(self, principal: Principal | None) -> scan.ConsumeCheck:
+        def check(row: StreamRow) -> None:
+            self.authorize(row, "consume_perm", principal)
+
+        return check
 
     # --- maintenance ----------------------------------------------------------------------
 

@@ -379,7 +379,7 @@ class Consumer:
 
     def _new_assigned(self, tp: TopicPartition) -> _Assigned:
         meta = self._topic_meta(tp.topic)
-        log = PartitionLog(self._cluster, meta.topic_id, tp.partition, tp.topic, self._reads)
+        log = self._cluster.partition_log(meta.topic_id, tp.partition, tp.topic, self._reads)
         return _Assigned(log, meta)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -496,7 +496,7 @@ class Consumer:
         if state is not None:
             return tp, state.log, state.meta
         meta = self._topic_meta(tp.topic)
-        return tp, PartitionLog(self._cluster, meta.topic_id, tp.partition, tp.topic), meta
+        return tp, self._cluster.partition_log(meta.topic_id, tp.partition, tp.topic), meta
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         self._check_open()

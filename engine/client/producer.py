@@ -2,7 +2,7 @@
 
 `send()` only checks its arguments, picks a partition and appends to that partition's open
 batch; a sender thread drains the batches, encodes them (engine.storage.batch), appends them to
-their partitionlets with one transaction per volume (engine.storage.segments) and resolves the
+their partitionlets with one transaction per volume (engine.storage.appender) and resolves the
 futures. That split is what lets one Python process send hundreds of thousands of messages
 a second: the per-message work is a few list appends.
 
@@ -41,8 +41,9 @@ from engine.errors import (
 )
 from engine.records import CREATE_TIME, LOG_APPEND_TIME, RecordMetadata
 from engine.storage import batch as batch_codec
+from engine.storage.appender import Appender
 from engine.storage.catalog import StreamRow
-from engine.storage.segments import Appender, BatchWrite
+from engine.storage.volume import BatchWrite
 
 if TYPE_CHECKING:  # annotations only: the cluster module needs none of this one
     from engine.cluster import Cluster
@@ -641,7 +642,7 @@ class Producer:
     # --- the sender thread ----------------------------------------------------------------
 
     def _run(self) -> None:
-        appender = Appender(self._cluster)
+        appender = self._cluster.appender()
         while True:
             with self._lock:
                 while not self._batches and not self._closing:

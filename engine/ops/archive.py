@@ -32,8 +32,8 @@ from engine.ops import retention
 from engine.storage import archive as store
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import PartitionletRow
+from engine.storage.chain_lock import chain_lock
 from engine.storage.log import Columns
-from engine.storage.segments import chain_lock
 from engine.storage.volume import DELETED, SEALED
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def archive(
     failed: dict[int, str] = {}
     for c in candidates:
         try:
-            with chain_lock(cluster):
+            with chain_lock(cluster.path, clock=cluster.clock):
                 got = _archive_one(cluster, c, step_hook)
         except PartitionletError as exc:
             failed[c.pl.id] = str(exc)

@@ -53,7 +53,7 @@ from engine import policies as stream_policies
 from engine.errors import InvalidPolicy
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import PartitionletRow
-from engine.storage.segments import chain_lock
+from engine.storage.chain_lock import chain_lock
 from engine.storage.volume import ACTIVE, DELETED, SEALED, BatchRewrite, PartitionletState
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ def _states(cluster: Cluster, pls: list[PartitionletRow]) -> dict[int, Partition
 
 def enforce_retention(cluster: Cluster) -> RetentionReport:
     """Drop every partitionlet whose messages have all expired, in streams with ttl > 0."""
-    with chain_lock(cluster):
+    with chain_lock(cluster.path, clock=cluster.clock):
         return _enforce_retention(cluster)
 
 
@@ -358,7 +358,7 @@ def delete_records(cluster: Cluster, topic_id: int, full: str, partition: int, o
     retention drops, by offset rather than by age); returns the partition's log start
     after it. Messages below `offset` that share a partitionlet with later ones stay:
     the engine drops whole partitionlets only."""
-    with chain_lock(cluster):
+    with chain_lock(cluster.path, clock=cluster.clock):
         chain = cluster.catalog.chain(topic_id, partition)
         drops = [
             (full, pl) for pl in chain if pl.end_offset is not None and pl.end_offset <= offset
@@ -376,7 +376,9 @@ def delete_records(cluster: Cluster, topic_id: int, full: str, partition: int, o
 
 def compact(cluster: Cluster) -> CompactionReport:
     """Keep only the latest message per key in every partition of compacted streams."""
-    with chain_lock(cluster):  # a rebalance must not move a partitionlet under it
+    with chain_lock(
+        cluster.path, clock=cluster.clock
+    ):  # a rebalance must not move a partitionlet under it
         return _compact(cluster)
 
 

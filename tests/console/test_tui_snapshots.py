@@ -31,10 +31,10 @@ def snap(tmp_path, monkeypatch, record_job):
     import random
 
     import engine.storage.catalog
-    import engine.storage.segments
+    import engine.storage.placement
 
     # Placement breaks ties between equally cold volumes at random; fix the draw.
-    monkeypatch.setattr(engine.storage.segments, "random", random.Random(7))
+    monkeypatch.setattr(engine.storage.placement, "random", random.Random(7))
     with Cluster.open(tmp_path / "snap", name="snap", principal=Principal("tester")) as cluster:
         # The catalog stamps streams and topics with the clock; the Policies tab shows a
         # stream's creation time.
