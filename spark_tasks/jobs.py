@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import times
+from engine.clock import now_ms
 from engine.cluster import CATALOG_FILE, Cluster, JobTable
 from engine.errors import InvalidArgument, NotFound
 
@@ -149,10 +150,6 @@ class Job:
 # --- the table ---------------------------------------------------------------------------
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _catalog(cluster: str | os.PathLike[str]) -> Path:
     path = Path(cluster) / CATALOG_FILE
     if not path.is_file():
@@ -235,7 +232,7 @@ def claim(cluster: str | os.PathLike[str], job_id: int, pid: int) -> bool:
             state=RUNNING,
             pid=pid,
             host=socket.gethostname(),
-            started_ms=_now_ms(),
+            started_ms=now_ms(),
         )
 
 
@@ -358,7 +355,7 @@ def submit(cluster_path: str | os.PathLike[str], kind: str, **params: Any) -> in
     _catalog(cluster)  # never create a cluster where there is none
     check_sqlite_output(cluster, p)
     with _jobs(cluster) as table:
-        job_id = table.add(kind, json.dumps(p), QUEUED, _now_ms())
+        job_id = table.add(kind, json.dumps(p), QUEUED, now_ms())
         log_dir = Path(cluster) / LOG_DIR
         log_dir.mkdir(exist_ok=True)
         log_path = log_dir / f"job-{job_id}.log"
@@ -530,7 +527,7 @@ def status(job_id: int, *, cluster: str | os.PathLike[str] | None = None) -> Job
                 (QUEUED, RUNNING),
                 state=FAILED,
                 error="the job's process died",
-                ended_ms=_now_ms(),
+                ended_ms=now_ms(),
             )
             row = table.get(job.id)
             assert row is not None  # jobs are never deleted
@@ -558,7 +555,7 @@ def cancel(job_id: int, *, cluster: str | os.PathLike[str] | None = None) -> Job
             raise UnknownJob(f"no job {job_id} in cluster {path}")
         # one conditional write each, so a job that starts meanwhile is still asked to stop
         if not table.update(
-            int(job_id), (QUEUED,), state=CANCELLED, cancel_requested=1, ended_ms=_now_ms()
+            int(job_id), (QUEUED,), state=CANCELLED, cancel_requested=1, ended_ms=now_ms()
         ):
             table.update(int(job_id), (RUNNING,), cancel_requested=1)
     return status(job_id, cluster=path)

@@ -60,13 +60,6 @@ MAX_HEADERS = 1000
 _ACKS = {0: 0, 1: 1, "all": "all", -1: "all", "0": 0, "1": 1, "-1": "all"}
 
 
-_time_ns = time.time_ns
-
-
-def _now_ms() -> int:
-    return _time_ns() // 1_000_000
-
-
 class _TopicState:
     """What `send` needs to know of a topic, cached per name as the caller wrote it."""
 
@@ -265,6 +258,10 @@ class Producer:
         if default_stream is not None:
             names.validate_stream_path(default_stream)
         self._cluster = cluster
+        # Message timestamps and LogAppendTime come from the cluster's clock. Waits on the
+        # sender (linger, a full buffer) stay on real time: they end on a condition
+        # variable, which a fake clock cannot wake.
+        self._now_ms = cluster.clock.now_ms
         self.acks = _ACKS[acks]
         self.linger_ms = linger_ms
         self.batch_size = batch_size
@@ -328,7 +325,7 @@ class Producer:
         else:
             headers = None
         if timestamp_ms is None:
-            timestamp_ms = _time_ns() // 1_000_000
+            timestamp_ms = self._now_ms()
         elif (
             timestamp_ms.__class__ is not int
             or not 0 <= timestamp_ms <= batch_codec.MAX_TIMESTAMP_MS
@@ -423,7 +420,7 @@ class Producer:
                 for s, h in zip(sizes, headers, strict=True)
             ]
         if timestamps_ms is None:
-            stamps = [_time_ns() // 1_000_000] * count
+            stamps = [self._now_ms()] * count
         else:
             stamps = list(timestamps_ms)
             if not all(t.__class__ is int for t in stamps) or not (
@@ -676,7 +673,7 @@ class Producer:
         try:
             self._refresh_metadata(appender)
             new_ids = self._create_pending_topics(taken)
-            now = _now_ms()
+            now = self._now_ms()
             writes = []
             ready = [b for b in taken if b.error is None]
             for b in ready:

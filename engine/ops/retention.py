@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -65,10 +64,6 @@ log = logging.getLogger(__name__)
 PAGE_TOPICS = 500
 # Batches read from a volume at a time while compacting.
 READ_BATCHES = 16
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # --- reports -------------------------------------------------------------------------------
@@ -236,7 +231,7 @@ def _enforce_retention(cluster: Cluster) -> RetentionReport:
     # Not only ttl > 0: a stored ttl that is not a number must reach the check (and the
     # report), not be left out silently (topics_with_policy keeps all but 0).
     for page in _pages(cluster, "ttl", lambda p: p["ttl"] > 0, skipped, "retention"):
-        now = _now_ms()
+        now = cluster.clock.now_ms()
         drops, n_sealed = _expired(cluster, page, now)
         sealed += n_sealed
         if not drops:
@@ -426,7 +421,7 @@ def _batches(cluster: Cluster, pl: PartitionletRow) -> Iterator[tuple]:
 
 
 def _compact_partition(cluster: Cluster, p: _Partition) -> dict[str, int]:
-    now = _now_ms()
+    now = cluster.clock.now_ms()
     lag = int(p.policies["min_compaction_lag_ms"])
     # Newer than this (strictly): not compacted away, and the latest of its key.
     protect_after = now - lag if lag > 0 else None

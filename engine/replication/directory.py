@@ -4,7 +4,6 @@ HTTP server half (engine.replication.http.ReplicationService) runs requests on."
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +210,7 @@ class DirectoryTarget:
         ]
         if not mapped:
             return 0
-        return catalog.merge_offsets(mapped, time.time_ns() // 1_000_000)
+        return catalog.merge_offsets(mapped, self.cluster.clock.now_ms())
 
     def add_upstream(self, stream: str, source: str, source_stream: str, source_id: str) -> None:
         catalog = self.cluster.catalog

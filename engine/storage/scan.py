@@ -61,7 +61,9 @@ OffsetSpec = str | Mapping[TopicPartition, Position]
 
 @dataclass(frozen=True)
 class ScanTask:
-    """The offsets [start, end) of one partitionlet to read: one Spark task."""
+    """The offsets [start, end) of one partitionlet to read: one Spark task. Frozen and
+    picklable, it names files, not open objects, so any process may `read` it, in any
+    thread, with no cluster open."""
 
     cluster: str  # the cluster's directory, absolute
     catalog_path: str  # its catalog file, absolute (to follow a partitionlet that moved)
@@ -82,7 +84,8 @@ class ScanTask:
 
 class ScanBatch(NamedTuple):
     """One stored batch: its offsets, timestamp type (0 create, 1 log append), first and
-    largest timestamp (ms), and its payload (engine.storage.batch's layout)."""
+    largest timestamp (ms), and its payload (engine.storage.batch's layout, always plain:
+    `read` inflates a compressed one). An immutable value, safe in any thread."""
 
     base_offset: int
     last_offset: int

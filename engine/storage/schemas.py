@@ -43,7 +43,9 @@ def _version(row: tuple) -> VersionRow:
 
 
 class SchemaTable:
-    """The registry tables of one catalog."""
+    """The registry tables of one catalog: one short transaction per call, so a schema
+    text gets one global id for good and a subject's version numbers only grow; times
+    come from the catalog's clock. Any thread may call it (engine.client.schemas does)."""
 
     def __init__(self, catalog: Catalog) -> None:
         self._catalog = catalog

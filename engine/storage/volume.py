@@ -114,7 +114,7 @@ _STATE_COLUMNS = (
 @dataclass(slots=True)
 class BatchWrite:
     """One encoded batch for one partition, the one record of the write path: the producer
-    makes it, `engine.storage.segments.Appender` says where it goes (`pl_id`,
+    makes it, `engine.storage.appender.Appender` says where it goes (`pl_id`,
     `pl_base_offset`), `Volume.append` fills in `offset` (its base offset) or `sealed_at`
     (the partitionlet was sealed: the offset its successor starts at), and the appender
     `error` when it could not be written."""

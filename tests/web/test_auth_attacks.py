@@ -28,7 +28,9 @@ from requests.adapters import HTTPAdapter
 
 from engine import errors
 from engine.auth import users as user_store
+from engine.clock import FakeClock, now_ms
 from tests.conftest import live_module
+from web import state
 from web.filters import ms_time
 
 live = live_module()
@@ -445,9 +447,10 @@ def test_an_expired_api_token_gets_401_saying_so(live_web, monkeypatch):
     row = token_row(page(alice).text, info.id)
     assert ms_time(info.expires_ms) in row and "expired" not in row
     assert live_web.api(token).get("/api/v1/streams").status_code == 200
-    # a day and a minute later (the server runs in this process: move its clock)
-    real = user_store.now_ms
-    monkeypatch.setattr(user_store, "now_ms", lambda: real() + 86_460_000)
+    # a day and a minute later (the server runs in this process: move its cluster's clock;
+    # the views it makes per request take it from there)
+    later = FakeClock(now_ms=now_ms() + 86_460_000)
+    monkeypatch.setattr(state(live_web.app).cluster, "clock", later)
     got = live_web.api(token).get("/api/v1/streams")
     assert got.status_code == 401
     body = got.json()
