@@ -147,7 +147,7 @@ class Appender:
         """Give each sealed partitionlet its successor (or learn the one another made)."""
         catalog = self._catalog
         volumes = self._placement.choose_many(len(sealed))
-        wanted = [
+        wanted: list[tuple[int, int, int, int, int | None]] = [
             (tid, part, vid, end, pl_id)
             for ((tid, part), (pl_id, end, _)), vid in zip(
                 sorted(sealed.items()), volumes, strict=True
