@@ -18,7 +18,6 @@ import copy
 import fcntl
 import os
 import threading
-import time
 import uuid
 import weakref
 from collections import defaultdict
@@ -67,15 +66,18 @@ from engine.records import (
     VolumeInfo,
 )
 from engine.storage import scan
+from engine.storage.appender import Appender
 from engine.storage.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.storage.jobs import JobTable as JobTable  # spark_tasks.jobs names it
+from engine.storage.log import PartitionLog
+from engine.storage.placement import Placement
 from engine.storage.reader import BatchReader
-from engine.storage.segments import Placement
 from engine.storage.volume import ACTIVE, PartitionletState, Volume
 
 if TYPE_CHECKING:  # engine.replication imports this module
     from engine.client.schemas import SchemaRegistry
     from engine.ops.archive import ArchiveReport
+    from engine.ops.heat import ReadCounter
     from engine.replication import ReplicaInfo, UpstreamInfo
     from engine.replication.http import ReplicationTokenInfo
 
@@ -137,6 +139,9 @@ class Cluster:
       volume files;
     - `jobs` -> `JobTable`: the replay job records (spark_tasks.jobs keeps them);
     - `placement` -> `Placement`: which volume takes the next partitionlet;
+    - `appender()` -> a new `Appender` (one per writing thread), `partition_log(...)` -> a
+      new `PartitionLog` (one per reader), both built from this cluster's parts;
+    - `clock` -> `Clock`: where every engine object made on it reads the time;
     - `authorize(stream, perm, principal=None, what=None)`: the stream's ACE check;
     - `appends` -> `AppendSignal`: in-process producers wake in-process consumers;
     - `watch_metadata(watcher)`: `watcher.forget_metadata()` runs when this object changes
@@ -167,7 +172,8 @@ class Cluster:
         self._cat = catalog
         self._vols = volumes
         self._closed = False
-        self._placement = Placement(self)
+        # Storage is built from the parts it uses, never from the Cluster itself.
+        self._placement = Placement(volumes, clock)
         self.appends = AppendSignal()
         # Producers of this object drop their cached topics and policies at once when it
         # changes them (other processes' changes arrive through the catalog's topology
@@ -202,6 +208,7 @@ class Cluster:
         an existing cluster. `partitionlet_bytes` and `partitionlet_ms` set when the active
         partitionlet of a partition rolls; given for an existing cluster, they change it.
         """
+        clock = clock or SYSTEM_CLOCK
         root = Path(path)
         if root.exists() and not root.is_dir():
             raise NotACluster(f"{root} is a file, not a cluster directory")
@@ -225,7 +232,7 @@ class Cluster:
             try:
                 if not catalog_path.exists():
                     _refuse_foreign(root)
-                    catalog = Catalog(catalog_path)
+                    catalog = Catalog(catalog_path, clock)
                     catalog.initialize(
                         {
                             "cluster_id": str(uuid.uuid4()),
@@ -234,14 +241,14 @@ class Cluster:
                                 partitionlet_bytes or DEFAULT_PARTITIONLET_BYTES
                             ),
                             "partitionlet_ms": str(partitionlet_ms or DEFAULT_PARTITIONLET_MS),
-                            "created_ms": str(time.time_ns() // 1_000_000),
+                            "created_ms": str(clock.now_ms()),
                         }
                     )
                     (root / VOLUME_DIR).mkdir(exist_ok=True)
                     catalog.add_volumes(volume_paths)
                 else:
                     Catalog.verify(catalog_path)
-                    catalog = Catalog(catalog_path)
+                    catalog = Catalog(catalog_path, clock)
                     catalog.ensure_schema()
                 settings = catalog.settings()
                 for key, value in (
@@ -255,7 +262,7 @@ class Cluster:
                 for volume_id, vpath in catalog.volumes():
                     full = Path(vpath) if os.path.isabs(vpath) else root / vpath
                     full.parent.mkdir(parents=True, exist_ok=True)
-                    vol = Volume(volume_id, full)
+                    vol = Volume(volume_id, full, clock)
                     vols[volume_id] = vol
                     if not full.exists():
                         if catalog.volume_in_use(volume_id):
@@ -281,9 +288,7 @@ class Cluster:
             for vol in vols.values():
                 vol.close()
             raise
-        opened = cls(
-            root, catalog, vols, settings, principal or Principal.current(), clock or SYSTEM_CLOCK
-        )
+        opened = cls(root, catalog, vols, settings, principal or Principal.current(), clock)
         opened._own_principal = principal is None
         return opened
 
@@ -400,8 +405,26 @@ class Cluster:
 
     @property
     def placement(self) -> Placement:
-        """Where new partitionlets go (engine.storage.segments)."""
+        """Where new partitionlets go (engine.storage.placement)."""
         return self._placement
+
+    def appender(self) -> Appender:
+        """A new `Appender` (engine.storage.appender) on this cluster's files, for one
+        writing thread, rolling partitionlets at this cluster's size and age."""
+        return Appender(
+            self._cat,
+            self._vols,
+            self._placement,
+            roll_bytes=self.partitionlet_bytes,
+            roll_ms=self.partitionlet_ms,
+        )
+
+    def partition_log(
+        self, topic_id: int, partition: int, topic: str, counter: ReadCounter | None = None
+    ) -> PartitionLog:
+        """A new `PartitionLog` (engine.storage.log) of one partition, for one reader;
+        `counter` counts what it reads as heat (engine.ops.heat)."""
+        return PartitionLog(self._cat, self.reader, topic_id, partition, topic, counter)
 
     def watch_metadata(self, watcher: MetadataWatcher) -> None:
         """Call `watcher.forget_metadata()` whenever this object changes topics, partitions
@@ -979,13 +1002,15 @@ class Cluster:
         this cluster's principal or `principal`."""
         self.check_open()
         return scan.ranges(
-            self,
+            self._cat,
+            self.reader,
             topics,
+            check=self._consume_check(principal),
+            now_ms=self.clock.now_ms(),
             starting=starting,
             ending=ending,
             starting_timestamp=starting_timestamp,
             ending_timestamp=ending_timestamp,
-            principal=principal,
         )
 
     def scan_plan(
@@ -999,7 +1024,20 @@ class Cluster:
         offset order; `engine.storage.scan.read(task)` reads one without opening the
         cluster. Needs consume_perm on every stream."""
         self.check_open()
-        return scan.plan(self, ranges, principal)
+        return scan.plan(
+            self._cat,
+            self.path,
+            self._vols,
+            ranges,
+            check=self._consume_check(principal),
+            now_ms=self.clock.now_ms(),
+        )
+
+    def _consume_check(self, principal: Principal | None) -> scan.ConsumeCheck:
+        def check(row: StreamRow) -> None:
+            self.authorize(row, "consume_perm", principal)
+
+        return check
 
     # --- maintenance ----------------------------------------------------------------------
 

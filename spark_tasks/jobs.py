@@ -38,6 +38,7 @@ from typing import Any
 
 from engine import names, times
 from engine.auth.principal import Principal
+from engine.clock import now_ms
 from engine.cluster import CATALOG_FILE, Cluster, JobTable
 from engine.errors import AccessDenied, InvalidArgument, NotFound, PartitionletError, UnknownTopic
 
@@ -150,10 +151,6 @@ class Job:
 # --- the table ---------------------------------------------------------------------------
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _catalog(cluster: str | os.PathLike[str]) -> Path:
     path = Path(cluster) / CATALOG_FILE
     if not path.is_file():
@@ -236,7 +233,7 @@ def claim(cluster: str | os.PathLike[str], job_id: int, pid: int) -> bool:
             state=RUNNING,
             pid=pid,
             host=socket.gethostname(),
-            started_ms=_now_ms(),
+            started_ms=now_ms(),
         )
 
 
@@ -485,7 +482,7 @@ def submit(
     p = check_params(kind, params)
     check_sqlite_output(cluster, p)
     with _jobs(cluster) as table:
-        job_id = table.add(kind, json.dumps(p), QUEUED, _now_ms())
+        job_id = table.add(kind, json.dumps(p), QUEUED, now_ms())
         log_dir = Path(cluster) / LOG_DIR
         log_dir.mkdir(exist_ok=True)
         log_path = log_dir / f"job-{job_id}.log"
@@ -657,7 +654,7 @@ def status(job_id: int, *, cluster: str | os.PathLike[str] | None = None) -> Job
                 (QUEUED, RUNNING),
                 state=FAILED,
                 error="the job's process died",
-                ended_ms=_now_ms(),
+                ended_ms=now_ms(),
             )
             row = table.get(job.id)
             assert row is not None  # jobs are never deleted
@@ -685,7 +682,7 @@ def cancel(job_id: int, *, cluster: str | os.PathLike[str] | None = None) -> Job
             raise UnknownJob(f"no job {job_id} in cluster {path}")
         # one conditional write each, so a job that starts meanwhile is still asked to stop
         if not table.update(
-            int(job_id), (QUEUED,), state=CANCELLED, cancel_requested=1, ended_ms=_now_ms()
+            int(job_id), (QUEUED,), state=CANCELLED, cancel_requested=1, ended_ms=now_ms()
         ):
             table.update(int(job_id), (RUNNING,), cancel_requested=1)
     return status(job_id, cluster=path)

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Blueprint, abort, make_response, redirect, request, url_for
 
-from engine import errors, times
+from engine import clock, errors, times
 from spark_tasks import jobs
 from web.pages import cluster, cluster_path, principal, render, user, wants_partial
 
@@ -189,7 +188,7 @@ def params_summary(job: jobs.Job) -> str:
 def duration_s(job: jobs.Job) -> float | None:
     if job.started_ms is None:
         return None
-    end = job.ended_ms if job.ended_ms is not None else time.time_ns() // 1_000_000
+    end = job.ended_ms if job.ended_ms is not None else clock.now_ms()
     return max(0, end - job.started_ms) / 1000
 
 

@@ -4,13 +4,13 @@ Replication tabs, on a real cluster whose history was recorded, and the window k
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 from textual.widgets import DataTable
 
 from console.widgets.chart import MetricChart, columns, plot
 from engine import Cluster, Consumer, Producer, Replicator
+from engine.clock import SYSTEM_CLOCK
 from engine.ops import metrics
 from engine.times import format_duration
 
@@ -46,8 +46,8 @@ async def test_charts_show_the_recorded_history(cluster, tmp_path, monkeypatch, 
     reader.close()  # flushes the read heat
     cluster.reset_offsets("g", "/m:t", 90)  # a lag of 30
     # Three minutes on, this minute is complete: record it, and read it back, from then.
-    later = time.time_ns() // 1_000_000 + 3 * 60_000
-    monkeypatch.setattr(metrics, "_now_ms", lambda: later)
+    later = SYSTEM_CLOCK.now_ms() + 3 * 60_000
+    monkeypatch.setattr(SYSTEM_CLOCK, "now_ms", lambda: later)  # every cluster of the process
     cluster.record_metrics()  # the link's lag: 120, still paused
     cluster.resume_replica("/m", other)
     with Replicator(cluster) as replicator:

@@ -18,6 +18,7 @@ from engine import (
     TopicPartition,
     errors,
 )
+from engine.clock import FakeClock
 
 T = "/s:t"
 
@@ -779,17 +780,20 @@ def test_partitionlets_roll_by_size_and_span_volumes(cluster_path):
 
 
 def test_partitionlets_roll_by_age(cluster_path):
-    with Cluster.open(cluster_path, partitionlet_ms=1) as cluster:
+    clock = FakeClock()
+    with Cluster.open(cluster_path, partitionlet_ms=1, clock=clock) as cluster:
         cluster.create_stream("/s", ttl=0)
         cluster.create_topic(T)
         producer = Producer(cluster, acks=1)
         for i in range(5):
             assert producer.send(T, value=b"%d" % i).get(timeout=10).offset == i
-            time.sleep(0.02)
+            clock.advance(ms=1)  # each message finds its partitionlet 1 ms old: it rolls
         producer.close()
         info = cluster.topic(T).partitions[0]
         check_chain(info)
-        assert len(info.partitionlets) >= 3
+        assert [(p.base_offset, p.last_offset) for p in info.partitionlets] == [
+            (i, i) for i in range(5)
+        ]
         consumer = assigned(cluster, T, auto_offset_reset="earliest")
         assert [r.value for r in drain(consumer)] == [b"%d" % i for i in range(5)]
         consumer.close()
