@@ -2,7 +2,7 @@
 
 The engine is injected: pass an open `Cluster` as `cluster=` (tests do), or the app opens
 the one at `cluster_path` in a worker and closes it on exit. Every engine call runs in a
-worker thread; results come back as messages (console.messages), so the UI never waits on
+worker thread; results come back as events (console.events), so the UI never waits on
 SQLite. The tree on the left picks a stream or topic; each tab is a `Pane` that shows it.
 """
 
@@ -19,7 +19,7 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
 from console.commands import ConsoleCommands
-from console.messages import ClusterReady, StreamSelected, TopicSelected
+from console.events import ClusterReady, StreamSelected, TopicSelected
 from console.widgets.chart import WINDOWS, MetricChart, next_window, window_label
 from console.widgets.groups import GroupsPane
 from console.widgets.heat import HeatPane

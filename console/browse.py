@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from engine import Cluster, ConsumerRecord, PartitionInfo
 from engine.client import browse as service
 from engine.client.browse import NEWEST, OLDEST, Seek
+from engine.times import format_ms
 
 __all__ = ["LATEST", "OLDEST", "Page", "Seek", "describe_partitions", "follow", "parse_seek"]
 
@@ -107,9 +108,7 @@ def follow(
 
 def describe_seek(seek: Seek) -> str:
     if seek.kind == "time":
-        from console.display import fmt_ms
-
-        return f"from {fmt_ms(seek.value or 0)} UTC"
+        return f"from {format_ms(seek.value or 0)}"
     return seek.describe()
 
 

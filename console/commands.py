@@ -70,7 +70,7 @@ class ConsoleCommands(Provider):
         if cluster is None:
             return
         if not text.startswith("/"):
-            # any part of a name, in any stream: the catalog's trigram index (engine/search.py)
+            # any part of a name, in any stream: the catalog's trigram index (engine/name_search.py)
             if len(text) < 3:
                 return
             try:

@@ -18,7 +18,6 @@ import copy
 import fcntl
 import os
 import threading
-import time
 import uuid
 import weakref
 from collections import defaultdict
@@ -27,8 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine import names, policies
-from engine import search as search_rules
+from engine import name_search, names, policies
 from engine.auth import acl, effective
 from engine.auth import users as user_store
 from engine.auth.effective import EffectivePermissions
@@ -50,6 +48,7 @@ from engine.errors import (
 from engine.groups.admin import GroupAdmin
 from engine.groups.grammar import ResetTo
 from engine.groups.perms import GroupPermissions, GroupRule
+from engine.name_search import SearchResult, TopicPage
 from engine.ops import balance, metrics, retention
 from engine.ops.balance import RebalanceReport
 from engine.ops.heat import HeatMap, heat_map
@@ -67,17 +66,19 @@ from engine.records import (
     TopicPartition,
     VolumeInfo,
 )
-from engine.search import SearchResult, TopicPage
 from engine.storage import scan
+from engine.storage.appender import Appender
 from engine.storage.catalog import Catalog, PartitionletRow, StreamRow, TopicRow
 from engine.storage.jobs import JobTable as JobTable  # spark_tasks.jobs names it
+from engine.storage.log import PartitionLog
+from engine.storage.placement import Placement
 from engine.storage.reader import BatchReader
-from engine.storage.segments import Placement
 from engine.storage.volume import ACTIVE, PartitionletState, Volume
 
 if TYPE_CHECKING:  # engine.replication imports this module
     from engine.client.schemas import SchemaRegistry
     from engine.ops.archive import ArchiveReport
+    from engine.ops.heat import ReadCounter
     from engine.replication import ReplicaInfo, UpstreamInfo
     from engine.replication.http import ReplicationTokenInfo
 
@@ -139,6 +140,9 @@ class Cluster:
       volume files;
     - `jobs` -> `JobTable`: the replay job records (spark_tasks.jobs keeps them);
     - `placement` -> `Placement`: which volume takes the next partitionlet;
+    - `appender()` -> a new `Appender` (one per writing thread), `partition_log(...)` -> a
+      new `PartitionLog` (one per reader), both built from this cluster's parts;
+    - `clock` -> `Clock`: where every engine object made on it reads the time;
     - `authorize(stream, perm, principal=None, what=None)`: the stream's ACE check;
     - `appends` -> `AppendSignal`: in-process producers wake in-process consumers;
     - `watch_metadata(watcher)`: `watcher.forget_metadata()` runs when this object changes
@@ -169,7 +173,8 @@ class Cluster:
         self._cat = catalog
         self._vols = volumes
         self._closed = False
-        self._placement = Placement(self)
+        # Storage is built from the parts it uses, never from the Cluster itself.
+        self._placement = Placement(volumes, clock)
         self.appends = AppendSignal()
         # Producers of this object drop their cached topics and policies at once when it
         # changes them (other processes' changes arrive through the catalog's topology
@@ -204,6 +209,7 @@ class Cluster:
         an existing cluster. `partitionlet_bytes` and `partitionlet_ms` set when the active
         partitionlet of a partition rolls; given for an existing cluster, they change it.
         """
+        clock = clock or SYSTEM_CLOCK
         root = Path(path)
         if root.exists() and not root.is_dir():
             raise NotACluster(f"{root} is a file, not a cluster directory")
@@ -227,7 +233,7 @@ class Cluster:
             try:
                 if not catalog_path.exists():
                     _refuse_foreign(root)
-                    catalog = Catalog(catalog_path)
+                    catalog = Catalog(catalog_path, clock)
                     catalog.initialize(
                         {
                             "cluster_id": str(uuid.uuid4()),
@@ -236,14 +242,14 @@ class Cluster:
                                 partitionlet_bytes or DEFAULT_PARTITIONLET_BYTES
                             ),
                             "partitionlet_ms": str(partitionlet_ms or DEFAULT_PARTITIONLET_MS),
-                            "created_ms": str(time.time_ns() // 1_000_000),
+                            "created_ms": str(clock.now_ms()),
                         }
                     )
                     (root / VOLUME_DIR).mkdir(exist_ok=True)
                     catalog.add_volumes(volume_paths)
                 else:
                     Catalog.verify(catalog_path)
-                    catalog = Catalog(catalog_path)
+                    catalog = Catalog(catalog_path, clock)
                     catalog.ensure_schema()
                 settings = catalog.settings()
                 for key, value in (
@@ -257,7 +263,7 @@ class Cluster:
                 for volume_id, vpath in catalog.volumes():
                     full = Path(vpath) if os.path.isabs(vpath) else root / vpath
                     full.parent.mkdir(parents=True, exist_ok=True)
-                    vol = Volume(volume_id, full)
+                    vol = Volume(volume_id, full, clock)
                     vols[volume_id] = vol
                     if not full.exists():
                         if catalog.volume_in_use(volume_id):
@@ -283,9 +289,7 @@ class Cluster:
             for vol in vols.values():
                 vol.close()
             raise
-        opened = cls(
-            root, catalog, vols, settings, principal or Principal.current(), clock or SYSTEM_CLOCK
-        )
+        opened = cls(root, catalog, vols, settings, principal or Principal.current(), clock)
         opened._own_principal = principal is None
         return opened
 
@@ -402,8 +406,26 @@ class Cluster:
 
     @property
     def placement(self) -> Placement:
-        """Where new partitionlets go (engine.storage.segments)."""
+        """Where new partitionlets go (engine.storage.placement)."""
         return self._placement
+
+    def appender(self) -> Appender:
+        """A new `Appender` (engine.storage.appender) on this cluster's files, for one
+        writing thread, rolling partitionlets at this cluster's size and age."""
+        return Appender(
+            self._cat,
+            self._vols,
+            self._placement,
+            roll_bytes=self.partitionlet_bytes,
+            roll_ms=self.partitionlet_ms,
+        )
+
+    def partition_log(
+        self, topic_id: int, partition: int, topic: str, counter: ReadCounter | None = None
+    ) -> PartitionLog:
+        """A new `PartitionLog` (engine.storage.log) of one partition, for one reader;
+        `counter` counts what it reads as heat (engine.ops.heat)."""
+        return PartitionLog(self._cat, self.reader, topic_id, partition, topic, counter)
 
     def watch_metadata(self, watcher: MetadataWatcher) -> None:
         """Call `watcher.forget_metadata()` whenever this object changes topics, partitions
@@ -587,7 +609,7 @@ class Cluster:
     ) -> SearchResult:
         """Streams and topics whose names contain `text` anywhere (case folded), across all
         streams (or the topics of `stream`): the exact name first, then names starting with
-        it, then the rest; streams before topics; then by name (engine/search.py).
+        it, then the rest; streams before topics; then by name (engine/name_search.py).
 
         `text` needs 3 characters or more (`InvalidArgument` otherwise: the trigram index
         answers nothing shorter). Names are not secret, as in `streams()` and `topics()`,
@@ -598,15 +620,15 @@ class Cluster:
         if not isinstance(text, str):
             raise InvalidArgument(f"the search text must be a string, got {text!r}")
         text = text.strip()
-        if len(text) < search_rules.MIN_CHARS:
+        if len(text) < name_search.MIN_CHARS:
             raise InvalidArgument(
-                f"type at least {search_rules.MIN_CHARS} characters to search names "
-                f"(got {text!r}): names are found by any {search_rules.MIN_CHARS} "
+                f"type at least {name_search.MIN_CHARS} characters to search names "
+                f"(got {text!r}): names are found by any {name_search.MIN_CHARS} "
                 "characters in a row"
             )
-        if len(text) > search_rules.MAX_TEXT:
+        if len(text) > name_search.MAX_TEXT:
             raise InvalidArgument(
-                f"the search text is longer than {search_rules.MAX_TEXT} characters, "
+                f"the search text is longer than {name_search.MAX_TEXT} characters, "
                 "longer than any name"
             )
         if perm is not None and perm not in _PERM_VERBS:
@@ -616,28 +638,28 @@ class Cluster:
             names.validate_stream_path(stream)
             stream_id = self.catalog.stream(stream).id
         stream_rows, topic_rows, capped = self.catalog.search_names(
-            text, search_rules.MATCH_CAP, stream_id
+            text, name_search.MATCH_CAP, stream_id
         )
         if stream_id is not None:
             stream_rows = []
         hits = [
-            search_rules.SearchHit(
+            name_search.SearchHit(
                 "stream",
                 r.path,
                 r.path,
                 None,
-                search_rules.match_kind(r.path, text),
+                name_search.match_kind(r.path, text),
                 None,
                 r.created_ms,
             )
             for r in stream_rows
         ] + [
-            search_rules.SearchHit(
+            name_search.SearchHit(
                 "topic",
                 r.full_name,
                 r.stream,
                 r.name,
-                search_rules.match_kind(r.name, text),
+                name_search.match_kind(r.name, text),
                 r.partitions,
                 r.created_ms,
             )
@@ -652,8 +674,8 @@ class Cluster:
                 except (AccessDenied, UnknownStream):
                     allowed[path] = False
             hits = [h for h in hits if allowed[h.stream]]
-        hits.sort(key=search_rules.rank_key)
-        return search_rules.SearchResult(
+        hits.sort(key=name_search.rank_key)
+        return name_search.SearchResult(
             text, hits[offset : offset + limit], len(hits), capped, limit, offset
         )
 
@@ -670,9 +692,9 @@ class Cluster:
         `next_after`). Keyset paging: every page costs the same at a million topics. Names
         are not secret (as `topics()`): no ACE is checked."""
         self.check_open()
-        if sort not in search_rules.LISTING_SORTS:
+        if sort not in name_search.LISTING_SORTS:
             raise InvalidArgument(
-                f"sort must be one of {', '.join(search_rules.LISTING_SORTS)}, not {sort!r}"
+                f"sort must be one of {', '.join(name_search.LISTING_SORTS)}, not {sort!r}"
             )
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidArgument(f"limit must be a whole number from 1 to 1000, got {limit!r}")
@@ -681,7 +703,7 @@ class Cluster:
         more = len(rows) > limit
         rows = rows[:limit]
         entries = [
-            search_rules.TopicEntry(r.full_name, r.stream, r.name, r.partitions, r.created_ms)
+            name_search.TopicEntry(r.full_name, r.stream, r.name, r.partitions, r.created_ms)
             for r in rows
         ]
         next_after = None
@@ -693,7 +715,7 @@ class Cluster:
                 "created": str(last.id),
                 "stream": f"{last.stream}~{last.name}",
             }[sort]
-        return search_rules.TopicPage(entries, sort, bool(descending), next_after)
+        return name_search.TopicPage(entries, sort, bool(descending), next_after)
 
     def _topic_row(self, name: str) -> TopicRow:
         stream_path, topic = names.split_full_name(name)
@@ -1010,13 +1032,15 @@ class Cluster:
         this cluster's principal or `principal`."""
         self.check_open()
         return scan.ranges(
-            self,
+            self._cat,
+            self.reader,
             topics,
+            check=self._consume_check(principal),
+            now_ms=self.clock.now_ms(),
             starting=starting,
             ending=ending,
             starting_timestamp=starting_timestamp,
             ending_timestamp=ending_timestamp,
-            principal=principal,
         )
 
     def scan_plan(
@@ -1030,7 +1054,20 @@ class Cluster:
         offset order; `engine.storage.scan.read(task)` reads one without opening the
         cluster. Needs consume_perm on every stream."""
         self.check_open()
-        return scan.plan(self, ranges, principal)
+        return scan.plan(
+            self._cat,
+            self.path,
+            self._vols,
+            ranges,
+            check=self._consume_check(principal),
+            now_ms=self.clock.now_ms(),
+        )
+
+    def _consume_check(self, principal: Principal | None) -> scan.ConsumeCheck:
+        def check(row: StreamRow) -> None:
+            self.authorize(row, "consume_perm", principal)
+
+        return check
 
     # --- maintenance ----------------------------------------------------------------------
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,7 +86,7 @@ def seed(cluster: Any) -> DemoSummary:
         name for name, count in _TOPICS.items() if _ensure_topic(cluster, name, count)
     ]
 
-    now = int(time.time() * 1000)
+    now = cluster.clock.now_ms()
     generators = {
         f"{SENSORS}:car-17": lambda: _sensor_readings(17, now),
         f"{SENSORS}:car-42": lambda: _sensor_readings(42, now),

@@ -75,3 +75,44 @@ def parse_time(text: str) -> int:
     except (TypeError, ValueError):
         raise InvalidArgument(f"{_shown(str(text))} is not a time: write {TIME_FORMS}") from None
     return datetime_ms(moment, _shown(text))
+
+
+# --- times and durations shown to people ------------------------------------------------------
+
+# A duration's units, largest first: a duration is shown in the largest one that holds it whole.
+_DURATION_UNITS = (("d", 86_400), ("h", 3_600), ("min", 60))
+
+
+def format_ms(ms: int | None, *, seconds: bool = False) -> str:
+    """Epoch milliseconds as UTC text for people, the same in every frontend (the CLI's
+    tables, the web pages, the terminal console, `plet replay`): `2024-05-01 12:00:00.123Z`,
+    or `2024-05-01 12:00:00Z` with `seconds=True`. The `Z` says UTC, and `parse_time` reads
+    the text back (seek by time). None (not known) or a negative time (Kafka's -1, no
+    timestamp) is "-"."""
+    if ms is None or ms < 0:
+        return "-"
+    text = (EPOCH + ms * _MS).strftime("%Y-%m-%d %H:%M:%S")  # exact: no float on the way
+    return f"{text}Z" if seconds else f"{text}.{ms % 1000:03d}Z"
+
+
+def iso_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC to the millisecond, `2024-05-01T12:00:00.123Z`:
+    the `time` of a record's JSON (docs/API.md), for programs rather than people."""
+    return format_ms(ms).replace(" ", "T", 1)
+
+
+def format_duration(seconds: float | None, *, zero: str = "0 s") -> str:
+    """A duration for people, the same in every frontend: in the largest unit that holds it
+    whole ("7 d", "12 h", "5 min", "30 s"), else in seconds to a tenth ("12.3 s"). `zero`
+    is what 0 says (a TTL of 0 keeps forever: `zero="forever"`); None (not known) is "-"."""
+    if seconds is None:
+        return "-"
+    if seconds == 0:
+        return zero
+    if seconds != int(seconds):
+        return f"{seconds:,.1f} s"
+    whole = int(seconds)
+    for unit, size in _DURATION_UNITS:
+        if whole % size == 0:
+            return f"{whole // size:,} {unit}"
+    return f"{whole:,} s"

@@ -9,19 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 
 from engine.cli import cluster_option, require_cluster_path
+from engine.times import format_ms
 from spark_tasks import jobs
-
-
-def _fmt_ms(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _progress(job: jobs.Job) -> str:
@@ -36,9 +30,9 @@ def _show(job: jobs.Job, as_json: bool, log: bool = True) -> None:
     click.echo(f"job {job.id}: {job.kind} {job.state}")
     click.echo(f"  params    {json.dumps(job.params)}")
     click.echo(f"  progress  {_progress(job)}")
-    click.echo(f"  submitted {_fmt_ms(job.submitted_ms)}")
-    click.echo(f"  started   {_fmt_ms(job.started_ms)}")
-    click.echo(f"  ended     {_fmt_ms(job.ended_ms)}")
+    click.echo(f"  submitted {format_ms(job.submitted_ms, seconds=True)}")
+    click.echo(f"  started   {format_ms(job.started_ms, seconds=True)}")
+    click.echo(f"  ended     {format_ms(job.ended_ms, seconds=True)}")
     if job.result is not None:
         click.echo(f"  result    {json.dumps(job.result, default=str)[:2000]}")
     if job.error:
@@ -178,7 +172,7 @@ def list_command(ctx, limit, as_json):
     click.echo(f"{'ID':>5}  {'KIND':<14} {'STATE':<10} {'PROGRESS':<16} SUBMITTED")
     for j in found:
         click.echo(
-            f"{j.id:>5}  {j.kind:<14} {j.state:<10} {_progress(j):<16} {_fmt_ms(j.submitted_ms)}"
+            f"{j.id:>5}  {j.kind:<14} {j.state:<10} {_progress(j):<16} {format_ms(j.submitted_ms, seconds=True)}"
         )
 
 

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -36,9 +36,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from engine import times
+from engine import names, times
+from engine.auth.principal import Principal
+from engine.clock import now_ms
 from engine.cluster import CATALOG_FILE, Cluster, JobTable
-from engine.errors import InvalidArgument, NotFound
+from engine.errors import AccessDenied, InvalidArgument, NotFound, PartitionletError, UnknownTopic
 
 KINDS = ("copy", "materialize", "window-counts", "custom")
 
@@ -149,10 +151,6 @@ class Job:
 # --- the table ---------------------------------------------------------------------------
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _catalog(cluster: str | os.PathLike[str]) -> Path:
     path = Path(cluster) / CATALOG_FILE
     if not path.is_file():
@@ -235,7 +233,7 @@ def claim(cluster: str | os.PathLike[str], job_id: int, pid: int) -> bool:
             state=RUNNING,
             pid=pid,
             host=socket.gethostname(),
-            started_ms=_now_ms(),
+            started_ms=now_ms(),
         )
 
 
@@ -301,6 +299,11 @@ def check_params(kind: str, params: dict[str, Any]) -> dict[str, Any]:
         p["output"] = export.SQLITE_SCHEME + str(Path(sqlite_out).expanduser().resolve())
     elif "table" in p:
         raise InvalidArgument(f"table goes with output {SQLITE_SCHEME}PATH")
+    if p.get("topic_pattern") is not None:
+        try:  # a job that would fail in Spark minutes later fails here at once
+            re.compile(p["topic_pattern"])
+        except (re.error, TypeError) as exc:
+            raise InvalidArgument(f"topic_pattern is not a regular expression: {exc}") from None
     if kind == "window-counts":
         p.setdefault("window", "1 minute")
     if kind == "custom":
@@ -349,16 +352,137 @@ def check_sqlite_output(cluster: str | os.PathLike[str], params: dict[str, Any])
 _children: builtins.list[subprocess.Popen] = []
 
 
-def submit(cluster_path: str | os.PathLike[str], kind: str, **params: Any) -> int:
+# --- who may submit what --------------------------------------------------------------------
+#
+# A job's process runs as the operating-system user who started it, never as the console
+# user who asked for it, so these checks, made by `submit` for every frontend (web form,
+# JSON API, terminal console, `plet replay`), are the only gate between that user and the
+# data: consume_perm on what the job reads, produce_perm (and topic_perm when the job would
+# create the topic) on what it writes. What reaches outside the cluster is a cluster
+# administrator's act (DESIGN, "Consoles"): a custom job runs a Python file on the server,
+# `output` writes a path there, `master` and `conf` decide where and how Spark runs.
+
+# The parameter that records who submitted a job as someone (`submit(principal=)`); the
+# runner ignores it. That submitter may cancel the job, besides administrators.
+SUBMITTED_BY = "submitted_by"
+ADMIN_KINDS = frozenset({"custom"})
+ADMIN_PARAMS: dict[str, str] = {
+    "file": "it runs a Python file on the server",
+    "function": "it names what a custom job runs on the server",
+    "output": "it writes a path on the server",
+    "master": "it decides where Spark runs",
+    "conf": "it decides how Spark runs on the server",
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One reason a job may not be submitted: the parameter at fault ("kind" for the job
+    as a whole) and the engine's error that says why (AccessDenied, NotFound or
+    InvalidArgument)."""
+
+    param: str
+    error: PartitionletError
+
+
+def refusals(cluster: Cluster, kind: str, params: Mapping[str, Any]) -> builtins.list[Refusal]:
+    """Every reason the principal of `cluster` (a cluster opened with `principal=`, or a
+    view, `Cluster.as_principal`) may not submit a `kind` job with `params`; empty when it
+    may. A parameter set to None counts as not given. `submit` raises the first; a form
+    shows them all, each next to its field."""
+    given = {k: v for k, v in params.items() if v is not None}
+    admin = cluster.is_administrator
+    if kind in ADMIN_KINDS and not admin:
+        denied = AccessDenied(
+            f"Only administrators may run {kind} jobs: a {kind} job runs a Python file on the "
+            "server, as the server's user."
+        )
+        return [Refusal("kind", denied)]
+    found = [
+        Refusal(name, AccessDenied(f"Only administrators may set {name}: {why}."))
+        for name, why in ADMIN_PARAMS.items()
+        if name in given and not admin
+    ]
+    for name in ("source", "stream", "target"):
+        if name in given and not isinstance(given[name], str):  # a JSON body can carry any
+            error = InvalidArgument(f"{name} must be a name (text), not {given.pop(name)!r}")
+            found.append(Refusal(name, error))
+    source, stream = given.get("source"), given.get("stream")
+    try:  # Cluster.authorize: also refuses a stored ACE that does not parse
+        if source:
+            cluster.topic(source)
+            cluster.authorize(names.split_full_name(source)[0], "consume_perm")
+        elif stream:
+            cluster.authorize(stream, "consume_perm")
+    except PartitionletError as exc:
+        found.append(Refusal("source" if source else "stream", exc))
+    target = given.get("target")
+    if target:
+        try:
+            target_stream = names.split_full_name(target)[0]
+            cluster.authorize(target_stream, "produce_perm")
+            try:
+                cluster.topic(target)
+            except UnknownTopic:
+                cluster.authorize(target_stream, "topic_perm")  # the job creates it
+            if target == source:
+                raise InvalidArgument("The target must differ from the source.")
+        except PartitionletError as exc:
+            found.append(Refusal("target", exc))
+    return found
+
+
+def may_see(cluster: Cluster, job: Job) -> bool:
+    """Whether the principal of `cluster` may see a job's result, error and log:
+    administrators, and whoever may consume what the job read (its result is made of
+    those messages)."""
+    if cluster.is_administrator:
+        return True
+    source, stream = job.params.get("source"), job.params.get("stream")
+    try:
+        if isinstance(source, str) and source:
+            stream = names.split_full_name(source)[0]
+        if not isinstance(stream, str) or not stream:
+            return False
+        cluster.authorize(stream, "consume_perm")
+    except PartitionletError:
+        return False
+    return True
+
+
+def may_cancel(cluster: Cluster, job: Job) -> bool:
+    """Whether the principal of `cluster` may cancel a job: administrators and whoever
+    submitted it (`SUBMITTED_BY`)."""
+    return cluster.is_administrator or job.params.get(SUBMITTED_BY) == cluster.principal.user
+
+
+def submit(
+    cluster_path: str | os.PathLike[str],
+    kind: str,
+    *,
+    principal: Principal | None = None,
+    **params: Any,
+) -> int:
     """Record a job and start its process; returns its id. `master` picks the Spark
-    master (default local[*]); `conf` is a dict of extra Spark settings."""
+    master (default local[*]); `conf` is a dict of extra Spark settings.
+
+    The job is submitted as `principal` (default: this process's own, a cluster
+    administrator, as for any library call): its ACEs are checked (`refusals`) and the
+    first refusal is raised before anything is recorded; the job records who asked
+    (`SUBMITTED_BY`)."""
     global _last_cluster
     cluster = str(Path(cluster_path).resolve())
-    p = check_params(kind, params)
     _catalog(cluster)  # never create a cluster where there is none
+    with Cluster.open(cluster, principal=principal) as opened:
+        refused = refusals(opened, kind, params)
+    if refused:
+        raise refused[0].error
+    if principal is not None:
+        params.setdefault(SUBMITTED_BY, principal.user)
+    p = check_params(kind, params)
     check_sqlite_output(cluster, p)
     with _jobs(cluster) as table:
-        job_id = table.add(kind, json.dumps(p), QUEUED, _now_ms())
+        job_id = table.add(kind, json.dumps(p), QUEUED, now_ms())
         log_dir = Path(cluster) / LOG_DIR
         log_dir.mkdir(exist_ok=True)
         log_path = log_dir / f"job-{job_id}.log"
@@ -530,7 +654,7 @@ def status(job_id: int, *, cluster: str | os.PathLike[str] | None = None) -> Job
                 (QUEUED, RUNNING),
                 state=FAILED,
                 error="the job's process died",
-                ended_ms=_now_ms(),
+                ended_ms=now_ms(),
             )
             row = table.get(job.id)
             assert row is not None  # jobs are never deleted
@@ -558,7 +682,7 @@ def cancel(job_id: int, *, cluster: str | os.PathLike[str] | None = None) -> Job
             raise UnknownJob(f"no job {job_id} in cluster {path}")
         # one conditional write each, so a job that starts meanwhile is still asked to stop
         if not table.update(
-            int(job_id), (QUEUED,), state=CANCELLED, cancel_requested=1, ended_ms=_now_ms()
+            int(job_id), (QUEUED,), state=CANCELLED, cancel_requested=1, ended_ms=now_ms()
         ):
             table.update(int(job_id), (RUNNING,), cancel_requested=1)
     return status(job_id, cluster=path)

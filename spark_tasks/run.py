@@ -29,6 +29,7 @@ from contextlib import redirect_stdout
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from engine import clock
 from spark_tasks import jobs
 
 POLL_S = 0.5
@@ -60,7 +61,7 @@ class Monitor(threading.Thread):
                     self._stages[stage_id] = (stage.numCompletedTasks, stage.numTasks)
                     begun = stage.numActiveTasks + stage.numCompletedTasks + stage.numFailedTasks
                     if begun and self.first_task_ms is None:
-                        self.first_task_ms = time.time_ns() // 1_000_000
+                        self.first_task_ms = clock.now_ms()
         done = sum(d for d, _ in self._stages.values())
         total = sum(t for _, t in self._stages.values())
         return done, total
@@ -86,7 +87,7 @@ class Monitor(threading.Thread):
             if stage["stageId"] in wanted:
                 inputs[stage["stageId"]] = int(stage.get("inputRecords", 0))
         best, rate = 0, None
-        now_ms = time.time_ns() // 1_000_000
+        now_ms = clock.now_ms()
         for j in group:
             rows = sum(inputs.get(s, 0) for s in j.get("stageIds", ()))
             began = _ui_ms(j.get("submissionTime"))
@@ -269,7 +270,7 @@ def _run(argv: list[str]) -> int:
             state=state,
             result=result,
             error=error,
-            ended_ms=time.time_ns() // 1_000_000,
+            ended_ms=clock.now_ms(),
             log_tail=jobs.log_tail(job.log_path),
             **fields,
         )

@@ -95,3 +95,29 @@ def pytest_collection_modifyitems(config, items):
             continue
         together = path.parts[0] in ("e2e", "spark_tasks")
         item.add_marker(pytest.mark.xdist_group(path.parts[0] if together else str(path)))
+
+
+class _FakeJobProcess:
+    """What `spark_tasks.jobs.submit` gets instead of a Popen: a live pid (ours), so that
+    the job stays queued, as if its runner had not started yet."""
+
+    pid = os.getpid()
+
+    def wait(self) -> int:
+        return 0
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Replay jobs submitted for real (checks, record) but with their process launch faked,
+    so no Spark starts; the list collects each launch's argv."""
+    from spark_tasks import jobs
+
+    started: list[list[str]] = []
+
+    def popen(argv, **kwargs):
+        started.append(argv)
+        return _FakeJobProcess()
+
+    monkeypatch.setattr(jobs.subprocess, "Popen", popen)
+    return started

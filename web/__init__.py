@@ -102,7 +102,7 @@ def create_app(
     from web.replays import replays
     from web.replication import replication
     from web.search import search
-    from web.search_messages import message_search
+    from web.search_messages import message_search_pages
     from web.streams import streams
     from web.topics import topics
     from web.users import users
@@ -114,7 +114,7 @@ def create_app(
         streams,
         topics,
         search,
-        message_search,
+        message_search_pages,
         groups,
         replication,
         heat,

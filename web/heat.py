@@ -19,9 +19,10 @@ from werkzeug.exceptions import BadRequest
 from engine import errors, names
 from engine.ops.heat import HeatMap, Load
 from engine.records import TopicPartition
+from engine.times import format_ms
 from engine.units import format_bytes
 from web import heatmap
-from web.filters import ms_time, number
+from web.filters import number
 from web.pages import cluster, render
 
 heat = Blueprint("heat", __name__)
@@ -78,7 +79,7 @@ def _cells_svg(rows: list[Row], columns: list[heatmap.Column], grid: heatmap.Gri
     What a cell says is escaped once per row (its label) and column (its time)."""
     labels = [escape(r.label) for r in rows]
     # the time of day (UTC, as the axis): the date of a window of an hour or less is today's
-    times = [f"{ms_time(c.start_ms)[11:19]} +{c.seconds} s" for c in columns]
+    times = [f"{format_ms(c.start_ms)[11:19]} +{c.seconds} s" for c in columns]
     out = []
     for cell in grid.cells:
         out.append(
@@ -132,7 +133,7 @@ def _ticks(columns: list[heatmap.Column], grid: heatmap.Grid) -> list[tuple[floa
         return []
     step = max(1, math.ceil(len(columns) / 6))
     return [
-        (grid.label_width + i * grid.cell_width, ms_time(columns[i].start_ms)[11:19])
+        (grid.label_width + i * grid.cell_width, format_ms(columns[i].start_ms)[11:19])
         for i in range(0, len(columns), step)
     ]
 

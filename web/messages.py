@@ -20,10 +20,11 @@ from typing import Any
 
 from engine import ConsumerRecord
 from engine.client import browse
-from engine.client.browse import DEFAULT_LIMIT, MAX_LIMIT, BadQuery, Page, Query, iso_ms
+from engine.client.browse import DEFAULT_LIMIT, MAX_LIMIT, BadQuery, Page, Query
 from engine.client.rendering import FORMATS, Shown, shown, visible
 from engine.client.schemas import SchemaDecoder
 from engine.records import LOG_APPEND_TIME, TopicInfo
+from engine.times import iso_ms
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "BadInput", "MAX_WHOLE", "whole"]
 

@@ -1,33 +1,28 @@
 """Replays: Spark jobs over a stream's history (spark_tasks.jobs), started from a form per
 kind, watched live (state, progress bar, result, log tail) and cancelled.
 
-A job runs in its own process as the operating-system user of the server, which passes
-every ACE: the checks in `_authorize_submit` (consume_perm on what it reads, produce_perm
-and topic_perm on what it writes, administrators only for server paths and custom code)
-are the only gate between a console user and the data, so every submit goes through them.
+A job runs in its own process as the operating-system user of the server, so the checks
+`spark_tasks.jobs.submit` makes as the logged-in user (`jobs.refusals`: consume_perm on what
+it reads, produce_perm and topic_perm on what it writes, administrators only for server
+paths and custom code) are the only gate between a console user and the data; the form
+shows each refusal next to its field.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Blueprint, abort, make_response, redirect, request, url_for
 
-from engine import errors, names
+from engine import clock, errors, times
 from spark_tasks import jobs
-from web.filters import ms_time
-from web.pages import cluster, cluster_path, render, user, wants_partial
+from web.pages import cluster, cluster_path, principal, render, user, wants_partial
 
 replays = Blueprint("replays", __name__)
 
-# The parameter that records who submitted a job from the console (the runner ignores it):
-# the submitter may cancel it, besides administrators.
-SUBMITTED_BY = "submitted_by"
-ADMIN_ONLY_KINDS = frozenset({"custom"})  # it runs a Python file: arbitrary code
 # A Spark interval such as "1 minute" or "10 seconds" (what window-counts groups by).
 _WINDOW = re.compile(r"\d{1,6} (second|minute|hour|day|week)s?")
 LIST_LIMIT = 100
@@ -121,7 +116,7 @@ class JobForm:
 
     @property
     def admin_only(self) -> bool:
-        return self.kind in ADMIN_ONLY_KINDS
+        return self.kind in jobs.ADMIN_KINDS
 
     def params(self) -> dict[str, Any]:
         """The job's parameters from the typed values; bad numbers go to `errors`."""
@@ -165,92 +160,35 @@ def _field_of(message: str, form: JobForm) -> str:
     return "form"
 
 
-def _authorize_submit(form: JobForm, params: dict[str, Any]) -> None:
-    """Put in `form.errors` every reason the logged-in user may not run this job.
-
-    The job's process runs as the server's OS user and checks no ACE of the console user,
-    so this is the only gate: consume_perm on the streams it reads, produce_perm (and
-    topic_perm when the job would create the topic) on the stream it writes, and
-    administrators only for paths on the server and for custom code.
-    """
-    c = cluster()
-    admin = user().admin
-    if form.admin_only and not admin:
-        form.errors["form"] = (
-            "Only administrators may run custom jobs: a custom job runs a Python file on the "
-            "server, as the server's user."
-        )
-        form.denied = True
-        return
-    for f in form.fields:
-        if f.admin_only and f.name in params and not admin:
-            form.errors[f.name] = "Only administrators may use a path on the server."
-    try:
-        if params.get("source"):
-            stream, _ = names.split_full_name(params["source"])
-            c.topic(params["source"])
-            c.authorize(stream, "consume_perm")
-        elif params.get("stream"):
-            c.authorize(params["stream"], "consume_perm")
-    except (errors.NotFound, errors.AccessDenied, ValueError) as exc:
-        form.errors["source" if params.get("source") else "stream"] = str(exc)
-    if params.get("stream") and params.get("topic_pattern"):
-        try:
-            re.compile(params["topic_pattern"])
-        except re.error as exc:
-            form.errors["topic_pattern"] = f"Not a regular expression: {exc}"
-    target = params.get("target")
-    if target:
-        try:
-            stream, _ = names.split_full_name(target)
-            info = c.stream(stream)
-            c.authorize(info, "produce_perm")
-            try:
-                c.topic(target)
-            except errors.UnknownTopic:
-                c.authorize(info, "topic_perm")  # the job creates it
-            if target == params.get("source"):
-                form.errors["target"] = "The target must differ from the source."
-        except (errors.NotFound, errors.AccessDenied, ValueError) as exc:
-            form.errors["target"] = str(exc)
-
-
-def may_see(job: jobs.Job) -> bool:
-    """Whether the logged-in user may see a job's result and log: administrators, and
-    whoever may consume what the job read (the result is made of those messages)."""
-    if user().admin:
-        return True
-    c = cluster()
-    try:
-        if job.params.get("source"):
-            stream, _ = names.split_full_name(job.params["source"])
-        else:
-            stream = job.params.get("stream") or ""
-        c.authorize(stream, "consume_perm")
-    except (errors.PartitionletError, ValueError):
-        return False
-    return True
-
-
-def may_cancel(job: jobs.Job) -> bool:
-    return user().admin or job.params.get(SUBMITTED_BY) == user().name
+def _refuse(form: JobForm, params: dict[str, Any]) -> None:
+    """Put in `form.errors` every reason the logged-in user may not run this job: the
+    checks `jobs.submit` makes (`jobs.refusals`), each shown next to its field."""
+    for refusal in jobs.refusals(cluster(), form.kind, params):
+        if refusal.param == "kind":  # for who the user is, not for what they typed
+            form.errors["form"] = str(refusal.error)
+            form.denied = True
+            return
+        shown = refusal.param if refusal.param in {f.name for f in form.fields} else "form"
+        form.errors.setdefault(shown, str(refusal.error))
 
 
 # --- what the templates show -----------------------------------------------------------
 
 
 def params_summary(job: jobs.Job) -> str:
-    shown = {k: v for k, v in job.params.items() if k not in ("master", SUBMITTED_BY) and v != ""}
+    shown = {
+        k: v for k, v in job.params.items() if k not in ("master", jobs.SUBMITTED_BY) and v != ""
+    }
     for key in ("from_time", "to_time"):
         if isinstance(shown.get(key), int):
-            shown[key] = ms_time(shown[key])
+            shown[key] = times.format_ms(shown[key])
     return ", ".join(f"{k}={v}" for k, v in shown.items())
 
 
 def duration_s(job: jobs.Job) -> float | None:
     if job.started_ms is None:
         return None
-    end = job.ended_ms if job.ended_ms is not None else time.time_ns() // 1_000_000
+    end = job.ended_ms if job.ended_ms is not None else clock.now_ms()
     return max(0, end - job.started_ms) / 1000
 
 
@@ -316,15 +254,14 @@ def submit(kind: str):
     form = JobForm(kind, typed)
     params = form.params()
     if not form.errors:
-        _authorize_submit(form, params)
+        _refuse(form, params)
     if not form.errors:
         try:
             jobs.check_params(kind, dict(params))
         except errors.InvalidArgument as exc:
             form.errors[_field_of(str(exc), form)] = str(exc)
     if not form.errors:
-        params[SUBMITTED_BY] = user().name
-        job_id = jobs.submit(cluster_path(), kind, **params)
+        job_id = jobs.submit(cluster_path(), kind, principal=principal(), **params)
         target = url_for("replays.job", job_id=job_id)
         if wants_partial():
             response = make_response("")
@@ -342,7 +279,7 @@ def submit(kind: str):
 def _job_page(found: jobs.Job, cancellable: bool):
     """The job's page (or its live part): the job's own log lines, and Spark's as well with
     `?spark=1` (a query parameter, not an open <details>: the part reloads every second)."""
-    visible = may_see(found)
+    visible = jobs.may_see(cluster(), found)
     return render(
         "replays/job.html",
         "replays/_job.html",
@@ -357,13 +294,13 @@ def _job_page(found: jobs.Job, cancellable: bool):
 @replays.route("/replays/<int:job_id>")
 def job(job_id: int):
     found = jobs.status(job_id, cluster=cluster_path())
-    return _job_page(found, may_cancel(found))
+    return _job_page(found, jobs.may_cancel(cluster(), found))
 
 
 @replays.route("/replays/<int:job_id>/cancel", methods=["POST"])
 def cancel(job_id: int):
     found = jobs.status(job_id, cluster=cluster_path())
-    if not may_cancel(found):
+    if not jobs.may_cancel(cluster(), found):
         raise errors.AccessDenied(
             f"user {user().name!r} may not cancel job {job_id}: only its submitter or an "
             "administrator may"

@@ -4,7 +4,7 @@
 header asks the same URL through htmx as you type and gets the few best matches back
 (`search/_live.html`). `/topics` lists the topics of all streams with a sort and keyset
 paging (a cursor in the URL, `after=`), so every page costs the same at a million topics.
-The engine does both (`Cluster.search`, `Cluster.topic_listing`; engine/search.py).
+The engine does both (`Cluster.search`, `Cluster.topic_listing`; engine/name_search.py).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Any
 
 from flask import Blueprint, request, url_for
 
-from engine import errors
-from engine import search as rules
+from engine import errors, name_search
 from web.pages import cluster, render
 
 search = Blueprint("search", __name__)
@@ -37,7 +36,7 @@ def find(text: str, *, limit: int, offset: int = 0, stream: str | None = None) -
     return {"q": text, "result": result, "problem": None}
 
 
-def hit_url(hit: rules.SearchHit) -> str:
+def hit_url(hit: name_search.SearchHit) -> str:
     if hit.kind == "stream":
         return url_for("streams.stream", stream=hit.name.lstrip("/"))
     return url_for("topics.topic", name=hit.name.lstrip("/"))
@@ -66,7 +65,7 @@ def results():
 @search.route("/topics")
 def topics():
     sort = request.args.get("sort", "name")
-    sort = sort if sort in rules.LISTING_SORTS else "name"
+    sort = sort if sort in name_search.LISTING_SORTS else "name"
     descending = request.args.get("order") == "desc"
     try:
         size = int(request.args.get("size", PAGE_SIZE))

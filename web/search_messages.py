@@ -2,7 +2,7 @@
 progress and its results as they come, and Cancel.
 
 `/topics/<name>/search?query=...&partition=...&from=...&until=...&format=...` is the page:
-bookmarkable, it starts the search (the engine's `engine.client.search`, run as the
+bookmarkable, it starts the search (the engine's `engine.client.message_search`, run as the
 logged-in user) and shows a progress part that htmx polls
 (`/topics/<name>/search/<job>?shown=N`): each answer is the progress again plus the
 matches found since the last, appended to the table out of band. `Cancel` posts to
@@ -22,13 +22,13 @@ from typing import Any
 from flask import Blueprint, current_app, request
 
 from engine import errors
-from engine.client import search as engine_search
+from engine.client import message_search
 from engine.client.browse import OLDEST, BadQuery, Seek
 from engine.records import TopicInfo
 from web import messages as msgs
 from web.pages import app_cluster, principal, render, user, wants_partial
 
-message_search = Blueprint("message_search", __name__)
+message_search_pages = Blueprint("message_search", __name__)
 
 EXTENSION = "message_searches"
 # matches added to the page per poll (the rest come with the next polls)
@@ -36,15 +36,15 @@ ROWS_PER_POLL = 200
 POLL_MS = 500
 # a search's bounds (the engine's defaults): read when a search starts, so a test can
 # make them small
-MAX_RATE = engine_search.MAX_RATE
-MAX_MATCHES = engine_search.MAX_MATCHES
+MAX_RATE = message_search.MAX_RATE
+MAX_MATCHES = message_search.MAX_MATCHES
 
 
-def jobs() -> engine_search.SearchJobs:
+def jobs() -> message_search.SearchJobs:
     """The app's searches, made on first use."""
     found = current_app.extensions.get(EXTENSION)
     if found is None:
-        found = current_app.extensions.setdefault(EXTENSION, engine_search.SearchJobs())
+        found = current_app.extensions.setdefault(EXTENSION, message_search.SearchJobs())
     return found
 
 
@@ -100,8 +100,8 @@ def parse_form(args: Any, info: TopicInfo) -> tuple[SearchForm, dict[str, str]]:
         problems["format"] = f"show as one of {', '.join(msgs.FORMATS)}, not {fmt!r}"
     if text["query"].strip():
         try:
-            engine_search.compile_query(text["query"])
-        except engine_search.BadSearch as exc:
+            message_search.compile_query(text["query"])
+        except message_search.BadSearch as exc:
             problems["query"] = exc.fields["query"]
     return SearchForm(text, partitions, start, end, fmt), problems
 
@@ -111,13 +111,13 @@ class _Shown:
     fmt: str  # what topics/_row.html asks of `selection`
 
 
-def _rows(job: engine_search.SearchJob, shown: int, fmt: str) -> list[msgs.MessageView]:
+def _rows(job: message_search.SearchJob, shown: int, fmt: str) -> list[msgs.MessageView]:
     records = job.results(shown, shown + ROWS_PER_POLL)
     decoder = msgs.decoder(job.topic)
     return [msgs.view(r, fmt, decoder) for r in records]
 
 
-def _progress(info: TopicInfo, job: engine_search.SearchJob, shown: int, fmt: str) -> dict:
+def _progress(info: TopicInfo, job: message_search.SearchJob, shown: int, fmt: str) -> dict:
     progress = job.progress  # read before the rows: rows found meanwhile come next poll
     rows = _rows(job, shown, fmt)
     shown += len(rows)
@@ -141,7 +141,7 @@ def _topic(name: str) -> TopicInfo:
     return cluster().topic("/" + name)
 
 
-@message_search.route("/topics/<path:name>/search")
+@message_search_pages.route("/topics/<path:name>/search")
 def page(name: str):
     info = _topic(name)
     form, problems = parse_form(request.args, info)
@@ -169,7 +169,7 @@ def page(name: str):
                 max_rate=MAX_RATE,
                 max_matches=MAX_MATCHES,
             )
-        except engine_search.BadSearch as exc:
+        except message_search.BadSearch as exc:
             context["form_errors"] = exc.fields
             status = 400
         except BadQuery as exc:
@@ -184,7 +184,7 @@ def page(name: str):
     return body, (200 if wants_partial() else status)
 
 
-def _job(name: str, job_id: str) -> tuple[TopicInfo, engine_search.SearchJob | None]:
+def _job(name: str, job_id: str) -> tuple[TopicInfo, message_search.SearchJob | None]:
     info = _topic(name)
     job = jobs().get(user().name, job_id)
     if job is not None and job.topic != info.name:
@@ -192,7 +192,7 @@ def _job(name: str, job_id: str) -> tuple[TopicInfo, engine_search.SearchJob | N
     return info, job
 
 
-@message_search.route("/topics/<path:name>/search/<job_id>")
+@message_search_pages.route("/topics/<path:name>/search/<job_id>")
 def progress(name: str, job_id: str):
     """The progress part again and the matches after the first `shown` (htmx polls it)."""
     info, job = _job(name, job_id)
@@ -205,7 +205,7 @@ def progress(name: str, job_id: str):
     return render("topics/_search_progress.html", None, **_progress(info, job, shown, fmt))
 
 
-@message_search.route("/topics/<path:name>/search/<job_id>/cancel", methods=["POST"])
+@message_search_pages.route("/topics/<path:name>/search/<job_id>/cancel", methods=["POST"])
 def cancel(name: str, job_id: str):
     info, job = _job(name, job_id)
     if job is None:

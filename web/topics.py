@@ -16,9 +16,10 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, request, stream_with_context
 
-from engine import Producer, errors, times
+from engine import errors, times
 from engine.client import browse
 from engine.client.browse import FORWARD, NEWEST, BadQuery, Browser
+from engine.client.producer import produce_one
 from engine.client.schemas import RegisteredSchema
 from engine.client.schemas import encode as encode_with_schema
 from engine.headers import parse_headers
@@ -29,8 +30,6 @@ from web.pages import cluster, render, wants_partial
 
 topics = Blueprint("topics", __name__)
 
-# How long the produce form waits for the write (acks="all": fsynced).
-PRODUCE_TIMEOUT_S = 10
 PRODUCE_FIELDS = ("key", "value", "headers", "partition")
 
 
@@ -305,12 +304,10 @@ def _produce(info: TopicInfo, form: Any) -> tuple[dict[str, Any], int]:
             value = encode_with_schema(cluster().schemas, schema, values["value"])
         except errors.InvalidArgument as exc:
             return state | {"errors": {"value": f"Not valid for the schema: {exc}"}}, 400
-    producer = Producer(cluster(), acks="all")
     try:
-        future = producer.send(
-            info.name, value=value, key=key, partition=partition, headers=headers or None
+        state["result"] = produce_one(
+            cluster(), info.name, value=value, key=key, partition=partition, headers=headers
         )
-        state["result"] = future.get(timeout=PRODUCE_TIMEOUT_S)
     except errors.MessageTooLarge as exc:
         return state | {"errors": {"value": str(exc)}}, 400
     except errors.InvalidPartition as exc:
@@ -319,8 +316,6 @@ def _produce(info: TopicInfo, form: Any) -> tuple[dict[str, Any], int]:
         from web.errors import status_of
 
         return state | {"error": f"{type(exc).__name__}: {exc}"}, status_of(exc)
-    finally:
-        producer.close(timeout=PRODUCE_TIMEOUT_S)
     return state, 200
 
 

@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from console.messages import Loaded
+from console.events import Loaded
 from console.widgets.table import Table
 from engine import Cluster
 from engine.auth.effective import ADMINISTRATOR, INVALID, EffectivePermissions

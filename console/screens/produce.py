@@ -12,9 +12,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static, TextArea
 
-from console.messages import Loaded
+from console.events import Loaded
 from console.widgets.pane import note
-from engine import Producer, RecordMetadata
+from engine import RecordMetadata
+from engine.client.producer import produce_one
 from engine.client.schemas import RegisteredSchema, encode
 from engine.errors import InvalidArgument
 from engine.headers import FORM_HELP, parse_headers
@@ -125,14 +126,9 @@ class ProduceScreen(ModalScreen[RecordMetadata | None]):
                     value = encode(cluster.schemas, schema, value.decode())
                 except InvalidArgument as exc:
                     raise InvalidArgument(f"not valid for the schema: {exc}") from None
-            producer = Producer(cluster, acks=1)
-            try:
-                future = producer.send(
-                    self.topic, value=value, key=key, partition=partition, headers=headers or None
-                )
-                meta = future.get(timeout=10)
-            finally:
-                producer.close()
+            meta = produce_one(
+                cluster, self.topic, value=value, key=key, partition=partition, headers=headers
+            )
         except Exception as exc:  # shown in the dialog
             self.post_message(Loaded(seq, error=exc))
         else:

@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Select, Static, TextArea
 
-from console.messages import Loaded
+from console.events import Loaded
 from console.widgets.pane import note
 from engine.client.schemas import AVRO, SCHEMA_TYPES, RegisteredSchema
 

@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
-from console.messages import Loaded
+from console.events import Loaded
 from console.widgets.pane import note
 from engine.errors import InvalidArgument
 from spark_tasks import jobs

@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 from console.display import fmt_rate
+from engine.times import format_duration
 from engine.units import format_bytes
 
 # The windows the window key cycles through, and their labels.
@@ -47,13 +48,6 @@ def fmt_value(value: float | None, unit: str) -> str:
     if unit == "messages":
         return f"{value:,.0f} msgs"
     return f"{fmt_rate(value)} {unit}"
-
-
-def fmt_span(seconds: int) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} s"
 
 
 def columns(points: list[tuple[int, float | None]], width: int) -> tuple[list[float | None], int]:
@@ -234,7 +228,7 @@ class MetricChart(Widget):
             text.append("\n")
         start = _when(series.points[0][0], series.window_s)
         end = _when(series.points[-1][0], series.window_s)
-        middle = f"{label}, {fmt_span(series.resolution_s * per)} per column"
+        middle = f"{label}, {format_duration(series.resolution_s * per)} per column"
         gap = width - len(start) - len(end) - len(middle)
         if gap >= 2:
             left = gap // 2

@@ -13,12 +13,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Button, DataTable, Static
 
-from console.display import fmt_ms
 from console.widgets.chart import MetricChart
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
 from engine import TopicPartition
 from engine.records import GroupInfo
+from engine.times import format_ms
 
 
 class GroupsPane(Pane):
@@ -112,7 +112,7 @@ class GroupsPane(Pane):
                         Text(
                             ", ".join(f"{tp.topic}[{tp.partition}]" for tp in m.assignment) or "-"
                         ),
-                        fmt_ms(m.last_heartbeat_ms),
+                        format_ms(m.last_heartbeat_ms),
                     ),
                 )
                 for m in members

@@ -12,6 +12,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from console.display import fmt_rate
+from engine.times import format_duration
 
 # Idle first, then cold to hot.
 SCALE = (
@@ -59,13 +60,6 @@ def _merge(series: list[float], columns: int) -> list[float]:
     ]
 
 
-def _span(seconds: int) -> str:
-    for unit, size in (("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"-{seconds // size}{unit}"
-    return f"-{seconds}s"
-
-
 class HeatMapWidget(Widget):
     data: reactive[HeatData] = reactive(HeatData, layout=True)
 
@@ -92,7 +86,7 @@ class HeatMapWidget(Widget):
                 text.append(GLYPHS[level] * cell, style=_style(level))
             text.append("\n")
         columns = len(merged[0][1]) * cell
-        left = _span(buckets * data.bucket_s)
+        left = f"-{format_duration(buckets * data.bucket_s)}"
         text.append(" " * (label_w + 1) + left + "now".rjust(max(1, columns - len(left))) + "\n")
         text.append("scale ", style="bold")
         text.append("idle ")

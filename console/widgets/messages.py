@@ -1,5 +1,5 @@
 """The Messages tab: a page of a topic's messages (partition, offset, time, key, value),
-seek by offset or time, a filter, following the tail, a query search (engine.client.search:
+seek by offset or time, a filter, following the tail, a query search (engine.client.message_search:
 runs to the end in a worker, matches and progress shown as they come, Escape cancels),
 and a detail pane that shows the whole value as text, JSON or hex with its headers."""
 
@@ -17,13 +17,13 @@ from textual.widgets import Button, Checkbox, DataTable, Input, Select, Static
 from textual.worker import get_current_worker
 
 from console import browse, values
-from console.display import fmt_ms
-from console.messages import RecordsArrived
+from console.events import RecordsArrived
 from console.widgets.pane import Pane, note
 from console.widgets.table import Table
 from engine import ConsumerRecord
-from engine.client import search as engine_search
+from engine.client import message_search
 from engine.client.schemas import SchemaDecoder
+from engine.times import format_ms
 
 MAX_ROWS = 1000  # rows kept while following; the oldest go first
 _KEY_WIDTH = 24
@@ -42,7 +42,7 @@ def _cells(record: ConsumerRecord, decoder: Any = None) -> tuple[Any, ...]:
     return (
         record.partition,
         record.offset,
-        fmt_ms(record.timestamp),
+        format_ms(record.timestamp),
         Text(values.preview(record.key, _KEY_WIDTH, decoder)),
         Text(values.preview(record.value, _VALUE_WIDTH, decoder)),
     )
@@ -54,7 +54,7 @@ class SearchProgress(Message):
     def __init__(
         self,
         seq: int,
-        progress: engine_search.Progress | None,
+        progress: message_search.Progress | None,
         records: list[ConsumerRecord],
         error: BaseException | None = None,
     ) -> None:
@@ -66,7 +66,7 @@ class SearchProgress(Message):
 
 
 SEARCH_POLL_S = 0.25  # how often a running search's progress is shown
-SEARCH_RATE = engine_search.MAX_RATE  # messages a second (read when a search starts)
+SEARCH_RATE = message_search.MAX_RATE  # messages a second (read when a search starts)
 
 
 def _prefetch(decoder: SchemaDecoder, records: list[Any]) -> None:
@@ -98,8 +98,8 @@ class MessagesPane(Pane):
         # values in the Confluent wire format show decoded; made and filled by workers
         self.decoder: SchemaDecoder | None = None
         # the query search: its job (set by the worker), its last progress, its answers' seq
-        self.search_job: engine_search.SearchJob | None = None
-        self.search_progress: engine_search.Progress | None = None
+        self.search_job: message_search.SearchJob | None = None
+        self.search_progress: message_search.Progress | None = None
         self.searching = False
         self._search_seq = 0
 
@@ -308,8 +308,8 @@ class MessagesPane(Pane):
             self.notify("Pick a topic first.", severity="warning")
             return
         try:
-            query = engine_search.compile_query(text)  # no I/O: a bad query is said at once
-        except engine_search.BadSearch as exc:
+            query = message_search.compile_query(text)  # no I/O: a bad query is said at once
+        except message_search.BadSearch as exc:
             self.search_progress = None
             note(self.query_one("#msg-status", Static), f"query: {exc.fields['query']}", "bold red")
             return
@@ -343,7 +343,7 @@ class MessagesPane(Pane):
     def _search(self, seq: int, topic: str, query: Any, partitions: list[int] | None) -> None:
         worker = get_current_worker()
         try:
-            job = engine_search.search(
+            job = message_search.search(
                 self.cluster, topic, query, partitions=partitions, max_rate=SEARCH_RATE
             )
         except Exception as exc:  # denied, the topic went away ...
@@ -438,7 +438,7 @@ class MessagesPane(Pane):
         text = Text()
         kind = "log-append time" if record.timestamp_type == 1 else "create time"
         text.append(f"partition {record.partition}  offset {record.offset}  ", style="bold")
-        text.append(f"{fmt_ms(record.timestamp)} UTC ({kind})  ")
+        text.append(f"{format_ms(record.timestamp)} ({kind})  ")
         text.append(f"view: {self.view_mode} (v)\n", style="dim")
         text.append("key: ", style="bold")
         text.append(values.preview(record.key, 100, self.decoder))

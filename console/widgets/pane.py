@@ -11,7 +11,7 @@ from textual import work
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from console.messages import ActionDone, Loaded
+from console.events import ActionDone, Loaded
 
 if TYPE_CHECKING:
     from console.app import ConsoleApp

@@ -11,11 +11,11 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Static
 
-from console.display import fmt_ms
 from console.widgets.chart import MetricChart
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
 from engine import TopicInfo, VolumeInfo
+from engine.times import format_ms
 from engine.units import format_bytes
 
 
@@ -139,8 +139,8 @@ class PartitionsPane(Pane):
                                 "yes" if let.active else "no",
                                 f"{let.messages:,}",
                                 format_bytes(let.bytes),
-                                fmt_ms(let.first_timestamp),
-                                fmt_ms(let.last_timestamp),
+                                format_ms(let.first_timestamp),
+                                format_ms(let.last_timestamp),
                                 Text(file_text(let.file, self.cluster.path)),
                             ),
                         )

@@ -12,10 +12,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
-from console.display import fmt_ms
 from console.widgets.pane import Pane, note
 from engine import StreamInfo
 from engine.policies import POLICIES, policy, validate
+from engine.times import format_ms
 from engine.units import format_bytes
 
 
@@ -75,7 +75,7 @@ class PoliciesPane(Pane):
             return
         note(
             summary,
-            f"{info.path} · created by {info.creator} on {fmt_ms(info.created_ms)} UTC · "
+            f"{info.path} · created by {info.creator} on {format_ms(info.created_ms)} · "
             f"{info.topic_count:,} topics · {info.messages:,} messages · {format_bytes(info.bytes)}",
             "bold",
         )

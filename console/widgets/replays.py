@@ -17,9 +17,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, DataTable, ProgressBar, Static
 
-from console.display import bar, fmt_s
+from console.display import bar
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
+from engine.times import format_ms
 from spark_tasks import jobs
 from spark_tasks.jobs import JobState
 
@@ -95,7 +96,7 @@ class ReplaysPane(Pane):
                         j.kind,
                         Text(j.state, style=STATE_STYLES.get(j.state, "")),
                         _progress(j),
-                        fmt_s(j.submitted_ms),
+                        format_ms(j.submitted_ms, seconds=True),
                         Text(_what(j)),
                     ),
                 )
@@ -135,7 +136,10 @@ class ReplaysPane(Pane):
         if job.cancel_requested and not job.done:  # as the web console says it
             text.append(" (cancelling)", style="magenta")
         text.append(f"\nparams  {json.dumps(job.params, default=str)}")
-        text.append(f"\nstarted {fmt_s(job.started_ms)}  ended {fmt_s(job.ended_ms)}")
+        text.append(
+            f"\nstarted {format_ms(job.started_ms, seconds=True)}  "
+            f"ended {format_ms(job.ended_ms, seconds=True)}"
+        )
         if job.reading:
             text.append(f"\nread    {job.reading}")
         if job.result is not None:

@@ -21,7 +21,7 @@ from textual.timer import Timer
 from textual.widgets import Input, Tree
 from textual.widgets.tree import TreeNode
 
-from console.messages import Loaded, StreamSelected, TopicSelected
+from console.events import Loaded, StreamSelected, TopicSelected
 from engine import names
 
 if TYPE_CHECKING:

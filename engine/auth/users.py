@@ -43,9 +43,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from engine import times
 from engine.auth.principal import Principal
 from engine.errors import (
     AlreadyExists,
@@ -58,7 +59,6 @@ from engine.errors import (
     WeakPassword,
 )
 from engine.storage.accounts import Accounts, UserRow
-from engine.storage.catalog import now_ms
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
@@ -279,7 +279,9 @@ def add_user(
     check_user_name(name)
     group_names = _check_groups(groups)
     password_hash = hash_password(check_password(password, name))
-    _accounts(cluster).add_user(name, password_hash, group_names, bool(admin), now_ms())
+    _accounts(cluster).add_user(
+        name, password_hash, group_names, bool(admin), cluster.clock.now_ms()
+    )
     return user(cluster, name)
 
 
@@ -359,7 +361,7 @@ def _lock_ms(failures: int) -> int:
 def _count_attempt(cluster: Cluster, name: str) -> None:
     """Count an attempt at `name` as a failure before its hash is checked (a success takes
     it back), or raise `LoginThrottled` while the name must wait."""
-    now = now_ms()
+    now = cluster.clock.now_ms()
     wait_ms = _accounts(cluster).count_login_attempt(
         name,
         now,
@@ -378,7 +380,7 @@ def _count_attempt(cluster: Cluster, name: str) -> None:
 
 def login_wait(cluster: Cluster, name: str) -> int:
     """Seconds `name` must still wait before its next login attempt (0: none)."""
-    wait_ms = _accounts(cluster).locked_until(name) - now_ms()
+    wait_ms = _accounts(cluster).locked_until(name) - cluster.clock.now_ms()
     return -(-wait_ms // 1000) if wait_ms > 0 else 0
 
 
@@ -395,7 +397,7 @@ def create_session(cluster: Cluster, name: str, *, lifetime_s: float = SESSION_L
     if not isinstance(lifetime_s, (int, float)) or not 0 < lifetime_s <= 366 * 86400:
         raise InvalidArgument(f"a session lifetime is 0 to 366 days in seconds, not {lifetime_s!r}")
     session_id = secrets.token_urlsafe(32)
-    now = now_ms()
+    now = cluster.clock.now_ms()
     _accounts(cluster).add_session(
         _session_hash(session_id), name, now, now + int(lifetime_s * 1000)
     )
@@ -414,7 +416,7 @@ def session_user(
     found = accounts.session(id_hash)
     if found is None:
         return None
-    now = now_ms()
+    now = cluster.clock.now_ms()
     idle_ms = int(idle_s * 1000)
     last_seen = found.last_used_ms if found.last_used_ms is not None else 0
     if (found.expires_ms is not None and now >= found.expires_ms) or now - last_seen > idle_ms:
@@ -463,11 +465,6 @@ def parse_lifetime(value: object) -> int | None:
     return int(seconds)
 
 
-def format_ms(ms: int) -> str:
-    """A catalog time as UTC text, for messages."""
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def create_api_token(
     cluster: Cluster, name: str, label: str = "", *, expires_in: object = None
 ) -> str:
@@ -480,7 +477,7 @@ def create_api_token(
         raise InvalidArgument("a token label is a string of at most 200 characters")
     lifetime = parse_lifetime(expires_in)
     token = "plet_" + secrets.token_urlsafe(32)
-    now = now_ms()
+    now = cluster.clock.now_ms()
     _accounts(cluster).add_token(
         _token_hash(token), name, label, now, None if lifetime is None else now + lifetime * 1000
     )
@@ -488,7 +485,7 @@ def create_api_token(
 
 
 def api_tokens(cluster: Cluster, name: str | None = None) -> list[ApiTokenInfo]:
-    now = now_ms()
+    now = cluster.clock.now_ms()
     return [
         ApiTokenInfo(
             t.token_hash[:12],
@@ -524,10 +521,10 @@ def user_for_token(cluster: Cluster, token: str) -> UserInfo | None:
     if found is None:
         return None
     last_used, expires, row = found
-    now = now_ms()
+    now = cluster.clock.now_ms()
     if expires is not None and now >= expires:
         raise TokenExpired(
-            f"API token {token_hash[:12]} expired at {format_ms(expires)}: make a new one "
+            f"API token {token_hash[:12]} expired at {times.format_ms(expires, seconds=True)}: make a new one "
             "on the Users page or with `plet user token`"
         )
     if last_used is None or now - last_used >= LAST_USED_RESOLUTION_MS:

@@ -9,7 +9,8 @@ import click
 
 from engine import Cluster, Consumer, TopicPartition
 from engine.cli.options import cluster_option, cluster_path
-from engine.cli.output import echo_table, format_seconds, plural
+from engine.cli.output import echo_table, plural
+from engine.times import format_duration
 from engine.units import format_bytes
 
 DEMO_CLUSTER = "data/demo"
@@ -60,7 +61,7 @@ def _print_tour(cluster: Cluster, path: str, summary: Any) -> None:
                 info.topic_count,
                 f"{info.messages:,}",
                 format_bytes(info.bytes),
-                format_seconds(int(info.policies.get("ttl", 0))),
+                format_duration(int(info.policies.get("ttl", 0)), zero="forever"),
                 _policy_summary(info.policies),
             )
             for info in streams

@@ -8,7 +8,7 @@ import click
 
 from engine import TopicPartition, errors
 from engine.cli.options import cluster_option, open_cluster, parse_time_option
-from engine.cli.output import echo_json, echo_table, format_ms
+from engine.cli.output import echo_json, echo_table
 from engine.groups import (
     ResetTarget,
     form_target,
@@ -17,6 +17,7 @@ from engine.groups import (
     permissions_json,
 )
 from engine.groups.perms import PERMS
+from engine.times import format_ms
 
 
 @click.group()

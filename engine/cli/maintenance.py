@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from engine.cli.options import cluster_option, open_cluster
-from engine.cli.output import echo_json, echo_table, format_seconds, plural
+from engine.cli.output import echo_json, echo_table, plural
+from engine.times import format_duration
 from engine.units import format_bytes
 
 
@@ -153,7 +154,7 @@ def heat(ctx: click.Context, window_s: int, top: int, as_json: bool) -> None:
             format_bytes(int(load.read_bytes_per_s)),
         )
 
-    click.echo(f"load over the last {format_seconds(result.window_s)} (per second)")
+    click.echo(f"load over the last {format_duration(result.window_s)} (per second)")
     click.echo()
     echo_table(
         ("VOLUME", "WRITE MSG/S", "WRITE B/S", "READ MSG/S", "READ B/S"),

@@ -1,5 +1,5 @@
-"""How commands print: tables and JSON on stdout, counts and progress on stderr, and the
-formats of sizes, times and durations in tables.
+"""How commands print: tables and JSON on stdout, counts and progress on stderr (times and
+durations in tables are the engine's: `engine.times.format_ms`, `format_duration`).
 
 Data goes to stdout so that it stays a clean stream for pipes; what is said about it goes
 to stderr.
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -21,22 +20,6 @@ def echo_err(message: str) -> None:
 
 def plural(count: int, word: str) -> str:
     return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
-
-
-def format_ms(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def format_seconds(seconds: int) -> str:
-    if seconds == 0:
-        return "forever"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def echo_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "") -> None:

@@ -8,7 +8,8 @@ from dataclasses import asdict
 import click
 
 from engine.cli.options import cluster_option, open_cluster
-from engine.cli.output import echo_json, echo_table, format_ms, plural
+from engine.cli.output import echo_json, echo_table, plural
+from engine.times import format_ms
 
 
 @click.group()

@@ -11,8 +11,9 @@ from typing import Any
 import click
 
 from engine.cli.options import cluster_option, open_cluster, paging_options
-from engine.cli.output import echo_json, echo_table, format_ms, format_seconds, plural
+from engine.cli.output import echo_json, echo_table, plural
 from engine.policies import POLICIES, Policy, cli_help
+from engine.times import format_duration, format_ms
 from engine.units import format_bytes
 
 
@@ -138,7 +139,7 @@ def stream_list(
                 f"{info.topic_count:,}",
                 f"{info.messages:,}",
                 format_bytes(info.bytes),
-                format_seconds(int(info.policies.get("ttl", 0))),
+                format_duration(int(info.policies.get("ttl", 0)), zero="forever"),
                 info.creator,
             )
             for info in infos
@@ -172,6 +173,6 @@ def stream_info(ctx: click.Context, path: str, as_json: bool) -> None:
     for name, value in sorted(info.policies.items()):
         shown = json.dumps(value) if isinstance(value, bool) else str(value)
         if name == "ttl":
-            shown += f" ({format_seconds(int(value))})"
+            shown += f" ({format_duration(int(value), zero='forever')})"
         rows.append((name, shown))
     echo_table(("POLICY", "VALUE"), rows)

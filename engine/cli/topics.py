@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from engine.cli.options import cluster_option, open_cluster, paging_options
-from engine.cli.output import echo_err, echo_json, echo_table, format_ms, plural
+from engine.cli.output import echo_err, echo_json, echo_table, plural
+from engine.times import format_ms
 from engine.units import format_bytes
 
 

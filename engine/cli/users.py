@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from engine.cli.options import cluster_option, open_cluster
-from engine.cli.output import echo_json, echo_table, format_ms
+from engine.cli.output import echo_json, echo_table
+from engine.times import format_ms
 
 
 @click.group()

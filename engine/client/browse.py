@@ -22,7 +22,7 @@ messages and counts the reads as heat. Times are parsed by `engine.times` only.
 A filter is anything with `compile()` (a test for records, or None to let all through) and
 a truth value (whether it filters at all): `Filter` is the substring filter every console
 offers. Queries (JMESPath over key, value, headers, ...) searched to the end of a range in
-the background are engine.client.search (docs/SEARCH.md).
+the background are engine.client.message_search (docs/SEARCH.md).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from itertools import islice
 from typing import Any, Protocol
 
@@ -46,6 +45,7 @@ from engine import times
 from engine.client.consumer import Consumer
 from engine.errors import InvalidArgument
 from engine.records import LOG_APPEND_TIME, ConsumerRecord, TopicInfo, TopicPartition
+from engine.times import iso_ms  # the record JSON's time; importable here as before
 
 SEEKS = ("newest", "oldest", "offset", "time")
 FORWARD = "forward"
@@ -73,6 +73,22 @@ class BadQuery(InvalidArgument):
     def __init__(self, fields: Mapping[str, str]) -> None:
         super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
         self.fields = dict(fields)
+
+
+def chosen_partitions(info: TopicInfo, partitions: Iterable[int] | None) -> list[int]:
+    """The partitions of topic `info` that `partitions` names (None: all), sorted, each
+    once; `BadQuery` on the `partition` field for one the topic does not have."""
+    count = len(info.partitions)
+    chosen = sorted(set(range(count) if partitions is None else partitions))
+    wrong = [p for p in chosen if not 0 <= p < count]
+    if wrong:
+        raise BadQuery(
+            {
+                "partition": f"{wrong[0]!r} is not a partition of this topic: "
+                f"choose 0 to {count - 1} or all"
+            }
+        )
+    return chosen
 
 
 def whole(raw: str) -> int | None:
@@ -399,17 +415,7 @@ class Browser:
         info = cluster.topic(topic) if isinstance(topic, str) else topic
         self.info = info
         self.topic = info.name
-        count = len(info.partitions)
-        chosen = sorted(set(range(count) if partitions is None else partitions))
-        wrong = [p for p in chosen if not 0 <= p < count]
-        if wrong:
-            raise BadQuery(
-                {
-                    "partition": f"{wrong[0]!r} is not a partition of this topic: "
-                    f"choose 0 to {count - 1} or all"
-                }
-            )
-        self.partitions = tuple(chosen)
+        self.partitions = tuple(chosen_partitions(info, partitions))
         self._tps = {p: TopicPartition(info.name, p) for p in self.partitions}
         self._consumer = Consumer(cluster, enable_auto_commit=False)
         try:
@@ -895,11 +901,6 @@ def parse_query(
 
 
 # --- the JSON of a record --------------------------------------------------------------------
-
-
-def iso_ms(ms: int) -> str:
-    """Epoch milliseconds as ISO 8601 UTC with milliseconds: 2024-05-01T12:00:00.000Z."""
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def encoded(data: bytes | str | None) -> tuple[str | None, str | None]:

@@ -126,6 +126,10 @@ class Consumer:
         if default_stream is not None:
             names.validate_stream_path(default_stream)
         self._cluster = cluster
+        # TTL cutoffs, auto-commit and group checks read the cluster's clock. The waits of
+        # poll() and iteration stay on real time: they end on the append signal (a
+        # condition variable), which a fake clock cannot wake.
+        self._clock = cluster.clock
         self.group_id = group_id
         self.auto_offset_reset = _RESETS[auto_offset_reset]
         self.enable_auto_commit = enable_auto_commit and group_id is not None
@@ -158,7 +162,7 @@ class Consumer:
         self._meta: dict[str, _TopicMeta] = {}
         self._topic_names: dict[int, str] = {}
         self._versions = (-1, -1)
-        self._next_commit = time.monotonic() + auto_commit_interval_ms / 1000
+        self._next_commit = self._clock.monotonic() + auto_commit_interval_ms / 1000
         self._iter_buffer: deque[ConsumerRecord] = deque()
         self._reads = ReadCounter(cluster)
         self._member: groups.GroupMember | None = None  # with a group_id and subscribe()
@@ -363,7 +367,7 @@ class Consumer:
             self._assigned[tp] = self._new_assigned(tp)
         if added and self._listener is not None:
             self._listener.on_partitions_assigned(added)
-        self._next_group_check = time.monotonic() + _GROUP_CHECK_S
+        self._next_group_check = self._clock.monotonic() + _GROUP_CHECK_S
 
     def _maybe_sync_group(self) -> None:
         member = self._member
@@ -371,7 +375,7 @@ class Consumer:
             return
         member.polled()
         if member.changed() or (
-            time.monotonic() >= self._next_group_check
+            self._clock.monotonic() >= self._next_group_check
             and (self._pending or member.generation != self._generation_now())
         ):
             self._sync_group()
@@ -379,12 +383,12 @@ class Consumer:
     def _generation_now(self) -> int:
         assert self.group_id is not None  # only members ask
         generation = self._cluster.catalog.groups.generation(self.group_id)
-        self._next_group_check = time.monotonic() + _GROUP_CHECK_S
+        self._next_group_check = self._clock.monotonic() + _GROUP_CHECK_S
         return generation
 
     def _new_assigned(self, tp: TopicPartition) -> _Assigned:
         meta = self._topic_meta(tp.topic)
-        log = PartitionLog(self._cluster, meta.topic_id, tp.partition, tp.topic, self._reads)
+        log = self._cluster.partition_log(meta.topic_id, tp.partition, tp.topic, self._reads)
         return _Assigned(log, meta)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -501,7 +505,7 @@ class Consumer:
         if state is not None:
             return tp, state.log, state.meta
         meta = self._topic_meta(tp.topic)
-        return tp, PartitionLog(self._cluster, meta.topic_id, tp.partition, tp.topic), meta
+        return tp, self._cluster.partition_log(meta.topic_id, tp.partition, tp.topic), meta
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         self._check_open()
@@ -529,7 +533,7 @@ class Consumer:
             if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
                 raise InvalidArgument(f"timestamp for {tp!r} must be a non-negative int ms")
             full, log, meta = self._log_for(tp)
-            result[tp] = log.offset_for_time(ms, _cutoff(meta))
+            result[tp] = log.offset_for_time(ms, self._cutoff(meta))
         return result
 
     # --- committed offsets ----------------------------------------------------------------
@@ -632,10 +636,10 @@ class Consumer:
             self._cluster.catalog.groups.commit_offsets(
                 self.group_id, rows, self._cluster.clock.now_ms()
             )
-        self._next_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
+        self._next_commit = self._clock.monotonic() + self.auto_commit_interval_ms / 1000
 
     def _maybe_auto_commit(self) -> None:
-        if self.enable_auto_commit and time.monotonic() >= self._next_commit:
+        if self.enable_auto_commit and self._clock.monotonic() >= self._next_commit:
             self._commit_positions(set(self._assigned))
 
     # --- reading --------------------------------------------------------------------------
@@ -718,7 +722,7 @@ class Consumer:
         start = self._rotate % len(items)
         self._rotate += 1
         room = limit
-        now_ms = time.time_ns() // 1_000_000
+        now_ms = self._clock.now_ms()
         for tp, state in items[start:] + items[:start]:
             if state.paused:
                 continue
@@ -779,6 +783,12 @@ class Consumer:
             if deadline is not None and time.monotonic() >= deadline:
                 raise StopIteration
 
+    def _cutoff(self, meta: _TopicMeta) -> int | None:
+        """The expiry cutoff of the topic's ttl now (None: its messages never expire)."""
+        if not meta.ttl_s:
+            return None
+        return self._clock.now_ms() - meta.ttl_s * 1000
+
     # --- closing --------------------------------------------------------------------------
 
     def close(self, autocommit: bool = True) -> None:
@@ -824,9 +834,3 @@ class Consumer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _cutoff(meta: _TopicMeta) -> int | None:
-    if not meta.ttl_s:
-        return None
-    return time.time_ns() // 1_000_000 - meta.ttl_s * 1000

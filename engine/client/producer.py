@@ -2,7 +2,7 @@
 
 `send()` only checks its arguments, picks a partition and appends to that partition's open
 batch; a sender thread drains the batches, encodes them (engine.storage.batch), appends them to
-their partitionlets with one transaction per volume (engine.storage.segments) and resolves the
+their partitionlets with one transaction per volume (engine.storage.appender) and resolves the
 futures. That split is what lets one Python process send hundreds of thousands of messages
 a second: the per-message work is a few list appends.
 
@@ -41,8 +41,8 @@ from engine.errors import (
 )
 from engine.records import CREATE_TIME, LOG_APPEND_TIME, RecordMetadata
 from engine.storage import batch as batch_codec
+from engine.storage.appender import Appender
 from engine.storage.catalog import StreamRow
-from engine.storage.segments import Appender
 from engine.storage.volume import BatchWrite
 
 if TYPE_CHECKING:  # annotations only: the cluster module needs none of this one
@@ -58,13 +58,6 @@ DEFAULT_MAX_BLOCK_MS = 60_000
 # too; no real use comes near it (Kafka's own clients add a handful).
 MAX_HEADERS = 1000
 _ACKS = {0: 0, 1: 1, "all": "all", -1: "all", "0": 0, "1": 1, "-1": "all"}
-
-
-_time_ns = time.time_ns
-
-
-def _now_ms() -> int:
-    return _time_ns() // 1_000_000
 
 
 class _TopicState:
@@ -267,6 +260,10 @@ class Producer:
         if default_stream is not None:
             names.validate_stream_path(default_stream)
         self._cluster = cluster
+        # Message timestamps and LogAppendTime come from the cluster's clock. Waits on the
+        # sender (linger, a full buffer) stay on real time: they end on a condition
+        # variable, which a fake clock cannot wake.
+        self._now_ms = cluster.clock.now_ms
         self.acks = _ACKS[acks]
         self.linger_ms = linger_ms
         self.batch_size = batch_size
@@ -336,7 +333,7 @@ class Producer:
         else:
             headers = None
         if timestamp_ms is None:
-            timestamp_ms = _time_ns() // 1_000_000
+            timestamp_ms = self._now_ms()
         elif (
             timestamp_ms.__class__ is not int
             or not 0 <= timestamp_ms <= batch_codec.MAX_TIMESTAMP_MS
@@ -431,7 +428,7 @@ class Producer:
                 for s, h in zip(sizes, headers, strict=True)
             ]
         if timestamps_ms is None:
-            stamps = [_time_ns() // 1_000_000] * count
+            stamps = [self._now_ms()] * count
         else:
             stamps = list(timestamps_ms)
             if not all(t.__class__ is int for t in stamps) or not (
@@ -651,7 +648,7 @@ class Producer:
     # --- the sender thread ----------------------------------------------------------------
 
     def _run(self) -> None:
-        appender = Appender(self._cluster)
+        appender = self._cluster.appender()
         while True:
             with self._lock:
                 while not self._batches and not self._closing:
@@ -685,7 +682,7 @@ class Producer:
         try:
             self._refresh_metadata(appender)
             new_ids = self._create_pending_topics(taken)
-            now = _now_ms()
+            now = self._now_ms()
             writes = []
             ready = [b for b in taken if b.error is None]
             for b in ready:
@@ -862,3 +859,45 @@ class _DoneFuture(tuple[Any, ...]):
 
     def add_both(self, f: Callable[..., Any], *args: Any) -> _DoneFuture:
         return self.add_callback(f, *args)
+
+
+# --- one message from a console ---------------------------------------------------------------
+
+# A console's produce form is a person's click, not a stream: it deserves the durable write
+# (acks="all", fsynced before the form says "written"), the same in every console, since
+# waiting a few milliseconds for the fsync costs nobody anything.
+ONE_MESSAGE_ACKS = "all"
+ONE_MESSAGE_TIMEOUT_S = 10.0  # how long a console waits for that write
+
+
+def produce_one(
+    cluster: Cluster,
+    topic: str,
+    *,
+    value: bytes | None,
+    key: bytes | None = None,
+    headers: Sequence[tuple[str, bytes]] | None = None,
+    partition: int | None = None,
+    timestamp_ms: int | None = None,
+    timeout: float = ONE_MESSAGE_TIMEOUT_S,
+) -> RecordMetadata:
+    """Write one message to `topic` (a full name) and wait for its durable commit: what the
+    web form, the JSON API and the terminal's produce dialog do. `cluster` may be a
+    principal's view (`Cluster.as_principal`), whose ACEs then decide.
+
+    Raises what `Producer.send` and its future raise (`InvalidArgument`, `InvalidPartition`,
+    `MessageTooLarge`, `AccessDenied`, `UnknownTopic`, `Timeout`, ...), for each console to
+    show in its own way."""
+    producer = Producer(cluster, acks=ONE_MESSAGE_ACKS)
+    try:
+        future = producer.send(
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            headers=headers or None,
+            timestamp_ms=timestamp_ms,
+        )
+        return future.get(timeout=timeout)
+    finally:
+        producer.close(timeout=timeout)

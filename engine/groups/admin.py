@@ -68,7 +68,7 @@ class GroupAdmin:
         return self._cluster.catalog.topic(*names.split_full_name(name))
 
     def _log(self, row: TopicRow, partition: int) -> PartitionLog:
-        return PartitionLog(self._cluster, row.id, partition, row.full_name)
+        return self._cluster.partition_log(row.id, partition, row.full_name)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -135,7 +135,7 @@ class GroupAdmin:
             name = name_of(topic_id)
             if name is None:
                 continue
-            end = PartitionLog(self._cluster, topic_id, partition, name).end_offset()
+            end = self._cluster.partition_log(topic_id, partition, name).end_offset()
             offset, meta = offsets.get((topic_id, partition), (None, ""))
             partitions.append(GroupPartitionInfo(name, partition, offset, end, meta))
         live = {m[0] for m in members}

@@ -20,7 +20,6 @@ any more. `step_hook(step, pl)` is called after steps 2 ("written"), 4 ("recorde
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,8 +31,8 @@ from engine.ops import retention
 from engine.storage import archive as store
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import PartitionletRow
+from engine.storage.chain_lock import chain_lock
 from engine.storage.log import Columns
-from engine.storage.segments import chain_lock
 from engine.storage.volume import DELETED, SEALED
 
 if TYPE_CHECKING:
@@ -116,7 +115,7 @@ def archive(
     failed: dict[int, str] = {}
     for c in candidates:
         try:
-            with chain_lock(cluster):
+            with chain_lock(cluster.path, clock=cluster.clock):
                 got = _archive_one(cluster, c, step_hook)
         except PartitionletError as exc:
             failed[c.pl.id] = str(exc)
@@ -142,7 +141,7 @@ def _scan(
     cluster: Cluster, stream: str | None, skipped: dict[str, str]
 ) -> tuple[list[_Candidate], list[PartitionletRow]]:
     """(partitionlets to archive now, archived ones whose volume may still hold a copy)."""
-    now = time.time_ns() // 1_000_000
+    now = cluster.clock.now_ms()
     candidates: list[_Candidate] = []
     leftovers: list[PartitionletRow] = []
     checked: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
@@ -224,7 +223,7 @@ def _archive_one(
     st = vol.state(pl.id)
     if st is None or st.state != SEALED:
         return None
-    cutoff = time.time_ns() // 1_000_000 - int(c.policies["archive_after"]) * 1000
+    cutoff = cluster.clock.now_ms() - int(c.policies["archive_after"]) * 1000
     if st.max_ts is not None and st.max_ts >= cutoff:
         return None
     root = store.root(c.policies["archive_uri"])

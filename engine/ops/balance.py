@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING
 
 from engine.errors import InvalidArgument, InvalidPartition, PartitionletError
 from engine.ops.heat import heat_map
-from engine.storage.segments import chain_lock
+from engine.storage.chain_lock import chain_lock
 from engine.storage.volume import SEALED
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ def rebalance(
         raise InvalidArgument(
             f"max_moves must be a non-negative integer or None, got {max_moves!r}"
         )
-    with chain_lock(cluster):
+    with chain_lock(cluster.path, clock=cluster.clock):
         orphans, live = _find_orphans(cluster)
         if not dry_run:
             _purge_orphans(cluster, orphans)
@@ -262,7 +262,7 @@ def move(cluster: Cluster, partitionlet: int, to_volume: int) -> Move | None:
     if to_volume not in cluster.open_volumes():
         raise InvalidArgument(f"no volume {to_volume!r} in this cluster")
     catalog = cluster.catalog
-    with chain_lock(cluster):
+    with chain_lock(cluster.path, clock=cluster.clock):
         row = catalog.partitionlet(partitionlet)
         if row is None:
             return None
@@ -285,7 +285,7 @@ def move(cluster: Cluster, partitionlet: int, to_volume: int) -> Move | None:
 def clean_orphans(cluster: Cluster) -> list[Orphan]:
     """Purge every orphan copy (left by a move that died half-way); returns them."""
     cluster.check_open()
-    with chain_lock(cluster):
+    with chain_lock(cluster.path, clock=cluster.clock):
         orphans, _ = _find_orphans(cluster)
         _purge_orphans(cluster, orphans)
         return orphans

@@ -12,7 +12,6 @@ from __future__ import annotations
 import heapq
 import math
 import threading
-import time
 import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -122,7 +121,7 @@ class ReadCounter:
     def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
         self._counts: dict[tuple[int, int], list[int]] = {}
-        self._next_flush = time.monotonic() + READ_FLUSH_S
+        self._next_flush = cluster.clock.monotonic() + READ_FLUSH_S
 
     def add(self, volume_id: int, pl_id: int, messages: int, nbytes: int) -> None:
         counts = self._counts.get((volume_id, pl_id))
@@ -133,15 +132,15 @@ class ReadCounter:
             counts[1] += nbytes
 
     def maybe_flush(self) -> None:
-        if self._counts and time.monotonic() >= self._next_flush:
+        if self._counts and self._cluster.clock.monotonic() >= self._next_flush:
             self.flush()
 
     def flush(self) -> None:
         counts, self._counts = self._counts, {}
-        self._next_flush = time.monotonic() + READ_FLUSH_S
+        self._next_flush = self._cluster.clock.monotonic() + READ_FLUSH_S
         if not counts:
             return
-        bucket = time.time_ns() // 1_000_000 // (HEAT_BUCKET_S * 1000)
+        bucket = self._cluster.clock.now_ms() // (HEAT_BUCKET_S * 1000)
         by_volume: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
         for (volume_id, pl_id), (messages, nbytes) in counts.items():
             by_volume[volume_id].append((bucket, pl_id, messages, nbytes))
@@ -214,7 +213,7 @@ def heat_map(
             raise InvalidArgument(f"columns must be a count from 1 or None, got {columns!r}")
         return _columns_map(cluster, window_s, top, by, include, columns)
     bucket_ms = HEAT_BUCKET_S * 1000
-    now_bucket = time.time_ns() // 1_000_000 // bucket_ms
+    now_bucket = cluster.clock.now_ms() // bucket_ms
     count = window_s // HEAT_BUCKET_S
     first = now_bucket - count + 1
     buckets = [b * bucket_ms for b in range(first, now_bucket + 1)]
@@ -388,7 +387,7 @@ def _columns_map(
     (7 columns of an hour: 7 x 52 buckets); `Load.seconds` say what each one covers.
     """
     bucket_ms = HEAT_BUCKET_S * 1000
-    now_ms = time.time_ns() // 1_000_000
+    now_ms = cluster.clock.now_ms()
     now_bucket = now_ms // bucket_ms
     final = (now_ms - FINAL_AFTER_MS) // bucket_ms - 1  # the last bucket no one adds to
     count = window_s // HEAT_BUCKET_S

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -162,7 +161,7 @@ class Maintenance:
     def _loop(self) -> None:
         # The metrics history wants a record a minute, whatever the passes' interval.
         tick = min(self.interval_s, metrics.MINUTE_S) if self.metrics_enabled else self.interval_s
-        next_pass = time.monotonic() + self.interval_s
+        next_pass = self.cluster.clock.monotonic() + self.interval_s
         if self.metrics_enabled:  # at once: the heat of the last day is there to catch up on
             self.record_metrics()
         while not self._stop.wait(tick):
@@ -170,6 +169,6 @@ class Maintenance:
                 return
             if self.metrics_enabled:
                 self.record_metrics()
-            if time.monotonic() >= next_pass:
+            if self.cluster.clock.monotonic() >= next_pass:
                 self.run_once()
-                next_pass = time.monotonic() + self.interval_s
+                next_pass = self.cluster.clock.monotonic() + self.interval_s

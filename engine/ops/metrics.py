@@ -24,7 +24,6 @@ busiest; the cluster's series count everything) and `MAX_GROUPS` groups; minutes
 from __future__ import annotations
 
 import heapq
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -119,14 +118,10 @@ def replica_name(stream: str, target: str) -> str:
     return f"{stream} -> {target}"
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def record(cluster: Cluster, now_ms: int | None = None) -> MetricsReport:
     """Add every completed minute since the last record, read the gauges, roll the hours
     up and forget what is too old."""
-    now = _now_ms() if now_ms is None else now_ms
+    now = cluster.clock.now_ms() if now_ms is None else now_ms
     table = cluster.catalog.metrics
     minute_ms = MINUTE_S * 1000
     this_minute = now // minute_ms * minute_ms
@@ -261,7 +256,7 @@ def series(
     _check(scope, metric, window_s)
     if scope == "cluster":
         name = ""
-    now = _now_ms() if now_ms is None else now_ms
+    now = cluster.clock.now_ms() if now_ms is None else now_ms
     resolution = resolution_for(window_s)
     width = resolution * 1000
     if metric in THROUGHPUT:
@@ -304,7 +299,7 @@ def busiest(
     with their average per second (counters) or their sum of readings (gauges)."""
     _check(scope, metric, window_s)
     resolution = resolution_for(window_s)
-    first = _now_ms() - window_s * 1000
+    first = cluster.clock.now_ms() - window_s * 1000
     top = cluster.catalog.metrics.top(resolution, scope, metric, first, limit)
     if metric in COUNTERS:
         return [(name, total / window_s) for name, total in top]
@@ -315,7 +310,7 @@ def steady_rates(cluster: Cluster, now_ms: int | None = None) -> dict[str, tuple
     """Replication links' (messages/s, bytes/s) over the last THROUGHPUT_WINDOW_S seconds,
     by series name (`replica_name`): copies counted per minute, divided by the time the
     window covers (from the start of its first minute to now)."""
-    now = _now_ms() if now_ms is None else now_ms
+    now = cluster.clock.now_ms() if now_ms is None else now_ms
     minute_ms = MINUTE_S * 1000
     first = (now - THROUGHPUT_WINDOW_S * 1000) // minute_ms * minute_ms + minute_ms
     seconds = max((now - first) / 1000, 1.0)

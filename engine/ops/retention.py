@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -53,7 +52,7 @@ from engine import policies as stream_policies
 from engine.errors import InvalidPolicy
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import PartitionletRow
-from engine.storage.segments import chain_lock
+from engine.storage.chain_lock import chain_lock
 from engine.storage.volume import ACTIVE, DELETED, SEALED, BatchRewrite, PartitionletState
 
 if TYPE_CHECKING:
@@ -65,10 +64,6 @@ log = logging.getLogger(__name__)
 PAGE_TOPICS = 500
 # Batches read from a volume at a time while compacting.
 READ_BATCHES = 16
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # --- reports -------------------------------------------------------------------------------
@@ -226,7 +221,7 @@ def _states(cluster: Cluster, pls: list[PartitionletRow]) -> dict[int, Partition
 
 def enforce_retention(cluster: Cluster) -> RetentionReport:
     """Drop every partitionlet whose messages have all expired, in streams with ttl > 0."""
-    with chain_lock(cluster):
+    with chain_lock(cluster.path, clock=cluster.clock):
         return _enforce_retention(cluster)
 
 
@@ -237,7 +232,7 @@ def _enforce_retention(cluster: Cluster) -> RetentionReport:
     # Not only ttl > 0: a stored ttl that is not a number must reach the check (and the
     # report), not be left out silently (topics_with_policy keeps all but 0).
     for page in _pages(cluster, "ttl", lambda p: p["ttl"] > 0, skipped, "retention"):
-        now = _now_ms()
+        now = cluster.clock.now_ms()
         drops, n_sealed = _expired(cluster, page, now)
         sealed += n_sealed
         if not drops:
@@ -359,7 +354,7 @@ def delete_records(cluster: Cluster, topic_id: int, full: str, partition: int, o
     retention drops, by offset rather than by age); returns the partition's log start
     after it. Messages below `offset` that share a partitionlet with later ones stay:
     the engine drops whole partitionlets only."""
-    with chain_lock(cluster):
+    with chain_lock(cluster.path, clock=cluster.clock):
         chain = cluster.catalog.chain(topic_id, partition)
         drops = [
             (full, pl) for pl in chain if pl.end_offset is not None and pl.end_offset <= offset
@@ -377,7 +372,9 @@ def delete_records(cluster: Cluster, topic_id: int, full: str, partition: int, o
 
 def compact(cluster: Cluster) -> CompactionReport:
     """Keep only the latest message per key in every partition of compacted streams."""
-    with chain_lock(cluster):  # a rebalance must not move a partitionlet under it
+    with chain_lock(
+        cluster.path, clock=cluster.clock
+    ):  # a rebalance must not move a partitionlet under it
         return _compact(cluster)
 
 
@@ -425,7 +422,7 @@ def _batches(cluster: Cluster, pl: PartitionletRow) -> Iterator[tuple[Any, ...]]
 
 
 def _compact_partition(cluster: Cluster, p: _Partition) -> dict[str, int]:
-    now = _now_ms()
+    now = cluster.clock.now_ms()
     lag = int(p.policies["min_compaction_lag_ms"])
     # Newer than this (strictly): not compacted away, and the latest of its key.
     protect_after = now - lag if lag > 0 else None

@@ -19,9 +19,8 @@ from engine.errors import (
 )
 from engine.replication.protocol import ApplyResult, check_replica_batch, conflict_record
 from engine.replication.reading import batch_at
+from engine.storage.appender import MAX_ROLL_RETRIES
 from engine.storage.catalog import StreamRow
-from engine.storage.log import PartitionLog
-from engine.storage.segments import MAX_ROLL_RETRIES, Appender
 from engine.storage.volume import ReplicaBatch, ReplicaTarget
 
 # A replica stream's creator comes from the source cluster (a user name there).
@@ -52,7 +51,7 @@ class DirectoryTarget:
         self.cluster = Cluster.open(path, principal=principal)
         self.cluster_id = self.cluster.id
         self.sync = sync
-        self._appender = Appender(self.cluster)
+        self._appender = self.cluster.appender()
 
     def close(self) -> None:
         self.cluster.close()
@@ -120,8 +119,8 @@ class DirectoryTarget:
                     f"topic {row.full_name} has {row.partitions} partitions, not {count}"
                 )
             for p in range(count):
-                result[(name, p)] = PartitionLog(
-                    self.cluster, row.id, p, row.full_name
+                result[(name, p)] = self.cluster.partition_log(
+                    row.id, p, row.full_name
                 ).end_offset()
         return result
 

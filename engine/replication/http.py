@@ -594,7 +594,7 @@ class ReplicationService:
         if found is None:
             raise Unauthorized("unknown replication token")
         stream, last_used = found
-        now = time.time_ns() // 1_000_000
+        now = self.cluster.clock.now_ms()
         if last_used is None or now - last_used >= LAST_USED_RESOLUTION_MS:
             try:
                 catalog.touch_replication_token(token_hash, now)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.storage.log import PartitionLog
 from engine.storage.volume import DELETED, ReplicaBatch
 
 if TYPE_CHECKING:
@@ -57,4 +56,4 @@ def source_batches(
 
 def source_end(cluster: Cluster, topic_id: int, partition: int, name: str) -> int:
     """The partition's log end offset."""
-    return PartitionLog(cluster, topic_id, partition, name).end_offset()
+    return cluster.partition_log(topic_id, partition, name).end_offset()

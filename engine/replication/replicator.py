@@ -159,7 +159,7 @@ class Replicator:
                 link.stream_id,
                 link.target,
                 error=f"{type(exc).__name__}: {exc}",
-                last_run_ms=time.time_ns() // 1_000_000,
+                last_run_ms=self.cluster.clock.now_ms(),
             )
             if stats[0]:
                 catalog.count_replicated(link.stream_id, link.target, stats[0], stats[1])
@@ -167,7 +167,7 @@ class Replicator:
         elapsed = max(time.monotonic() - started, 1e-6)
         fields: dict[str, Any] = {
             "error": None,
-            "last_run_ms": time.time_ns() // 1_000_000,
+            "last_run_ms": self.cluster.clock.now_ms(),
             "target_id": tgt.cluster_id,
             "conflict": json.dumps(conflicts) if conflicts else None,
         }

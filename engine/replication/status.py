@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -253,7 +252,7 @@ def lag(cluster: Cluster, link: Link, tgt: Target) -> tuple[int, float]:
     have = tgt.topic_partitions(link.target_stream)
     wanted = [(t.name, min(t.partitions, have[t.name])) for t in topics if t.name in have]
     ends = tgt.end_offsets(link.target_stream, wanted) if wanted else {}
-    now = time.time_ns() // 1_000_000
+    now = cluster.clock.now_ms()
     behind = 0
     oldest: int | None = None
     for t in topics:

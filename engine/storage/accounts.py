@@ -53,7 +53,10 @@ def _user(row: tuple[Any, ...]) -> UserRow:
 
 
 class Accounts:
-    """The account tables of one catalog (`catalog.accounts`)."""
+    """The account tables of one catalog (`catalog.accounts`): every method is one short
+    transaction, so a password change, its ended sessions and forgotten failures land
+    together; times are given by the caller (engine.auth.users, from the cluster's clock).
+    Any thread may call it (the catalog's connection of that thread)."""
 
     def __init__(self, catalog: Catalog) -> None:
         self._catalog = catalog

@@ -303,8 +303,9 @@ def delete(cluster_path: Path, name: str) -> bool:
 
 class ArchiveReader:
     """One archived partitionlet read as a volume reads a live one (the same methods and
-    row shapes). Opened lazily; keeps the footer, the batch table and one decoded row
-    group. Thread-safe (readers of one process share it)."""
+    row shapes); a file is complete and checked before the catalog names it, and never
+    rewritten after, so what it caches stays true. Opened lazily; keeps the footer, the batch table and one decoded
+    row group. Any thread may call it (one lock; readers of one process share it)."""
 
     def __init__(self, cluster_path: Path, pl: PartitionletRow) -> None:
         assert pl.archive_file is not None and pl.end_offset is not None

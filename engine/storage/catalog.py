@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -22,6 +21,9 @@ from typing import Any, TypeVar
 
 from engine import names
 from engine import policies as stream_policies
+
+# `now_ms` is for the group offset statements, which engine.storage's group module takes over.
+from engine.clock import SYSTEM_CLOCK, Clock
 from engine.errors import (
     CorruptFile,
     NotACluster,
@@ -291,10 +293,6 @@ CREATE INDEX IF NOT EXISTS metrics_by_time ON metrics (resolution, bucket_ms);
 """
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 T = TypeVar("T")
 
 
@@ -360,10 +358,14 @@ _PL_COLUMNS = (
 
 
 class Catalog:
-    """Queries and changes of the catalog file; every method is one short transaction."""
+    """The catalog file: every method is one short transaction (writers BEGIN IMMEDIATE),
+    so its facts are consistent across every process that opens the cluster; times it
+    writes come from `clock`. Any thread may call it: each thread has its own connection."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Clock = SYSTEM_CLOCK) -> None:
         self.path = path
+        # Where the catalog and its table modules (accounts, schemas, jobs, ...) read the time.
+        self.clock = clock
         self._conns = ThreadConnections(path, "catalog")
 
     # --- connections and set-up -----------------------------------------------------------
@@ -569,7 +571,7 @@ class Catalog:
                 if path not in existing:
                     self.conn.execute(
                         "INSERT INTO volumes (id, path, created_ms) VALUES (?, ?, ?)",
-                        (i, path, now_ms()),
+                        (i, path, self.clock.now_ms()),
                     )
 
     def volume_in_use(self, volume_id: int) -> bool:
@@ -594,7 +596,7 @@ class Catalog:
             try:
                 self.conn.execute(
                     "INSERT INTO streams (path, policies, creator, created_ms) VALUES (?, ?, ?, ?)",
-                    (path, json.dumps(policies, sort_keys=True), creator, now_ms()),
+                    (path, json.dumps(policies, sort_keys=True), creator, self.clock.now_ms()),
                 )
             except sqlite3.IntegrityError as exc:
                 raise StreamExists(f"stream {path} exists already") from exc
@@ -716,7 +718,7 @@ class Catalog:
                 is None
             ):
                 raise UnknownStream(f"stream #{stream_id} was deleted")
-            created_ms = now_ms()
+            created_ms = self.clock.now_ms()
             try:
                 created = self._insert_topics(stream_id, names_partitions, created_ms, exist_ok)
             except sqlite3.IntegrityError as exc:
@@ -1026,7 +1028,7 @@ class Catalog:
         OR IGNORE on the one-active-per-partition index: when another writer made one
         first, that one stays. A deleted topic gets none.
         """
-        created_ms = now_ms()
+        created_ms = self.clock.now_ms()
         with self.write():
             self.conn.executemany(
                 "INSERT OR IGNORE INTO partitionlets (topic_id, partition, volume_id, "
@@ -1042,7 +1044,7 @@ class Catalog:
         """Create the topics of `names_` that do not exist (with `partitions` each), in one
         transaction; returns {name: (topic id, partition count)} of all that exist after
         (a name is missing only if its stream was deleted)."""
-        created_ms = now_ms()
+        created_ms = self.clock.now_ms()
         with self.write():
             conn = self.conn
             if conn.execute("SELECT 1 FROM streams WHERE id = ?", (stream_id,)).fetchone() is None:
@@ -1077,7 +1079,7 @@ class Catalog:
         active one (else another process rolled it first and its successor is returned).
         Returns the active partitionlet of every key afterwards.
         """
-        created_ms = now_ms()
+        created_ms = self.clock.now_ms()
         with self.write():
             conn = self.conn
             for topic_id, partition, volume_id, base_offset, sealed_id in wanted:
@@ -1203,7 +1205,7 @@ class Catalog:
             cur = self.conn.execute(
                 "INSERT OR IGNORE INTO replicas (stream_id, target, target_stream, paused, "
                 "created_ms) VALUES (?, ?, ?, ?, ?)",
-                (stream_id, target, target_stream, int(paused), now_ms()),
+                (stream_id, target, target_stream, int(paused), self.clock.now_ms()),
             )
             return cur.rowcount == 1
 
@@ -1240,7 +1242,7 @@ class Catalog:
     def count_replicated(self, stream_id: int, target: str, messages: int, nbytes: int) -> None:
         """Add a run's copies to the link's totals and to its metrics history's minute
         (engine.ops.metrics: series 'path -> target' of scope 'replica')."""
-        minute_ms = now_ms() // 60_000 * 60_000
+        minute_ms = self.clock.now_ms() // 60_000 * 60_000
         with self.write():
             self.conn.execute(
                 "UPDATE replicas SET copied_messages = copied_messages + ?, "
@@ -1271,7 +1273,7 @@ class Catalog:
                 "INSERT INTO upstreams (stream_id, source, source_stream, source_id, created_ms) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (stream_id, source_id, source_stream) "
                 "DO UPDATE SET source = excluded.source",
-                (stream_id, source, source_stream, source_id, now_ms()),
+                (stream_id, source, source_stream, source_id, self.clock.now_ms()),
             )
 
     def remove_upstream(self, stream_id: int, source_id: str, source_stream: str) -> None:
@@ -1304,7 +1306,7 @@ class Catalog:
             self.conn.execute(
                 "INSERT INTO replication_tokens (token_hash, stream, created_ms, created_by) "
                 "VALUES (?, ?, ?, ?)",
-                (token_hash, stream, now_ms(), created_by),
+                (token_hash, stream, self.clock.now_ms(), created_by),
             )
 
     def replication_tokens(

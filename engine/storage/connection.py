@@ -145,7 +145,8 @@ def _close_quietly(conn: sqlite3.Connection) -> None:
 
 class ThreadConnections:
     """One connection per thread to one file, all closed together by `close()`, and each
-    closed on its own when its thread ends.
+    closed on its own when its thread ends; `get()` never hands a thread another thread's
+    connection, and none after `close()`. Any thread may call it.
 
     sqlite3 connections must not be used by two threads at once; keeping one per thread
     avoids a lock around every statement and lets reads run in parallel.

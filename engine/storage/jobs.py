@@ -46,7 +46,9 @@ def _row(row: tuple[Any, ...]) -> JobRow:
 
 
 class JobTable:
-    """The `jobs` table of one catalog (`catalog.jobs`)."""
+    """The `jobs` table of one catalog (`catalog.jobs`): one short transaction per call,
+    so a state change guarded by `only_in` cannot race another process's; times are given
+    by the caller. Any thread and any process may call it."""
 
     def __init__(self, catalog: Catalog) -> None:
         self._catalog = catalog

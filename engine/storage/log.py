@@ -13,6 +13,7 @@ consumer and is used by one thread at a time.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from functools import partial
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -20,13 +21,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from engine.bulk import bulk_records
 from engine.records import ConsumerRecord, OffsetAndTimestamp
 from engine.storage import batch as batch_codec
-from engine.storage.catalog import PartitionletRow
-from engine.storage.reader import StoredBatch
+from engine.storage.catalog import Catalog, PartitionletRow
+from engine.storage.reader import BatchReader, StoredBatch
 from engine.storage.volume import ACTIVE, DELETED
 
 if TYPE_CHECKING:
-    from engine.cluster import Cluster
     from engine.ops.heat import ReadCounter
+
+    # What reads a partitionlet's batches: its volume, or the archive file of an archived
+    # one (Cluster.reader chooses).
+    PartitionletReader = Callable[[PartitionletRow], BatchReader]
 
 # One C call per record (zip's tuple into a ConsumerRecord), no Python frame.
 _record = partial(tuple.__new__, ConsumerRecord)
@@ -128,15 +132,21 @@ class Columns(NamedTuple):
 
 
 class PartitionLog:
+    """One partition's chain, read through `catalog` (the chain) and `reader` (the batches
+    of one partitionlet, from its volume or archive file); it never writes, and its offsets
+    only grow as the partition does. Used by one thread at a time (its consumer's)."""
+
     def __init__(
         self,
-        cluster: Cluster,
+        catalog: Catalog,
+        reader: PartitionletReader,
         topic_id: int,
         partition: int,
         topic: str,
         counter: ReadCounter | None = None,
     ) -> None:
-        self._cluster = cluster
+        self._catalog = catalog
+        self._reader = reader
         self._counter = counter
         self.topic_id = topic_id
         self.partition = partition
@@ -152,7 +162,7 @@ class PartitionLog:
     def refresh(self) -> None:
         """Re-read the chain (the consumer calls it when the topology version moved)."""
         self._loaded = True
-        self._chain = self._cluster.catalog.chain(self.topic_id, self.partition)
+        self._chain = self._catalog.chain(self.topic_id, self.partition)
         self._ahead = []
         self._decoded = None
 
@@ -177,7 +187,7 @@ class PartitionLog:
             last = self._chain[-1]
             if last.end_offset is not None:
                 return last.end_offset
-        state = self._cluster.volume(last.volume_id).state(last.id)
+        state = self._reader(last).state(last.id)  # active: in its volume, never archived
         return last.base_offset if state is None else state.next_offset
 
     # --- reading --------------------------------------------------------------------------
@@ -306,7 +316,7 @@ class PartitionLog:
                 or self._ahead[-1][0] > position  # a seek back, or a gap (read once more)
             ):
                 # the volume, or the archive file of an archived partitionlet
-                self._ahead = self._cluster.reader(pl).read(pl.id, position, FETCH_BATCHES)
+                self._ahead = self._reader(pl).read(pl.id, position, FETCH_BATCHES)
                 self._ahead_pl = pl.id
                 self._ahead.reverse()  # pop() from the end in offset order
             while self._ahead and self._ahead[-1][1] < position:
@@ -314,7 +324,7 @@ class PartitionLog:
             if self._ahead:
                 return _Decoded(pl, self._ahead.pop()), position
             # Nothing at or after `position` in this partitionlet.
-            state = self._cluster.reader(pl).state(pl.id)
+            state = self._reader(pl).state(pl.id)
             if pl.end_offset is not None:
                 if state is None or state.state == DELETED:
                     # Moved to another volume (rebalance) or dropped (retention) since
@@ -368,7 +378,7 @@ class PartitionLog:
         for pl in self._chain:
             if pl.max_ts is not None and pl.end_offset is not None and pl.max_ts < target:
                 continue  # sealed and entirely older
-            row = self._cluster.reader(pl).first_batch_at_time(pl.id, target)
+            row = self._reader(pl).first_batch_at_time(pl.id, target)
             if row is None:
                 continue
             b = batch_codec.decode(row[5], row[0])

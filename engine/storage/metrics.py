@@ -19,8 +19,10 @@ Row = tuple[int, str, str, str, int, float]
 
 
 class MetricsTable:
-    """The `metrics` table of one catalog; every method is one short statement or
-    transaction."""
+    """The `metrics` table of one catalog (`catalog.metrics`): every method is one short
+    statement or transaction, buckets are replaced whole (never added to twice), and
+    times are given by the caller (engine.ops.metrics, from the cluster's clock). Any
+    thread may call it."""
 
     def __init__(self, catalog: Catalog) -> None:
         self._catalog = catalog

@@ -31,8 +31,7 @@ A live task whose partitionlet was archived after planning is read from its file
 from __future__ import annotations
 
 import sqlite3
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -42,14 +41,16 @@ from engine.errors import InvalidArgument, StorageError
 from engine.policies import check_stored
 from engine.records import TopicPartition
 from engine.storage import batch as batch_codec
-from engine.storage.catalog import PartitionletRow
+from engine.storage.catalog import Catalog, PartitionletRow, StreamRow
 from engine.storage.connection import BUSY_TIMEOUT_MS, translate
 from engine.storage.log import Columns, PartitionLog
-from engine.storage.volume import DELETED
+from engine.storage.volume import DELETED, Volume
 
 if TYPE_CHECKING:
-    from engine.auth.principal import Principal
-    from engine.cluster import Cluster
+    from engine.storage.log import PartitionletReader
+
+# Raises unless the caller may consume from the stream (Cluster.scan_* pass their ACE check).
+ConsumeCheck = Callable[[StreamRow], object]
 
 EARLIEST, LATEST = "earliest", "latest"
 LIVE, ARCHIVE = "live", "archive"  # a task's tier, as PartitionletInfo.tier
@@ -60,7 +61,9 @@ OffsetSpec = str | Mapping[TopicPartition, Position]
 
 @dataclass(frozen=True)
 class ScanTask:
-    """The offsets [start, end) of one partitionlet to read: one Spark task."""
+    """The offsets [start, end) of one partitionlet to read: one Spark task. Frozen and
+    picklable, it names files, not open objects, so any process may `read` it, in any
+    thread, with no cluster open."""
 
     cluster: str  # the cluster's directory, absolute
     catalog_path: str  # its catalog file, absolute (to follow a partitionlet that moved)
@@ -81,7 +84,8 @@ class ScanTask:
 
 class ScanBatch(NamedTuple):
     """One stored batch: its offsets, timestamp type (0 create, 1 log append), first and
-    largest timestamp (ms), and its payload (engine.storage.batch's layout)."""
+    largest timestamp (ms), and its payload (engine.storage.batch's layout, always plain:
+    `read` inflates a compressed one). An immutable value, safe in any thread."""
 
     base_offset: int
     last_offset: int
@@ -142,28 +146,26 @@ class _Topic:
     cutoff_ms: int | None
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _topics(
-    cluster: Cluster, topics: Iterable[str], principal: Principal | None
+    catalog: Catalog, topics: Iterable[str], check: ConsumeCheck, now_ms: int
 ) -> dict[str, _Topic]:
-    """The named topics, after the consume permission on their streams is checked."""
-    catalog = cluster.catalog
-    now = _now_ms()
+    """The named topics, after `check` passed on their streams; ttl cutoffs from `now_ms`."""
     streams: dict[str, int] = {}
     out = {}
     for full in topics:
         stream, name = names.split_full_name(full)
         if stream not in streams:
             row = catalog.stream(stream)
-            cluster.authorize(row, "consume_perm", principal)
+            check(row)
             streams[stream] = check_stored(stream, row.policies)["ttl"]
         topic = catalog.topic(stream, name)
         ttl = streams[stream]
         out[topic.full_name] = _Topic(
-            topic.id, stream, topic.full_name, topic.partitions, now - ttl * 1000 if ttl else None
+            topic.id,
+            stream,
+            topic.full_name,
+            topic.partitions,
+            now_ms - ttl * 1000 if ttl else None,
         )
     return out
 
@@ -178,17 +180,20 @@ def _position(spec: OffsetSpec, tp: TopicPartition, default: str, what: str) -> 
 
 
 def ranges(
-    cluster: Cluster,
+    catalog: Catalog,
+    reader: PartitionletReader,
     topics: Iterable[str],
     *,
+    check: ConsumeCheck,
+    now_ms: int,
     starting: OffsetSpec = EARLIEST,
     ending: OffsetSpec = LATEST,
     starting_timestamp: int | None = None,
     ending_timestamp: int | None = None,
-    principal: Principal | None = None,
 ) -> dict[TopicPartition, tuple[int, int]]:
-    """See `Cluster.scan_ranges`."""
-    found = _topics(cluster, topics, principal)
+    """See `Cluster.scan_ranges` (which passes its catalog, its partitionlet reader, its
+    consume check and its clock's time)."""
+    found = _topics(catalog, topics, check, now_ms)
     for spec, what in ((starting, "starting"), (ending, "ending")):
         if isinstance(spec, str) and spec not in (EARLIEST, LATEST):
             raise InvalidArgument(f"{what} must be 'earliest', 'latest' or a mapping, not {spec!r}")
@@ -200,7 +205,7 @@ def ranges(
     for topic in found.values():
         for partition in range(topic.partitions):
             tp = TopicPartition(topic.name, partition)
-            log = PartitionLog(cluster, topic.topic_id, partition, topic.name)
+            log = PartitionLog(catalog, reader, topic.topic_id, partition, topic.name)
             lo, hi = log.start_offset(), log.end_offset()
             marks = {EARLIEST: lo, LATEST: hi}
             first = _position(starting, tp, EARLIEST, "starting")
@@ -220,21 +225,26 @@ def ranges(
 
 
 def plan(
-    cluster: Cluster,
+    catalog: Catalog,
+    directory: Path,
+    volumes: Mapping[int, Volume],
     wanted: Mapping[TopicPartition, tuple[int, int]],
-    principal: Principal | None = None,
+    *,
+    check: ConsumeCheck,
+    now_ms: int,
 ) -> list[ScanTask]:
-    """See `Cluster.scan_plan`."""
-    found = _topics(cluster, sorted({tp.topic for tp in wanted}), principal)
-    root = str(Path(cluster.path).absolute())
-    catalog_path = str(Path(cluster.catalog.path).absolute())
+    """See `Cluster.scan_plan` (which passes its catalog, directory and volumes, its
+    consume check and its clock's time)."""
+    found = _topics(catalog, sorted({tp.topic for tp in wanted}), check, now_ms)
+    root = str(Path(directory).absolute())
+    catalog_path = str(Path(catalog.path).absolute())
     out = []
     for tp, (start, end) in sorted(wanted.items()):
         if start >= end:
             continue
         topic = found[tp.topic]
         cutoff = topic.cutoff_ms
-        for pl in cluster.catalog.chain(topic.topic_id, tp.partition):
+        for pl in catalog.chain(topic.topic_id, tp.partition):
             pl_end = pl.end_offset if pl.end_offset is not None else end
             lo, hi = max(start, pl.base_offset), min(end, pl_end)
             if lo >= hi:
@@ -245,11 +255,11 @@ def plan(
             if pl.archive_file is not None:
                 from engine.storage import archive  # pyarrow: loaded when an archive is met
 
-                where = {"tier": ARCHIVE, "file": archive.file_uri(cluster.path, pl.archive_file)}
+                where = {"tier": ARCHIVE, "file": archive.file_uri(directory, pl.archive_file)}
                 path = ""  # in no volume
             else:
                 where = {}
-                path = str(cluster.volume(pl.volume_id).path.absolute())
+                path = str(volumes[pl.volume_id].path.absolute())
             out.append(
                 ScanTask(
                     root,

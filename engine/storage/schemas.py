@@ -11,7 +11,6 @@ permanent delete.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -43,12 +42,10 @@ def _version(row: tuple[Any, ...]) -> VersionRow:
     return VersionRow(row[0], row[1], bool(row[2]), SchemaRow(*row[3:]))
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class SchemaTable:
-    """The registry tables of one catalog."""
+    """The registry tables of one catalog: one short transaction per call, so a schema
+    text gets one global id for good and a subject's version numbers only grow; times
+    come from the catalog's clock. Any thread may call it (engine.client.schemas does)."""
 
     def __init__(self, catalog: Catalog) -> None:
         self._catalog = catalog
@@ -76,7 +73,7 @@ class SchemaTable:
                 cur = conn.execute(
                     "INSERT INTO schemas (schema_type, schema, refs, fingerprint, created_ms) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    (schema_type, schema, refs, fingerprint, _now_ms()),
+                    (schema_type, schema, refs, fingerprint, self._catalog.clock.now_ms()),
                 )
                 schema_id = int(cur.lastrowid or 0)
             else:
@@ -89,7 +86,7 @@ class SchemaTable:
             conn.execute(
                 "INSERT INTO schema_versions (subject, version, schema_id, deleted, created_ms) "
                 "VALUES (?, ?, ?, 0, ?)",
-                (subject, last + 1, schema_id, _now_ms()),
+                (subject, last + 1, schema_id, self._catalog.clock.now_ms()),
             )
             row = conn.execute(
                 f"{_VERSION_SQL} WHERE v.subject = ? AND v.version = ?", (subject, last + 1)

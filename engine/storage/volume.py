@@ -15,13 +15,13 @@ Thread-safety: one `Volume` may be shared; each thread uses its own connection.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.clock import SYSTEM_CLOCK, Clock
 from engine.storage import batch as batch_codec
 from engine.storage.connection import (
     ThreadConnections,
@@ -116,7 +116,7 @@ _STATE_COLUMNS = (
 @dataclass(slots=True)
 class BatchWrite:
     """One encoded batch for one partition, the one record of the write path: the producer
-    makes it, `engine.storage.segments.Appender` says where it goes (`pl_id`,
+    makes it, `engine.storage.appender.Appender` says where it goes (`pl_id`,
     `pl_base_offset`), `Volume.append` fills in `offset` (its base offset) or `sealed_at`
     (the partitionlet was sealed: the offset its successor starts at), and the appender
     `error` when it could not be written."""
@@ -326,9 +326,16 @@ class BatchRewrite:
 
 
 class Volume:
-    def __init__(self, volume_id: int, path: Path) -> None:
+    """One volume file: the batches of the partitionlets placed on it, their states, and
+    their heat. A partitionlet's next offset lives here and moves only in the transaction
+    that appends to it, and a partitionlet is sealed in the transaction of its last
+    append, so offsets are unique whichever process writes; times come from `clock`.
+    Any thread may call it (each thread has its own connection), and any process."""
+
+    def __init__(self, volume_id: int, path: Path, clock: Clock = SYSTEM_CLOCK) -> None:
         self.id = volume_id
         self.path = path
+        self._clock = clock
         # 16 KiB pages: batches are blobs of up to a few MiB, and larger pages mean fewer
         # overflow pages to chain and checksum (measured: about a third less CPU per MB
         # written than with 4 KiB pages).
@@ -415,7 +422,7 @@ class Volume:
         A partitionlet that `should_roll` is sealed here, in the same transaction as its
         last append, so its end offset is fixed in one place.
         """
-        now = time.time_ns() // 1_000_000
+        now = self._clock.now_ms()
         with self._writing(sync) as conn:
             pls = self._partitionlets(sorted({w.pl_id for w in writes}))
             appending = _Appending(now)
@@ -462,7 +469,7 @@ class Volume:
                     partition,
                     base_offset,
                     base_offset,
-                    time.time_ns() // 1_000_000,
+                    self._clock.now_ms(),
                 ),
             )
 
@@ -529,7 +536,7 @@ class Volume:
         each one freed (0, 0 for one purged already)."""
         if not pl_ids:
             return {}
-        now = time.time_ns() // 1_000_000
+        now = self._clock.now_ms()
         with write_transaction(self.conn, self.path, "volume"):
             return {pl_id: self._purge_one(pl_id, now) for pl_id in pl_ids}
 
@@ -689,7 +696,7 @@ class Volume:
 
     def recent_bytes(self, window_s: int = 300) -> tuple[int, int]:
         """(bytes written, bytes read) here in the last `window_s` seconds."""
-        since = (time.time_ns() // 1_000_000 - window_s * 1000) // (HEAT_BUCKET_S * 1000)
+        since = (self._clock.now_ms() - window_s * 1000) // (HEAT_BUCKET_S * 1000)
         ((written, read),) = self._query(
             "SELECT coalesce(sum(w_bytes), 0), coalesce(sum(r_bytes), 0) FROM heat "
             "WHERE bucket >= ?",
@@ -955,7 +962,7 @@ class Volume:
             ).fetchone()
             if row is None or PartitionletState(*row) != expected:
                 return False
-            self._purge_one(pl_id, time.time_ns() // 1_000_000)
+            self._purge_one(pl_id, self._clock.now_ms())
         return True
 
     # --- replication (engine.replication) ------------------------------------------------
@@ -1011,7 +1018,7 @@ class Volume:
         The first batch that is neither applied nor present stops the call, as does a
         partitionlet found sealed (`sealed`: the caller rolls and tries again).
         """
-        now = time.time_ns() // 1_000_000
+        now = self._clock.now_ms()
         result = ReplicaAppend([])
         statuses = result.statuses
         pl_id = target.pl_id

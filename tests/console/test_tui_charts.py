@@ -4,14 +4,15 @@ Replication tabs, on a real cluster whose history was recorded, and the window k
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 from textual.widgets import DataTable
 
-from console.widgets.chart import MetricChart, columns, fmt_span, plot
+from console.widgets.chart import MetricChart, columns, plot
 from engine import Cluster, Consumer, Producer, Replicator
+from engine.clock import SYSTEM_CLOCK
 from engine.ops import metrics
+from engine.times import format_duration
 
 
 def test_columns_keep_bursts_and_gaps():
@@ -45,8 +46,8 @@ async def test_charts_show_the_recorded_history(cluster, tmp_path, monkeypatch, 
     reader.close()  # flushes the read heat
     cluster.reset_offsets("g", "/m:t", 90)  # a lag of 30
     # Three minutes on, this minute is complete: record it, and read it back, from then.
-    later = time.time_ns() // 1_000_000 + 3 * 60_000
-    monkeypatch.setattr(metrics, "_now_ms", lambda: later)
+    later = SYSTEM_CLOCK.now_ms() + 3 * 60_000
+    monkeypatch.setattr(SYSTEM_CLOCK, "now_ms", lambda: later)  # every cluster of the process
     cluster.record_metrics()  # the link's lag: 120, still paused
     cluster.resume_replica("/m", other)
     with Replicator(cluster) as replicator:
@@ -69,7 +70,7 @@ async def test_charts_show_the_recorded_history(cluster, tmp_path, monkeypatch, 
         assert charts["write"].summary().startswith("/m:t writes")
         axis = str(charts["write"].render()).split("\n")[-1]
         width = charts["write"].size.width
-        assert f"last 1 h, {fmt_span(60 * math.ceil(60 / width))} per column" in axis
+        assert f"last 1 h, {format_duration(60 * math.ceil(60 / width))} per column" in axis
 
         await pilot.press("4")
         lag = app.query_one("#chart-group-lag", MetricChart)
@@ -96,5 +97,5 @@ async def test_charts_show_the_recorded_history(cluster, tmp_path, monkeypatch, 
         assert link_lag.series.resolution_s == 3600  # hours beyond a day
         axis = str(link_lag.render()).split("\n")[-1]
         per = math.ceil(168 / link_lag.size.width)
-        assert f"last 7 d, {fmt_span(3600 * per)} per column" in axis
+        assert f"last 7 d, {format_duration(3600 * per)} per column" in axis
         assert link_lag.series.latest == 120 and "█" in _plot_lines(link_lag)[0]  # its hour

@@ -79,7 +79,7 @@ async def test_a_bad_query_is_said_with_its_column(readings, make_app, until):
 
 async def test_escape_cancels_a_running_search(readings, make_app, until, monkeypatch):
     monkeypatch.setattr(messages_widget, "SEARCH_RATE", 200)  # 10 s to the end
-    monkeypatch.setattr(messages_widget.engine_search, "CHUNK", 50)
+    monkeypatch.setattr(messages_widget.message_search, "CHUNK", 50)
     app = make_app(topic=TOPIC)
     async with app.run_test(size=(160, 44)) as pilot:
         pane = app.query_one("#messages", MessagesPane)

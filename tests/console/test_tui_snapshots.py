@@ -30,16 +30,16 @@ def snap(tmp_path, monkeypatch, record_job):
     follow files and the clock)."""
     import random
 
-    import engine.storage.catalog
-    import engine.storage.segments
+    import engine.storage.placement
+    from engine.clock import SYSTEM_CLOCK
 
     # Placement breaks ties between equally cold volumes at random; fix the draw.
-    monkeypatch.setattr(engine.storage.segments, "random", random.Random(7))
+    monkeypatch.setattr(engine.storage.placement, "random", random.Random(7))
     with Cluster.open(tmp_path / "snap", name="snap", principal=Principal("tester")) as cluster:
         # The catalog stamps streams and topics with the clock; the Policies tab shows a
         # stream's creation time.
         with monkeypatch.context() as clock:
-            clock.setattr(engine.storage.catalog, "now_ms", lambda: BASE_MS)
+            clock.setattr(SYSTEM_CLOCK, "now_ms", lambda: BASE_MS)
             cluster.create_stream("/snap/orders", ttl=0, default_partitions=2)
             cluster.create_stream("/snap/metrics", ttl=3600, compact=True)
             cluster.create_topic(EVENTS)

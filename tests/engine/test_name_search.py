@@ -1,4 +1,4 @@
-"""Finding streams and topics by any part of their names (Cluster.search, engine/search.py)
+"""Finding streams and topics by any part of their names (Cluster.search, engine/name_search.py)
 and listing the topics of every stream (Cluster.topic_listing), on real catalog files."""
 
 from __future__ import annotations
@@ -116,9 +116,9 @@ def test_an_old_catalog_gets_the_index_on_open(tmp_path):
 
 
 def test_many_matches_are_capped_and_said_so(tmp_path, monkeypatch):
-    from engine import search
+    from engine import name_search
 
-    monkeypatch.setattr(search, "MATCH_CAP", 5)
+    monkeypatch.setattr(name_search, "MATCH_CAP", 5)
     with Cluster.open(tmp_path / "c") as c:
         c.create_stream("/s")
         for i in range(8):

@@ -84,3 +84,52 @@ def test_datetimes(new_york):
         times.to_datetime(-1)
     with pytest.raises(InvalidArgument, match="too far in the future"):
         times.to_datetime(MAX_TIMESTAMP_MS + 1)
+
+
+# --- times and durations shown to people (every frontend's one formatter) -------------------
+
+
+@pytest.mark.parametrize(
+    ("ms", "kwargs", "shown"),
+    [
+        (NOON + 123, {}, "2024-05-01 12:00:00.123Z"),
+        (NOON + 7, {}, "2024-05-01 12:00:00.007Z"),
+        (NOON + 999, {"seconds": True}, "2024-05-01 12:00:00Z"),  # cut, never rounded up
+        (0, {}, "1970-01-01 00:00:00.000Z"),
+        (MAX_TIMESTAMP_MS, {}, "9999-12-31 23:59:59.999Z"),
+        (None, {}, "-"),
+        (-1, {}, "-"),  # Kafka's "no timestamp"
+    ],
+)
+def test_format_ms_is_utc_to_the_millisecond(ms, kwargs, shown):
+    assert times.format_ms(ms, **kwargs) == shown
+
+
+def test_a_shown_time_reads_back_as_the_same_instant():
+    for ms in (0, NOON + 123, 1_700_000_000_001, MAX_TIMESTAMP_MS):
+        assert times.parse_time(times.format_ms(ms)) == ms
+        assert times.parse_time(times.iso_ms(ms)) == ms
+    assert times.iso_ms(NOON + 5) == "2024-05-01T12:00:00.005Z"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "kwargs", "shown"),
+    [
+        (7 * 86400, {}, "7 d"),
+        (36 * 3600, {}, "36 h"),
+        (3600, {}, "1 h"),
+        (300, {}, "5 min"),
+        (90, {}, "90 s"),
+        (1, {}, "1 s"),
+        (400 * 86400, {}, "400 d"),
+        (100_000_001, {}, "100,000,001 s"),
+        (12.34, {}, "12.3 s"),
+        (60.0, {}, "1 min"),  # a float that is whole
+        (1234.56, {}, "1,234.6 s"),
+        (0, {}, "0 s"),
+        (0, {"zero": "forever"}, "forever"),  # a TTL of 0
+        (None, {}, "-"),
+    ],
+)
+def test_format_duration_uses_the_largest_whole_unit(seconds, kwargs, shown):
+    assert times.format_duration(seconds, **kwargs) == shown

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import Cluster, Producer
+from engine import Cluster, Principal, Producer, errors
 from spark_tasks import jobs
 
 pytestmark = pytest.mark.timeout(600)
@@ -226,3 +227,107 @@ def test_a_job_whose_process_died_is_failed(history):
         cluster.jobs.update(job_id, pid=dead.pid, host=socket.gethostname())
     job = jobs.status(job_id, cluster=history)
     assert job.state == jobs.FAILED and "died" in job.error
+
+
+# --- who may submit what (no Spark: the job process launch is faked) -----------------------
+
+ALICE = Principal("alice", ("analysts",))
+BOB = Principal("bob")
+ROOT = Principal("root", superuser=True)
+
+
+@pytest.fixture
+def guarded(tmp_path):
+    """/in (analysts consume), /out (analysts produce, nobody but its creator creates
+    topics) with an existing topic, and /secret (its creator only)."""
+    path = tmp_path / "guarded"
+    with Cluster.open(path) as c:
+        c.create_stream("/in", consume_perm="g:analysts", ttl=0)
+        c.create_topic("/in:t", partitions=1)
+        c.create_stream("/out", produce_perm="g:analysts")
+        c.create_topic("/out:existing")
+        c.create_stream("/secret")
+        c.create_topic("/secret:t")
+    return path
+
+
+def recorded(path) -> list:
+    with Cluster.open(path) as c:
+        return c.jobs.newest(100)
+
+
+@pytest.mark.parametrize(
+    ("kind", "params", "principal", "message"),
+    [
+        ("window-counts", {"source": "/secret:t"}, ALICE, "may not consume from stream /secret"),
+        ("window-counts", {"stream": "/secret"}, ALICE, "may not consume from stream /secret"),
+        ("copy", {"source": "/in:t", "target": "/in:c"}, ALICE, "may not produce to stream /in"),
+        ("copy", {"source": "/in:t", "target": "/out:new"}, ALICE, "may not create or delete"),
+        ("window-counts", {"source": "/in:nope"}, ALICE, "nope"),
+        ("custom", {"source": "/in:t", "file": __file__}, ALICE, "Only administrators may run"),
+        ("window-counts", {"source": "/in:t", "output": "/tmp/x"}, ALICE, "may set output"),
+        ("window-counts", {"source": "/in:t", "master": "local[1]"}, ALICE, "may set master"),
+        ("window-counts", {"source": "/in:t", "conf": {"a": "b"}}, ALICE, "may set conf"),
+        ("window-counts", {"source": "/in:t"}, BOB, "may not consume from stream /in"),
+    ],
+)
+def test_submit_refuses_what_its_principal_may_not_do(
+    guarded, launches, kind, params, principal, message
+):
+    with pytest.raises((errors.AccessDenied, errors.NotFound), match=re.escape(message)):
+        jobs.submit(guarded, kind, principal=principal, **params)
+    assert recorded(guarded) == [] and launches == []
+
+
+def test_submit_as_a_principal_records_who_asked(guarded, launches):
+    job_id = jobs.submit(guarded, "copy", principal=ALICE, source="/in:t", target="/out:existing")
+    job = jobs.status(job_id, cluster=guarded)
+    assert job.params[jobs.SUBMITTED_BY] == "alice" and len(launches) == 1
+    with Cluster.open(guarded, principal=ALICE) as alice, Cluster.open(guarded) as own:
+        assert jobs.may_see(alice, job) and jobs.may_cancel(alice, job)
+        assert jobs.may_cancel(own, job)  # the library's own principal administers
+    with Cluster.open(guarded, principal=BOB) as bob:
+        assert not jobs.may_see(bob, job) and not jobs.may_cancel(bob, job)
+
+
+def test_administrators_and_the_library_itself_pass(guarded, launches, tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text("def transform(df):\n    return df\n")
+    custom = {"source": "/secret:t", "file": str(script), "output": str(tmp_path / "o")}
+    jobs.submit(guarded, "custom", principal=ROOT, **custom)
+    jobs.submit(guarded, "custom", **custom)  # plet replay, the terminal console
+    assert len(recorded(guarded)) == 2 and len(launches) == 2
+
+
+def test_refusals_name_every_reason_with_its_parameter(guarded):
+    params = {"source": "/secret:t", "target": "/in:c", "output": "/tmp/x", "master": None}
+    with Cluster.open(guarded, principal=ALICE) as alice:
+        found = jobs.refusals(alice, "materialize", params)
+        assert [(r.param, type(r.error)) for r in found] == [
+            ("output", errors.AccessDenied),
+            ("source", errors.AccessDenied),
+            ("target", errors.AccessDenied),
+        ]
+        assert jobs.refusals(alice, "copy", {"source": "/in:t", "target": "/out:existing"}) == []
+        same = jobs.refusals(alice, "copy", {"source": "/in:t", "target": "/in:t"})
+        assert [r.param for r in same] == ["target"]  # may not produce to /in either
+        odd = jobs.refusals(alice, "copy", {"source": 7, "target": "/out:existing"})
+        assert [(r.param, type(r.error)) for r in odd] == [("source", errors.InvalidArgument)]
+
+
+def test_a_stored_ace_that_does_not_parse_refuses_all_but_administrators(guarded, launches):
+    from tests.old_catalog import write_policies
+
+    with Cluster.open(guarded) as c:
+        write_policies(c, "/in", consume_perm="((((")
+    with pytest.raises(errors.AccessDenied, match="not a valid ACE"):
+        jobs.submit(guarded, "window-counts", principal=ALICE, source="/in:t")
+    assert launches == []
+    jobs.submit(guarded, "window-counts", principal=ROOT, source="/in:t")
+    assert len(launches) == 1
+
+
+def test_a_topic_pattern_that_is_no_regular_expression_is_refused(guarded, launches):
+    with pytest.raises(errors.InvalidArgument, match="topic_pattern is not a regular expression"):
+        jobs.submit(guarded, "window-counts", stream="/secret", topic_pattern="(")
+    assert launches == []

@@ -19,7 +19,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -28,8 +27,10 @@ from requests.adapters import HTTPAdapter
 
 from engine import errors
 from engine.auth import users as user_store
+from engine.clock import FakeClock, now_ms
+from engine.times import format_ms
 from tests.conftest import live_module
-from web.filters import ms_time
+from web import state
 
 live = live_module()
 ADMIN, ADMIN_PASSWORD = live.ADMIN, live.ADMIN_PASSWORD
@@ -217,36 +218,43 @@ def test_a_group_change_keeps_her_session(live_web):
     assert_in(alice)
 
 
+def on_a_fake_clock(server, monkeypatch) -> FakeClock:
+    """Put the live server's cluster on a fake clock (the views it makes per request take
+    it from there): the sessions' lifetimes pass when the test moves it, however busy the
+    machine is. Flask's own cookie signature keeps real time (it is not under test here)."""
+    clock = FakeClock(now_ms=now_ms())
+    monkeypatch.setattr(state(server.app).cluster, "clock", clock)
+    return clock
+
+
 @pytest.fixture
-def short_lived(tmp_path):
-    """A live console whose sessions last 2 s from login, however busy."""
+def short_lived(tmp_path, monkeypatch):
+    """A live console whose sessions last 2 s from login, however busy, on a fake clock."""
     with live.serve(tmp_path / "short", SESSION_ABSOLUTE_LIFETIME=2) as server:
+        server.clock = on_a_fake_clock(server, monkeypatch)
         yield server
 
 
 def test_a_session_ends_at_its_absolute_lifetime_however_busy(short_lived):
-    # the clock starts before the login: the lifetime counts from it, and a busy machine
-    # may take a second to log in and copy the cookie
-    started = time.monotonic()
+    clock = short_lived.clock
     alice = short_lived.browser(USER)
     thief = steal(short_lived, alice)
     assert_in(thief)
     # keep using it (each answer renews the cookie): the end stays where it was
-    while time.monotonic() - started < 15:
-        got = page(thief)
-        if got.status_code != 200:
-            break
-        time.sleep(0.2)
+    for _ in range(3):
+        clock.advance(0.6)
+        assert_in(thief)  # 0.6, 1.2, 1.8 s after login
+    clock.advance(0.2)
+    got = page(thief)
     assert got.status_code == 302 and got.headers["Location"].startswith("/login")
-    assert time.monotonic() - started >= 1.9  # 2 s, less the server's rounding to ms
     assert_out(alice)
 
 
 @pytest.fixture
-def quickly_idle(tmp_path):
-    """A live console whose sessions end after 2 s unused (long enough for a busy machine
-    to log in and use the session at once)."""
+def quickly_idle(tmp_path, monkeypatch):
+    """A live console whose sessions end after 2 s unused, on a fake clock."""
     with live.serve(tmp_path / "idle", PERMANENT_SESSION_LIFETIME=2) as server:
+        server.clock = on_a_fake_clock(server, monkeypatch)
         yield server
 
 
@@ -257,7 +265,7 @@ def test_an_unused_session_ends_on_the_server_whatever_the_cookie_says(quickly_i
     raw = {"Cookie": f"{COOKIE}={value}"}
     fresh = quickly_idle.browser()
     assert page(fresh, headers=raw).status_code == 200
-    time.sleep(3)
+    quickly_idle.clock.advance(2.001)  # unused for longer than its idle time
     got = page(quickly_idle.browser(), headers=raw)
     assert got.status_code == 302 and got.headers["Location"].startswith("/login")
 
@@ -443,11 +451,10 @@ def test_an_expired_api_token_gets_401_saying_so(live_web, monkeypatch):
         info.expires_ms is not None and 86_000_000 < info.expires_ms - info.created_ms <= 86_400_000
     )
     row = token_row(page(alice).text, info.id)
-    assert ms_time(info.expires_ms) in row and "expired" not in row
+    assert format_ms(info.expires_ms) in row and "expired" not in row
     assert live_web.api(token).get("/api/v1/streams").status_code == 200
-    # a day and a minute later (the server runs in this process: move its clock)
-    real = user_store.now_ms
-    monkeypatch.setattr(user_store, "now_ms", lambda: real() + 86_460_000)
+    # a day and a minute later
+    on_a_fake_clock(live_web, monkeypatch).advance(86_460)
     got = live_web.api(token).get("/api/v1/streams")
     assert got.status_code == 401
     body = got.json()

@@ -7,12 +7,12 @@ from __future__ import annotations
 import html
 import json
 import re
-import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from engine import Cluster, Consumer, Producer, Replicator
+from engine.clock import SYSTEM_CLOCK
 from engine.ops import metrics
 from tests.web.conftest import ADMIN
 
@@ -27,7 +27,7 @@ POINTS = re.compile(r'data-points="([^"]*)"')
 def recorded(cluster, tmp_path, monkeypatch):
     """120 messages written and read in one minute on /m:t, a group with a lag of 30 and a
     replication link that copied the 120, recorded as the metrics history three minutes
-    later (the clock of engine.ops.metrics stays there for the test)."""
+    later (the process's clock stays there for the test)."""
     other = tmp_path / "dc2"
     Cluster.open(other, name="dc2").close()
     cluster.create_stream(STREAM)
@@ -44,8 +44,8 @@ def recorded(cluster, tmp_path, monkeypatch):
         got += sum(len(r) for r in reader.poll(1000).values())
     reader.close()  # flushes the read heat
     cluster.reset_offsets("g", TOPIC, 90)
-    later = time.time_ns() // 1_000_000 + 3 * 60_000
-    monkeypatch.setattr(metrics, "_now_ms", lambda: later)
+    later = SYSTEM_CLOCK.now_ms() + 3 * 60_000
+    monkeypatch.setattr(SYSTEM_CLOCK, "now_ms", lambda: later)  # every cluster of the process
     cluster.record_metrics()
     cluster.resume_replica(STREAM, other)
     with Replicator(cluster) as replicator:

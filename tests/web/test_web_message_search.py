@@ -11,7 +11,7 @@ import time
 import pytest
 
 from engine import Producer
-from engine.client import search as engine_search
+from engine.client import message_search
 from web import search_messages
 
 TOPIC = "/web/s:readings"
@@ -113,7 +113,7 @@ def test_garbage_is_a_form_error_never_a_500(client, topic, args, field, says):
 
 
 def test_cancel_stops_a_running_search(client, topic, monkeypatch):
-    monkeypatch.setattr(engine_search, "CHUNK", 10)
+    monkeypatch.setattr(message_search, "CHUNK", 10)
     monkeypatch.setattr(search_messages, "MAX_RATE", 20)  # 300 messages take 15 s
     html = client.get(f"{PATH}/search", query_string={"query": "value.user.id >= `0`"}).get_data(
         as_text=True
@@ -137,7 +137,7 @@ def test_cancel_needs_the_csrf_token(client, topic):
 def test_jobs_are_per_user_and_bounded(client, user_client, cluster, topic, monkeypatch):
     monkeypatch.setattr(search_messages, "MAX_RATE", 1)
     ids = []
-    for _ in range(engine_search.JOBS_PER_OWNER + 1):
+    for _ in range(message_search.JOBS_PER_OWNER + 1):
         html = client.get(f"{PATH}/search", query_string={"query": "key"}).get_data(as_text=True)
         ids.append(re.search(r"/search/([0-9a-f-]+)\?", html).group(1))
     # the oldest was ended and forgotten; another user cannot see the admin's jobs

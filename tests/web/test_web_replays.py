@@ -4,7 +4,6 @@ runs a real job."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -13,29 +12,6 @@ from engine import Producer
 from spark_tasks import jobs
 
 SOURCE = "/apps/sensors:car-17"
-
-
-class FakeProcess:
-    """What jobs.submit gets instead of a Popen: a live pid (ours), so that the job stays
-    queued, as if its runner had not started yet."""
-
-    pid = os.getpid()
-
-    def wait(self) -> int:
-        return 0
-
-
-@pytest.fixture
-def launches(monkeypatch):
-    """Replaces the job process launch; the list collects each launch's argv."""
-    started: list[list[str]] = []
-
-    def popen(argv, **kwargs):
-        started.append(argv)
-        return FakeProcess()
-
-    monkeypatch.setattr(jobs.subprocess, "Popen", popen)
-    return started
 
 
 @pytest.fixture
@@ -320,3 +296,17 @@ def test_result_and_log_are_hidden_from_users_who_may_not_read_the_source(
 def test_unknown_job_and_kind_are_404(client, sensors):
     assert client.get("/replays/999").status_code == 404
     assert post(client, "explode", source=SOURCE).status_code == 404
+
+
+def test_a_stored_ace_that_does_not_parse_lets_only_administrators_through(
+    client, user_client, sensors, launches
+):
+    from tests.old_catalog import write_policies
+
+    write_policies(sensors, "/apps/sensors", consume_perm="((((")
+    answer = post(user_client, "window-counts", source=SOURCE)
+    assert answer.status_code == 400
+    error = field_error(answer.get_data(as_text=True), "window-counts", "source")
+    assert error and "not a valid ACE" in error
+    assert all_jobs(sensors) == [] and launches == []
+    assert post(client, "window-counts", source=SOURCE).status_code == 303

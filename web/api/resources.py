@@ -18,9 +18,10 @@ from typing import Any
 
 from flask import Response, request
 
-from engine import Producer, errors
+from engine import errors
 from engine.client import browse
 from engine.client.browse import encoded, record_json, timestamp_type_name
+from engine.client.producer import produce_one
 from engine.client.schemas import Decoded, SchemaDecoder
 from engine.groups import group_json, group_summary, parse_target, permissions_json, plan_json
 from engine.ops.heat import MAX_WINDOW_S, Load
@@ -47,8 +48,6 @@ SHAPES = ("v1", "v0")
 # `?decode=`: "schema" decodes keys and values in the Confluent wire format with the
 # cluster's registry (engine.client.schemas), as the consoles show them.
 DECODES = ("none", "schema")
-# How long a produce waits for its message to be committed.
-PRODUCE_TIMEOUT_S = 10.0
 HEAT_TOP_PARTITIONS = 20
 
 
@@ -403,7 +402,7 @@ def _headers(raw: Any) -> list[tuple[str, bytes]] | None:
 
 @api.route("/topics/<path:name>/messages", methods=["POST"])
 def produce(name: str) -> Response:
-    """Produce one message (produce_perm): `key`, `value` (text, or base64 with
+    """Produce one message (produce_perm, acks="all"): `key`, `value` (text, or base64 with
     `key_encoding`/`value_encoding: "base64"`), `headers`, `partition`, `timestamp_ms`.
     Answers its RecordMetadata (201) once it is committed."""
     full = topic_name(name)
@@ -413,19 +412,15 @@ def produce(name: str) -> Response:
     headers = _headers(body.get("headers"))
     partition = field(body, "partition", int)
     timestamp_ms = field(body, "timestamp_ms", int)
-    producer = Producer(cluster(), acks=1)
-    try:
-        future = producer.send(
-            full,
-            value=value,
-            key=key,
-            partition=partition,
-            headers=headers,
-            timestamp_ms=timestamp_ms,
-        )
-        meta = future.get(timeout=PRODUCE_TIMEOUT_S)
-    finally:
-        producer.close()
+    meta = produce_one(
+        cluster(),
+        full,
+        value=value,
+        key=key,
+        partition=partition,
+        headers=headers,
+        timestamp_ms=timestamp_ms,
+    )
     return json_response(
         {
             "topic": meta.topic,

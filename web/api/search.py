@@ -2,7 +2,7 @@
 `GET /api/v1/topics`: the topics of every stream, sorted, with a cursor; and
 `GET /api/v1/topics/<name>/search?q=`: a topic's messages a query matches (docs/API.md).
 
-A message search is the engine's (`engine.client.search`, the consoles' search, run as the
+A message search is the engine's (`engine.client.message_search`, the consoles' search, run as the
 token's user) made synchronous and bounded: it stops after `limit` matches, `budget`
 messages scanned or `MAX_SECONDS`, whichever comes first, and answers a `cursor` (the
 positions it stopped at, as `engine.client.browse` writes cursors) to go on from there."""
@@ -14,8 +14,7 @@ from dataclasses import asdict
 from flask import Response, request
 
 from engine import errors
-from engine.client import browse
-from engine.client import search as message_search
+from engine.client import browse, message_search
 from web.api import api
 from web.api.base import error_response, json_response, paging, query_int, topic_name
 from web.api.resources import decoder_arg, record_out

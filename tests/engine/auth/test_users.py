@@ -10,6 +10,7 @@ import pytest
 
 from engine import Cluster, Consumer, Principal, Producer, TopicPartition, errors
 from engine.auth import users as user_store
+from engine.clock import FakeClock
 
 PASSWORD = "correct-horse-1"
 
@@ -161,21 +162,21 @@ def test_api_tokens_create_lookup_list_revoke(cluster):
         cluster.create_api_token("alice", "x" * 201)
 
 
-def test_a_tokens_last_use_is_written_at_most_once_a_minute(cluster, monkeypatch):
-    cluster.add_user("alice", PASSWORD)
-    token = cluster.create_api_token("alice")
-    now = [1_000_000_000_000]
-    monkeypatch.setattr(user_store, "now_ms", lambda: now[0])
-    assert cluster.api_tokens("alice")[0].last_used_ms is None
-    cluster.user_for_token(token)
-    assert cluster.api_tokens("alice")[0].last_used_ms == now[0]
-    first = now[0]
-    now[0] += 30_000
-    cluster.user_for_token(token)
-    assert cluster.api_tokens("alice")[0].last_used_ms == first
-    now[0] += 30_000
-    cluster.user_for_token(token)
-    assert cluster.api_tokens("alice")[0].last_used_ms == now[0]
+def test_a_tokens_last_use_is_written_at_most_once_a_minute(cluster_path):
+    clock = FakeClock(now_ms=1_000_000_000_000)
+    with Cluster.open(cluster_path, clock=clock) as cluster:
+        cluster.add_user("alice", PASSWORD)
+        token = cluster.create_api_token("alice")
+        assert cluster.api_tokens("alice")[0].last_used_ms is None
+        cluster.user_for_token(token)
+        assert cluster.api_tokens("alice")[0].last_used_ms == clock.now_ms()
+        first = clock.now_ms()
+        clock.advance(30)
+        cluster.user_for_token(token)
+        assert cluster.api_tokens("alice")[0].last_used_ms == first
+        clock.advance(30)
+        cluster.user_for_token(token)
+        assert cluster.api_tokens("alice")[0].last_used_ms == clock.now_ms()
 
 
 def test_ensure_admin_generated(cluster, monkeypatch, capsys):

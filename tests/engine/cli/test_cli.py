@@ -227,7 +227,7 @@ def test_stream_create_info_edit_list_delete(cpath):
     assert policies["delete_retention_ms"] == 86400000
 
     text = ok("stream", "info", "/apps/sensors", "--cluster", cpath).stdout
-    assert "86400 (1d)" in text
+    assert "86400 (1 d)" in text
     assert "log_append" in text
 
     result = ok(

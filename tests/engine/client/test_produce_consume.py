@@ -18,6 +18,7 @@ from engine import (
     TopicPartition,
     errors,
 )
+from engine.clock import FakeClock
 
 T = "/s:t"
 
@@ -779,17 +780,20 @@ def test_partitionlets_roll_by_size_and_span_volumes(cluster_path):
 
 
 def test_partitionlets_roll_by_age(cluster_path):
-    with Cluster.open(cluster_path, partitionlet_ms=1) as cluster:
+    clock = FakeClock()
+    with Cluster.open(cluster_path, partitionlet_ms=1, clock=clock) as cluster:
         cluster.create_stream("/s", ttl=0)
         cluster.create_topic(T)
         producer = Producer(cluster, acks=1)
         for i in range(5):
             assert producer.send(T, value=b"%d" % i).get(timeout=10).offset == i
-            time.sleep(0.02)
+            clock.advance(ms=1)  # each message finds its partitionlet 1 ms old: it rolls
         producer.close()
         info = cluster.topic(T).partitions[0]
         check_chain(info)
-        assert len(info.partitionlets) >= 3
+        assert [(p.base_offset, p.last_offset) for p in info.partitionlets] == [
+            (i, i) for i in range(5)
+        ]
         consumer = assigned(cluster, T, auto_offset_reset="earliest")
         assert [r.value for r in drain(consumer)] == [b"%d" % i for i in range(5)]
         consumer.close()
@@ -1237,3 +1241,44 @@ def test_volumes_at_chosen_paths(tmp_path):
         consumer = assigned(cluster, T, auto_offset_reset="earliest")
         assert sorted(int(r.value) for r in drain(consumer)) == list(range(60))
         consumer.close()
+
+
+# --- one message from a console (produce_one) ----------------------------------------------
+
+
+def test_produce_one_writes_durably_and_answers_its_metadata(stream, monkeypatch):
+    from engine.client import producer as producer_module
+
+    made: list[Producer] = []
+
+    class Recording(Producer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(producer_module, "Producer", Recording)
+    stream.create_topic(T, partitions=2)
+    meta = producer_module.produce_one(
+        stream, T, value=b"v", key=b"k", headers=[("unit", b"C")], partition=1, timestamp_ms=5
+    )
+    assert (meta.topic, meta.partition, meta.offset, meta.timestamp) == (T, 1, 0, 5)
+    # a console's click deserves the durable write, and the producer is closed after it
+    assert [p.acks for p in made] == ["all"]
+    assert made[0].wait_closed(0)
+    consumer = assigned(stream, T, [1], auto_offset_reset="earliest")
+    [record] = drain(consumer)
+    consumer.close()
+    assert (record.key, record.value, record.headers) == (b"k", b"v", [("unit", b"C")])
+
+
+def test_produce_one_raises_the_engines_errors_for_a_console_to_show(stream):
+    from engine import Principal
+    from engine.client.producer import produce_one
+
+    stream.create_topic(T, partitions=2)
+    with pytest.raises(errors.InvalidPartition):
+        produce_one(stream, T, value=b"v", partition=2)
+    stream.edit_stream("/s", produce_perm="u:alice")
+    with pytest.raises(errors.AccessDenied):
+        produce_one(stream.as_principal(Principal("mallory")), T, value=b"v")
+    assert stream.topic(T).messages == 0

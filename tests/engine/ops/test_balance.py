@@ -21,8 +21,7 @@ from engine import Cluster, Consumer, Producer, TopicPartition, errors
 from engine.cli import cli
 from engine.ops import balance
 from engine.ops.balance import Candidate, plan
-from engine.storage import segments as partitionlet
-from engine.storage.log import PartitionLog
+from engine.storage import chain_lock as chain_locks
 from engine.storage.volume import DELETED, SEALED
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -319,7 +318,7 @@ def test_reader_with_a_stale_chain_skips_nothing(cluster_path):
         setup_topic(cluster)
         sent = produce(cluster, 300)
         topic_id = cluster.catalog.topic("/s", "t").id
-        log = PartitionLog(cluster, topic_id, 0, T)
+        log = cluster.partition_log(topic_id, 0, T)
         records, position = log.read(0, 5, None)  # chain cached, batches read ahead
         for p in sealed(cluster):
             assert balance.move(cluster, p.id, p.volume % 4 + 1) is not None
@@ -361,7 +360,7 @@ def test_concurrent_readers_read_everything_once_in_order(cluster_path):
         def log_reader() -> None:
             try:
                 with Cluster.open(cluster_path) as other:
-                    log = PartitionLog(other, other.catalog.topic("/s", "t").id, 0, T)
+                    log = other.partition_log(other.catalog.topic("/s", "t").id, 0, T)
                     position = 0
                     deadline = time.monotonic() + 120
                     while position < len(want) and time.monotonic() < deadline:
@@ -443,7 +442,7 @@ def test_compaction_waits_for_a_move(cluster_path, monkeypatch):
 
         def compact_then_switch(self, *args, **kwargs):
             if not refused:
-                monkeypatch.setattr(partitionlet, "CHAIN_LOCK_TIMEOUT_S", 0.2)
+                monkeypatch.setattr(chain_locks, "CHAIN_LOCK_TIMEOUT_S", 0.2)
                 with pytest.raises(errors.FileLocked):
                     cluster.compact()
                 refused.append(True)
@@ -590,10 +589,10 @@ def test_crash_between_switch_and_delete(tmp_path, cluster_path):
 
 
 def test_rebalances_are_serialized(cluster_path, monkeypatch):
-    monkeypatch.setattr(partitionlet, "CHAIN_LOCK_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(chain_locks, "CHAIN_LOCK_TIMEOUT_S", 0.2)
     with open_small(cluster_path) as cluster:
         setup_topic(cluster)
-        with partitionlet.chain_lock(cluster):
+        with chain_locks.chain_lock(cluster.path):
             result: list[BaseException] = []
 
             def other() -> None:

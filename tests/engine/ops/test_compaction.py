@@ -4,17 +4,13 @@ files, alone and while readers and writers work."""
 from __future__ import annotations
 
 import threading
-import time
 
 from engine import Cluster, Consumer, Producer, TopicPartition
+from engine.clock import FakeClock, now_ms
 from engine.ops.retention import CompactionReport
 
 T = "/k:t"
 HOUR_MS = 3_600_000
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def drain(consumer, timeout_ms: int = 20) -> list:
@@ -129,28 +125,30 @@ def test_headers_survive_a_rewrite(cluster):
     assert got == [(1, b"y", [("h", b"2"), ("e", None)]), (2, b"x", [])]
 
 
-def test_tombstones_go_only_after_delete_retention_ms(cluster):
-    compacted_stream(cluster, delete_retention_ms=HOUR_MS)
-    old = now_ms() - 2 * HOUR_MS
-    with Producer(cluster, acks=1) as producer:
-        send_each(producer, T, [(b"a", b"a0"), (b"b", b"b1"), (b"c", b"c2")], timestamp_ms=old)
-        send_each(producer, T, [(b"a", None)], timestamp_ms=old)  # 3: old tombstone
-        send_each(producer, T, [(b"b", None)])  # 4: fresh tombstone
-        send_each(producer, T, [(b"c", None)], timestamp_ms=old)  # 5: superseded tombstone
-        send_each(producer, T, [(b"c", b"c6")], timestamp_ms=old)
+def test_tombstones_go_only_after_delete_retention_ms(cluster_path):
+    clock = FakeClock(now_ms=now_ms())
+    with Cluster.open(cluster_path, clock=clock) as cluster:
+        compacted_stream(cluster, delete_retention_ms=HOUR_MS)
+        old = clock.now_ms() - 2 * HOUR_MS
+        with Producer(cluster, acks=1) as producer:
+            send_each(producer, T, [(b"a", b"a0"), (b"b", b"b1"), (b"c", b"c2")], timestamp_ms=old)
+            send_each(producer, T, [(b"a", None)], timestamp_ms=old)  # 3: old tombstone
+            send_each(producer, T, [(b"b", None)])  # 4: fresh tombstone
+            send_each(producer, T, [(b"c", None)], timestamp_ms=old)  # 5: superseded tombstone
+            send_each(producer, T, [(b"c", b"c6")], timestamp_ms=old)
 
-    report = cluster.compact()
-    # a: gone entirely (its tombstone is old); b: only its fresh tombstone is left;
-    # c: its tombstone was superseded.
-    assert read_all(cluster) == [(4, b"b", None), (6, b"c", b"c6")]
-    assert report.messages_removed == 5 and report.tombstones_removed == 2
+        report = cluster.compact()
+        # a: gone entirely (its tombstone is old); b: only its fresh tombstone is left;
+        # c: its tombstone was superseded.
+        assert read_all(cluster) == [(4, b"b", None), (6, b"c", b"c6")]
+        assert report.messages_removed == 5 and report.tombstones_removed == 2
 
-    cluster.edit_stream("/k", delete_retention_ms=0)
-    time.sleep(0.005)  # the tombstone's timestamp must be in the past
-    report = cluster.compact()
-    assert (report.messages_removed, report.tombstones_removed) == (1, 1)
-    assert read_all(cluster) == [(6, b"c", b"c6")]
-    assert cluster.topic(T).partitions[0].log_end_offset == 7
+        cluster.edit_stream("/k", delete_retention_ms=0)
+        clock.advance(ms=1)  # the tombstone's timestamp must be in the past
+        report = cluster.compact()
+        assert (report.messages_removed, report.tombstones_removed) == (1, 1)
+        assert read_all(cluster) == [(6, b"c", b"c6")]
+        assert cluster.topic(T).partitions[0].log_end_offset == 7
 
 
 def test_min_compaction_lag_is_respected(cluster):

@@ -5,13 +5,12 @@ before, a map must equal the plain per-bucket map summed into the same columns."
 from __future__ import annotations
 
 import random
-import time
-import types
 
 import pytest
 
-from engine import Producer, TopicPartition, errors
-from engine.ops import heat as heat_module
+from engine import Cluster, Producer, TopicPartition, errors
+from engine.clock import FakeClock
+from engine.clock import now_ms as clock_now_ms
 from engine.storage.volume import HEAT_BUCKET_S
 
 STREAM = "/hot"
@@ -19,14 +18,16 @@ BUCKET_MS = HEAT_BUCKET_S * 1000
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    """engine.ops.heat's wall clock, frozen at a bucket's middle until a test moves it."""
-    now = {"ms": (time.time_ns() // 1_000_000 // BUCKET_MS) * BUCKET_MS + BUCKET_MS // 2}
-    fake = types.SimpleNamespace(
-        time_ns=lambda: now["ms"] * 1_000_000, monotonic=time.monotonic, time=time.time
-    )
-    monkeypatch.setattr(heat_module, "time", fake)
-    return now
+def clock():
+    """The clusters' clock, frozen at a bucket's middle until a test moves it."""
+    return FakeClock(now_ms=(clock_now_ms() // BUCKET_MS) * BUCKET_MS + BUCKET_MS // 2)
+
+
+@pytest.fixture
+def cluster(cluster_path, clock):
+    """A fresh cluster on the test's clock."""
+    with Cluster.open(cluster_path, name="test", clock=clock) as c:
+        yield c
 
 
 @pytest.fixture
@@ -110,7 +111,7 @@ def check_same(cluster, window_s: int, columns: int) -> None:
 
 
 def test_columns_sum_the_buckets_of_the_plain_map(warm, clock):
-    now_bucket = clock["ms"] // BUCKET_MS
+    now_bucket = clock.now_ms() // BUCKET_MS
     seed(warm, now_bucket - 400, now_bucket, random.Random(1))
     for window_s, columns in ((3600, 60), (900, 45), (300, 30), (3600, 7), (600, 600)):
         check_same(warm, window_s, columns)
@@ -119,32 +120,32 @@ def test_columns_sum_the_buckets_of_the_plain_map(warm, clock):
 def test_columns_that_do_not_divide_the_window_at_every_bucket(warm, clock):
     # 7 columns of an hour are 7 x 52 buckets: as the clock crosses a column, the span is
     # sometimes longer than the hour; the map must still be its buckets, summed
-    now_bucket = clock["ms"] // BUCKET_MS
+    now_bucket = clock.now_ms() // BUCKET_MS
     seed(warm, now_bucket - 420, now_bucket + 60, random.Random(5))
     for _ in range(55):
         check_same(warm, 3600, 7)
-        clock["ms"] += BUCKET_MS
+        clock.advance(ms=BUCKET_MS)
 
 
 def test_the_cache_follows_the_clock_and_new_heat(warm, clock):
     rng = random.Random(2)
-    now_bucket = clock["ms"] // BUCKET_MS
+    now_bucket = clock.now_ms() // BUCKET_MS
     seed(warm, now_bucket - 400, now_bucket, rng)
     check_same(warm, 3600, 60)  # fills the cache
     for step in (1, 2, 5, 7, 13, 6, 1):
         # time moves on; the buckets since get heat, and so does the open one
-        before = clock["ms"] // BUCKET_MS
-        clock["ms"] += step * BUCKET_MS
-        seed(warm, before + 1, clock["ms"] // BUCKET_MS, rng)
+        before = clock.now_ms() // BUCKET_MS
+        clock.advance(ms=step * BUCKET_MS)
+        seed(warm, before + 1, clock.now_ms() // BUCKET_MS, rng)
         check_same(warm, 3600, 60)
     # a pause longer than the window: the cache starts over
-    clock["ms"] += 2 * 3600 * 1000
-    seed(warm, clock["ms"] // BUCKET_MS - 50, clock["ms"] // BUCKET_MS, rng)
+    clock.advance(ms=2 * 3600 * 1000)
+    seed(warm, clock.now_ms() // BUCKET_MS - 50, clock.now_ms() // BUCKET_MS, rng)
     check_same(warm, 3600, 60)
 
 
 def test_the_hottest_partitions_and_an_included_one(warm, clock):
-    now_bucket = clock["ms"] // BUCKET_MS
+    now_bucket = clock.now_ms() // BUCKET_MS
     seed(warm, now_bucket - 360, now_bucket, random.Random(3))
     check_same(warm, 3600, 60)
     every = warm.heat(3600, columns=60)
@@ -165,12 +166,12 @@ def test_the_hottest_partitions_and_an_included_one(warm, clock):
 
 
 def test_a_deleted_topic_leaves_the_map(warm, clock):
-    now_bucket = clock["ms"] // BUCKET_MS
+    now_bucket = clock.now_ms() // BUCKET_MS
     seed(warm, now_bucket - 100, now_bucket, random.Random(4))
     first = warm.heat(3600, columns=60)
     assert TopicPartition(f"{STREAM}:t1", 0) in first.partitions
     warm.delete_topic(f"{STREAM}:t1")
-    clock["ms"] += BUCKET_MS
+    clock.advance(ms=BUCKET_MS)
     after = warm.heat(3600, columns=60)
     assert not any(tp.topic == f"{STREAM}:t1" for tp in after.partitions)
     assert not any(tp.topic == f"{STREAM}:t1" for tp in after.partition_series)
@@ -201,13 +202,13 @@ def check_hottest(cluster, top: int) -> None:
 
 def test_the_hottest_follow_the_clock_new_and_deleted_topics(warm, clock):
     rng = random.Random(6)
-    now_bucket = clock["ms"] // BUCKET_MS
+    now_bucket = clock.now_ms() // BUCKET_MS
     seed(warm, now_bucket - 400, now_bucket, rng)
     check_hottest(warm, 4)
     for step in (1, 3, 7, 2, 30):
-        before = clock["ms"] // BUCKET_MS
-        clock["ms"] += step * BUCKET_MS
-        seed(warm, before + 1, clock["ms"] // BUCKET_MS, rng)
+        before = clock.now_ms() // BUCKET_MS
+        clock.advance(ms=step * BUCKET_MS)
+        seed(warm, before + 1, clock.now_ms() // BUCKET_MS, rng)
         check_hottest(warm, 4)
     warm.delete_topic(f"{STREAM}:t2")  # its partitionlets leave their volumes
     check_hottest(warm, 4)
@@ -216,24 +217,25 @@ def test_the_hottest_follow_the_clock_new_and_deleted_topics(warm, clock):
     for p in range(2):
         producer.send(f"{STREAM}:new", b"x", partition=p)
     producer.close()
-    now_bucket = clock["ms"] // BUCKET_MS
+    now_bucket = clock.now_ms() // BUCKET_MS
     seed(warm, now_bucket - 5, now_bucket, rng)  # heat for the new ones, more for the rest
     check_hottest(warm, 4)
     assert any(tp.topic == f"{STREAM}:new" for tp in warm.heat(3600, columns=60).partitions)
 
 
 def test_the_hottest_follow_a_partitionlet_that_moves(cluster_path, clock):
-    from engine import Cluster
     from engine.ops import balance
 
-    with Cluster.open(cluster_path, name="moves", partitionlet_bytes=4096, volumes=3) as c:
+    with Cluster.open(
+        cluster_path, name="moves", partitionlet_bytes=4096, volumes=3, clock=clock
+    ) as c:
         c.create_stream(STREAM, ttl=0)
         c.create_topic(f"{STREAM}:m", partitions=2)
         producer = Producer(c, acks=1)
         for n in range(400):  # several partitionlets a partition
             producer.send(f"{STREAM}:m", b"v" * 40, partition=n % 2)
         producer.close()
-        now_bucket = clock["ms"] // BUCKET_MS
+        now_bucket = clock.now_ms() // BUCKET_MS
         seed(c, now_bucket - 300, now_bucket, random.Random(7))
         check_hottest(c, 1)
         sealed = [pl for pl in c.partitionlets() if not pl.active]
@@ -242,7 +244,7 @@ def test_the_hottest_follow_a_partitionlet_that_moves(cluster_path, clock):
         away = next(v for v in c.open_volumes() if v != pl.volume)
         assert balance.move(c, pl.id, away).to_volume == away
         check_hottest(c, 1)  # its heat stayed with the volume it left
-        clock["ms"] += 3 * BUCKET_MS
-        seed(c, now_bucket + 1, clock["ms"] // BUCKET_MS, random.Random(8))
+        clock.advance(ms=3 * BUCKET_MS)
+        seed(c, now_bucket + 1, clock.now_ms() // BUCKET_MS, random.Random(8))
         check_same(c, 3600, 60)
         check_hottest(c, 1)

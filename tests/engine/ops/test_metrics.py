@@ -8,6 +8,7 @@ import time
 import pytest
 
 from engine import Cluster, Consumer, Producer, Replicator
+from engine.clock import FakeClock, now_ms
 from engine.errors import InvalidArgument
 from engine.ops import metrics
 from engine.ops.maintenance import Maintenance
@@ -24,19 +25,34 @@ def _send(cluster: Cluster, topic: str, count: int, size: int = 10) -> None:
     producer.close()
 
 
-def _later(minutes: int) -> int:
-    """A moment `minutes` from now: the minutes written now are complete by then."""
-    return time.time_ns() // 1_000_000 + minutes * MINUTE
+@pytest.fixture
+def clock() -> FakeClock:
+    """The clusters' clock: a test moves it on to complete the minutes it wrote in."""
+    return FakeClock(now_ms=now_ms())
 
 
-def test_throughput_minutes_come_from_the_heat_per_cluster_stream_and_topic(cluster):
+@pytest.fixture
+def cluster(cluster_path, clock):
+    """A fresh cluster on the test's clock."""
+    with Cluster.open(cluster_path, name="test", clock=clock) as c:
+        yield c
+
+
+def _later(clock: FakeClock, minutes: int) -> int:
+    """Move the clock `minutes` on (the minutes written before are complete by then) and
+    say when that is."""
+    clock.advance(minutes * 60)
+    return clock.now_ms()
+
+
+def test_throughput_minutes_come_from_the_heat_per_cluster_stream_and_topic(cluster, clock):
     cluster.create_stream("/a")
     cluster.create_stream("/b")
     cluster.create_topic("/a:one", partitions=2)
     cluster.create_topic("/b:two")
     _send(cluster, "/a:one", 120, size=10)
     _send(cluster, "/b:two", 60, size=20)
-    now = _later(2)
+    now = _later(clock, 2)
     report = metrics.record(cluster, now_ms=now)
     assert report.minutes == 1440  # a first record catches up on the day of heat
 
@@ -64,7 +80,7 @@ def test_throughput_minutes_come_from_the_heat_per_cluster_stream_and_topic(clus
     assert cluster.busiest("topic", window_s=3600)[0][0] == "/a:one"
 
 
-def test_reads_count_and_hours_sum_minutes_and_keep_the_highest_gauge(cluster):
+def test_reads_count_and_hours_sum_minutes_and_keep_the_highest_gauge(cluster, clock):
     cluster.create_stream("/s")
     cluster.create_topic("/s:t")
     _send(cluster, "/s:t", 50)
@@ -73,7 +89,7 @@ def test_reads_count_and_hours_sum_minutes_and_keep_the_highest_gauge(cluster):
     while got < 50:
         got += sum(len(r) for r in reader.poll(1000).values())
     reader.close()  # closing flushes the read heat and commits the offsets
-    now = _later(2)
+    now = _later(clock, 2)
     metrics.record(cluster, now_ms=now)
     day = metrics.series(cluster, "cluster", "", "read_messages", 7 * 86400, now_ms=now)
     assert day.resolution_s == 3600
@@ -88,13 +104,13 @@ def test_reads_count_and_hours_sum_minutes_and_keep_the_highest_gauge(cluster):
     assert hours.peak == 30
 
 
-def test_the_history_is_bounded_in_series_and_age(cluster, monkeypatch):
+def test_the_history_is_bounded_in_series_and_age(cluster, clock, monkeypatch):
     monkeypatch.setattr(metrics, "TOP_TOPICS", 2)
     cluster.create_stream("/s")
     for name, count in (("busy", 30), ("mid", 20), ("quiet", 10)):
         cluster.create_topic(f"/s:{name}")
         _send(cluster, f"/s:{name}", count)
-    now = _later(2)
+    now = _later(clock, 2)
     metrics.record(cluster, now_ms=now)
     assert [n for n, _ in cluster.busiest("topic", limit=5)] == ["/s:busy", "/s:mid"]
     quiet = metrics.series(cluster, "topic", "/s:quiet", "write_messages", 3600, now_ms=now)
@@ -108,13 +124,13 @@ def test_the_history_is_bounded_in_series_and_age(cluster, monkeypatch):
     assert sum(v * 3600 for _, v in hours.recorded) == pytest.approx(60)
 
 
-def test_replication_throughput_is_steady_over_a_window_and_lag_has_a_history(tmp_path):
-    with Cluster.open(tmp_path / "a") as a, Cluster.open(tmp_path / "b") as b:
+def test_replication_throughput_is_steady_over_a_window_and_lag_has_a_history(tmp_path, clock):
+    with Cluster.open(tmp_path / "a", clock=clock) as a, Cluster.open(tmp_path / "b") as b:
         a.create_stream("/r")
         a.create_topic("/r:t")
         a.add_replica("/r", tmp_path / "b", paused=True)
         _send(a, "/r:t", 90)
-        now = time.time_ns() // 1_000_000
+        now = clock.now_ms()
         metrics.record(a, now_ms=now)
         name = metrics.replica_name("/r", str(tmp_path / "b"))
         lag = metrics.series(a, "replica", name, "lag_messages", 3600, now_ms=now)

@@ -13,15 +13,12 @@ from pathlib import Path
 import pytest
 
 from engine import Cluster, Consumer, Producer, TopicPartition
+from engine.clock import FakeClock, now_ms
 from engine.ops.maintenance import Maintenance
 from engine.ops.retention import RetentionReport, TopicRetention
 
 T = "/r:t"
 HOUR_MS = 3_600_000
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def drain(consumer, timeout_ms: int = 50) -> list:
@@ -53,7 +50,8 @@ def partition(cluster, topic=T):
 
 
 def test_ttl_log_append_time_hides_at_once_then_drops_and_offsets_go_on(cluster_path):
-    with Cluster.open(cluster_path, partitionlet_bytes=300) as cluster:
+    clock = FakeClock(now_ms=now_ms())
+    with Cluster.open(cluster_path, partitionlet_bytes=300, clock=clock) as cluster:
         cluster.create_stream("/r", ttl=1, timestamp_type="log_append")
         cluster.create_topic(T, partitions=1)
         producer = Producer(cluster, acks=1)
@@ -62,7 +60,7 @@ def test_ttl_log_append_time_hides_at_once_then_drops_and_offsets_go_on(cluster_
             producer,
             T,
             [b"%03d" % i + b"x" * 60 for i in range(22)],
-            timestamp_ms=now_ms() + 24 * HOUR_MS,
+            timestamp_ms=clock.now_ms() + 24 * HOUR_MS,
         )
         assert [m.offset for m in metas] == list(range(22))
         consumer = reader(cluster)
@@ -70,7 +68,8 @@ def test_ttl_log_append_time_hides_at_once_then_drops_and_offsets_go_on(cluster_
         before = cluster.partitionlets(T)
         assert len(before) >= 4 and before[-1].active and before[-1].messages > 0
 
-        time.sleep(max(0, max(m.timestamp for m in metas) + 1000 + 20 - now_ms()) / 1000)
+        assert {m.timestamp for m in metas} == {clock.now_ms()}  # the clock stood still
+        clock.advance(1.001)  # the ttl of 1 s, and a millisecond
         late = reader(cluster)
         assert drain(late) == []  # expired: hidden at once, before any retention pass
         consumer.seek(TopicPartition(T, 0), 0)

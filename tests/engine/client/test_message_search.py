@@ -1,4 +1,4 @@
-"""Message search (engine.client.search): JMESPath queries over key, value, headers,
+"""Message search (engine.client.message_search): JMESPath queries over key, value, headers,
 timestamp and offset, run to the end of a range in a thread with progress and cancel, on a
 real cluster."""
 
@@ -10,9 +10,9 @@ import time
 import pytest
 
 from engine import Principal, Producer, errors
-from engine.client import search as s
+from engine.client import message_search
 from engine.client.browse import BadQuery, Seek
-from engine.client.search import BadSearch, compile_query
+from engine.client.message_search import BadSearch, compile_query
 
 TOPIC = "/q/s:t"
 T0 = 1_700_000_000_000
@@ -47,8 +47,8 @@ def topic(cluster):
     return TOPIC
 
 
-def run(cluster, query: str, **kwargs) -> tuple[list[int], s.Progress]:
-    job = s.search(cluster, TOPIC, query, **kwargs)
+def run(cluster, query: str, **kwargs) -> tuple[list[int], message_search.Progress]:
+    job = message_search.search(cluster, TOPIC, query, **kwargs)
     assert job.wait(30)
     return sorted(int(r.key[1:]) for r in job.results()), job.progress
 
@@ -134,7 +134,7 @@ def test_unknown_function_arity_and_bad_pattern_are_refused_before_searching(clu
         ("re2_match(key, 'x(')", "not an RE2 pattern"),
     ]:
         with pytest.raises(BadSearch, match=r".*") as caught:
-            s.search(cluster, TOPIC, query)
+            message_search.search(cluster, TOPIC, query)
         assert says in caught.value.fields["query"]
 
 
@@ -157,7 +157,7 @@ def test_range_bounds_and_partitions(cluster, topic):
     found, _ = run(cluster, "key", start=Seek.time(T0 + 50_000), end=Seek.time(T0 + 53_000))
     assert found == [50, 51, 52]
     with pytest.raises(BadQuery):
-        s.search(cluster, TOPIC, "key", partitions=[5])
+        message_search.search(cluster, TOPIC, "key", partitions=[5])
 
 
 def test_matches_kept_are_bounded_and_more_are_counted(cluster, topic):
@@ -168,9 +168,9 @@ def test_matches_kept_are_bounded_and_more_are_counted(cluster, topic):
 
 
 def test_progress_counts_as_it_goes_and_cancel_stops(cluster, topic, monkeypatch):
-    monkeypatch.setattr(s, "CHUNK", 10)
+    monkeypatch.setattr(message_search, "CHUNK", 10)
     # 10 messages a second: the search cannot reach the end before it is cancelled
-    job = s.search(cluster, TOPIC, "value.user.id >= `0`", max_rate=10)
+    job = message_search.search(cluster, TOPIC, "value.user.id >= `0`", max_rate=10)
     deadline = time.monotonic() + 30
     while job.progress.scanned < 20 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -185,7 +185,7 @@ def test_progress_counts_as_it_goes_and_cancel_stops(cluster, topic, monkeypatch
 
 
 def test_scan_limit_stops_the_search(cluster, topic, monkeypatch):
-    monkeypatch.setattr(s, "CHUNK", 10)
+    monkeypatch.setattr(message_search, "CHUNK", 10)
     _, progress = run(cluster, "key", max_scanned=20)
     assert progress.state == "stopped" and progress.scanned == 20
 
@@ -193,7 +193,7 @@ def test_scan_limit_stops_the_search(cluster, topic, monkeypatch):
 def test_permission_is_checked_before_the_search_starts(cluster, topic):
     stranger = Principal("mallory")
     with pytest.raises(errors.AccessDenied):
-        s.search(cluster, TOPIC, "key", principal=stranger)
+        message_search.search(cluster, TOPIC, "key", principal=stranger)
 
 
 def test_wire_format_values_are_searched_decoded(cluster):
@@ -217,13 +217,13 @@ def test_wire_format_values_are_searched_decoded(cluster):
                 key=unit.encode(),
                 value=b"\x00" + registered.id.to_bytes(4, "big") + buf.getvalue(),
             )
-    found = s.search(cluster, TOPIC, "value.unit == 'F'")
+    found = message_search.search(cluster, TOPIC, "value.unit == 'F'")
     assert found.wait(30)
     assert [r.key for r in found.results()] == [b"F"]
 
 
 def test_jobs_are_bounded_per_owner(cluster, topic):
-    jobs = s.SearchJobs(per_owner=2)
+    jobs = message_search.SearchJobs(per_owner=2)
     first = jobs.start("ann", cluster, TOPIC, "key", max_rate=1)
     second = jobs.start("ann", cluster, TOPIC, "key", max_rate=1)
     third = jobs.start("ann", cluster, TOPIC, "key", max_rate=1)

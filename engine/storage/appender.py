@@ -1,0 +1,179 @@
+"""The appender: appending batches to the active partitionlets, and rolling them.
+
+A partition is a chain of partitionlets; only the last (active) one takes appends. Its next
+offset lives in the volume row of that partitionlet and moves only in the transaction that
+appends there (engine.storage.volume), so offsets are unique whichever process writes. When a
+volume seals an active partitionlet (by size or age), the writer that notices asks the
+catalog for a successor starting at the sealed end offset, on the volume that `Placement`
+(engine.storage.placement) chooses; if another writer got there first, the catalog returns
+that one instead.
+
+Compression happens here, once for every writer that appends through an `Appender`: each
+batch's body is compressed by its stream's `compression` policy (engine.storage.batch)
+before it reaches the volume. Batches copied by replication keep the codec they have at
+their source (they are stored as they are there), and compaction keeps each rewritten
+batch's codec (engine.storage.volume), so a policy change affects new batches only.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+from engine.errors import PartitionletError, StorageError, UnknownStream, UnknownTopic
+from engine.storage import batch as batch_codec
+from engine.storage.catalog import Catalog, PartitionletRow
+from engine.storage.placement import Placement
+from engine.storage.volume import BatchWrite, Volume
+
+MAX_ROLL_RETRIES = 8
+
+
+class Appender:
+    """Appends batches to the active partitionlets of many partitions, one transaction per
+    volume, rolling a partitionlet when it holds `roll_bytes` or is `roll_ms` old (the
+    volume decides, in the transaction of the append). Caches where each partition's
+    active partitionlet lives, so it must forget when topics or policies change. One per
+    writing thread (a producer's sender, a replicated apply); not thread-safe."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        volumes: Mapping[int, Volume],
+        placement: Placement,
+        *,
+        roll_bytes: int,
+        roll_ms: int,
+    ) -> None:
+        self._catalog = catalog
+        self._volumes = volumes
+        self._placement = placement
+        self.roll_bytes = roll_bytes
+        self.roll_ms = roll_ms
+        self._active: dict[tuple[int, int], PartitionletRow] = {}
+        self._codecs: dict[int, str] = {}  # stream id -> its `compression` policy
+
+    def forget(self) -> None:
+        """Drop cached metadata (topics were deleted or changed, or policies)."""
+        self._active.clear()
+        self._codecs.clear()
+
+    def codec(self, stream_id: int) -> str:
+        """The `compression` policy of a stream ("none" for a stream gone, or one whose
+        catalog predates the policy or holds a bad value: plain batches are always read)."""
+        codec = self._codecs.get(stream_id)
+        if codec is None:
+            try:
+                codec = self._catalog.stream_by_id(stream_id).policies.get("compression", "none")
+            except UnknownStream:
+                codec = "none"
+            if codec not in batch_codec.CODECS:
+                codec = "none"
+            self._codecs[stream_id] = codec
+        return codec
+
+    def write(self, writes: list[BatchWrite], *, sync: bool) -> None:
+        """Append every batch (in list order within a partition); sets `offset` or `error`.
+
+        A failure on one volume fails only the batches bound for that volume.
+        """
+        for w in writes:
+            codec = self.codec(w.stream_id)
+            if codec != "none":
+                w.payload = batch_codec.compress(w.payload, codec)
+        pending = writes
+        for _ in range(MAX_ROLL_RETRIES):
+            self._load_active(
+                {w.key for w in pending if w.key not in self._active},
+                {w.key for w in pending if w.new_topic},
+            )
+            by_volume: dict[int, list[BatchWrite]] = defaultdict(list)
+            for w in pending:
+                pl = self._active.get(w.key)
+                if pl is None:
+                    w.error = UnknownTopic(
+                        f"topic #{w.topic_id} partition {w.partition} no longer exists "
+                        "(deleted while writing)"
+                    )
+                    continue
+                w.pl_id = pl.id
+                w.pl_base_offset = pl.base_offset
+                by_volume[pl.volume_id].append(w)
+            retry: list[BatchWrite] = []
+            sealed: dict[tuple[int, int], tuple[int, int, int]] = {}
+            for volume_id, batch_writes in by_volume.items():
+                try:
+                    self._volumes[volume_id].append(
+                        batch_writes, sync=sync, roll_bytes=self.roll_bytes, roll_ms=self.roll_ms
+                    )
+                except PartitionletError as exc:
+                    for w in batch_writes:
+                        w.error = exc
+                    continue
+                for w in batch_writes:
+                    if w.offset is None:
+                        retry.append(w)
+                    if w.sealed_at is not None:
+                        sealed[w.key] = (w.pl_id, w.sealed_at, volume_id)
+            if sealed:
+                self._roll(sealed)
+            if not retry:
+                return
+            pending = retry
+        for w in pending:
+            w.error = StorageError(
+                f"partition {w.partition} of topic #{w.topic_id} kept rolling under this "
+                f"writer ({MAX_ROLL_RETRIES} tries); try again"
+            )
+
+    def _load_active(self, keys: set[tuple[int, int]], new: set[tuple[int, int]]) -> None:
+        """Learn (or make) the active partitionlet of each key; `new` are partitions of
+        topics this writer has just created, which cannot have one yet."""
+        if not keys:
+            return
+        catalog = self._catalog
+        found = catalog.active_partitionlets(sorted(keys - new)) if keys - new else {}
+        missing = sorted(k for k in keys if k not in found)
+        if missing:
+            volumes = self._placement.choose_many(len(missing))
+            found.update(
+                catalog.add_first_partitionlets(
+                    [(tid, part, vid) for (tid, part), vid in zip(missing, volumes, strict=True)]
+                )
+            )
+        self._active.update(found)
+
+    def _roll(self, sealed: dict[tuple[int, int], tuple[int, int, int]]) -> None:
+        """Give each sealed partitionlet its successor (or learn the one another made)."""
+        catalog = self._catalog
+        volumes = self._placement.choose_many(len(sealed))
+        wanted: list[tuple[int, int, int, int, int | None]] = [
+            (tid, part, vid, end, pl_id)
+            for ((tid, part), (pl_id, end, _)), vid in zip(
+                sorted(sealed.items()), volumes, strict=True
+            )
+        ]
+        for key in sealed:
+            self._active.pop(key, None)
+        self._active.update(catalog.add_partitionlets(wanted))
+        for pl_id, _, volume_id in sealed.values():
+            state = self._volumes[volume_id].state(pl_id)
+            if state is not None:  # statistics for listings that read no volume
+                catalog.record_sealed_stats(pl_id, state.bytes, state.first_ts, state.max_ts)
+
+    # --- for a writer that appends through the volume itself (replicated apply) -------------
+
+    def active(self, key: tuple[int, int]) -> PartitionletRow | None:
+        """The active partitionlet of (topic id, partition), learnt (or made) when not
+        known yet; None when the partition no longer exists."""
+        if key not in self._active:
+            self._load_active({key}, set())
+        return self._active.get(key)
+
+    def sealed(self, key: tuple[int, int], pl_id: int, end: int, volume_id: int) -> None:
+        """The volume sealed `pl_id` (of `key`) at offset `end`: give it its successor."""
+        self._roll({key: (pl_id, end, volume_id)})
+
+    def stale(self, key: tuple[int, int]) -> None:
+        """Forget where `key`'s active partitionlet is (another writer rolled it)."""
+        self._active.pop(key, None)
