@@ -107,13 +107,13 @@ class GroupAccess:
     def _rules(self, group_id: str) -> dict[str, tuple[str, str]]:
         """perm -> (ACE, source) of the rules that apply to `group_id`."""
         exact: dict[str, tuple[str, str]] = {}
-        longest: dict[str, tuple[str, str]] = {}
+        longest: dict[str, tuple[str, str]] = {}  # perm -> (ACE, prefix)
         for pattern, prefix, perm, ace in self._store.perm_rules(group_id):
             if not prefix:
                 exact[perm] = (ace, "group")
-            elif perm not in longest or len(pattern) > len(longest[perm][1]) - len("prefix "):
-                longest[perm] = (ace, f"prefix {pattern}")
-        return {**longest, **exact}
+            elif perm not in longest or len(pattern) > len(longest[perm][1]):
+                longest[perm] = (ace, pattern)
+        return {**{p: (ace, f"prefix {x}") for p, (ace, x) in longest.items()}, **exact}
 
     def permissions(self, group_id: str) -> GroupPermissions:
         rules = self._rules(group_id)

@@ -10,6 +10,11 @@ members and their protocol metadata and computes the assignment with its own cli
 assignor (range, roundrobin, sticky, cooperative-sticky: the coordinator never reads the
 metadata); SyncGroup hands each member its part.
 
+Each member id belongs to the user that joined with it (with SASL, the logged-in user):
+another user's SyncGroup, Heartbeat, LeaveGroup or OffsetCommit with it is answered
+UNKNOWN_MEMBER_ID, as for an id that does not exist. The group's own permissions
+(engine.groups.perms) are checked by the handlers, before the coordinator is asked.
+
 JoinGroup and SyncGroup block their worker thread until the rebalance is done, as Kafka
 holds the request open. The state machine lives in memory: a restarted listener answers the
 old members UNKNOWN_MEMBER_ID and they join again. Committed offsets are the engine's.

@@ -5,6 +5,11 @@ engine's (handlers/offsets.py), and the coordinator publishes the members with t
 partitions into the engine (`Cluster.publish_group`), so `cluster.groups()` sees a wire
 group with its members and lag, in any process.
 
+Each request checks the group's permissions (engine.groups.perms, docs/WIRE.md "Group
+permissions") as the connection's user: JoinGroup join_perm (creating the group for the
+user when it has none), DescribeGroups describe_perm, DeleteGroups delete_perm, each refused
+with GROUP_AUTHORIZATION_FAILED; ListGroups lists what the user may describe.
+
 Version ranges: what kafka-python 3.0.12 (JoinGroup 7, SyncGroup 5, Heartbeat 4, LeaveGroup
 5, ListGroups 5, DescribeGroups 5), confluent-kafka 2.16.1 and aiokafka 0.14 negotiate;
 flexible versions (JoinGroup 6+, SyncGroup 4+, Heartbeat 4, LeaveGroup 4+, ListGroups 3+,
