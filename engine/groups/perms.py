@@ -35,6 +35,7 @@ from engine.auth import acl
 from engine.auth.principal import Principal
 from engine.errors import (
     AccessDenied,
+    GroupAccessDenied,
     InvalidArgument,
     InvalidName,
     InvalidPolicy,
@@ -144,7 +145,7 @@ class GroupAccess:
     def check(self, group_id: str, perm: str, what: str | None = None) -> None:
         """Raise AccessDenied unless the principal passes `perm` of the group."""
         if not self.allows(group_id, perm):
-            raise AccessDenied(
+            raise GroupAccessDenied(
                 f"user {self.principal.user!r} may not {what or _VERBS[perm]} consumer group "
                 f"{group_id!r} ({perm}: see `plet group perm show {group_id}`)"
             )
@@ -198,14 +199,14 @@ class GroupAccess:
             if not has and not any(self.may_consume(t) for t in ids):
                 if not ids and not claim:
                     return
-                raise AccessDenied(
+                raise GroupAccessDenied(
                     f"user {self.principal.user!r} may not create consumer group "
                     f"{group_id!r}: creating a group needs the consume permission of one "
                     "of its topics"
                 )
             limit = self.limit()
             if store.created_by(self.principal.user) >= limit:
-                raise AccessDenied(
+                raise GroupAccessDenied(
                     f"user {self.principal.user!r} may not create consumer group "
                     f"{group_id!r}: they created {limit:,} groups, the limit "
                     f"({LIMIT_SETTING}); delete some first"
@@ -239,7 +240,7 @@ class GroupAccess:
             checked[perm] = str(acl.parse(ace, perm)) if ace else None
         if not self.admin:
             if prefix:
-                raise AccessDenied(
+                raise GroupAccessDenied(
                     f"user {self.principal.user!r} may not set the permissions of group ids "
                     "by prefix: an administrator's"
                 )
@@ -247,7 +248,7 @@ class GroupAccess:
             if creator is None and pattern not in self._store.group_ids():
                 raise UnknownGroup(f"consumer group {pattern!r} does not exist")
             if creator != self.principal.user:
-                raise AccessDenied(
+                raise GroupAccessDenied(
                     f"user {self.principal.user!r} may not set the permissions of consumer "
                     f"group {pattern!r}: its creator's ({creator!r}) or an administrator's"
                 )
@@ -261,7 +262,7 @@ class GroupAccess:
 
     def set_limit(self, limit: int) -> None:
         if not self.admin:
-            raise AccessDenied(
+            raise GroupAccessDenied(
                 f"user {self.principal.user!r} may not change {LIMIT_SETTING}: an administrator's"
             )
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:

@@ -214,3 +214,14 @@ def test_an_older_catalog_gets_the_tables_when_opened(tmp_path):
         consumer.commit({TopicPartition("/s:t", 0): 0})
         consumer.close()
         assert cluster.group_permissions("g").creator == cluster.principal.user
+
+
+def test_the_facade_and_the_wire_codes_name_a_group_refusal(setup):
+    from engine.kafka.errors import GroupAuthorizationFailedError, translate
+    from engine.wire import codes
+
+    commit(setup, ALICE, "dash", 4)
+    with pytest.raises(errors.GroupAccessDenied) as refused:
+        commit(setup, BOB, "dash", 0)
+    assert isinstance(translate(refused.value), GroupAuthorizationFailedError)
+    assert codes.of(refused.value) == codes.GROUP_AUTHORIZATION_FAILED
