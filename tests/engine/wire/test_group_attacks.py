@@ -361,3 +361,37 @@ def test_an_owners_group_works_end_to_end(server):
         assert "alice-e2e" not in {g.group_id for g in cluster.groups()}
     finally:
         admin.close()
+
+
+def test_a_confluent_consumer_creates_and_commits_its_own_group(server):
+    """librdkafka's subscription metadata names its topics too: the group becomes its
+    user's on the first JoinGroup."""
+    from confluent_kafka import Consumer as CKConsumer
+
+    cluster, listener = server
+    consumer = CKConsumer(
+        {
+            "bootstrap.servers": "{}:{}".format(*listener.address),
+            "group.id": "alice-ck",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": USERS["alice"],
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe(["e2e"])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 10 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got += 1
+        assert got == 10
+        consumer.commit(asynchronous=False)
+        assert cluster.group_permissions("alice-ck").creator == "alice"
+        assert committed(cluster, "alice-ck") == {0: 10}
+    finally:
+        consumer.close()
