@@ -429,8 +429,16 @@ class Consumer:
 
     # --- positions ------------------------------------------------------------------------
 
+    def _check_fetch(self) -> None:
+        """Reading the group's committed offsets is a member's right: join_perm (checked
+        once per consumer)."""
+        if self.group_id is not None and "fetch" not in self._group_checked:
+            GroupAccess(self._cluster, self.principal).check(self.group_id, "join_perm")
+            self._group_checked.add("fetch")
+
     def _reset_position(self, tp: TopicPartition, state: _Assigned) -> int:
         if self.group_id is not None:
+            self._check_fetch()
             committed = self._cluster.catalog.groups.committed(
                 self.group_id, state.meta.topic_id, tp.partition
             )
@@ -559,9 +567,7 @@ class Consumer:
         if self.group_id is None:
             return None
         tp = self._check_tp(partition)
-        if "fetch" not in self._group_checked:  # fetching offsets is a member's: join_perm
-            GroupAccess(self._cluster, self.principal).check(self.group_id, "join_perm")
-            self._group_checked.add("fetch")
+        self._check_fetch()
         row = self._cluster.catalog.groups.committed(
             self.group_id, self._topic_meta(tp.topic).topic_id, tp.partition
         )

@@ -69,6 +69,14 @@ def test_the_first_committer_creates_the_group_and_holds_every_permission(setup)
         bob.delete_group("dash")
     with pytest.raises(errors.AccessDenied):
         Consumer(bob, "/a:t", group_id="dash").poll(timeout_ms=10)
+    # nor read its offsets: neither asked for, nor to start from
+    reader = Consumer(bob, group_id="dash", enable_auto_commit=False)
+    reader.assign([TopicPartition("/a:t", 0)])
+    with pytest.raises(errors.GroupAccessDenied):
+        reader.committed(TopicPartition("/a:t", 0))
+    with pytest.raises(errors.GroupAccessDenied):
+        reader.poll(timeout_ms=10)
+    reader.close()
     # administrators always
     root = setup.as_principal(ADMIN)
     assert root.group("dash").partitions[0].committed == 4
