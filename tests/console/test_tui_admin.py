@@ -113,7 +113,7 @@ async def test_reset_a_group_to_earliest_then_to_an_offset(demo, make_app, until
         dialog.query_one("#reset-to", Select).value = "offset"
         dialog.query_one("#reset-value", Input).value = "not a number"
         await pilot.click("#reset-apply")
-        assert "an offset is a number" in _text(dialog, "#reset-error")
+        assert "an offset is a whole number" in _text(dialog, "#reset-error")
         dialog.query_one("#reset-value", Input).value = "30"
         await pilot.pause(0.3)
         await pilot.click("#reset-apply")
@@ -213,4 +213,4 @@ async def test_heat_map_draws_the_hottest_partitions(demo, make_app, until):
         labels = [label for label, _ in app.query_one("#heat-map", HeatMapWidget).data.rows]
         assert labels == [f"volume {v.id}" for v in demo.volumes()]
         rendered = str(app.query_one("#heat-map", HeatMapWidget).render())
-        assert "scale idle" in rendered and "-5m" in rendered
+        assert "scale idle" in rendered and "-5 min" in rendered

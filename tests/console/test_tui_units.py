@@ -10,7 +10,6 @@ import pytest
 from console import browse, values
 from console.replication_graph import Edge, find_cycles
 from console.screens.replay_start import collect
-from console.screens.reset_offsets import parse_target
 from console.widgets.heat_map import SCALE, shade
 from engine import ConsumerRecord, Producer
 from engine.errors import InvalidArgument
@@ -97,11 +96,7 @@ def test_dialog_parsers():
     assert parse_headers("a=1\n b = x=y \n\n") == [("a", b"1"), ("b", b"x=y")]
     with pytest.raises(InvalidArgument):
         parse_headers("a")
-    assert parse_target("earliest", "") == "earliest"
-    assert parse_target("offset", " 7 ") == 7
-    assert parse_target("time", "2024-05-01T12:00:00") == datetime(2024, 5, 1, 12, tzinfo=UTC)
-    with pytest.raises(InvalidArgument):
-        parse_target("offset", "-1")
+    # the reset dialog's target is engine.groups.grammar's (tests/engine/groups)
     raw = {"source": "/s:t", "target": "/s:u", "from_offset": "5", "window": "1 minute"}
     assert collect("copy", raw) == {"source": "/s:t", "target": "/s:u", "from_offset": 5}
     with pytest.raises(InvalidArgument):
