@@ -21,7 +21,8 @@ its topics, and a principal creates at most `DEFAULT_LIMIT` groups (the catalog 
 
 A group from before creators were recorded (or copied from another cluster) has no creator:
 until someone claims it, its default ACEs let through whoever may consume every topic it
-has committed offsets in, and the first of them to join or commit becomes its creator.
+has committed offsets in, and the first of them to join or commit becomes its creator (an
+administrator's join, commit or reset does not claim it: it stays its consumers').
 """
 
 from __future__ import annotations
@@ -194,6 +195,8 @@ class GroupAccess:
         if store.creator(group_id) is not None:
             return
         ids = list(topic_ids)
+        if self.admin and store.committed_offsets(group_id):
+            return  # a group from before creators stays its consumers' to claim
         if not self.admin:
             has = {t for t, _, _, _ in store.committed_offsets(group_id) if self._exists(t)}
             if not has and not any(self.may_consume(t) for t in ids):

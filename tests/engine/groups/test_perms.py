@@ -202,6 +202,8 @@ def test_a_group_from_before_creators_is_claimed_by_one_who_may_consume_its_topi
         commit(setup, MALLORY, "old", 1, topic="/m:x")
     assert setup.as_principal(MALLORY).groups() == []
     assert [g.group_id for g in setup.as_principal(BOB).groups()] == ["old"]
+    commit(setup, ADMIN, "old", 5)  # an administrator does not take it from its consumers
+    assert setup.group_permissions("old").creator is None
     commit(setup, BOB, "old", 6)  # bob may consume /a: he claims it
     assert setup.group_permissions("old").creator == "bob"
     with pytest.raises(errors.AccessDenied):
