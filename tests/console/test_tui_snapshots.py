@@ -18,6 +18,7 @@ from console.screens.produce import ProduceScreen
 from console.widgets.chart import MetricChart
 from engine import Cluster, OffsetAndMetadata, Principal, Producer, TopicPartition, VolumeInfo
 from engine.ops.heat import HeatMap, Load
+from tests.timing import scaled
 
 BASE_MS = int(datetime(2024, 5, 1, 12, 0, tzinfo=UTC).timestamp() * 1000)
 EVENTS = "/snap/orders:events"
@@ -119,7 +120,7 @@ async def settle(pilot, quiet_s: float = 0.3, timeout: float = 10.0) -> None:
         widget.cursor_blink = False
     screen = app.export_screenshot()
     quiet_since = time.monotonic()
-    deadline = quiet_since + timeout
+    deadline = quiet_since + scaled(timeout)
     while time.monotonic() - quiet_since < quiet_s and time.monotonic() < deadline:
         await pilot.pause(0.05)
         again = app.export_screenshot()
