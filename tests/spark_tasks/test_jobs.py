@@ -14,6 +14,7 @@ import pytest
 
 from engine import Cluster, Producer
 from spark_tasks import jobs
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -137,7 +138,7 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
     counts_id = json.loads(cli.stdout)["id"]
 
     # The slow job runs; cancel it once Spark has planned its tasks.
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + scaled(240)
     while time.monotonic() < deadline:
         job = jobs.status(slow_id, cluster=history)
         if job.state == jobs.RUNNING and job.tasks_total:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
+from tests.timing import scaled
 from web import demo
 
 TOPICS = 300
@@ -40,7 +41,7 @@ def _end_offsets(cluster: Cluster) -> dict[tuple[str, int], int]:
 
 
 def _wait_for(predicate, timeout: float = 20, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         value = predicate()
         if value:
@@ -159,6 +160,7 @@ def test_traffic_moves_offsets_and_stops(tmp_path):
         assert not traffic.running and traffic.last_error is None
         after = _end_offsets(dc1)
         assert {t for (t, _), end in after.items() if end != before.get((t, _))} <= set(topics)
+        # time passes on purpose: traffic that went on would have written 100 messages
         time.sleep(0.5)
         assert _end_offsets(dc1) == after  # stopped means stopped (and flushed)
 

@@ -18,6 +18,7 @@ from engine import (
     TopicPartition,
     errors,
 )
+from tests.timing import wait_until
 
 T = "/s:t"
 
@@ -649,12 +650,12 @@ def test_auto_commit_on_interval(stream):
     )
     assert len(drain(consumer)) == 2
     check = Consumer(stream, group_id="g", enable_auto_commit=False)
-    for _ in range(100):  # the interval has passed; a later poll commits
-        if check.committed(tp) == 2:
-            break
-        time.sleep(0.01)
+
+    def committed() -> int | None:  # the interval has passed; a later poll commits
         consumer.poll(timeout_ms=10)
-    assert check.committed(tp) == 2
+        return check.committed(tp)
+
+    wait_until(lambda: committed() == 2, message=lambda: f"commit of 2, at {committed()}")
     consumer.close()
     check.close()
 

@@ -30,6 +30,7 @@ from engine.kafka import (
 )
 from engine.kafka import errors as kafka_errors
 from tests.engine.kafka.conftest import drain
+from tests.timing import scaled
 
 FAST = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 200}
 
@@ -291,7 +292,7 @@ def test_two_consumers_in_one_group_share_all_partitions(cluster, servers):
         **FAST,
     )
     seen = {"a": [], "b": []}
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while time.monotonic() < deadline:
         for name, consumer in (("a", a), ("b", b)):
             for records in consumer.poll(timeout_ms=20).values():
@@ -350,7 +351,7 @@ def test_pattern_subscription_matches_plain_names(cluster, servers):
         bootstrap_servers=servers, group_id="pat", auto_offset_reset="earliest", **FAST
     )
     consumer.subscribe(pattern="orders")  # matched from the start of the name
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + scaled(15)
     while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
         consumer.poll(timeout_ms=50)
     assert consumer.assignment() == {TopicPartition("orders-eu", 0), TopicPartition("orders-us", 0)}
@@ -826,7 +827,7 @@ def test_close_with_a_short_timeout_keeps_the_cluster_open_until_written(cluster
     shared = producer._cluster
     producer.close(timeout=0)
     assert not shared.closed  # still writing: 16 MB, fsynced
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while not shared.closed and time.monotonic() < deadline:
         time.sleep(0.05)
     assert shared.closed and bootstrap._clusters == {}

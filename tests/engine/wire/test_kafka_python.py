@@ -15,6 +15,7 @@ from kafka.structs import OffsetAndMetadata as KOffsetAndMetadata
 from engine import Consumer, Producer, TopicPartition
 from engine.records import CREATE_TIME
 from engine.wire import KafkaServer
+from tests.timing import scaled
 
 # recent times: the default stream's ttl (7 days) hides older messages at once
 BASE_MS = (int(time.time()) - 3600) * 1000
@@ -24,7 +25,7 @@ def _engine_records(cluster, full, count, partitions=(0,)):
     consumer = Consumer(cluster, enable_auto_commit=False, auto_offset_reset="earliest")
     consumer.assign([TopicPartition(full, p) for p in partitions])
     got = []
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while len(got) < count and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=500).values():
             got.extend(records)
@@ -165,7 +166,7 @@ def test_a_long_poll_returns_when_a_message_arrives(wire):
     assert consumer.poll(timeout_ms=200) == {}  # a fetch is now waiting on the server
 
     def produce_later():
-        time.sleep(0.5)
+        time.sleep(0.5)  # on purpose: the message comes while the fetch waits on the server
         with Producer(wire.cluster) as producer:
             producer.send("/kafka:long-poll", value=b"wake up")
 
@@ -231,7 +232,7 @@ def test_wire_traffic_counts_as_heat(wire):
     assert len(list(consumer)) == 7
     consumer.close()  # the listener's engine consumer flushes its reads when the link drops
     tp = TopicPartition("/kafka:heated", 0)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     load = wire.cluster.heat().partitions.get(tp)
     while (load is None or load.read_messages < 7) and time.monotonic() < deadline:
         time.sleep(0.2)
