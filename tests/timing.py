@@ -36,7 +36,7 @@ def scaled(seconds: float) -> float:
 
 def wait_until(
     condition: Callable[[], T],
-    timeout: float = 10.0,
+    timeout: float = 30.0,
     interval: float = 0.02,
     message: str | Callable[[], str] = "",
 ) -> T:

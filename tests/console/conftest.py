@@ -39,10 +39,11 @@ Until = Callable[..., Awaitable[None]]
 
 @pytest.fixture
 def until() -> Until:
-    """`await until(pilot, lambda: ..., timeout=10)`: let the app run until it holds (the
-    timeout scales with PLET_TEST_SLOWDOWN, tests/timing.py)."""
+    """`await until(pilot, lambda: ...)`: let the app run until it holds, 30 s at most (a
+    deadline costs nothing when things go well, and a crowded machine needs more than 10 s
+    at times; it scales with PLET_TEST_SLOWDOWN, tests/timing.py)."""
 
-    async def wait(pilot, predicate: Callable[[], object], timeout: float = 10.0) -> None:
+    async def wait(pilot, predicate: Callable[[], object], timeout: float = 30.0) -> None:
         deadline = time.monotonic() + scaled(timeout)
         while True:
             await pilot.pause(0.02)

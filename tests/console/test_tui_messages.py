@@ -144,7 +144,7 @@ async def test_follow_shows_a_message_produced_meanwhile(history, make_app, unti
         assert "following: 0 new" in _text(app, "#msg-status")
 
         producer = Producer(history, acks=1)
-        meta = producer.send(TOPIC, value=b"breaking news", key=b"live").get(timeout=10)
+        meta = producer.send(TOPIC, value=b"breaking news", key=b"live").get(timeout=scaled(10))
         producer.close()
         await until(pilot, lambda: pane.arrived == 1)
         record = pane.selected_record()  # the cursor follows the newest row
@@ -155,7 +155,7 @@ async def test_follow_shows_a_message_produced_meanwhile(history, make_app, unti
         await pilot.press("f")  # stop: later messages no longer appear
         assert not pane.following
         producer = Producer(history, acks=1)
-        producer.send(TOPIC, value=b"unseen").get(timeout=10)
+        producer.send(TOPIC, value=b"unseen").get(timeout=scaled(10))
         producer.close()
         # nothing may arrive: time passes on purpose, three of the follower's polls (250 ms)
         await pilot.pause(scaled(0.75))

@@ -57,7 +57,7 @@ def snap(tmp_path, monkeypatch, record_job):
                 partition=i % 2,
                 headers=[("src", b"web")],
                 timestamp_ms=BASE_MS + i * 60_000,
-            ).get(timeout=10)  # one batch per message: the same bytes on every run
+            ).get(timeout=scaled(10))  # one batch per message: the same bytes on every run
         producer.close()
         cluster.reset_offsets("billing", EVENTS, 3)
         from engine import Consumer

@@ -191,14 +191,14 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert out.returncode == 0 and "succeeded" in out.stdout and "100" in out.stdout
     out = subprocess.run(
         [sys.executable, "-m", "engine.cli", "replay", "list", "--cluster", history],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert "cancelled" in out.stdout and "window-counts" in out.stdout
 

@@ -21,7 +21,7 @@ from engine.client.browse import Query, Seek, browse
 from engine.ops.maintenance import Maintenance
 from engine.storage.volume import DELETED, SEALED
 from tests.local_s3 import local_s3
-from tests.timing import wait_until
+from tests.timing import scaled, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 T = "/a:t"
@@ -229,7 +229,7 @@ def test_kill_9_while_archiving_under_load_loses_and_duplicates_nothing(cluster_
                 cwd=ROOT,
                 capture_output=True,
                 text=True,
-                timeout=120,
+                timeout=scaled(120),
             )
             assert done.returncode == -signal.SIGKILL, done.stderr
             killed = int(done.stdout.split()[0])

@@ -75,7 +75,7 @@ def produce(
         producer.close()
     out = []
     for future, value in futures:
-        meta = future.get(timeout=30)
+        meta = future.get(timeout=scaled(30))
         out.append((meta.partition, meta.offset, value))
     return out
 
@@ -529,7 +529,7 @@ def die_during_move(
         text=True,
         env=env,
         cwd=ROOT,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert proc.returncode == 17, proc.stderr
 

@@ -11,6 +11,7 @@ from kafka.errors import KafkaError
 
 from engine import Cluster, Consumer, TopicPartition
 from engine.wire import KafkaServer
+from tests.timing import scaled
 
 
 def test_closing_the_cluster_closes_its_listener_and_keeps_what_was_acknowledged(tmp_path):
@@ -34,7 +35,7 @@ def test_closing_the_cluster_closes_its_listener_and_keeps_what_was_acknowledged
         n = 0
         while True:
             try:
-                acked.append(producer.send("t", str(n).encode()).get(timeout=2).offset)
+                acked.append(producer.send("t", str(n).encode()).get(timeout=scaled(2)).offset)
             except KafkaError:
                 return  # the listener has gone
             n += 1

@@ -47,7 +47,7 @@ def test_kafka_python_producer_is_read_back_identically_by_the_engine(wire):
             partition=0,
         )
         sent.append(future)
-    metas = [f.get(timeout=30) for f in sent]
+    metas = [f.get(timeout=scaled(30)) for f in sent]
     producer.close()
     assert [m.offset for m in metas] == list(range(20))
 
@@ -98,7 +98,7 @@ def test_another_default_stream_and_log_append_time(wire):
     with KafkaServer(wire.cluster, listen=("127.0.0.1", 0), default_stream="/apps/logs") as other:
         bootstrap = "{}:{}".format(*other.address)
         producer = KafkaProducer(bootstrap_servers=bootstrap)
-        producer.send("events", value=b"x", timestamp_ms=BASE_MS).get(timeout=30)
+        producer.send("events", value=b"x", timestamp_ms=BASE_MS).get(timeout=scaled(30))
         producer.close()
         [record] = _engine_records(wire.cluster, "/apps/logs:events", 1)
         assert record.timestamp_type == 1 and record.timestamp > BASE_MS

@@ -131,7 +131,7 @@ def test_kcat_produce_and_consume(wire):
         ["kcat", "-b", wire.bootstrap, "-P", "-t", "kcat-topic", "-K", ":", "-p", "0"],
         input=lines.encode(),
         check=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     records = _engine_records(wire.cluster, "/kafka:kcat-topic", 5)
     assert [(r.key, r.value) for r in records] == [(b"key%d" % i, b"line %d" % i) for i in range(5)]

@@ -132,7 +132,7 @@ def test_kafka_python_logs_in_with_plain_produces_and_consumes(secure):
         sasl_plain_password=ALICE[1],
     )
     producer = KafkaProducer(**settings)
-    meta = producer.send("t", value=b"kafka-python as alice").get(timeout=30)
+    meta = producer.send("t", value=b"kafka-python as alice").get(timeout=scaled(30))
     producer.close()
     consumer = KafkaConsumer(
         **settings, auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=None
@@ -353,7 +353,7 @@ def test_plet_serve_sasl_over_tls_and_the_no_users_warning(tmp_path, certificate
             [],
         )
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=scaled(30)) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -400,7 +400,7 @@ def test_plet_web_kafka_serves_beside_the_console(tmp_path):
             body = json.load(answer)
         assert "through plet web" in json.dumps(body)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=scaled(60)) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
