@@ -528,7 +528,7 @@ def test_iteration_stops_after_consumer_timeout(stream):
     stream.create_topic(T)
     produce(stream, T, [b"%d" % i for i in range(20)])
     consumer = Consumer(
-        stream, T, auto_offset_reset="earliest", consumer_timeout_ms=200, group_id=None
+        stream, T, auto_offset_reset="earliest", consumer_timeout_ms=int(scaled(200)), group_id=None
     )
     records = list(consumer)
     consumer.close()

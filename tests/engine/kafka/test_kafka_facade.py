@@ -129,7 +129,7 @@ def test_consumer_iterates_until_consumer_timeout(cluster, servers):
         "events",
         bootstrap_servers=[servers],
         auto_offset_reset="earliest",
-        consumer_timeout_ms=1000,
+        consumer_timeout_ms=int(scaled(1000)),
         value_deserializer=lambda m: json.loads(m.decode("utf-8")),
         key_deserializer=bytes.decode,
     )
@@ -446,7 +446,7 @@ def test_plet_cluster_environment(cluster, monkeypatch):
         "from-env",
         bootstrap_servers="localhost:9092",
         auto_offset_reset="earliest",
-        consumer_timeout_ms=500,
+        consumer_timeout_ms=int(scaled(500)),
     )
     assert [m.value for m in consumer] == [b"x"]
     consumer.close()
@@ -503,7 +503,10 @@ def test_default_stream_from_environment_and_keyword(cluster, servers, monkeypat
     assert cluster.topic("/apps/other:car-17").messages == 1
 
     consumer = KafkaConsumer(
-        "car-17", bootstrap_servers=servers, auto_offset_reset="earliest", consumer_timeout_ms=500
+        "car-17",
+        bootstrap_servers=servers,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(scaled(500)),
     )
     assert [(m.topic, m.value) for m in consumer] == [("car-17", b"42.1")]
     consumer.close()

@@ -508,7 +508,7 @@ def test_kafka_wire_clients_read_archived_history(cluster_path):
             consumer = KafkaConsumer(
                 bootstrap_servers="{}:{}".format(*server.address),
                 auto_offset_reset="earliest",
-                consumer_timeout_ms=5000,
+                consumer_timeout_ms=int(scaled(5000)),
             )
             consumer.assign([KTP("t", 0)])
             got = list(consumer)

@@ -25,8 +25,8 @@ def test_closing_the_cluster_closes_its_listener_and_keeps_what_was_acknowledged
         bootstrap_servers=f"{host}:{port}",
         acks=1,
         linger_ms=0,
-        request_timeout_ms=1000,
-        delivery_timeout_ms=1500,
+        request_timeout_ms=int(scaled(1000)),
+        delivery_timeout_ms=int(scaled(1500)),
     )
     acked: list[int] = []
     sending = threading.Event()

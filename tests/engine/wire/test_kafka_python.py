@@ -76,7 +76,9 @@ def test_engine_producer_is_read_over_the_wire(wire):
             )
         producer.flush()
     consumer = KafkaConsumer(
-        bootstrap_servers=wire.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000
+        bootstrap_servers=wire.bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(scaled(5000)),
     )
     consumer.assign([KTP("from-engine", 0), KTP("from-engine", 1)])
     got = sorted(consumer, key=lambda m: (m.partition, m.offset))
@@ -103,7 +105,9 @@ def test_another_default_stream_and_log_append_time(wire):
         [record] = _engine_records(wire.cluster, "/apps/logs:events", 1)
         assert record.timestamp_type == 1 and record.timestamp > BASE_MS
         consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=int(scaled(5000)),
         )
         consumer.assign([KTP("events", 0)])
         [message] = list(consumer)
@@ -190,7 +194,7 @@ def test_commit_and_fetch_offsets_are_the_engines(wire):
         group_id="wire-readers",
         enable_auto_commit=False,
         auto_offset_reset="earliest",
-        consumer_timeout_ms=3000,
+        consumer_timeout_ms=int(scaled(3000)),
     )
     tps = [KTP("committed", 0), KTP("committed", 1)]
     consumer.assign(tps)
@@ -226,7 +230,9 @@ def test_wire_traffic_counts_as_heat(wire):
     producer.flush()
     producer.close()
     consumer = KafkaConsumer(
-        bootstrap_servers=wire.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=3000
+        bootstrap_servers=wire.bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(scaled(3000)),
     )
     consumer.assign([KTP("heated", 0)])
     assert len(list(consumer)) == 7

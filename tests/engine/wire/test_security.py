@@ -135,7 +135,10 @@ def test_kafka_python_logs_in_with_plain_produces_and_consumes(secure):
     meta = producer.send("t", value=b"kafka-python as alice").get(timeout=scaled(30))
     producer.close()
     consumer = KafkaConsumer(
-        **settings, auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=None
+        **settings,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(scaled(5000)),
+        group_id=None,
     )
     consumer.assign([KTP("t", 0)])
     consumer.seek(KTP("t", 0), meta.offset)
