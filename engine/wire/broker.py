@@ -14,6 +14,7 @@ from engine import Cluster, Principal, Producer, TopicPartition, errors, names
 from engine.records import TopicInfo
 from engine.wire import codes
 from engine.wire.coordinator import GroupCoordinator
+from engine.wire.park import Signal
 
 NODE_ID = 0
 # The last few batches per producer and partition, as Kafka keeps (a producer has at most
@@ -22,6 +23,8 @@ _REMEMBERED_BATCHES = 5
 # Bound on the idempotence table: the oldest (producer, partition) entries go first; a
 # producer that comes back after that starts a new sequence as an unknown producer would.
 _MAX_SEQUENCES = 100_000
+# Kafka's fetch.max.wait.ms is the client's; a listener caps it so a parked fetch ends
+DEFAULT_MAX_FETCH_WAIT_MS = 30_000
 
 
 @dataclass
@@ -44,6 +47,10 @@ class Broker:
         self.port = port
         self._stream_ready = False
         self.closing = threading.Event()  # long polls end early when set
+        self.max_fetch_wait_ms = DEFAULT_MAX_FETCH_WAIT_MS
+        # fired after every in-process append: parked fetches poll again (handlers/fetch.py)
+        self.appended = Signal()
+        cluster.appends.listen(self.appended.fire)
         self._lock = threading.Lock()
         # engine producers by (principal, durability): a SASL user's are theirs (ACEs)
         self._producers: dict[tuple[Principal | None, object], Producer] = {}
@@ -150,6 +157,7 @@ class Broker:
 
     def close(self) -> None:
         self.closing.set()
+        self.cluster.appends.unlisten(self.appended.fire)
         self.groups.close()  # withdraws the members it showed the engine
         with self._lock:
             producers, self._producers = list(self._producers.values()), {}

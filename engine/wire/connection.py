@@ -11,13 +11,16 @@ import asyncio
 import logging
 import struct
 import threading
+import time
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from engine.wire import codec, codes
 from engine.wire.broker import Broker
+from engine.wire.park import Park
 from engine.wire.registry import APIS
 
 if TYPE_CHECKING:
@@ -33,6 +36,18 @@ _BEFORE_LOGIN = frozenset({API_VERSIONS, 17, 36})  # ApiVersions, SaslHandshake,
 # Until then a frame is at most this big (Kafka's sasl.server.max.receive.size): a client
 # nobody knows yet cannot make the listener hold max_frame_bytes for it.
 MAX_FRAME_BEFORE_LOGIN = 512 * 1024
+# A parked request looks this often whether its connection closed (then it is cancelled).
+_CLOSE_CHECK_S = 0.25
+
+
+@dataclass
+class _Parked:
+    """A request whose handler parked (engine.wire.park), with what encodes its answer."""
+
+    park: Park
+    name: str
+    version: int
+    correlation_id: int
 
 
 class Session:
@@ -80,6 +95,7 @@ class Connection:
         self.pool = pool
         self.max_frame_bytes = max_frame_bytes
         self.session = Session(broker, writer.get_extra_info("peername"), sasl_mechanisms)
+        self.parked: _Parked | None = None  # the request waiting on the event loop
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -92,6 +108,12 @@ class Connection:
                 if frame is None:
                     return
                 out = await loop.run_in_executor(self.pool, self.answer, frame)
+                while isinstance(out, _Parked):
+                    self.parked = out
+                    if not await self._wait(out.park):
+                        return  # the client went away: `finally` cancels the park
+                    out = await loop.run_in_executor(self.pool, self._resume, out)
+                    self.parked = None
                 if out is None:
                     continue
                 if isinstance(out, codec.FramingError):
@@ -104,8 +126,42 @@ class Connection:
         except (ConnectionError, OSError):
             return
         finally:
+            parked, self.parked = self.parked, None
+            if parked is not None and parked.park.cancel is not None:
+                await loop.run_in_executor(self.pool, parked.park.cancel)
             await loop.run_in_executor(self.pool, self.session.close)
             self.writer.close()
+
+    async def _wait(self, park: Park) -> bool:
+        """Wait on the event loop until the park's signal fires or its deadline comes
+        (True), or the client goes away (False)."""
+        closing = self.session.broker.closing
+        while True:
+            left = park.deadline - time.monotonic()
+            if left <= 0 or park.signal.seq != park.seq or closing.is_set():
+                return True
+            await park.signal.wait(park.seq, min(left, _CLOSE_CHECK_S))
+            if self.reader.at_eof() or self.writer.is_closing() or self.reader.exception():
+                return False
+
+    def _resume(self, parked: _Parked) -> bytes | codec.FramingError | _Parked | None:
+        """Resume a parked request (in a worker thread)."""
+        try:
+            with self.session.lock:
+                response = parked.park.resume()
+            return self._encode(response, parked.name, parked.version, parked.correlation_id)
+        except Exception:
+            log.exception("%s v%d from %s failed", parked.name, parked.version, self.session.peer)
+            return codec.FramingError(f"{parked.name} failed")
+
+    def _encode(
+        self, response: Any, name: str, version: int, correlation_id: int
+    ) -> bytes | _Parked | None:
+        if response is None:
+            return None
+        if isinstance(response, Park):
+            return _Parked(response, name, version, correlation_id)
+        return codec.encode_response(response, version, correlation_id)
 
     async def _read_frame(self) -> bytes | None:
         (size,) = _SIZE.unpack(await self.reader.readexactly(4))
@@ -123,7 +179,7 @@ class Connection:
             return None
         return await self.reader.readexactly(size)
 
-    def answer(self, frame: bytes) -> bytes | codec.FramingError | None:
+    def answer(self, frame: bytes) -> bytes | codec.FramingError | _Parked | None:
         """The framed response to one request frame (in a worker thread); a FramingError
         where Kafka closes the connection: an unknown api key, an unsupported version of
         anything but ApiVersions, a request that does not parse."""
@@ -151,9 +207,7 @@ class Connection:
         try:
             with self.session.lock:
                 response = api.handler(self.session, request, version)
-            if response is None:
-                return None
-            return codec.encode_response(response, version, head.correlation_id)
+            return self._encode(response, api.name, version, head.correlation_id)
         except Exception:
             # A bug of ours: Kafka closes the connection on an unexpected server error too.
             log.exception("%s v%d from %s failed", api.name, version, self.session.peer)

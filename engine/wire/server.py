@@ -13,16 +13,16 @@ from typing import Any
 
 from engine import errors, names
 from engine.cluster import Cluster
-from engine.wire import auth
-from engine.wire.broker import Broker
+from engine.wire import auth, coordinator
+from engine.wire.broker import DEFAULT_MAX_FETCH_WAIT_MS, Broker
 from engine.wire.connection import Connection
 from engine.wire.registry import load
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
-# Worker threads: a long-polling fetch holds one for up to its max wait, so there are many
-# (threads that wait cost little); each connection uses at most one at a time.
+# Worker threads: engine work only (a long poll or a held JoinGroup waits on the event
+# loop, engine.wire.park); each connection uses at most one at a time.
 DEFAULT_WORKERS = 64
 
 
@@ -33,7 +33,10 @@ class KafkaServer:
     console user or with an API token, and act as that user's principal; without it every
     client acts as the cluster's principal. `ssl_context`, or `tls_cert` and `tls_key` (PEM
     files), serve TLS. A non-loopback `listen` address is refused unless it has both SASL
-    and TLS, or `insecure=True` (docs/WIRE.md, Security)."""
+    and TLS, or `insecure=True` (docs/WIRE.md, Security). The limits (docs/WIRE.md,
+    Limits): a fetch waits at most `max_fetch_wait_ms`, a rebalance at most
+    `max_rebalance_timeout_ms`; a JoinGroup's session timeout must lie within
+    `min_session_timeout_ms` and `max_session_timeout_ms`."""
 
     def __init__(
         self,
@@ -50,6 +53,10 @@ class KafkaServer:
         ssl_context: ssl.SSLContext | None = None,
         tls_cert: str | None = None,
         tls_key: str | None = None,
+        max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS,
+        max_rebalance_timeout_ms: int = coordinator.MAX_REBALANCE_TIMEOUT_MS,
+        min_session_timeout_ms: int = coordinator.MIN_SESSION_TIMEOUT_MS,
+        max_session_timeout_ms: int = coordinator.MAX_SESSION_TIMEOUT_MS,
     ) -> None:
         names.validate_stream_path(default_stream)  # before binding: nothing to undo
         host, port = listen
@@ -81,6 +88,11 @@ class KafkaServer:
         self.address: tuple[str, int] = (bound[0], bound[1])
         adv_host, adv_port = advertise or self.address
         self.broker = Broker(cluster, default_stream, adv_host, adv_port)
+        self.broker.max_fetch_wait_ms = max_fetch_wait_ms
+        groups = self.broker.groups
+        groups.max_rebalance_timeout_ms = max_rebalance_timeout_ms
+        groups.min_session_timeout_ms = min_session_timeout_ms
+        groups.max_session_timeout_ms = max_session_timeout_ms
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="plet-wire")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Event | None = None
