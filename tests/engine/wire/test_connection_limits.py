@@ -19,6 +19,7 @@ from engine import Cluster
 from engine.wire import KafkaServer
 from tests.engine.wire.test_bad_input import Raw, _batch, _produce
 from tests.engine.wire.test_starvation import _served_within_2s
+from tests.timing import scaled
 
 ALICE = ("alice", "correct horse battery")
 
@@ -81,14 +82,14 @@ def _frame(request, version: int, correlation_id: int) -> bytes:
 
 def _served_after_login(server: KafkaServer) -> None:
     raw = Raw(server.address)
-    raw.sock.settimeout(2)
+    raw.sock.settimeout(scaled(2))
     try:
         start = time.monotonic()
         assert _login(raw)[0] == 0
         raw.correlation = 2
         assert raw.call(ApiVersionsRequest(), 0, ApiVersionsResponse).error_code == 0
         assert _produce(raw, "t", _batch(b"normal"))[0] == 0
-        assert time.monotonic() - start < 2
+        assert time.monotonic() - start < scaled(2)
     finally:
         raw.close()
 
