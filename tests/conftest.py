@@ -95,18 +95,22 @@ def new_york():
     time.tzset()
 
 
-# The two long groups of `make test` (tests/spark_tasks ~10 min of test time, tests/e2e ~7)
-# run first, one in each worker, and the short files fill in around them. Started late,
-# one of them would run alone at the end while the other worker idles. The Makefile
-# passes --no-loadscope-reorder so that xdist keeps this order (it would sort the groups
-# by their number of tests).
-LONG_GROUPS = ("spark_tasks", "e2e")
+# The order of `make test`'s groups: tests/spark_tasks (~10 min of test time) first, so it
+# runs beside the short files, and tests/e2e (~7 min) last. Playwright's sync API leaves
+# an event loop running in its worker's main thread until the session ends, and every
+# Textual test that runs after it in that worker fails ("Runner.run() cannot be called from
+# a running event loop"), so nothing may follow it. The Makefile passes
+# --no-loadscope-reorder so that xdist keeps this order (it would sort the groups by their
+# number of tests).
+FIRST_GROUPS = ("spark_tasks",)
+LAST_GROUPS = ("e2e",)
+LONG_GROUPS = FIRST_GROUPS + LAST_GROUPS
 
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test` runs two workers, `--dist loadgroup`): a file's tests
     stay in one worker, and so do all end-to-end tests and all Spark tests, so that their
-    session-scoped console, browser and SparkSession start once; those two groups first."""
+    session-scoped console, browser and SparkSession start once; Spark first, e2e last."""
     root = config.rootpath / "tests"
     groups = {}
     for item in items:
@@ -117,8 +121,12 @@ def pytest_collection_modifyitems(config, items):
         together = path.parts[0] in LONG_GROUPS
         groups[item] = path.parts[0] if together else str(path)
         item.add_marker(pytest.mark.xdist_group(groups[item]))
-    first = {name: rank for rank, name in enumerate(LONG_GROUPS)}
-    items.sort(key=lambda item: first.get(groups.get(item, ""), len(first)))  # stable
+
+    def rank(item: pytest.Item) -> int:
+        group = groups.get(item, "")
+        return 0 if group in FIRST_GROUPS else 2 if group in LAST_GROUPS else 1
+
+    items.sort(key=rank)  # stable: files keep their order within each rank
 
 
 class _FakeJobProcess:

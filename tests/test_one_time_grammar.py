@@ -119,11 +119,11 @@ def test_a_zone_less_time_is_the_same_utc_instant_everywhere(hourly, client, app
 
     # the terminal console's seek and reset inputs
     from console import browse
-    from console.screens.reset_offsets import parse_target
+    from engine.groups.grammar import form_target
 
     assert browse.parse_seek(WHEN) == browse.Seek("time", T0 + EXPECTED * HOUR)
     commit(hourly, 11)
-    hourly.reset_offsets("g", TOPIC, parse_target("time", WHEN))
+    hourly.reset_offsets("g", TOPIC, form_target("time", WHEN))
     assert committed(hourly) == EXPECTED
 
     # a Spark replay's range
