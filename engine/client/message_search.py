@@ -38,20 +38,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import jmespath
-import re2
 from jmespath import exceptions as jp_errors
 from jmespath import functions as jp_functions
 from jmespath.lexer import Lexer
 from jmespath.visitor import Options, TreeInterpreter
 
-from engine import times
+from engine import regex, times
 from engine.client.browse import OLDEST, BadQuery, Seek, chosen_partitions
 from engine.client.consumer import Consumer
 from engine.errors import InvalidArgument
 from engine.records import ConsumerRecord, TopicPartition
 
 MAX_QUERY_CHARS = 4_000
-MAX_PATTERN_CHARS = 1_000
+MAX_PATTERN_CHARS = regex.MAX_PATTERN_CHARS
 MAX_MATCHES = 1_000  # matches kept by a job; more are counted, not kept
 MAX_SCANNED = 20_000_000  # messages one job may scan
 MAX_RATE = 250_000  # messages a second one job may scan
@@ -75,28 +74,9 @@ class BadSearch(BadQuery):
 
 # --- the functions a query may call ------------------------------------------------------
 
-_patterns: dict[str, Any] = {}
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # a bad pattern is the user's error, said to them, not logged
-_patterns_lock = threading.Lock()
-
 
 def _regex(pattern: str) -> Any:
-    found = _patterns.get(pattern)
-    if found is None:
-        if len(pattern) > MAX_PATTERN_CHARS:
-            raise InvalidArgument(f"a pattern has at most {MAX_PATTERN_CHARS} characters")
-        try:
-            found = re2.compile(pattern, options=_RE2_OPTIONS)
-        except re2.error as exc:
-            why = exc.args[0] if exc.args else ""
-            why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
-            raise InvalidArgument(f"re2_match: {pattern!r} is not an RE2 pattern: {why}") from None
-        with _patterns_lock:
-            if len(_patterns) > 256:
-                _patterns.clear()
-            _patterns[pattern] = found
-    return found
+    return regex.compile_pattern(pattern, "re2_match")
 
 
 class _Functions(jp_functions.Functions):

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from engine import errors, names
+from engine import errors, names, regex
 from engine.storage.schemas import SchemaRow, SchemaTable, VersionRow
 
 if TYPE_CHECKING:
@@ -203,13 +203,58 @@ def _compile_avro(text: str, refs: Sequence[tuple[SchemaReference, _Compiled]]) 
     return _Compiled(AVRO, avro=parsed, avro_named=named)
 
 
+class _Re2AsRe:
+    """What jsonschema's keywords use of `re` (`re.search`), done by RE2, so a schema's
+    `pattern` or `patternProperties` runs in linear time (engine.regex)."""
+
+    @staticmethod
+    def search(pattern: str, text: str) -> Any:
+        return regex.compile_pattern(pattern).search(text)
+
+
+def _use_re2_in_jsonschema() -> None:
+    # jsonschema has no hook for its regex engine: `pattern`, `patternProperties`,
+    # `additionalProperties` and `unevaluatedProperties` call their module's `re.search`.
+    from jsonschema import _keywords, _legacy_keywords, _utils
+
+    for module in (_keywords, _legacy_keywords, _utils):
+        module.re = _Re2AsRe  # type: ignore[attr-defined]  # see above; tested in test_schemas
+
+
+# Keys whose values are data, not schemas: a "pattern" inside them is not a regex.
+_JSON_DATA_KEYS = frozenset({"const", "enum", "default", "examples"})
+
+
+def _check_json_patterns(obj: Any) -> None:
+    """InvalidSchema when a `pattern` or a `patternProperties` name is not an RE2 pattern."""
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+        if isinstance(node.get("patternProperties"), dict):
+            patterns.extend(node["patternProperties"])
+        for pattern in patterns:
+            try:
+                regex.compile_pattern(pattern)
+            except errors.InvalidArgument as exc:
+                raise InvalidSchema(f"Invalid schema: {exc}") from None
+        stack.extend(v for k, v in node.items() if k not in _JSON_DATA_KEYS)
+
+
 def _compile_json(text: str, refs: Sequence[tuple[SchemaReference, _Compiled]]) -> _Compiled:
     import jsonschema
     from referencing import Registry, Resource
 
+    _use_re2_in_jsonschema()
     obj = _load_json(text, "a JSON Schema")
     if not isinstance(obj, dict | bool):
         raise InvalidSchema("Invalid schema: a JSON Schema is an object or a boolean")
+    _check_json_patterns(obj)
     cls = jsonschema.validators.validator_for(obj, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(obj)  # type: ignore[arg-type]  # a boolean schema is valid too; the stub wants a dict

