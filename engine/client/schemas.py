@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from engine import errors, names, regex
+from engine.client import avro_bounds
 from engine.storage.schemas import SchemaRow, SchemaTable, VersionRow
 
 if TYPE_CHECKING:
@@ -177,6 +178,8 @@ class _Compiled:
     schema_type: str
     avro: Any = None  # fastavro's parsed schema
     avro_named: dict[str, Any] = field(default_factory=dict)
+    avro_types: dict[str, Any] = field(default_factory=dict)  # every named type it may use
+    avro_item_check: bool = False  # some array's items take no bytes (avro_bounds)
     json_validator: Any = None
     proto_file: Any = None  # a protobuf FileDescriptor
     proto_pool: Any = None
@@ -200,7 +203,14 @@ def _compile_avro(text: str, refs: Sequence[tuple[SchemaReference, _Compiled]]) 
         parsed = fastavro.parse_schema(obj, named_schemas=named)
     except Exception as exc:  # fastavro raises SchemaParseException, ValueError, KeyError...
         raise InvalidSchema(f"Invalid schema: not a valid Avro schema: {exc}") from None
-    return _Compiled(AVRO, avro=parsed, avro_named=named)
+    types = avro_bounds.named_types(parsed, named)
+    return _Compiled(
+        AVRO,
+        avro=parsed,
+        avro_named=named,
+        avro_types=types,
+        avro_item_check=avro_bounds.needs_item_check(parsed, types),
+    )
 
 
 class _Re2AsRe:
@@ -814,15 +824,17 @@ def _avro_reads(writer: Any, reader: Any) -> str:
     """'' when data written with `writer` reads with `reader` (fastavro's schema
     resolution over sample records of `writer`), else what went wrong."""
     import fastavro
-    from fastavro.utils import generate_many
 
     try:
-        samples = list(generate_many(writer, COMPAT_SAMPLES))
+        types = avro_bounds.named_types(writer, {})
+        samples = list(avro_bounds.samples(writer, types, COMPAT_SAMPLES))
         for datum in samples:
             buf = io.BytesIO()
             fastavro.schemaless_writer(buf, writer, datum)
             buf.seek(0)
             fastavro.schemaless_reader(buf, writer, reader)
+    except avro_bounds.TooLarge as exc:
+        return f"it is too large to check: {exc}"
     except Exception as exc:
         return str(exc) or type(exc).__name__
     return ""
@@ -958,6 +970,8 @@ def decode_payload(schema: RegisteredSchema, compiled: _Compiled, payload: bytes
         if compiled.schema_type == AVRO:
             import fastavro
 
+            if compiled.avro_item_check:
+                avro_bounds.check_items(compiled.avro, compiled.avro_types, payload)
             buf = io.BytesIO(payload)
             value = fastavro.schemaless_reader(buf, compiled.avro, None)
             if buf.tell() != len(payload):
