@@ -55,6 +55,8 @@ MAX_MATCHES = 1_000  # matches kept by a job; more are counted, not kept
 MAX_SCANNED = 20_000_000  # messages one job may scan
 MAX_RATE = 250_000  # messages a second one job may scan
 CHUNK = 5_000  # messages read and evaluated between looks at cancel and the rate
+MAX_VALUE_SIZE = 8_000_000  # about the JSON length of any value a query makes, per message
+MAX_STEPS = 2_000_000  # expression nodes visited per message
 MAX_JSON_BYTES = 1_000_000  # a bigger value is searched as text (parsing it costs too much)
 JOBS_PER_OWNER = 3  # running or finished jobs kept per owner; the oldest go first
 JOBS_RUNNING = 8  # running jobs of all owners; one more cancels the oldest
@@ -94,6 +96,92 @@ class _Functions(jp_functions.Functions):
 
 _FUNCTIONS = _Functions()
 _OPTIONS = Options(custom_functions=_FUNCTIONS)
+
+
+class QueryTooCostly(InvalidArgument):
+    """An evaluation that would pass MAX_VALUE_SIZE or MAX_STEPS on one message."""
+
+
+class Interpreter(TreeInterpreter):
+    """JMESPath's interpreter with a bound on each message's evaluation: every value a
+    multi-select or a function makes has at most MAX_VALUE_SIZE (about its JSON length,
+    counting a value as often as it is referred to), checked before `join` or
+    `to_string` make text, and at most MAX_STEPS nodes are visited. Without them `join`
+    over eight `@`, piped five times, makes 15^5 copies of a message (1.39 GB from a
+    318-character query). Sizes are kept per evaluation, so a value shared by many
+    references is measured once. One interpreter per thread."""
+
+    def __init__(self) -> None:
+        super().__init__(_OPTIONS)
+        self._sizes: dict[int, tuple[Any, int]] = {}  # the value is kept so its id stays its own
+        self._steps = 0
+        self._methods: dict[str, Any] = {}
+
+    def evaluate(self, tree: Any, doc: Mapping[str, Any]) -> Any:
+        self._sizes.clear()
+        self._steps = 0
+        try:
+            return self.visit(tree, doc)
+        finally:
+            self._sizes.clear()
+
+    def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+        # Visitor.visit, inlined with the count: it runs for every node of every message
+        self._steps += 1
+        if self._steps > MAX_STEPS:
+            raise QueryTooCostly(f"the query takes more than {MAX_STEPS:,} steps on one message")
+        method = self._methods.get(node["type"])
+        if method is None:
+            method = self._methods[node["type"]] = getattr(
+                self, f"visit_{node['type']}", self.default_visit
+            )
+        return method(node, *args, **kwargs)
+
+    def visit_multi_select_list(self, node: Any, value: Any) -> Any:
+        return self._checked(super().visit_multi_select_list(node, value))
+
+    def visit_multi_select_dict(self, node: Any, value: Any) -> Any:
+        return self._checked(super().visit_multi_select_dict(node, value))
+
+    def visit_function_expression(self, node: Any, value: Any) -> Any:
+        args = [self.visit(child, value) for child in node["children"]]
+        if node["value"] in ("join", "to_string"):
+            # the text they make is about as long as their arguments
+            self._checked(args)
+        return self._checked(_FUNCTIONS.call_function(node["value"], args))
+
+    def _checked(self, value: Any) -> Any:
+        try:
+            self._size(value)
+        except RecursionError:
+            raise QueryTooCostly("the query makes values nested too deep") from None
+        return value
+
+    def _size(self, value: Any) -> int:
+        if isinstance(value, str):
+            return len(value) + 2
+        if not isinstance(value, (list, dict)):
+            return 8
+        known = self._sizes.get(id(value))
+        if known is not None:
+            return known[1]
+        total = 2
+        if isinstance(value, dict):
+            for key, item in value.items():
+                total += len(key) + 3 + self._size(item)
+                if total > MAX_VALUE_SIZE:
+                    break
+        else:
+            for item in value:
+                total += 1 + self._size(item)
+                if total > MAX_VALUE_SIZE:
+                    break
+        if total > MAX_VALUE_SIZE:
+            raise QueryTooCostly(
+                f"the query makes a value of more than {MAX_VALUE_SIZE:,} characters"
+            )
+        self._sizes[id(value)] = (value, total)
+        return total
 
 
 # --- the query ------------------------------------------------------------------------------
@@ -193,7 +281,7 @@ class SearchQuery:
     lazy: bool  # whether value and headers may be made only when the query asks for them
 
     def evaluate(self, doc: Mapping[str, Any]) -> Any:
-        return TreeInterpreter(_OPTIONS).visit(self.parsed.parsed, doc)
+        return Interpreter().evaluate(self.parsed.parsed, doc)
 
     def matches(self, doc: Mapping[str, Any]) -> bool:
         return truthy(self.evaluate(doc))
@@ -521,7 +609,7 @@ class SearchJob:
         active = [p for p in self.partitions if position[p] < self.ends[p]]
         reading: int | None = None
         query = self.query
-        interpreter = TreeInterpreter(_OPTIONS)
+        interpreter = Interpreter()
         tree = query.parsed.parsed
         decoder = self._decoder
         lazy = query.lazy
@@ -592,7 +680,7 @@ class SearchJob:
         batch: Any,
         partition: int,
         end: int,
-        interpreter: TreeInterpreter,
+        interpreter: Interpreter,
         tree: Any,
         decoder: Any,
         lazy: bool,
@@ -631,7 +719,7 @@ class SearchJob:
                     "partition": partition,
                 }
             try:
-                matched = truthy(interpreter.visit(tree, doc))
+                matched = truthy(interpreter.evaluate(tree, doc))
             except (jp_errors.JMESPathError, InvalidArgument, TypeError, ValueError) as exc:
                 errors += 1
                 if not first:

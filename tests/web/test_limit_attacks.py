@@ -153,3 +153,23 @@ def test_a_huge_fixed_is_too_large_to_check(live_web, topic):
     assert answer.status_code == 409, answer.text
     assert "too large to check" in answer.json()["message"]
     assert_answers_quickly(live_web)
+
+
+@pytest.mark.parametrize("pipes", [5, 8])
+def test_a_query_that_multiplies_a_message_is_refused_on_it(live_web, topic, pipes):
+    """`join` of eight `@`, piped: each pipe makes the text 15 times longer (five pipes
+    make 114 MB of one message; eight tried to allocate terabytes). The search counts
+    the message as an error saying why, and goes on."""
+    producer = Producer(live_web.cluster, acks=1)
+    producer.send(topic, value=json.dumps({"name": "x" * 100}).encode()).get(10)
+    producer.close()
+    query = "to_string(@)" + " | join(@, [@, @, @, @, @, @, @, @])" * pipes
+    api = live_web.api(live_web.cluster.create_api_token("alice"))
+    started = time.monotonic()
+    answer = api.get("/api/v1/topics/s:t/search", params={"q": query}, timeout=60)
+    assert time.monotonic() - started < 2
+    assert answer.status_code == 200, answer.text[:300]
+    found = answer.json()
+    assert found["matches"] == [] and found["scanned"] == 1 and found["errors"] == 1
+    assert "more than 8,000,000 characters" in found["first_error"]
+    assert_answers_quickly(live_web)
