@@ -9,6 +9,7 @@ from flask import Flask, Response, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from engine import errors
+from engine.client.message_search import TooManySearches
 from web.pages import wants_partial
 
 _STATUS = (
@@ -18,6 +19,7 @@ _STATUS = (
     (ValueError, 400),  # InvalidName, InvalidArgument, InvalidPolicy, MessageTooLarge ...
     (errors.IllegalState, 409),
     (errors.LoginThrottled, 429),
+    (TooManySearches, 429),
     (errors.TokenExpired, 401),
     (errors.PartitionletError, 503),  # Busy, storage trouble
 )

@@ -284,3 +284,74 @@ def test_a_chunked_api_body_is_held_to_the_limit(live_web, topic):
         "message": "the request body is larger than 8,388,608 bytes",
     }
     assert_answers_quickly(live_web)
+
+
+# --- item 7: the API's message search keeps the console's limits --------------------------------
+
+# a filter over 150,000 numbers: about 0.2 s of evaluation for each message
+COSTLY_QUERY = "length(value[?@ > `5`]) == `-1`"
+
+
+@pytest.fixture
+def costly(live_web, topic, monkeypatch):
+    """/s:t holding 20 messages that each cost a search about 0.2 s; the API's time bound
+    made 1 s (the module's constant, read per request)."""
+    from web.api import search as api_search
+
+    monkeypatch.setattr(api_search, "MAX_SECONDS", 1.0)
+    producer = Producer(live_web.cluster, acks=1)
+    value = json.dumps([i % 10 for i in range(150_000)], separators=(",", ":")).encode()
+    assert len(value) < 1_000_000  # parsed as JSON, not searched as text
+    for _ in range(20):
+        producer.send(topic, value=value)
+    producer.flush()
+    producer.close()
+    return live_web
+
+
+def _search_all(apis) -> list[int]:
+    """Every client's search at once; their statuses, in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(api):
+        return api.get("/api/v1/topics/s:t/search", params={"q": COSTLY_QUERY}, timeout=60)
+
+    with ThreadPoolExecutor(len(apis)) as pool:
+        answers = list(pool.map(one, apis))
+    for answer in answers:
+        if answer.status_code == 429:
+            assert answer.headers["Retry-After"]
+            assert "at most 3 at once" in answer.text or "runs 8 searches" in answer.text
+    return [a.status_code for a in answers]
+
+
+def test_the_time_bound_holds_however_costly_each_message(costly):
+    """The 10 s bound was looked at every 5,000 messages (100 costly messages ran 17.4 s):
+    now within milliseconds of it."""
+    api = costly.api(costly.cluster.create_api_token("alice"))
+    started = time.monotonic()
+    answer = api.get("/api/v1/topics/s:t/search", params={"q": COSTLY_QUERY}, timeout=60)
+    took = time.monotonic() - started
+    assert answer.status_code == 200, answer.text[:300]
+    found = answer.json()
+    assert found["stopped_by"] == "time" and found["scanned"] < 20 and found["cursor"]
+    assert took < 1.6
+    assert_answers_quickly(costly)
+
+
+def test_one_user_runs_at_most_three_api_searches(costly):
+    """Ten at once from one user all ran; now three run and seven are told to wait."""
+    token = costly.cluster.create_api_token("alice")
+    statuses = _search_all([costly.api(token) for _ in range(10)])
+    assert sorted(statuses) == [200] * 3 + [429] * 7
+    assert_answers_quickly(costly)
+
+
+def test_the_server_runs_at_most_eight_searches(costly):
+    apis = []
+    for n in range(3):
+        costly.cluster.add_user(f"user{n}", f"user{n}-password-1")
+        apis += [costly.api(costly.cluster.create_api_token(f"user{n}"))] * 3
+    statuses = _search_all(apis)
+    assert sorted(statuses) == [200] * 8 + [429]
+    assert_answers_quickly(costly)
