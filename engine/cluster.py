@@ -47,6 +47,7 @@ from engine.errors import (
 )
 from engine.groups.admin import GroupAdmin
 from engine.groups.grammar import ResetTo
+from engine.groups.perms import GroupPermissions, GroupRule
 from engine.name_search import SearchResult, TopicPage
 from engine.ops import balance, metrics, retention
 from engine.ops.balance import RebalanceReport
@@ -980,6 +981,35 @@ class Cluster:
         (IllegalState) while it has live members, engine consumers or Kafka clients of a
         wire listener; needs admin_perm on every stream it has offsets in."""
         GroupAdmin(self).delete(group_id)
+
+    def group_permissions(self, group_id: str) -> GroupPermissions:
+        """Who may join, commit into, describe, reset and delete the group: its creator,
+        each permission's ACE and where it comes from, and what this cluster's principal
+        may do (engine.groups.perms; docs/WIRE.md, "Group permissions")."""
+        return GroupAdmin(self).permissions(group_id)
+
+    def set_group_permissions(
+        self, group_id: str, *, prefix: bool = False, **aces: str | None
+    ) -> None:
+        """Set ACEs of a group (`join_perm="g:etl"`, ...; "" is the default again,
+        `u:<creator>`), or of every group id starting with `group_id` (`prefix`, an
+        administrator's). A group's rules are its creator's or an administrator's."""
+        GroupAdmin(self).access.set_rules(group_id, prefix, aces)
+
+    def group_permission_rules(self) -> list[GroupRule]:
+        """Every group permission rule set (by group id or prefix), by pattern."""
+        return GroupAdmin(self).access.rules()
+
+    def authorize_group(self, group_id: str, perm: str, *, topics: Sequence[str] = ()) -> None:
+        """Raise AccessDenied unless this cluster's principal passes `perm` of the group.
+        For "join_perm" and "commit_perm", a group without a creator becomes the
+        principal's: creating one needs the consume permission of one of `topics` (full
+        names it subscribes to or commits), under the per-user group limit."""
+        GroupAdmin(self).authorize(group_id, perm, topics)
+
+    def set_group_limit(self, limit: int) -> None:
+        """How many groups one user may create (an administrator's setting; default 1,000)."""
+        GroupAdmin(self).access.set_limit(limit)
 
     # --- scan plans (engine.storage.scan; docs/SPARK.md) -----------------------------------
 

@@ -96,6 +96,11 @@ class AccessDenied(PartitionletError, PermissionError):
     """The principal's identity does not satisfy the ACE of the operation; nothing changed."""
 
 
+class GroupAccessDenied(AccessDenied):
+    """A consumer group's permission (join, commit, describe, reset, delete) or its
+    creation was refused (Kafka's GROUP_AUTHORIZATION_FAILED); nothing changed."""
+
+
 class WeakPassword(InvalidArgument):
     """A password that is too short, too long, too common or the user's own name."""
 

@@ -11,6 +11,18 @@ import pytest
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """pytest-timeout's limit (pyproject's `timeout`) scales with PLET_TEST_SLOWDOWN
+    (tests/timing.py) like every other timeout of the tests; its PYTEST_TIMEOUT variable
+    comes before the ini value, a --timeout option before both."""
+    from tests.timing import SLOWDOWN
+
+    ini = config.getini("timeout")
+    if SLOWDOWN != 1 and ini and "PYTEST_TIMEOUT" not in os.environ:
+        os.environ["PYTEST_TIMEOUT"] = str(float(ini) * SLOWDOWN)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def cheap_password_hashes():
     """Password hashes made in the test processes cost scrypt N=2^10 instead of 2^15 (a
@@ -83,18 +95,30 @@ def new_york():
     time.tzset()
 
 
+# The two long groups of `make test` (tests/spark_tasks ~10 min of test time, tests/e2e ~7)
+# run first, one in each worker, and the short files fill in around them. Started late,
+# one of them would run alone at the end while the other worker idles. The Makefile
+# passes --no-loadscope-reorder so that xdist keeps this order (it would sort the groups
+# by their number of tests).
+LONG_GROUPS = ("spark_tasks", "e2e")
+
+
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test` runs two workers, `--dist loadgroup`): a file's tests
     stay in one worker, and so do all end-to-end tests and all Spark tests, so that their
-    session-scoped console, browser and SparkSession start once."""
+    session-scoped console, browser and SparkSession start once; those two groups first."""
     root = config.rootpath / "tests"
+    groups = {}
     for item in items:
         try:
             path = item.path.relative_to(root)
         except ValueError:
             continue
-        together = path.parts[0] in ("e2e", "spark_tasks")
-        item.add_marker(pytest.mark.xdist_group(path.parts[0] if together else str(path)))
+        together = path.parts[0] in LONG_GROUPS
+        groups[item] = path.parts[0] if together else str(path)
+        item.add_marker(pytest.mark.xdist_group(groups[item]))
+    first = {name: rank for rank, name in enumerate(LONG_GROUPS)}
+    items.sort(key=lambda item: first.get(groups.get(item, ""), len(first)))  # stable
 
 
 class _FakeJobProcess:

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.timing import scaled
+
 BUCKET = "archive"
 
 
@@ -28,7 +30,7 @@ def local_s3() -> Iterator[tuple[int, Any]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.timing import scaled
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # package -> top-level modules it must never import
@@ -156,7 +158,7 @@ def test_importing_a_package_loads_nothing_forbidden(package):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert done.returncode == 0, f"importing {package}'s modules failed:\n{done.stderr}"
     result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -10,8 +10,9 @@ server-rendered caption (latest and peak) and a "Data" table, so the numbers do 
 the canvas.
 
 Who sees a series: whoever sees what it measures, as the pages decide today. Stream and
-topic metadata (and groups) are shown to every logged-in user, so a series of a stream,
-topic, group or link is there when the stream, topic, group or link is (404 otherwise).
+topic metadata are shown to every logged-in user, a group to those its describe_perm lets
+in, so a series of a stream, topic, group or link is there when the stream, topic, group
+or link is (404 otherwise; 403 for a group the user may not describe).
 """
 
 from __future__ import annotations

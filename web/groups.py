@@ -3,10 +3,12 @@ committed offsets and lag per partition; resetting its offsets on one of its top
 partitions or some, to earliest, latest, an offset, a time or shifted by N), with a
 preview of the new offsets and lags before applying; and deleting a group.
 
-Group metadata (ids, members, offsets) is shown to every logged-in user, as the engine's
-`groups()` checks no ACE; previewing and resetting offsets, and deleting a group, need
-`admin_perm` on the streams concerned, which `Cluster.plan_offset_reset`,
-`apply_offset_reset` and `delete_group` check as the logged-in user.
+A group is shown to the users its describe_perm lets in (by default its creator;
+administrators always), and in it only the topics they may consume; previewing and
+resetting offsets need its reset_perm and the consume permission of the topic (one the group
+already has), deleting it its delete_perm: `Cluster.groups`, `group`, `plan_offset_reset`,
+`apply_offset_reset` and `delete_group` check them as the logged-in user
+(engine.groups.perms; docs/WEB.md, "Consumer group permissions").
 
 The preview's Apply sends the previewed plan back (partition, committed offset, new
 offset); the server plans again from the same form and applies only if both agree, so what
@@ -151,7 +153,12 @@ def group(group_id: str):
         topics = group_topics(info)
         form = ResetForm(topic=(topics or [""])[0])
         return render(
-            "groups/group.html", "groups/_live.html", group=info, form=form, topics=topics
+            "groups/group.html",
+            "groups/_live.html",
+            group=info,
+            form=form,
+            topics=topics,
+            perms=c.group_permissions(group_id),
         )
 
     info = c.group(group_id)  # an unknown group is a 404, before anything is changed

@@ -1,5 +1,6 @@
 """`plet group ...`: list and describe consumer groups, reset their offsets (with a
-preview: `--dry-run`), and delete them."""
+preview: `--dry-run`), delete them, and show and set who may join, commit, describe,
+reset and delete them (`plet group perm ...`, `plet group limit`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ import click
 from engine import TopicPartition, errors
 from engine.cli.options import cluster_option, open_cluster, parse_time_option
 from engine.cli.output import echo_json, echo_table
-from engine.groups import ResetTarget, form_target, group_json, parse_target
+from engine.groups import (
+    ResetTarget,
+    form_target,
+    group_json,
+    parse_target,
+    permissions_json,
+)
+from engine.groups.perms import PERMS
 from engine.times import format_ms
 
 
@@ -234,7 +242,7 @@ def _parse_to(ctx: click.Context, text: str) -> ResetTarget:
 @click.pass_context
 def group_delete(ctx: click.Context, group_id: str) -> None:
     """Delete GROUP: its committed offsets and state. Refused while it has live members;
-    needs admin_perm on every stream it has offsets in.
+    needs the group's delete_perm (by default its creator's).
 
     \b
     Example:
@@ -242,3 +250,119 @@ def group_delete(ctx: click.Context, group_id: str) -> None:
     """
     open_cluster(ctx).delete_group(group_id)
     click.echo(f"deleted group {group_id}")
+
+
+# --- permissions (engine.groups.perms) ----------------------------------------------------
+
+
+@group.group("perm")
+def group_perm() -> None:
+    """Show and set who may join, commit, describe, reset and delete groups (ACEs)."""
+
+
+@group_perm.command("show")
+@cluster_option
+@click.argument("group_id", metavar="GROUP")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def group_perm_show(ctx: click.Context, group_id: str, as_json: bool) -> None:
+    """Show GROUP's creator and the ACE of each permission, where it comes from, and
+    whether you pass it.
+
+    \b
+    Example:
+      plet group perm show dash
+    """
+    perms = open_cluster(ctx).group_permissions(group_id)
+    if as_json:
+        echo_json({"group_id": group_id, **permissions_json(perms)})
+        return
+    click.echo(f"group {group_id}: creator {perms.creator or '- (not claimed yet)'}")
+    echo_table(
+        ("PERMISSION", "ACE", "FROM", "YOU"),
+        (
+            (p, perms.aces[p], perms.sources[p], "yes" if p in perms.allowed else "no")
+            for p in PERMS
+        ),
+    )
+
+
+@group_perm.command("set")
+@cluster_option
+@click.argument("pattern", metavar="GROUP")
+@click.option("--prefix", is_flag=True, help="GROUP is a prefix: every group id starting with it.")
+@click.option("--join", "join_perm", metavar="ACE", help="Who may join (and fetch offsets).")
+@click.option("--commit", "commit_perm", metavar="ACE", help="Who may commit offsets.")
+@click.option("--describe", "describe_perm", metavar="ACE", help="Who may list and describe.")
+@click.option("--reset", "reset_perm", metavar="ACE", help="Who may reset offsets.")
+@click.option("--delete", "delete_perm", metavar="ACE", help="Who may delete the group.")
+@click.pass_context
+def group_perm_set(
+    ctx: click.Context,
+    pattern: str,
+    prefix: bool,
+    join_perm: str | None,
+    commit_perm: str | None,
+    describe_perm: str | None,
+    reset_perm: str | None,
+    delete_perm: str | None,
+) -> None:
+    """Set ACEs of GROUP (its creator's or an administrator's), or of every group id
+    starting with GROUP (--prefix, an administrator's). An ACE replaces the default
+    `u:<creator>`; "" sets the default again.
+
+    \b
+    Examples:
+      plet group perm set dash --describe 'u:<creator> | g:ops'
+      plet group perm set --prefix etl- --join 'g:etl' --commit 'g:etl'
+    """
+    aces = {
+        "join_perm": join_perm,
+        "commit_perm": commit_perm,
+        "describe_perm": describe_perm,
+        "reset_perm": reset_perm,
+        "delete_perm": delete_perm,
+    }
+    given = {perm: ace for perm, ace in aces.items() if ace is not None}
+    if not given:
+        raise click.UsageError(
+            "give at least one of --join, --commit, --describe, --reset, --delete"
+        )
+    open_cluster(ctx).set_group_permissions(pattern, prefix=prefix, **given)
+    what = f"group ids starting with {pattern}" if prefix else f"group {pattern}"
+    click.echo(f"set {', '.join(sorted(given))} of {what}")
+
+
+@group_perm.command("list")
+@cluster_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def group_perm_list(ctx: click.Context, as_json: bool) -> None:
+    """List the permission rules set, by group id or prefix."""
+    rules = open_cluster(ctx).group_permission_rules()
+    if as_json:
+        echo_json([{"pattern": r.pattern, "prefix": r.prefix, "aces": dict(r.aces)} for r in rules])
+        return
+    echo_table(
+        ("GROUP", "PREFIX", "PERMISSION", "ACE"),
+        (
+            (r.pattern, "yes" if r.prefix else "no", perm, ace)
+            for r in rules
+            for perm, ace in sorted(r.aces.items())
+        ),
+    )
+
+
+@group.command("limit")
+@cluster_option
+@click.argument("limit", type=click.IntRange(min=0))
+@click.pass_context
+def group_limit(ctx: click.Context, limit: int) -> None:
+    """Set how many groups one user may create (an administrator's; default 1,000).
+
+    \b
+    Example:
+      plet group limit 200
+    """
+    open_cluster(ctx).set_group_limit(limit)
+    click.echo(f"a user may create {limit:,} groups")

@@ -32,6 +32,7 @@ from engine.errors import (
     UnknownStream,
     UnknownTopic,
 )
+from engine.groups.perms import GroupAccess
 from engine.ops.heat import ReadCounter
 from engine.policies import check_stored
 from engine.records import (
@@ -166,6 +167,7 @@ class Consumer:
         self._member: groups.GroupMember | None = None  # with a group_id and subscribe()
         self._pending: set[tuple[int, int]] = set()  # assigned to us, not yet released
         self._next_group_check = 0.0
+        self._group_checked: set[str] = set()  # the group's permissions passed, once each
         self._rotate = 0
         self._closed = False
         if topics:
@@ -300,6 +302,8 @@ class Consumer:
         if self.group_id is not None:
             self._topic_names = {meta.topic_id: full for full, meta in metas.items()}
             topic_ids = sorted(self._topic_names)
+            if self._member is None or topic_ids != self._member.topics:
+                self._enter_group("join_perm", topic_ids)
             if self._member is None:
                 self._member = groups.GroupMember(
                     self._cluster.catalog.groups,
@@ -422,8 +426,16 @@ class Consumer:
 
     # --- positions ------------------------------------------------------------------------
 
+    def _check_fetch(self) -> None:
+        """Reading the group's committed offsets is a member's right: join_perm (checked
+        once per consumer)."""
+        if self.group_id is not None and "fetch" not in self._group_checked:
+            GroupAccess(self._cluster, self.principal).check(self.group_id, "join_perm")
+            self._group_checked.add("fetch")
+
     def _reset_position(self, tp: TopicPartition, state: _Assigned) -> int:
         if self.group_id is not None:
+            self._check_fetch()
             committed = self._cluster.catalog.groups.committed(
                 self.group_id, state.meta.topic_id, tp.partition
             )
@@ -552,12 +564,29 @@ class Consumer:
         if self.group_id is None:
             return None
         tp = self._check_tp(partition)
+        self._check_fetch()
         row = self._cluster.catalog.groups.committed(
             self.group_id, self._topic_meta(tp.topic).topic_id, tp.partition
         )
         if row is None:
             return None
         return OffsetAndMetadata(row[0], row[1]) if metadata else row[0]
+
+    def _enter_group(self, perm: str, topic_ids: list[int], *, claim: bool = False) -> None:
+        """Check the group's `perm` as this consumer's principal and claim a group nobody
+        created (engine.groups.perms); once it has a creator, each permission is checked
+        once per consumer. A member that auto-commits needs commit_perm too."""
+        assert self.group_id is not None  # only a group's consumers ask
+        access = GroupAccess(self._cluster, self.principal)
+        wanted = [perm]
+        if perm == "join_perm" and self.enable_auto_commit:
+            wanted.append("commit_perm")
+        for p in wanted:
+            if p in self._group_checked:
+                continue
+            access.enter(self.group_id, p, topic_ids, claim=claim)
+            if self._cluster.catalog.groups.creator(self.group_id) is not None:
+                self._group_checked.add(p)
 
     def commit(self, offsets: dict[TopicPartition, Any] | None = None) -> None:
         """Commit `offsets` ({tp: OffsetAndMetadata or int}), or every current position."""
@@ -582,6 +611,14 @@ class Consumer:
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                 raise InvalidOffset(f"offset for {tp!r} must be a non-negative int")
             rows.append((self._topic_meta(full.topic).topic_id, full.partition, offset, metadata))
+        if rows:
+            self._enter_group("commit_perm", [r[0] for r in rows], claim=True)
+        if self._member is None and "engine" in self._cluster.group_kinds(self.group_id):
+            # a commit from outside the group (Kafka's simple commit) would move its live
+            # members' offsets under them: Kafka refuses it too (UNKNOWN_MEMBER_ID)
+            raise CommitFailed(
+                f"group {self.group_id!r} has live members: only they commit its offsets"
+            )
         self._cluster.catalog.groups.commit_offsets(
             self.group_id, rows, self._cluster.clock.now_ms()
         )

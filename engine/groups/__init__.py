@@ -4,7 +4,7 @@ names (`assignors`). Every frontend (CLI, web form, JSON API, terminal console, 
 wire listener) calls these; the SQL lives in engine.storage.groups."""
 
 from engine.groups.admin import GroupAdmin
-from engine.groups.as_json import group_json, group_summary, plan_json
+from engine.groups.as_json import group_json, group_summary, permissions_json, plan_json
 from engine.groups.assignors import STRATEGIES, assign, strategy_name
 from engine.groups.grammar import (
     TARGETS,
@@ -15,11 +15,15 @@ from engine.groups.grammar import (
     parse_target,
     reset_target,
 )
+from engine.groups.perms import GroupAccess, GroupPermissions, GroupRule
 
 __all__ = [
     "STRATEGIES",
     "TARGETS",
+    "GroupAccess",
     "GroupAdmin",
+    "GroupPermissions",
+    "GroupRule",
     "ResetTarget",
     "assign",
     "check_partitions",
@@ -28,6 +32,7 @@ __all__ = [
     "group_summary",
     "parse_partitions",
     "parse_target",
+    "permissions_json",
     "plan_json",
     "reset_target",
     "strategy_name",

@@ -3,7 +3,9 @@ plan and apply offset resets, delete a group. `Cluster`'s group methods call it;
 rules live here, the SQL in engine.storage.groups (`catalog.groups`).
 
 A group's live members block a reset or a delete (as Kafka's): whoever they are, engine
-consumers or Kafka clients of a wire listener, they would commit over it.
+consumers or Kafka clients of a wire listener, they would commit over it. Every operation
+checks the group's permissions (engine.groups.perms) as the cluster's principal: a caller
+sees only the groups it may describe, and in them only the topics it may consume.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from engine.errors import (
     UnknownTopic,
 )
 from engine.groups.grammar import ResetTo, check_partitions, reset_target
+from engine.groups.perms import GroupAccess, GroupPermissions, check_perm
 from engine.groups.states import EMPTY, PREPARING, STABLE
 from engine.records import (
     GroupInfo,
@@ -54,6 +57,10 @@ class GroupAdmin:
     def _store(self) -> GroupStore:
         return self._cluster.catalog.groups
 
+    @property
+    def access(self) -> GroupAccess:
+        return GroupAccess(self._cluster)
+
     def _now(self) -> int:
         return self._cluster.clock.now_ms()
 
@@ -67,23 +74,49 @@ class GroupAdmin:
 
     def groups(self) -> list[GroupInfo]:
         self._cluster.check_open()
-        return [self.group(group_id) for group_id in self._store.group_ids()]
+        access = self.access
+        out = []
+        for group_id in self._store.group_ids():
+            if access.allows(group_id, "describe_perm"):
+                try:
+                    out.append(self._info(group_id, access))
+                except UnknownGroup:  # deleted since it was listed
+                    continue
+        return out
 
     def group(self, group_id: str) -> GroupInfo:
         self._cluster.check_open()
+        access = self.access
+        self._exists(group_id)
+        access.check(group_id, "describe_perm")
+        return self._info(group_id, access)
+
+    def _exists(self, group_id: str) -> None:
+        store = self._store
+        if (
+            store.state(group_id) is None
+            and not store.committed_offsets(group_id)
+            and not store.live_members(group_id, self._now())
+            and store.creator(group_id) is None
+        ):
+            raise UnknownGroup(f"consumer group {group_id!r} does not exist")
+
+    def _info(self, group_id: str, access: GroupAccess) -> GroupInfo:
         catalog, store = self._cluster.catalog, self._store
         state = store.state(group_id)
         committed = store.committed_offsets(group_id)
         members = store.live_members(group_id, self._now())
-        if state is None and not committed and not members:
+        if state is None and not committed and not members and store.creator(group_id) is None:
             raise UnknownGroup(f"consumer group {group_id!r} does not exist")
         generation, protocol, plan = state if state is not None else (0, "", {})
         names_by_id: dict[int, str | None] = {}
 
         def name_of(topic_id: int) -> str | None:
+            # only the topics the caller may consume: their offsets and owners are theirs
             if topic_id not in names_by_id:
                 row = catalog.topic_by_id(topic_id)
-                names_by_id[topic_id] = row.full_name if row else None
+                shown = row is not None and (access.admin or access.may_consume(topic_id))
+                names_by_id[topic_id] = row.full_name if row and shown else None
             return names_by_id[topic_id]
 
         owners = store.owners(group_id)
@@ -176,7 +209,7 @@ class GroupAdmin:
         _check_group_id(group_id)
         row = self._topic_row(topic)
         stream = cluster.catalog.stream_by_id(row.stream_id)
-        cluster.authorize(stream, "admin_perm", what="reset group offsets on")
+        self._check_reset(group_id, row)
         target = reset_target(to)
         chosen = check_partitions(partitions, row.partitions, row.full_name)
         now = self._now()
@@ -225,11 +258,7 @@ class GroupAdmin:
         for plan in plans:
             if plan.topic not in rows:
                 rows[plan.topic] = row = self._topic_row(plan.topic)
-                cluster.authorize(
-                    cluster.catalog.stream_by_id(row.stream_id),
-                    "admin_perm",
-                    what="reset group offsets on",
-                )
+                self._check_reset(group_id, row)
             row = rows[plan.topic]
             check_partitions([plan.partition], row.partitions, row.full_name)
             log = self._log(row, plan.partition)
@@ -240,6 +269,8 @@ class GroupAdmin:
                 )
             commits.append((row.id, plan.partition, plan.new, ""))
         store = self._store
+        if store.creator(group_id) is None:  # a new group (or one nobody claimed): the caller's
+            self.access.enter(group_id, "reset_perm", [r.id for r in rows.values()], claim=True)
         now = self._now()
         with store.write():
             self._refuse_live_members(group_id, now, "resetting its offsets")
@@ -253,31 +284,54 @@ class GroupAdmin:
             store.commit(group_id, commits, now)
         return {TopicPartition(p.topic, p.partition): p.new for p in plans}
 
+    # --- permissions (engine.groups.perms) ------------------------------------------------
+
+    def permissions(self, group_id: str) -> GroupPermissions:
+        self._cluster.check_open()
+        _check_group_id(group_id)
+        return self.access.permissions(group_id)
+
+    def authorize(self, group_id: str, perm: str, topics: Sequence[str]) -> None:
+        self._cluster.check_open()
+        _check_group_id(group_id)
+        access = self.access
+        if perm in ("join_perm", "commit_perm"):
+            access.enter(group_id, perm, access.topic_ids(topics), claim=True)
+        else:
+            access.check(group_id, check_perm(perm))
+
+    def _check_reset(self, group_id: str, row: TopicRow) -> None:
+        """A reset needs the group's reset_perm and the consume permission of the topic,
+        and touches only a topic the group already has (a new group's are the caller's)."""
+        access = self.access
+        access.check(group_id, "reset_perm")
+        if not access.admin:
+            self._cluster.authorize(
+                self._cluster.catalog.stream_by_id(row.stream_id),
+                "consume_perm",
+                what="reset group offsets on",
+            )
+        store = self._store
+        state = store.state(group_id)
+        has = {t for t, _, _, _ in store.committed_offsets(group_id)}
+        has |= {t for parts in (state[2] if state else {}).values() for t, _ in parts}
+        if row.id not in has and (has or store.creator(group_id) is not None):
+            raise InvalidArgument(
+                f"consumer group {group_id!r} has no offsets in {row.full_name}: a reset "
+                "changes only the topics a group already reads"
+            )
+
     # --- deleting -------------------------------------------------------------------------
 
     def delete(self, group_id: str) -> None:
         cluster = self._cluster
         cluster.check_open()
         _check_group_id(group_id)
-        catalog, store = cluster.catalog, self._store
+        store = self._store
         now = self._now()
-        committed = store.committed_offsets(group_id)
-        if (
-            store.state(group_id) is None
-            and not committed
-            and not store.live_members(group_id, now)
-        ):
-            raise UnknownGroup(f"consumer group {group_id!r} does not exist")
+        self._exists(group_id)
+        self.access.check(group_id, "delete_perm")
         self._refuse_live_members(group_id, now, "deleting it")
-        streams = set()
-        for topic_id, _, _, _ in committed:
-            row = catalog.topic_by_id(topic_id)
-            if row is not None:  # offsets of a deleted topic need nobody's permission
-                streams.add(row.stream_id)
-        for stream_id in sorted(streams):
-            cluster.authorize(
-                catalog.stream_by_id(stream_id), "admin_perm", what="delete groups of"
-            )
         with store.write():
             self._refuse_live_members(group_id, now, "deleting it")
             store.delete_group(group_id)

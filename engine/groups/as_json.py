@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.groups.perms import GroupPermissions
 from engine.records import GroupInfo, OffsetResetPlan
 
 
@@ -69,4 +70,15 @@ def plan_json(plan: OffsetResetPlan) -> dict[str, Any]:
         "log_end_offset": plan.log_end_offset,
         "lag_before": plan.lag_before,
         "lag_after": plan.lag_after,
+    }
+
+
+def permissions_json(perms: GroupPermissions) -> dict[str, Any]:
+    """A group's permissions: its creator, each ACE with where it comes from, and the
+    permissions the asking user has."""
+    return {
+        "creator": perms.creator,
+        "aces": dict(perms.aces),
+        "sources": dict(perms.sources),
+        "allowed": sorted(perms.allowed),
     }

@@ -300,6 +300,7 @@ _BY_ENGINE_NAME: dict[str, type[KafkaError]] = {
     "TopicExists": TopicAlreadyExistsError,
     "StreamExists": TopicAlreadyExistsError,
     "AlreadyExists": TopicAlreadyExistsError,
+    "GroupAccessDenied": GroupAuthorizationFailedError,
     "AccessDenied": TopicAuthorizationFailedError,
     "Timeout": KafkaTimeoutError,
     "FileLocked": KafkaTimeoutError,

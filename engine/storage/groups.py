@@ -3,7 +3,8 @@
 Tables: `group_members` (live members, their subscription as a JSON list of topic ids,
 their last heartbeat), `groups` (the current generation's assignment and the basis it was
 computed from), `group_owners` (who reads each partition right now) and `group_offsets`
-(committed offsets). Engine consumers (engine.client.groups) and a Kafka wire listener
+(committed offsets), `group_creators` and `group_perms` (who may do what: the rules are
+engine.groups.perms'). Engine consumers (engine.client.groups) and a Kafka wire listener
 (engine.wire.coordinator, through `Cluster.publish_group`) write the same tables, the
 wire's members marked by their strategy (`WIRE_PREFIX`); the rules (who computes the
 assignment, when a member may read a partition, what a reset may do) live in
@@ -75,6 +76,24 @@ CREATE TABLE IF NOT EXISTS group_owners (
     partition INTEGER NOT NULL,
     member_id TEXT NOT NULL,
     PRIMARY KEY (group_id, topic_id, partition)
+) WITHOUT ROWID;
+-- Who created each group (the principal that first joined it or committed into it): the
+-- `u:<creator>` of its permissions (engine.groups.perms). A group from before this table
+-- has no row until someone who may consume all its topics joins or commits (docs/WIRE.md).
+CREATE TABLE IF NOT EXISTS group_creators (
+    group_id   TEXT PRIMARY KEY,
+    creator    TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS group_creators_by_creator ON group_creators (creator);
+-- The groups' permission rules: an ACE for one permission (join_perm, ...) of one group id
+-- or of every group id starting with a prefix.
+CREATE TABLE IF NOT EXISTS group_perms (
+    pattern TEXT NOT NULL,
+    prefix  INTEGER NOT NULL,          -- 1: `pattern` is a prefix of group ids
+    perm    TEXT NOT NULL,
+    ace     TEXT NOT NULL,
+    PRIMARY KEY (pattern, prefix, perm)
 ) WITHOUT ROWID;
 """
 
@@ -437,15 +456,70 @@ class GroupStore:
                     changed += conn.execute(_UPSERT_OFFSET + _ONLY_LATER, row).rowcount
         return changed
 
+    # --- creators and permission rules (engine.groups.perms) -----------------------------
+
+    def creator(self, group_id: str) -> str | None:
+        """The user who created the group, or None (new, or from before creators)."""
+        rows = self._catalog.query(
+            "SELECT creator FROM group_creators WHERE group_id = ?", (group_id,)
+        )
+        return rows[0][0] if rows else None
+
+    def created_by(self, user: str) -> int:
+        """How many groups `user` created (and that still exist)."""
+        rows = self._catalog.query("SELECT count(*) FROM group_creators WHERE creator = ?", (user,))
+        return int(rows[0][0])
+
+    def set_creator(self, group_id: str, user: str, now: int) -> None:
+        """Record the group's creator unless it has one, in the caller's transaction."""
+        self._conn.execute(
+            "INSERT INTO group_creators (group_id, creator, created_ms) VALUES (?, ?, ?) "
+            "ON CONFLICT (group_id) DO NOTHING",
+            (group_id, user, now),
+        )
+
+    def perm_rules(self, group_id: str | None = None) -> list[tuple[str, bool, str, str]]:
+        """(pattern, prefix, perm, ace) of the rules that apply to `group_id` (None: every
+        rule), by pattern."""
+        if group_id is None:
+            rows = self._catalog.query(
+                "SELECT pattern, prefix, perm, ace FROM group_perms ORDER BY pattern, prefix, perm"
+            )
+        else:
+            rows = self._catalog.query(
+                "SELECT pattern, prefix, perm, ace FROM group_perms WHERE (prefix = 0 AND "
+                "pattern = ?1) OR (prefix = 1 AND substr(?1, 1, length(pattern)) = pattern) "
+                "ORDER BY pattern, prefix, perm",
+                (group_id,),
+            )
+        return [(p, bool(x), perm, ace) for p, x, perm, ace in rows]
+
+    def set_perm_rules(self, pattern: str, prefix: bool, aces: dict[str, str | None]) -> None:
+        """Set (an ACE) or remove (None) the rules of `pattern` for each perm of `aces`."""
+        with self.write():
+            for perm, ace in aces.items():
+                if ace is None:
+                    self._conn.execute(
+                        "DELETE FROM group_perms WHERE pattern = ? AND prefix = ? AND perm = ?",
+                        (pattern, int(prefix), perm),
+                    )
+                else:
+                    self._conn.execute(
+                        "INSERT INTO group_perms (pattern, prefix, perm, ace) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT (pattern, prefix, perm) DO UPDATE SET ace = excluded.ace",
+                        (pattern, int(prefix), perm, ace),
+                    )
+
     # --- whole groups ---------------------------------------------------------------------
 
     def group_ids(self) -> list[str]:
-        """Every group with members, an assignment or committed offsets, by id."""
+        """Every group with members, an assignment, committed offsets or a creator, by id."""
         return [
             g
             for (g,) in self._catalog.query(
                 "SELECT group_id FROM group_members UNION SELECT group_id FROM groups "
-                "UNION SELECT group_id FROM group_offsets ORDER BY 1"
+                "UNION SELECT group_id FROM group_offsets "
+                "UNION SELECT group_id FROM group_creators ORDER BY 1"
             )
         ]
 
@@ -454,7 +528,9 @@ class GroupStore:
         the caller's transaction; returns how many committed offsets went."""
         conn = self._conn
         gone = conn.execute("DELETE FROM group_offsets WHERE group_id = ?", (group_id,)).rowcount
-        for table in ("group_owners", "group_members", "groups"):
+        # its creator goes too (the id may be created again); rules by id or prefix stay,
+        # as Kafka's ACLs outlive a group
+        for table in ("group_owners", "group_members", "groups", "group_creators"):
             conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))  # noqa: S608
         return gone
 

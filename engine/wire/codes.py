@@ -47,6 +47,8 @@ def of(exc: BaseException) -> int:
         return INVALID_TOPIC_EXCEPTION
     if isinstance(exc, errors.UnknownTopic | errors.UnknownStream | errors.InvalidPartition):
         return UNKNOWN_TOPIC_OR_PARTITION
+    if isinstance(exc, errors.GroupAccessDenied):
+        return GROUP_AUTHORIZATION_FAILED
     if isinstance(exc, errors.AccessDenied):
         return TOPIC_AUTHORIZATION_FAILED
     if isinstance(exc, errors.MessageTooLarge):

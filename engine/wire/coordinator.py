@@ -10,6 +10,11 @@ members and their protocol metadata and computes the assignment with its own cli
 assignor (range, roundrobin, sticky, cooperative-sticky: the coordinator never reads the
 metadata); SyncGroup hands each member its part.
 
+Each member id belongs to the user that joined with it (with SASL, the logged-in user):
+another user's SyncGroup, Heartbeat, LeaveGroup or OffsetCommit with it is answered
+UNKNOWN_MEMBER_ID, as for an id that does not exist. The group's own permissions
+(engine.groups.perms) are checked by the handlers, before the coordinator is asked.
+
 JoinGroup and SyncGroup block their worker thread until the rebalance is done, as Kafka
 holds the request open. The state machine lives in memory: a restarted listener answers the
 old members UNKNOWN_MEMBER_ID and they join again. Committed offsets are the engine's.
@@ -69,6 +74,7 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     last_seen: float  # the coordinator clock's monotonic() of its last request
+    principal: str = ""  # the user that joined: its member id is theirs alone
     joined: bool = False  # has sent JoinGroup in the current rebalance
     awaiting: bool = False  # a JoinGroup or SyncGroup of it is waiting (keeps it alive)
     join_result: JoinResult | None = None
@@ -193,7 +199,10 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
+        principal: str = "",
     ) -> JoinResult:
+        """`principal`: the logged-in user; a member id works only for the user that got it
+        (another user's is UNKNOWN_MEMBER_ID, as one that does not exist)."""
         if group_id and self._broker is not None:
             try:
                 kinds = self._broker.cluster.group_kinds(group_id)
@@ -215,6 +224,7 @@ class GroupCoordinator:
             protocol_type,
             protocols,
             require_known_member_id,
+            principal,
         )
         if group_id:
             self._publish(group_id)
@@ -232,6 +242,7 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
+        principal: str,
     ) -> JoinResult:
         if not group_id:
             return JoinResult(codes.INVALID_GROUP_ID, member_id=member_id)
@@ -257,6 +268,8 @@ class GroupCoordinator:
                     # a static member that restarted: it replaces its old incarnation
                     for old in list(group.members.values()):
                         if old.instance_id == instance_id:
+                            if old.principal != principal:  # another user's static member
+                                return JoinResult(codes.UNKNOWN_MEMBER_ID, member_id=member_id)
                             self._remove(group, old.member_id)
                 elif require_known_member_id:
                     # JoinGroup v4+: the client learns its id first, then joins with it,
@@ -266,7 +279,7 @@ class GroupCoordinator:
                 member_id = new_id
             elif member_id in group.pending:
                 del group.pending[member_id]
-            elif member_id not in group.members:
+            elif member_id not in group.members or group.members[member_id].principal != principal:
                 return JoinResult(codes.UNKNOWN_MEMBER_ID, member_id=member_id)
             member = group.members.get(member_id)
             if member is None:
@@ -280,6 +293,7 @@ class GroupCoordinator:
                     protocol_type,
                     protocols,
                     now,
+                    principal,
                 )
                 group.protocol_type = protocol_type
                 self._prepare(group)
@@ -387,9 +401,12 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol: str | None,
         assignments: Iterable[tuple[str, bytes]],
+        principal: str = "",
     ) -> tuple[int, str | None, str | None, bytes]:
         """(error, protocol type, protocol name, this member's assignment)."""
-        result = self._sync(group_id, generation, member_id, protocol_type, protocol, assignments)
+        result = self._sync(
+            group_id, generation, member_id, protocol_type, protocol, assignments, principal
+        )
         self._publish(group_id)
         return result
 
@@ -401,11 +418,12 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol: str | None,
         assignments: Iterable[tuple[str, bytes]],
+        principal: str,
     ) -> tuple[int, str | None, str | None, bytes]:
         with self._cond:
             group = self._groups.get(group_id)
             member = group.members.get(member_id) if group is not None else None
-            if group is None or member is None:
+            if group is None or member is None or member.principal != principal:
                 return codes.UNKNOWN_MEMBER_ID, None, None, b""
             if generation != group.generation:
                 return codes.ILLEGAL_GENERATION, None, None, b""
@@ -441,36 +459,46 @@ class GroupCoordinator:
 
     # --- Heartbeat, LeaveGroup, OffsetCommit's check --------------------------------------
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str) -> int:
+    def heartbeat(self, group_id: str, generation: int, member_id: str, principal: str = "") -> int:
         with self._cond:
-            error, group = self._check(group_id, generation, member_id)
+            error, group = self._check(group_id, generation, member_id, principal)
             if error != codes.NONE or group is None:
                 return error
             return codes.REBALANCE_IN_PROGRESS if group.state == PREPARING else codes.NONE
 
-    def check_commit(self, group_id: str, generation: int, member_id: str) -> int:
+    def check_commit(
+        self, group_id: str, generation: int, member_id: str, principal: str = ""
+    ) -> int:
         """The error of an OffsetCommit from a group member (it also counts as a
-        heartbeat). A simple commit (generation -1, no member id) is not checked."""
-        if generation < 0 and not member_id:
-            return codes.NONE
+        heartbeat). A simple commit (generation -1, no member id) is refused while the
+        group has members, as Kafka refuses it (UNKNOWN_MEMBER_ID): it would move their
+        offsets under them."""
         with self._cond:
-            error, group = self._check(group_id, generation, member_id)
+            if generation < 0 and not member_id:
+                group = self._groups.get(group_id)
+                return codes.UNKNOWN_MEMBER_ID if group and group.members else codes.NONE
+            error, group = self._check(group_id, generation, member_id, principal)
             if error == codes.NONE and group is not None and group.state == COMPLETING:
                 return codes.REBALANCE_IN_PROGRESS
             return error
 
-    def _check(self, group_id: str, generation: int, member_id: str) -> tuple[int, Group | None]:
+    def _check(
+        self, group_id: str, generation: int, member_id: str, principal: str
+    ) -> tuple[int, Group | None]:
         group = self._groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
-        if group is None or member is None:
+        if group is None or member is None or member.principal != principal:
             return codes.UNKNOWN_MEMBER_ID, None
         member.last_seen = self._clock.monotonic()
         if generation != group.generation:
             return codes.ILLEGAL_GENERATION, None
         return codes.NONE, group
 
-    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[int]:
-        """Remove (member id, group instance id) pairs; an error code for each."""
+    def leave(
+        self, group_id: str, members: list[tuple[str, str | None]], principal: str = ""
+    ) -> list[int]:
+        """Remove (member id, group instance id) pairs of `principal`'s members; an error
+        code for each (UNKNOWN_MEMBER_ID for another user's)."""
         out = []
         with self._cond:
             group = self._groups.get(group_id)
@@ -487,7 +515,8 @@ class GroupCoordinator:
                         ),
                         "",
                     )
-                if member_id in group.members:
+                found = group.members.get(member_id)
+                if found is not None and found.principal == principal:
                     self._remove(group, member_id)
                     out.append(codes.NONE)
                 else:

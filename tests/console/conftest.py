@@ -1,6 +1,7 @@
 """Fixtures of the terminal console's tests: a demo cluster, the app driven by Textual's
-pilot, a way to wait for workers' answers, and replay jobs' records. (Snapshots of whole
-screens come from pytest-textual-snapshot's `snap_compare`.)"""
+pilot, a way to wait for workers' answers, a click that waits until a button takes it, and
+replay jobs' records. (Snapshots of whole screens come from pytest-textual-snapshot's
+`snap_compare`.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+
+from tests.timing import scaled
 
 
 @pytest.fixture
@@ -36,18 +39,41 @@ Until = Callable[..., Awaitable[None]]
 
 @pytest.fixture
 def until() -> Until:
-    """`await until(pilot, lambda: ..., timeout=10)`: let the app run until it holds."""
+    """`await until(pilot, lambda: ...)`: let the app run until it holds, 30 s at most (a
+    deadline costs nothing when things go well, and a crowded machine needs more than 10 s
+    at times; it scales with PLET_TEST_SLOWDOWN, tests/timing.py)."""
 
-    async def wait(pilot, predicate: Callable[[], object], timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
+    async def wait(pilot, predicate: Callable[[], object], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + scaled(timeout)
         while True:
             await pilot.pause(0.02)
             if predicate():
                 return
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout} s waiting for {predicate}")
+                raise AssertionError(
+                    f"timed out after {scaled(timeout):g} s waiting for {predicate}"
+                )
 
     return wait
+
+
+Click = Callable[..., Awaitable[None]]
+
+
+@pytest.fixture
+def click(until) -> Click:
+    """`await click(pilot, "#save")`: click a button once it is laid out and can take the
+    click, and check that the click landed on it. Textual ignores a click (or Enter) on a
+    button that still shows its last press (0.2 s, more on a busy machine); a person never
+    presses again that fast, a test does."""
+    from textual.widgets import Button
+
+    async def press(pilot, selector: str) -> None:
+        button = pilot.app.screen.query_one(selector, Button)
+        await until(pilot, lambda: button.region.area and not button.has_class("-active"))
+        assert await pilot.click(selector), f"the click missed {selector}"
+
+    return press
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ async def test_edit_a_policy_saves_through_edit_stream(demo, make_app, until):
         assert "saved compact, ttl" in _text(app, "#policy-error")
 
 
-async def test_invalid_policies_show_errors_and_change_nothing(demo, make_app, until):
+async def test_invalid_policies_show_errors_and_change_nothing(demo, make_app, until, click):
     app = make_app()
     async with app.run_test(size=(140, 44)) as pilot:
         pane = await _open(app, pilot, until, "/apps/sensors", "policies", "3")
@@ -60,23 +60,22 @@ async def test_invalid_policies_show_errors_and_change_nothing(demo, make_app, u
         app.query_one("#policy-ttl", Input).value = "3600"  # valid, but not saved alone
         app.query_one("#policy-default-partitions", Input).value = "0"
         app.query_one("#policy-consume-perm", Input).value = "u:alice &"
-        await pilot.click("#policy-save")
-        await pilot.pause(0.2)
+        await click(pilot, "#policy-save")
+        await until(pilot, lambda: "fix 2 field(s) first" in _text(app, "#policy-error"))
         assert "must be from 1 to" in _text(app, "#policy-default-partitions-error")
         assert "consume_perm" in _text(app, "#policy-consume-perm-error")
-        assert "fix 2 field(s) first" in _text(app, "#policy-error")
         assert app.query_one("#policy-default-partitions-error").has_class("error")
         assert demo.stream("/apps/sensors").policies == before
         assert pane.saves == 0
 
 
-async def test_access_denied_is_shown_and_nothing_changes(cluster, make_app, until):
+async def test_access_denied_is_shown_and_nothing_changes(cluster, make_app, until, click):
     cluster.create_stream("/locked", admin_perm="u:somebody-else")
     app = make_app()
     async with app.run_test(size=(140, 44)) as pilot:
         pane = await _open(app, pilot, until, "/locked", "policies", "3")
         app.query_one("#policy-ttl", Input).value = "60"
-        await pilot.click("#policy-save")
+        await click(pilot, "#policy-save")
         await until(pilot, lambda: "error:" in _text(app, "#policy-error"))
         assert "may not administer" in _text(app, "#policy-error")
         assert cluster.stream("/locked").policies["ttl"] == 604800
@@ -86,7 +85,7 @@ async def test_access_denied_is_shown_and_nothing_changes(cluster, make_app, unt
 # --- groups --------------------------------------------------------------------------------
 
 
-async def test_reset_a_group_to_earliest_then_to_an_offset(demo, make_app, until):
+async def test_reset_a_group_to_earliest_then_to_an_offset(demo, make_app, until, click):
     app = make_app(refresh_s=60)
     async with app.run_test(size=(140, 44)) as pilot:
         pane = await _open(app, pilot, until, CLICKS, "groups", "4")
@@ -100,7 +99,7 @@ async def test_reset_a_group_to_earliest_then_to_an_offset(demo, make_app, until
         app.query_one("#group-table").focus()
         await pilot.press("o")
         assert isinstance(app.screen, ResetOffsetsScreen)
-        await pilot.click("#reset-apply")  # earliest is the default
+        await click(pilot, "#reset-apply")  # earliest is the default
         await until(pilot, lambda: not isinstance(app.screen, ResetOffsetsScreen))
         assert {p.partition: p.committed for p in demo.group("analytics").partitions} == {
             0: 0,
@@ -112,11 +111,10 @@ async def test_reset_a_group_to_earliest_then_to_an_offset(demo, make_app, until
         dialog = app.screen
         dialog.query_one("#reset-to", Select).value = "offset"
         dialog.query_one("#reset-value", Input).value = "not a number"
-        await pilot.click("#reset-apply")
-        assert "an offset is a whole number" in _text(dialog, "#reset-error")
+        await click(pilot, "#reset-apply")
+        await until(pilot, lambda: "an offset is a whole number" in _text(dialog, "#reset-error"))
         dialog.query_one("#reset-value", Input).value = "30"
-        await pilot.pause(0.3)
-        await pilot.click("#reset-apply")
+        await click(pilot, "#reset-apply")  # pressed again: once it can take the click
         await until(pilot, lambda: not isinstance(app.screen, ResetOffsetsScreen))
         # Clamped to each partition's end, as the engine does.
         assert {p.partition: p.committed for p in demo.group("analytics").partitions} == {
@@ -125,7 +123,7 @@ async def test_reset_a_group_to_earliest_then_to_an_offset(demo, make_app, until
         }
 
 
-async def test_reset_refused_while_the_group_has_live_members(demo, make_app, until):
+async def test_reset_refused_while_the_group_has_live_members(demo, make_app, until, click):
     consumer = Consumer(demo, CLICKS, group_id="live", enable_auto_commit=False)
     consumer.poll(timeout_ms=1000)  # joins the group
     try:
@@ -138,7 +136,7 @@ async def test_reset_refused_while_the_group_has_live_members(demo, make_app, un
             await until(pilot, lambda: pane.selected == "live")
             assert app.query_one("#group-members", DataTable).row_count == 1
             await pilot.press("o")
-            await pilot.click("#reset-apply")
+            await click(pilot, "#reset-apply")
             await until(pilot, lambda: "live member" in _text(app.screen, "#reset-error"))
             assert isinstance(app.screen, ResetOffsetsScreen)
     finally:
@@ -209,8 +207,8 @@ async def test_heat_map_draws_the_hottest_partitions(demo, make_app, until):
         assert labels[:3] == [f"/apps/sensors:car-17[{p}]" for p in range(3)]  # the topic first
         assert any(v > 0 for _, series in rows for v in series)
         app.query_one("#heat-by", Select).value = "volumes"
-        await pilot.pause(0.1)
-        labels = [label for label, _ in app.query_one("#heat-map", HeatMapWidget).data.rows]
-        assert labels == [f"volume {v.id}" for v in demo.volumes()]
+        volumes = [f"volume {v.id}" for v in demo.volumes()]
+        heat_map = app.query_one("#heat-map", HeatMapWidget)
+        await until(pilot, lambda: [label for label, _ in heat_map.data.rows] == volumes)
         rendered = str(app.query_one("#heat-map", HeatMapWidget).render())
         assert "scale idle" in rendered and "-5 min" in rendered

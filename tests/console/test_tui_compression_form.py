@@ -11,7 +11,7 @@ from console.widgets.policies import PoliciesPane
 pytestmark = pytest.mark.asyncio
 
 
-async def test_the_policies_tab_chooses_a_codec(cluster, make_app, until):
+async def test_the_policies_tab_chooses_a_codec(cluster, make_app, until, click):
     cluster.create_stream("/apps/sensors")
     app = make_app()
     async with app.run_test(size=(160, 60)) as pilot:
@@ -22,6 +22,6 @@ async def test_the_policies_tab_chooses_a_codec(cluster, make_app, until):
         control = app.query_one("#policy-compression", Select)
         assert control.value == "none"
         control.value = "lz4"
-        await pilot.click("#policy-save")
+        await click(pilot, "#policy-save")
         await until(pilot, lambda: pane.saves == 1)
         assert cluster.stream("/apps/sensors").policies["compression"] == "lz4"

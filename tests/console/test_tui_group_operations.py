@@ -4,7 +4,7 @@ says the log moved) and shift-by; deleting a group after a confirmation."""
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Button, DataTable, Input, Select, Static
+from textual.widgets import DataTable, Input, Select, Static
 
 from console.screens.confirm import ConfirmScreen
 from console.screens.reset_offsets import ResetOffsetsScreen
@@ -39,7 +39,7 @@ def _plan_cells(dialog) -> list[list[str]]:
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
 
-async def test_preview_then_apply_commits_exactly_the_preview(demo, make_app, until):
+async def test_preview_then_apply_commits_exactly_the_preview(demo, make_app, until, click):
     assert _committed(demo) == {0: 21, 1: 19}
     app = make_app()
     async with app.run_test(size=(140, 44)) as pilot:
@@ -47,81 +47,76 @@ async def test_preview_then_apply_commits_exactly_the_preview(demo, make_app, un
         dialog.query_one("#reset-to", Select).value = "shift"
         dialog.query_one("#reset-value", Input).value = "-25"
         dialog.query_one("#reset-partitions", Input).value = "1"
-        await pilot.pause(0.1)
-        await pilot.click("#reset-preview")
+        await click(pilot, "#reset-preview")
         await until(pilot, lambda: dialog.query_one("#reset-plan", DataTable).row_count == 1)
         # partition 1 (38 messages): 19 - 25 clamped to the log start 0; lag 19 -> 38
         assert _plan_cells(dialog) == [["1", "0", "38", "19", "0", "19", "38"]]
         assert "Apply commits exactly this" in _text(dialog, "#reset-error")
         assert _committed(demo) == {0: 21, 1: 19}  # a preview changes nothing
         shown = dialog.preview[1]
-        await pilot.click("#reset-apply")
+        await click(pilot, "#reset-apply")
         await until(pilot, lambda: not isinstance(app.screen, ResetOffsetsScreen))
         assert _committed(demo) == {0: 21, 1: 0}
         assert [p.new for p in shown] == [0]
 
 
-async def test_apply_after_the_log_moved_shows_the_new_preview(demo, make_app, until):
+async def test_apply_after_the_log_moved_shows_the_new_preview(demo, make_app, until, click):
     app = make_app()
     async with app.run_test(size=(140, 44)) as pilot:
         dialog = await _dialog(app, pilot, until)
         dialog.query_one("#reset-to", Select).value = "latest"
-        await pilot.pause(0.1)
-        await pilot.click("#reset-preview")
+        await click(pilot, "#reset-preview")
         await until(pilot, lambda: dialog.query_one("#reset-plan", DataTable).row_count == 2)
         producer = Producer(demo)
         producer.send(CLICKS, value=b"late", partition=0)
         producer.flush()
         producer.close()
-        await pilot.click("#reset-apply")
+        await click(pilot, "#reset-apply")
         await until(pilot, lambda: "moved since the preview" in _text(dialog, "#reset-error"))
         assert isinstance(app.screen, ResetOffsetsScreen)
         assert _committed(demo) == {0: 21, 1: 19}
         assert [row[4] for row in _plan_cells(dialog)] == ["43", "38"]
-        # Textual ignores a press while the button still shows the last one (0.2 s): a user
-        # pressing again waits that long anyway
-        apply = dialog.query_one("#reset-apply", Button)
-        await until(pilot, lambda: not apply.has_class("-active"))
-        await pilot.click("#reset-apply")  # the new preview, unchanged since: applied
+        await click(pilot, "#reset-apply")  # the new preview, unchanged since: applied
         await until(pilot, lambda: not isinstance(app.screen, ResetOffsetsScreen))
         assert _committed(demo) == {0: 43, 1: 38}
 
 
-async def test_bad_shift_and_partition_are_shown_and_change_nothing(demo, make_app, until):
+async def test_bad_shift_and_partition_are_shown_and_change_nothing(demo, make_app, until, click):
     app = make_app()
     async with app.run_test(size=(140, 44)) as pilot:
         dialog = await _dialog(app, pilot, until)
         dialog.query_one("#reset-to", Select).value = "shift"
         dialog.query_one("#reset-value", Input).value = "back a bit"
-        await pilot.click("#reset-preview")
-        assert "a shift is a whole number" in _text(dialog, "#reset-error")
+        await click(pilot, "#reset-preview")
+        await until(pilot, lambda: "a shift is a whole number" in _text(dialog, "#reset-error"))
         dialog.query_one("#reset-value", Input).value = "-1"
         dialog.query_one("#reset-partitions", Input).value = "7"
-        await pilot.pause(0.1)
-        await pilot.click("#reset-preview")
+        await click(pilot, "#reset-preview")  # pressed again: once it can take the click
         await until(pilot, lambda: "partitions 0 to 1, not 7" in _text(dialog, "#reset-error"))
         assert dialog.query_one("#reset-plan", DataTable).row_count == 0
         assert _committed(demo) == {0: 21, 1: 19}
 
 
-async def test_delete_a_group_after_confirming(demo, make_app, until):
+async def test_delete_a_group_after_confirming(demo, make_app, until, click):
     app = make_app()
     async with app.run_test(size=(140, 44)) as pilot:
         app.open_path(CLICKS)
         await pilot.press("4")
         pane = app.query_one("#groups")
         await until(pilot, lambda: pane.loads >= 1 and pane.selected == "analytics")
-        await pilot.click("#group-delete")
-        assert isinstance(app.screen, ConfirmScreen)
+        await click(pilot, "#group-delete")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("escape")  # cancelled: nothing happens
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
         assert [g.group_id for g in demo.groups()] == ["analytics"]
-        await pilot.click("#group-delete")
-        await pilot.click("#confirm-yes")
+        await click(pilot, "#group-delete")  # pressed again: once it can take the click
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await click(pilot, "#confirm-yes")
         await until(pilot, lambda: "analytics" not in pane.groups)
         assert demo.groups() == []
 
 
-async def test_delete_refused_while_the_group_has_live_members(demo, make_app, until):
+async def test_delete_refused_while_the_group_has_live_members(demo, make_app, until, click):
     consumer = Consumer(demo, CLICKS, group_id="analytics", enable_auto_commit=False)
     consumer.poll(timeout_ms=1000)  # joins the group
     try:
@@ -131,7 +126,7 @@ async def test_delete_refused_while_the_group_has_live_members(demo, make_app, u
             await pilot.press("4")
             pane = app.query_one("#groups")
             await until(pilot, lambda: pane.loads >= 1 and pane.selected == "analytics")
-            await pilot.click("#group-delete")
+            await click(pilot, "#group-delete")
             assert not isinstance(app.screen, ConfirmScreen)  # refused before asking
             assert [g.group_id for g in demo.groups()] == ["analytics"]
     finally:

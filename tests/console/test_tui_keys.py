@@ -15,6 +15,7 @@ from console.screens.produce import ProduceScreen
 from console.widgets.messages import MessagesPane
 from console.widgets.stream_tree import StreamTree, TopicNode
 from engine import Producer
+from tests.timing import scaled
 
 pytestmark = pytest.mark.asyncio
 
@@ -107,7 +108,7 @@ async def test_r_refreshes_the_shown_tab_from_the_tree(demo, make_app, until):
     async with app.run_test(size=SIZE) as pilot:
         pane = await _open_from_tree(app, pilot, until, CAR)
         producer = Producer(demo, acks=1)
-        meta = producer.send(CAR, value=b"fresh", key=b"new").get(timeout=10)
+        meta = producer.send(CAR, value=b"fresh", key=b"new").get(timeout=scaled(10))
         producer.close()
         before = pane.loads
         await pilot.press("r")

@@ -78,7 +78,9 @@ async def test_a_bad_query_is_said_with_its_column(readings, make_app, until):
 
 
 async def test_escape_cancels_a_running_search(readings, make_app, until, monkeypatch):
-    monkeypatch.setattr(messages_widget, "SEARCH_RATE", 200)  # 10 s to the end
+    # 100 s to the end: still running when Escape comes, however slow the machine (at 200 a
+    # second, a crowded machine reached the end first)
+    monkeypatch.setattr(messages_widget, "SEARCH_RATE", 20)
     monkeypatch.setattr(messages_widget.message_search, "CHUNK", 50)
     app = make_app(topic=TOPIC)
     async with app.run_test(size=(160, 44)) as pilot:

@@ -11,6 +11,7 @@ from textual.widgets import Checkbox, DataTable, Input, Select, Static, TextArea
 from console.screens.produce import ProduceScreen
 from console.widgets.messages import MessagesPane
 from engine import Consumer, Producer, TopicPartition
+from tests.timing import scaled
 
 pytestmark = pytest.mark.asyncio
 
@@ -110,8 +111,8 @@ async def test_seek_by_offset_time_and_name(history, make_app, until):
         await pilot.press("s")
         app.query_one("#msg-seek", Input).value = "yesterday-ish"
         await pilot.press("enter")
-        await pilot.pause(0.1)
-        assert "error" in _text(app, "#msg-status") and _offsets(pane) == before
+        await until(pilot, lambda: "error" in _text(app, "#msg-status"))
+        assert _offsets(pane) == before
 
 
 async def test_filter_matches_key_value_and_headers(history, make_app, until):
@@ -143,7 +144,7 @@ async def test_follow_shows_a_message_produced_meanwhile(history, make_app, unti
         assert "following: 0 new" in _text(app, "#msg-status")
 
         producer = Producer(history, acks=1)
-        meta = producer.send(TOPIC, value=b"breaking news", key=b"live").get(timeout=10)
+        meta = producer.send(TOPIC, value=b"breaking news", key=b"live").get(timeout=scaled(10))
         producer.close()
         await until(pilot, lambda: pane.arrived == 1)
         record = pane.selected_record()  # the cursor follows the newest row
@@ -154,9 +155,10 @@ async def test_follow_shows_a_message_produced_meanwhile(history, make_app, unti
         await pilot.press("f")  # stop: later messages no longer appear
         assert not pane.following
         producer = Producer(history, acks=1)
-        producer.send(TOPIC, value=b"unseen").get(timeout=10)
+        producer.send(TOPIC, value=b"unseen").get(timeout=scaled(10))
         producer.close()
-        await pilot.pause(0.5)
+        # nothing may arrive: time passes on purpose, three of the follower's polls (250 ms)
+        await pilot.pause(scaled(0.75))
         assert pane.arrived == 1 and 302 not in _offsets(pane)
 
 
@@ -168,17 +170,18 @@ async def test_detail_views_text_json_and_hex(history, make_app, until):
         table = app.query_one("#msg-table", DataTable)
         table.focus()
         table.move_cursor(row=0)  # the newest first
-        await pilot.pause()
+        await until(pilot, lambda: "header trace: abc-123" in _text(app, "#msg-detail-head"))
         assert pane.selected_record().key == b"json"
-        assert "header trace: abc-123" in _text(app, "#msg-detail-head")
         assert _text(app, "#msg-detail-body") == '{"a": 1, "b": [true]}'
         await pilot.press("v")
-        assert _text(app, "#msg-detail-body") == '{\n  "a": 1,\n  "b": [\n    true\n  ]\n}'
+        pretty = '{\n  "a": 1,\n  "b": [\n    true\n  ]\n}'
+        await until(pilot, lambda: _text(app, "#msg-detail-body") == pretty)
         await pilot.press("v")
-        assert _text(app, "#msg-detail-body").startswith("00000000  7b 22 61 22 3a 20 31")
+        hex_start = "00000000  7b 22 61 22 3a 20 31"
+        await until(pilot, lambda: _text(app, "#msg-detail-body").startswith(hex_start))
 
 
-async def test_produce_dialog_writes_to_the_engine(history, make_app, until):
+async def test_produce_dialog_writes_to_the_engine(history, make_app, until, click):
     app = make_app(topic=TOPIC)
     async with app.run_test(size=(140, 44)) as pilot:
         pane = app.query_one("#messages", MessagesPane)
@@ -189,17 +192,14 @@ async def test_produce_dialog_writes_to_the_engine(history, make_app, until):
 
         # Bad input stays in the dialog with a message, and writes nothing.
         screen.query_one("#produce-headers", TextArea).text = "unit: C"  # not the syntax
-        await pilot.click("#produce-send")
-        error = str(screen.query_one("#produce-error", Static).content)
-        assert "line 1: header 'unit: C' is not name=value: write it as 'unit=C'" in error
+        await click(pilot, "#produce-send")
+        expected = "line 1: header 'unit: C' is not name=value: write it as 'unit=C'"
+        await until(pilot, lambda: expected in _text(screen, "#produce-error"))
         assert history.topic(TOPIC).partitions[0].log_end_offset == 301
         screen.query_one("#produce-partition", Input).value = "7"
         screen.query_one("#produce-headers", TextArea).text = ""
-        await pilot.pause(0.3)  # a button ignores presses during its 0.2 s press effect
-        await pilot.click("#produce-send")
-        await until(
-            pilot, lambda: "error" in str(screen.query_one("#produce-error", Static).content)
-        )
+        await click(pilot, "#produce-send")  # pressed again: once it can take the click
+        await until(pilot, lambda: "error" in _text(screen, "#produce-error"))
         assert history.topic(TOPIC).partitions[0].log_end_offset == 301
 
         screen.query_one("#produce-key", Input).value = "user-9"
@@ -207,8 +207,7 @@ async def test_produce_dialog_writes_to_the_engine(history, make_app, until):
         screen.query_one("#produce-headers", TextArea).text = "source=tui\n\nn = 1"
         screen.query_one("#produce-partition", Input).value = "0"
         before = pane.loads
-        await pilot.pause(0.3)
-        await pilot.click("#produce-send")
+        await click(pilot, "#produce-send")
         await until(pilot, lambda: not isinstance(app.screen, ProduceScreen))
         await _loaded(pilot, until, pane, before)  # the page is read again and shows it
         assert 301 in _offsets(pane)
@@ -224,7 +223,7 @@ async def test_produce_dialog_writes_to_the_engine(history, make_app, until):
     ]
 
 
-async def test_produce_dialog_sends_a_tombstone(history, make_app, until):
+async def test_produce_dialog_sends_a_tombstone(history, make_app, until, click):
     app = make_app(topic=TOPIC)
     async with app.run_test(size=(140, 44)) as pilot:
         pane = app.query_one("#messages", MessagesPane)
@@ -236,8 +235,7 @@ async def test_produce_dialog_sends_a_tombstone(history, make_app, until):
         screen.query_one("#produce-value", TextArea).text = "ignored when null"
         screen.query_one("#produce-null", Checkbox).value = True
         screen.query_one("#produce-partition", Input).value = "0"
-        await pilot.pause(0.3)
-        await pilot.click("#produce-send")
+        await click(pilot, "#produce-send")
         await until(pilot, lambda: not isinstance(app.screen, ProduceScreen))
 
     consumer = Consumer(history, enable_auto_commit=False)

@@ -33,9 +33,8 @@ async def test_permissions_screen_shows_a_users_answers(cluster, make_app, until
         ]
         assert "alice (groups dev)" in str(screen.query_one("#perm-status", Static).content)
         table.move_cursor(row=1)
-        await pilot.pause()
-        detail = str(screen.query_one("#perm-detail", Static).content)
-        assert "consume_perm: g:dev & !u:bob  → yes" in detail
+        detail = "consume_perm: g:dev & !u:bob  → yes"
+        await until(pilot, lambda: detail in str(screen.query_one("#perm-detail", Static).content))
 
         screen.query_one("#perm-user", Input).value = "nobody"
         screen.query_one("#perm-user", Input).focus()

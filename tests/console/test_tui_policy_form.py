@@ -25,7 +25,7 @@ def _id(name: str) -> str:
     return "#policy-" + name.replace("_", "-")
 
 
-async def test_the_policies_tab_shows_every_policy_of_the_table(cluster, make_app, until):
+async def test_the_policies_tab_shows_every_policy_of_the_table(cluster, make_app, until, click):
     cluster.create_stream("/apps/sensors", ttl=90)
     app = make_app()
     async with app.run_test(size=(160, 60)) as pilot:
@@ -48,25 +48,26 @@ async def test_the_policies_tab_shows_every_policy_of_the_table(cluster, make_ap
         # a value past the table's bound is refused by the field, nothing is saved
         limit = policy("max_message_bytes").max
         app.query_one("#policy-max-message-bytes", Input).value = str(limit + 1)
-        await pilot.click("#policy-save")
+        await click(pilot, "#policy-save")
         await until(pilot, lambda: "fix 1 field" in _text(app, "#policy-error"))
         assert _text(app, "#policy-max-message-bytes-error") == (
             f"policy 'max_message_bytes' must be from 1 to {limit}, got {limit + 1}"
         )
         app.query_one("#policy-max-message-bytes", Input).value = str(limit)
-        await pilot.click("#policy-save")
+        await click(pilot, "#policy-save")  # pressed again: once it can take the click
         await until(pilot, lambda: pane.saves == 1)
         assert cluster.stream("/apps/sensors").policies["max_message_bytes"] == limit
         # a saved field shows its help again
         assert _text(app, "#policy-max-message-bytes-error") == policy("max_message_bytes").hint
 
 
-async def test_the_produce_dialog_takes_one_header_a_line(cluster, make_app, until):
+async def test_the_produce_dialog_takes_one_header_a_line(cluster, make_app, until, click):
     cluster.create_stream("/apps")
     cluster.create_topic("/apps:t", partitions=1)
     app = make_app(topic="/apps:t")
     async with app.run_test(size=(140, 44)) as pilot:
-        await pilot.pause(0.2)
+        pane = app.query_one("#messages")
+        await until(pilot, lambda: pane.loads >= 1)
         await pilot.press("p")
         await until(pilot, lambda: isinstance(app.screen, ProduceScreen))
         screen = app.screen
@@ -74,8 +75,7 @@ async def test_the_produce_dialog_takes_one_header_a_line(cluster, make_app, unt
         assert f"Headers ({FORM_HELP})" in labels
         screen.query_one("#produce-value", TextArea).text = "v"
         screen.query_one("#produce-headers", TextArea).text = "unit=C\nsource: tui"
-        await pilot.click("#produce-send")
-        assert _text(screen, "#produce-error") == (
-            "line 2: header 'source: tui' is not name=value: write it as 'source=tui'"
-        )
+        await click(pilot, "#produce-send")
+        expected = "line 2: header 'source: tui' is not name=value: write it as 'source=tui'"
+        await until(pilot, lambda: _text(screen, "#produce-error") == expected)
         assert cluster.topic("/apps:t").partitions[0].log_end_offset == 0

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Input, Select, Static
 from console.screens.replay_start import ReplayStartScreen
 from console.widgets.replays import ReplaysPane
 from spark_tasks import jobs
+from tests.timing import scaled
 
 pytestmark = pytest.mark.asyncio
 
@@ -28,7 +29,7 @@ async def _replays(app, pilot, until) -> ReplaysPane:
 
 
 async def test_start_dialog_shows_the_fields_of_each_kind_and_checks_them(
-    demo, cluster_path, make_app, until
+    demo, cluster_path, make_app, until, click
 ):
     app = make_app()
     async with app.run_test(size=(140, 44)) as pilot:
@@ -41,20 +42,17 @@ async def test_start_dialog_shows_the_fields_of_each_kind_and_checks_them(
         assert dialog.query_one("#replay-source", Input).value == TOPIC
         assert dialog.query_one("#replay-row-target").display
         assert not dialog.query_one("#replay-row-window").display
-        await pilot.click("#replay-start")
-        assert "a copy job needs target" in str(dialog.query_one("#replay-error", Static).content)
+        await click(pilot, "#replay-start")
+        await until(pilot, lambda: "a copy job needs target" in _error(dialog))
 
         dialog.query_one("#replay-kind", Select).value = "window-counts"
-        await pilot.pause()
-        assert dialog.query_one("#replay-row-window").display
+        await until(pilot, lambda: dialog.query_one("#replay-row-window").display)
         assert not dialog.query_one("#replay-row-target").display
         dialog.query_one("#replay-kind", Select).value = "custom"
-        await pilot.pause()
-        assert dialog.query_one("#replay-row-file").display
+        await until(pilot, lambda: dialog.query_one("#replay-row-file").display)
         dialog.query_one("#replay-file", Input).value = "/no/such/file.py"
-        await pilot.pause(0.3)
-        await pilot.click("#replay-start")
-        assert "needs file" in str(dialog.query_one("#replay-error", Static).content)
+        await click(pilot, "#replay-start")  # pressed again: once it can take the click
+        await until(pilot, lambda: "needs file" in _error(dialog))
         await pilot.press("escape")
         assert not isinstance(app.screen, ReplayStartScreen)
         assert pane.loads >= 1
@@ -114,31 +112,29 @@ async def test_finished_jobs_show_progress_result_and_error(
 
         table.focus()
         await pilot.press("l")  # Spark's lines too
-        detail = str(app.query_one("#replay-detail", Static).content)
-        assert "Spark output:\n26/11/24 05:10:12 WARN TaskSetManager: Lost task 0.0" in detail
-        assert "Traceback: the end" in detail
+        spark = "Spark output:\n26/11/24 05:10:12 WARN TaskSetManager: Lost task 0.0"
+        await until(pilot, lambda: spark in _detail(app))
+        assert "Traceback: the end" in _detail(app)
         await pilot.press("down")
         await until(pilot, lambda: pane.selected == str(ok))
         assert [str(c) for c in table.get_row(str(ok))[2:4]] == ["succeeded", "██████████ 13/13"]
         detail = str(app.query_one("#replay-detail", Static).content)
         assert '"windows": 7' in detail
         assert (bar.progress, bar.total) == (13, 13)
-        await pilot.press("x")  # a finished job is not cancelled again
-        await pilot.pause(0.2)
+        await pilot.press("x")  # a finished job is not cancelled again (a warning, no worker)
         assert jobs.status(ok, cluster=cluster_path).cancel_requested is False
 
 
-async def test_start_a_copy_job_and_cancel_it(demo, cluster_path, make_app, until):
+async def test_start_a_copy_job_and_cancel_it(demo, cluster_path, make_app, until, click):
     app = make_app(refresh_s=0.5)
     async with app.run_test(size=(140, 44)) as pilot:
         pane = await _replays(app, pilot, until)
-        await pilot.click("#replay-new")
+        await click(pilot, "#replay-new")
+        await until(pilot, lambda: isinstance(app.screen, ReplayStartScreen))
         dialog = app.screen
-        assert isinstance(dialog, ReplayStartScreen)
         dialog.query_one("#replay-target", Input).value = "/apps/sensors:car-17-copy"
         dialog.query_one("#replay-from-offset", Input).value = "5"
-        await pilot.pause()
-        assert await pilot.click("#replay-start"), "the click missed the Start button"
+        await click(pilot, "#replay-start")
         await until(pilot, lambda: _submitted(dialog), timeout=60)
         [job] = jobs.list(cluster=cluster_path)
         try:
@@ -172,6 +168,10 @@ def _submitted(dialog: ReplayStartScreen) -> bool:
     return False
 
 
+def _error(dialog: ReplayStartScreen) -> str:
+    return str(dialog.query_one("#replay-error", Static).content)
+
+
 def _detail(app) -> str:
     return str(app.query_one("#replay-detail", Static).content)
 
@@ -185,7 +185,7 @@ def _stop_runner(job: jobs.Job) -> None:
         os.killpg(job.pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while time.monotonic() < deadline:
         try:
             os.killpg(job.pid, 0)

@@ -51,23 +51,21 @@ async def test_message_view_shows_the_avro_value_decoded(orders, make_app, until
         table = app.query_one("#msg-table", DataTable)
         table.focus()
         table.move_cursor(row=0)
-        await pilot.pause()
-        body = _text(app, "#msg-detail-body")
-        assert body == (
+        decoded = (
             f"(decoded: Avro, subject {TOPIC}-value v1, schema id {schema.id})\n\n"
             '{\n  "id": 42,\n  "item": "lamp"\n}'
         )
+        await until(pilot, lambda: _text(app, "#msg-detail-body") == decoded)
         # the table's preview is the decoded value on one line
         assert '{ "id": 42, "item": "lamp" }' in str(table.get_row_at(0)[4])
         await pilot.press("v")  # json: decoded too
-        assert '"item": "lamp"' in _text(app, "#msg-detail-body")
+        await until(pilot, lambda: '"item": "lamp"' in _text(app, "#msg-detail-body"))
         await pilot.press("v")  # hex: the bytes as stored
-        assert _text(app, "#msg-detail-body").startswith(
-            f"00000000  00 00 00 00 {schema.id:02x} 54"
-        )
+        hex_start = f"00000000  00 00 00 00 {schema.id:02x} 54"
+        await until(pilot, lambda: _text(app, "#msg-detail-body").startswith(hex_start))
 
 
-async def test_produce_dialog_encodes_json_with_the_schema(orders, make_app, until):
+async def test_produce_dialog_encodes_json_with_the_schema(orders, make_app, until, click):
     cluster, schema = orders
     app = make_app(topic=TOPIC)
     async with app.run_test(size=(140, 44)) as pilot:
@@ -82,13 +80,12 @@ async def test_produce_dialog_encodes_json_with_the_schema(orders, make_app, unt
         encode_box.value = True
 
         screen.query_one("#produce-value", TextArea).text = '{"id": "x"}'
-        await pilot.click("#produce-send")
+        await click(pilot, "#produce-send")
         await until(pilot, lambda: "not valid for the schema" in _text(screen, "#produce-error"))
         assert cluster.topic(TOPIC).partitions[0].log_end_offset == 1
 
         screen.query_one("#produce-value", TextArea).text = '{"id": 7, "item": "desk"}'
-        await pilot.pause(0.3)  # a button ignores presses during its 0.2 s press effect
-        await pilot.click("#produce-send")
+        await click(pilot, "#produce-send")  # pressed again: once it can take the click
         await until(pilot, lambda: not isinstance(app.screen, ProduceScreen))
 
     consumer = Consumer(cluster, enable_auto_commit=False)
@@ -104,7 +101,8 @@ async def test_produce_dialog_encodes_json_with_the_schema(orders, make_app, unt
     assert decoded.value == {"id": 7, "item": "desk"}
 
 
-async def test_register_a_schema_from_the_command_palette(cluster, make_app, until):
+async def test_register_a_schema_from_the_command_palette(cluster, make_app, until, click):
+    from textual.command import CommandList
     from textual.widgets import Select
 
     from console.screens.register_schema import RegisterSchemaScreen
@@ -117,18 +115,24 @@ async def test_register_a_schema_from_the_command_palette(cluster, make_app, unt
         await until(pilot, lambda: pane.loads >= 1)
         await pilot.press("ctrl+p")
         await pilot.press(*"Register a schema")
-        await pilot.pause(0.3)
+        commands = app.screen.query_one(CommandList)
+
+        def found() -> bool:  # the palette's search runs in a worker
+            return commands.highlighted == 0 and "Register a schema" in str(
+                commands.get_option_at_index(0).prompt
+            )
+
+        await until(pilot, found)
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, RegisterSchemaScreen))
         screen = app.screen
         screen.query_one("#schema-text", TextArea).text = "{not json"
-        await pilot.click("#schema-register")
+        await click(pilot, "#schema-register")
         await until(pilot, lambda: "Invalid schema" in _text(screen, "#schema-error"))
         assert cluster.schemas.subjects() == []
 
         screen.query_one("#schema-part", Select).value = "key"
         screen.query_one("#schema-text", TextArea).text = '"string"'
-        await pilot.pause(0.3)  # a button ignores presses during its 0.2 s press effect
-        await pilot.click("#schema-register")
+        await click(pilot, "#schema-register")  # pressed again: once it can take the click
         await until(pilot, lambda: not isinstance(app.screen, RegisterSchemaScreen))
     assert cluster.schemas.version(TOPIC + "-key").schema == '"string"'

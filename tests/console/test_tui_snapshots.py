@@ -18,6 +18,7 @@ from console.screens.produce import ProduceScreen
 from console.widgets.chart import MetricChart
 from engine import Cluster, OffsetAndMetadata, Principal, Producer, TopicPartition, VolumeInfo
 from engine.ops.heat import HeatMap, Load
+from tests.timing import scaled
 
 BASE_MS = int(datetime(2024, 5, 1, 12, 0, tzinfo=UTC).timestamp() * 1000)
 EVENTS = "/snap/orders:events"
@@ -56,7 +57,7 @@ def snap(tmp_path, monkeypatch, record_job):
                 partition=i % 2,
                 headers=[("src", b"web")],
                 timestamp_ms=BASE_MS + i * 60_000,
-            ).get(timeout=10)  # one batch per message: the same bytes on every run
+            ).get(timeout=scaled(10))  # one batch per message: the same bytes on every run
         producer.close()
         cluster.reset_offsets("billing", EVENTS, 3)
         from engine import Consumer
@@ -119,7 +120,7 @@ async def settle(pilot, quiet_s: float = 0.3, timeout: float = 10.0) -> None:
         widget.cursor_blink = False
     screen = app.export_screenshot()
     quiet_since = time.monotonic()
-    deadline = quiet_since + timeout
+    deadline = quiet_since + scaled(timeout)
     while time.monotonic() - quiet_since < quiet_s and time.monotonic() < deadline:
         await pilot.pause(0.05)
         again = app.export_screenshot()

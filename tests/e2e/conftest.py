@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
+
+from tests.timing import scaled
 
 CHROMIUM = os.environ.get("PLET_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
@@ -20,6 +23,10 @@ ADMIN = "admin"
 ADMIN_PASSWORD = "admin-password-1"
 USER = "alice"
 USER_PASSWORD = "alice-password-1"
+# Playwright's waits scale with PLET_TEST_SLOWDOWN (tests/timing.py): a page's actions and
+# waits 15 s, an `expect` 10 s (Playwright's own default, 5 s, is short on a busy machine)
+PAGE_TIMEOUT_MS = int(scaled(15_000))
+expect.set_options(timeout=int(scaled(10_000)))
 
 
 @dataclass
@@ -77,7 +84,7 @@ def log_in(page, server: LiveServer, name: str = ADMIN, password: str = ADMIN_PA
 @pytest.fixture
 def admin_page(page, live_server):
     """A browser page logged in as the administrator."""
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     return log_in(page, live_server)
 
 

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from engine import Consumer, OffsetAndMetadata, Producer, TopicPartition
-from tests.e2e.conftest import log_in, shot
+from tests.e2e.conftest import PAGE_TIMEOUT_MS, log_in, shot
 from tests.e2e.test_e2e_topics import _unique_topic
 
 # securitypolicyviolation events, reported through the console so one listener sees all
@@ -68,7 +68,7 @@ def _watch(page) -> dict[str, list[str]]:
 @pytest.fixture
 def watched(page, live_server):
     """A page watched from before its first request, then logged in as the admin."""
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     seen = _watch(page)
     log_in(page, live_server)
     return page, seen

@@ -7,6 +7,7 @@ import re
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import ADMIN_PASSWORD, log_in, shot
+from tests.timing import scaled
 
 
 def test_wrong_password_is_refused_then_right_one_logs_in(page, live_server):
@@ -30,6 +31,6 @@ def test_overview_lists_the_volumes_and_refreshes_live(page, live_server):
     volumes = page.get_by_role("region", name="Volumes")
     expect(volumes.get_by_role("row")).to_have_count(1 + 4)  # header + 4 volumes
     # the live part is replaced by htmx every 2 s: wait for one swap
-    with page.expect_response(lambda r: "/overview/live" in r.url, timeout=10_000):
+    with page.expect_response(lambda r: "/overview/live" in r.url, timeout=int(scaled(10_000))):
         pass
     expect(volumes).to_be_visible()

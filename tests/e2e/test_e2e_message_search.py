@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from engine import Producer
 from tests.e2e.conftest import shot
+from tests.timing import scaled
 from web import search_messages
 
 COUNT = 100_000
@@ -60,7 +61,7 @@ def test_a_json_path_search_runs_to_the_end_with_progress(
     )
     midway = _scanned(page.locator("#search-summary").inner_text())
     assert 0 < midway
-    expect(progress).to_have_attribute("data-state", "done", timeout=60_000)
+    expect(progress).to_have_attribute("data-state", "done", timeout=int(scaled(60_000)))
     expect(page.locator("#search-summary")).to_contain_text(
         "Scanned 100,000 of 100,000 offsets (100%), 5 matches"
     )
@@ -74,7 +75,7 @@ def test_a_json_path_search_runs_to_the_end_with_progress(
     shot(page, "message-search-done")
     page.reload()
     expect(page.get_by_label("Query", exact=True)).to_have_value(re.compile("4242"))
-    expect(progress).to_have_attribute("data-state", "done", timeout=60_000)
+    expect(progress).to_have_attribute("data-state", "done", timeout=int(scaled(60_000)))
     expect(rows).to_have_count(5)
 
 

@@ -10,9 +10,10 @@ from playwright.sync_api import expect
 
 from spark_tasks import jobs
 from tests.e2e.conftest import shot
+from tests.timing import scaled
 
 SOURCE = "/apps/sensors:car-17"
-JOB_TIMEOUT_MS = 180_000
+JOB_TIMEOUT_MS = int(scaled(180_000))
 
 
 def test_bad_params_show_inline_errors(admin_page, live_server):
@@ -41,7 +42,9 @@ def test_window_counts_job_runs_to_100_percent(admin_page, live_server):
     bar = page.get_by_role("progressbar", name=f"Progress of job {job_id}")
     expect(bar).to_be_visible()
     # the indeterminate bar (no value) and its words while Spark starts (10-20 s)
-    expect(page.get_by_test_id("job-pct")).to_have_text("starting Spark", timeout=60_000)
+    expect(page.get_by_test_id("job-pct")).to_have_text(
+        "starting Spark", timeout=int(scaled(60_000))
+    )
     shot(page, "replay-job-running")
 
     state = page.get_by_test_id("job-state")

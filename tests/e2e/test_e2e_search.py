@@ -11,7 +11,7 @@ import threading
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import ADMIN, ADMIN_PASSWORD, LiveServer, log_in
+from tests.e2e.conftest import ADMIN, ADMIN_PASSWORD, PAGE_TIMEOUT_MS, LiveServer, log_in
 
 MILLION = 1_000_000
 
@@ -42,7 +42,7 @@ def million_server(tmp_path_factory):
 
 
 def test_search_finds_a_topic_by_a_middle_fragment_among_a_million(page, million_server):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     log_in(page, million_server)
     assert million_server.cluster.totals().topics >= MILLION
     box = page.get_by_role("searchbox", name="Find")

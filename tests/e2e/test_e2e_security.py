@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from engine import Consumer, Producer, TopicPartition
-from tests.e2e.conftest import ADMIN, ADMIN_PASSWORD, log_in, shot
+from tests.e2e.conftest import ADMIN, ADMIN_PASSWORD, PAGE_TIMEOUT_MS, log_in, shot
 
 SCRIPT = "<script>alert(1)</script>"
 ATTRIBUTE = '"><img src=x onerror=alert(1)>'
@@ -118,7 +118,7 @@ def _watch(page) -> dict[str, list[str]]:
 
 
 def test_hostile_content_is_shown_literally_and_runs_nothing(page, live_server, hostile):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     seen = _watch(page)
     log_in(page, live_server)
     urls = _page_urls(live_server, hostile["job_id"])
@@ -154,7 +154,7 @@ def test_hostile_content_is_shown_literally_and_runs_nothing(page, live_server, 
 
 
 def test_hostile_search_strings_are_echoed_as_text(page, live_server, hostile):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     seen = _watch(page)
     log_in(page, live_server)
     page.goto(live_server.url + "/streams")
@@ -163,14 +163,14 @@ def test_hostile_search_strings_are_echoed_as_text(page, live_server, hostile):
     search.fill(ATTRIBUTE)
     search.press("Enter")
     page.wait_for_load_state("load")
-    page.wait_for_timeout(500)
+    page.wait_for_timeout(500)  # time passes on purpose: a script that ran would add it now
     assert page.locator("img[src='x']").count() == 0
     page.goto(live_server.url + "/login?next=" + urlencode({"x": SCRIPT}))
     assert seen == {"dialogs": [], "csp": [], "errors": []}
 
 
 def test_users_page_token_shown_once_then_revoked(page, live_server):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     seen = _watch(page)
     log_in(page, live_server)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Users").click()
@@ -199,7 +199,7 @@ def test_users_page_token_shown_once_then_revoked(page, live_server):
 
 
 def test_users_page_password_errors_inline_and_admin_manages_a_user(page, live_server):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     log_in(page, live_server)
     page.goto(live_server.url + "/users")
     page.get_by_label("Current password").fill("not-my-password")

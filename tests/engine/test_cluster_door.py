@@ -11,6 +11,7 @@ import pytest
 from engine import Cluster, Principal, Producer, errors
 from engine.storage.catalog import Catalog
 from engine.storage.volume import Volume
+from tests.timing import scaled
 
 
 @pytest.fixture
@@ -78,7 +79,7 @@ def test_the_append_signal_wakes_a_waiting_reader(cluster):
     thread = threading.Thread(target=reader)
     thread.start()
     producer = Producer(cluster)
-    producer.send("/s:t", b"x").get(10)
+    producer.send("/s:t", b"x").get(scaled(10))
     producer.close()
     thread.join(10)
     assert woke and woke[0][0] > seq and woke[0][1] < 5

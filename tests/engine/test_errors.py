@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
+from tests.timing import scaled
 
 T = "/s:t"
 
@@ -184,21 +185,21 @@ def test_locked_volume(cluster_path, short_busy_timeout):
         cluster.create_stream("/s", ttl=0)
         cluster.create_topic(T)
         producer = Producer(cluster, acks=1)
-        assert producer.send(T, value=b"before").get(timeout=10).offset == 0
+        assert producer.send(T, value=b"before").get(timeout=scaled(10)).offset == 0
 
         holder = sqlite3.connect(volume_files(cluster_path)[0], isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
         try:
             future = producer.send(T, value=b"while locked")
             with pytest.raises(errors.FileLocked) as info:
-                future.get(timeout=60)
+                future.get(timeout=scaled(60))
             assert "vol-1.db" in str(info.value)
         finally:
             holder.execute("ROLLBACK")
             holder.close()
 
         # the lock is gone: writing works again and offsets stay dense
-        assert producer.send(T, value=b"after").get(timeout=10).offset == 1
+        assert producer.send(T, value=b"after").get(timeout=scaled(10)).offset == 1
         producer.close()
         assert read_all(cluster) == [b"after", b"before"]
 

@@ -166,8 +166,10 @@ def test_delete_group_removes_offsets_and_state(seeded):
     fresh.close()
 
 
-def test_delete_and_plan_need_admin_perm(seeded):
-    seeded.edit_stream("/s", admin_perm="u:somebody-else")
+def test_delete_and_plan_need_the_groups_delete_and_reset_perm(seeded):
+    """g is the cluster owner's (its creator): bob, who may consume /s, may neither reset
+    nor delete it (engine.groups.perms; stream admin_perm no longer decides)."""
+    seeded.edit_stream("/s", consume_perm="p")
     bob = seeded.as_principal(Principal("bob"))
     with pytest.raises(errors.AccessDenied):
         bob.delete_group("g")

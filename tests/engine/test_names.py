@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from engine import errors, names
+from tests.timing import scaled
 
 VALID_STREAMS = [
     "/a",
@@ -278,7 +279,7 @@ def test_producer_short_name_resolves_against_default_stream(cluster):
     cluster.create_stream("/apps/sensors")
     producer = Producer(cluster, acks=1, default_stream="/apps/sensors")
     try:
-        meta = producer.send("car-17", value=b"v").get(timeout=10)
+        meta = producer.send("car-17", value=b"v").get(timeout=scaled(10))
     finally:
         producer.close()
     assert meta.topic == "/apps/sensors:car-17"

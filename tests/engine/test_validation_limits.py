@@ -21,6 +21,7 @@ from engine.ops.maintenance import Maintenance
 from engine.replication import DirectoryTarget
 from engine.storage.batch import MAX_TIMESTAMP_MS
 from tests.old_catalog import write_policies
+from tests.timing import scaled
 
 ROOT = Principal("root", superuser=True)
 OLD = 1_000  # a create time long expired under any ttl
@@ -28,8 +29,8 @@ OLD = 1_000  # a create time long expired under any ttl
 
 def produce_old(cluster: Cluster, topic: str, value: bytes = b"old") -> None:
     producer = Producer(cluster)
-    producer.send(topic, value, key=b"k", timestamp_ms=OLD).get(10)
-    producer.send(topic, value + b"2", key=b"k", timestamp_ms=OLD + 1).get(10)
+    producer.send(topic, value, key=b"k", timestamp_ms=OLD).get(scaled(10))
+    producer.send(topic, value + b"2", key=b"k", timestamp_ms=OLD + 1).get(scaled(10))
     producer.close()
 
 
@@ -42,7 +43,7 @@ def test_a_stream_path_has_at_most_1024_characters(cluster):
     started = time.monotonic()
     with pytest.raises(errors.InvalidName, match="at most 1,024"):
         cluster.create_stream("/" + "a" * 5_000_000)
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < scaled(1)
     with pytest.raises(errors.InvalidName, match="at most 1,024"):
         cluster.create_stream(longest + "b")
     assert [s.path for s in cluster.streams()] == [longest]
@@ -97,7 +98,7 @@ def test_100000_headers_are_refused_at_once(cluster):
     started = time.monotonic()
     with pytest.raises(errors.InvalidArgument, match="at most 1,000 headers"):
         producer.send("/s:t", b"v", headers=headers)
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < scaled(1)
     # a generator of headers is not read past the limit
     seen = []
 
@@ -110,7 +111,9 @@ def test_100000_headers_are_refused_at_once(cluster):
         producer.send("/s:t", b"v", headers=endless())
     assert len(seen) == MAX_HEADERS + 1
     # the limit itself is fine, and so is a long header name up to the format's bound
-    assert producer.send("/s:t", b"v", headers=[("h", b"")] * MAX_HEADERS).get(10).offset == 0
+    assert (
+        producer.send("/s:t", b"v", headers=[("h", b"")] * MAX_HEADERS).get(scaled(10)).offset == 0
+    )
     with pytest.raises(errors.InvalidArgument, match="65,535 bytes"):
         producer.send("/s:t", b"v", headers=[("h" * 70_000, b"")])
     with pytest.raises(errors.InvalidArgument, match="Unicode"):
@@ -125,7 +128,7 @@ def test_a_timestamp_past_the_year_9999_is_refused_at_once(cluster, ts):
     producer = Producer(cluster)
     with pytest.raises(errors.InvalidArgument, match="timestamp_ms"):
         producer.send("/s:t", b"v", timestamp_ms=ts)
-    assert producer.send("/s:t", b"v", timestamp_ms=MAX_TIMESTAMP_MS).get(10).offset == 0
+    assert producer.send("/s:t", b"v", timestamp_ms=MAX_TIMESTAMP_MS).get(scaled(10)).offset == 0
     producer.close()
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from engine import Cluster, Principal, Producer, errors
 from spark_tasks import jobs
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -138,7 +139,7 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
     counts_id = json.loads(cli.stdout)["id"]
 
     # The slow job runs; cancel it once Spark has planned its tasks.
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + scaled(240)
     while time.monotonic() < deadline:
         job = jobs.status(slow_id, cluster=history)
         if job.state == jobs.RUNNING and job.tasks_total:
@@ -191,14 +192,14 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert out.returncode == 0 and "succeeded" in out.stdout and "100" in out.stdout
     out = subprocess.run(
         [sys.executable, "-m", "engine.cli", "replay", "list", "--cluster", history],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert "cancelled" in out.stdout and "window-counts" in out.stdout
 

@@ -127,7 +127,7 @@ def test_group_reset_preview_apply_and_delete(api, alice, data):
     assert data.group("dash").partitions[0].committed == 0
     assert api.post(url, json=ask | {"partitions": [5]}).status_code == 400
     assert api.post(url, json=ask | {"dry_run": "no"}).status_code == 400
-    assert alice.post(url, json=ask).status_code == 403  # admin_perm
+    assert alice.post(url, json=ask).status_code == 403  # dash's reset_perm: not alice's
 
     live = Consumer(data, group_id="dash", auto_offset_reset="earliest")
     live.subscribe([TOPIC])

@@ -15,6 +15,7 @@ from engine import Consumer, Producer
 from engine.ops.maintenance import Maintenance
 from engine.storage import batch as codec
 from tests.old_catalog import write_policies
+from tests.timing import scaled
 from web import state
 
 TS = 1_700_000_000_000
@@ -31,7 +32,7 @@ def shared(live_web):
     cluster.create_stream("/s", ttl=0, **OPEN)
     cluster.create_topic("/s:t", partitions=1)
     producer = Producer(cluster)
-    producer.send("/s:t", b"first").get(10)
+    producer.send("/s:t", b"first").get(scaled(10))
     producer.close()
     consumer = Consumer(cluster, "/s:t", group_id="g", auto_offset_reset="earliest")
     assert consumer.poll(timeout_ms=2000)
@@ -140,7 +141,7 @@ def test_a_bad_stored_stream_is_skipped_shown_and_can_be_fixed(live_web):
         cluster.create_stream(path, ttl=1)
         cluster.create_topic(f"{path}:t", partitions=1)
         producer = Producer(cluster)
-        producer.send(f"{path}:t", b"old", timestamp_ms=1000).get(10)
+        producer.send(f"{path}:t", b"old", timestamp_ms=1000).get(scaled(10))
         producer.close()
     write_policies(cluster, "/bad", ttl="forever", consume_perm="((((", admin_perm="u:alice |")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
+from tests.timing import scaled
 from web import demo
 
 TOPICS = 300
@@ -40,7 +41,7 @@ def _end_offsets(cluster: Cluster) -> dict[tuple[str, int], int]:
 
 
 def _wait_for(predicate, timeout: float = 20, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         value = predicate()
         if value:
@@ -111,7 +112,7 @@ def test_prepare_builds_the_demo_and_a_second_run_adds_nothing(tmp_path):
 
     start = time.perf_counter()
     again = demo.prepare(root, topics=TOPICS, replay=False, echo=lines.append)
-    assert time.perf_counter() - start < 10
+    assert time.perf_counter() - start < scaled(10)
     assert again.fleet_created == 0 and again.fleet_topics == TOPICS
     assert again.admin == ("admin", None) and again.viewer_password is None
     assert set(again.ring.values()) == {"in_sync"}
@@ -159,6 +160,7 @@ def test_traffic_moves_offsets_and_stops(tmp_path):
         assert not traffic.running and traffic.last_error is None
         after = _end_offsets(dc1)
         assert {t for (t, _), end in after.items() if end != before.get((t, _))} <= set(topics)
+        # time passes on purpose: traffic that went on would have written 100 messages
         time.sleep(0.5)
         assert _end_offsets(dc1) == after  # stopped means stopped (and flushed)
 
@@ -167,7 +169,9 @@ def test_replicator_workers_carry_dc2_writes_round_the_ring(tmp_path):
     got = demo.prepare(tmp_path / "demo", topics=0, replay=False, echo=lambda _: None)
     with Cluster.open(got.clusters["dc2"]) as dc2:
         producer = Producer(dc2, acks=1)
-        producer.send(demo.RING_TOPIC_DC2, key=b"u-new", value=b'{"page":"/"}').get(timeout=10)
+        producer.send(demo.RING_TOPIC_DC2, key=b"u-new", value=b'{"page":"/"}').get(
+            timeout=scaled(10)
+        )
         producer.close()
         end = sum(p.log_end_offset for p in dc2.topic(demo.RING_TOPIC_DC2).partitions)
     workers = [demo.ReplicatorWorker(got.clusters[n]).start() for n in ("dc2", "dc3")]
@@ -233,7 +237,7 @@ class _Served:
         if self.proc.poll() is None:
             self.proc.send_signal(signum)  # Ctrl+C (or kill): either way out is clean
         try:
-            return self.proc.wait(timeout=60)
+            return self.proc.wait(timeout=scaled(60))
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()

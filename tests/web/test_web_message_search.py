@@ -12,6 +12,7 @@ import pytest
 
 from engine import Producer
 from engine.client import message_search
+from tests.timing import scaled
 from web import search_messages
 
 TOPIC = "/web/s:readings"
@@ -40,14 +41,14 @@ def finished(client, html: str) -> str:
     """The search page `html` and every progress part it polls for (following each next
     URL) until the search stops polling, joined: all the rows it showed."""
     url = _polling(html)
-    for _ in range(400):
-        if url is None:
-            return html
+    deadline = time.monotonic() + scaled(20)
+    while url is not None:
+        assert time.monotonic() < deadline, "the search kept polling"
+        time.sleep(0.05)  # a poll interval
         part = client.get(url, headers={"HX-Request": "true"}).get_data(as_text=True)
         html += part
         url = _polling(part)
-        time.sleep(0.05)
-    raise AssertionError("the search kept polling")
+    return html
 
 
 def _polling(html: str) -> str | None:

@@ -3,8 +3,9 @@
 Each request acts as the owner of its API token (`pages.cluster()` is the engine cluster as
 that user), so the engine checks every ACE: reading messages needs consume_perm, producing
 produce_perm, creating topics topic_perm, editing policies and resetting offsets admin_perm.
-Metadata (stream and topic names, sizes, groups, heat) is shown to every user, as the
-console's pages show it. Stream paths and topic full names come in URLs without their
+Metadata (stream and topic names, sizes, heat) is shown to every user, as the console's
+pages show it; a consumer group to those its describe_perm lets in, with the topics they may
+consume (engine.groups.perms). Stream paths and topic full names come in URLs without their
 leading slash: `/api/v1/streams/apps/sensors`, `/api/v1/topics/apps/sensors:car-17`.
 """
 
@@ -22,7 +23,7 @@ from engine.client import browse
 from engine.client.browse import encoded, record_json, timestamp_type_name
 from engine.client.producer import produce_one
 from engine.client.schemas import Decoded, SchemaDecoder
-from engine.groups import group_json, group_summary, parse_target, plan_json
+from engine.groups import group_json, group_summary, parse_target, permissions_json, plan_json
 from engine.ops.heat import MAX_WINDOW_S, Load
 from engine.records import ConsumerRecord, PartitionInfo, TopicInfo
 from web.api import api
@@ -445,13 +446,19 @@ def groups() -> Response:
 
 @api.route("/groups/<path:group_id>")
 def group(group_id: str) -> Response:
-    return json_response(group_json(cluster().group(group_id)))
+    """A group (its describe_perm) with its permissions (docs/API.md)."""
+    c = cluster()
+    info = c.group(group_id)
+    return json_response(
+        {**group_json(info), "permissions": permissions_json(c.group_permissions(group_id))}
+    )
 
 
 @api.route("/groups/<path:group_id>/reset", methods=["POST"])
 def reset_group(group_id: str) -> Response:
     """`{"topic": "/s:t", "to": "earliest" | "latest" | OFFSET | "ISO time"}`: set the
-    group's committed offsets on that topic (admin_perm; the group must be empty)."""
+    group's committed offsets on that topic (the group's reset_perm and the topic's
+    consume_perm; the group must be empty)."""
     body = json_body()
     topic = field(body, "topic", str, required=True)
     to = body.get("to")
@@ -472,7 +479,8 @@ def reset_offsets(group_id: str) -> Response:
     """`{"topic", "to", "partitions": [..] (default all), "dry_run": true}`: the plan per
     partition (`Cluster.plan_offset_reset`); with `dry_run: false` it is also applied
     (`Cluster.apply_offset_reset`: exactly that plan, or 409 when the group changed since).
-    admin_perm; the group must have no live members (409)."""
+    The group's reset_perm and the topic's consume_perm; the group must have no live
+    members (409)."""
     body = json_body()
     topic = field(body, "topic", str, required=True)
     target = parse_target(body.get("to"))
@@ -497,8 +505,8 @@ def reset_offsets(group_id: str) -> Response:
 
 @api.route("/groups/<path:group_id>", methods=["DELETE"])
 def delete_group(group_id: str) -> Response:
-    """Delete the group (`Cluster.delete_group`: admin_perm on every stream it has offsets
-    in): 204; 409 while it has live members, 404 for an unknown group."""
+    """Delete the group (`Cluster.delete_group`: the group's delete_perm): 204; 409 while
+    it has live members, 404 for an unknown group."""
     cluster().delete_group(group_id)
     return Response(status=204)
 

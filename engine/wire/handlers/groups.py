@@ -5,6 +5,11 @@ engine's (handlers/offsets.py), and the coordinator publishes the members with t
 partitions into the engine (`Cluster.publish_group`), so `cluster.groups()` sees a wire
 group with its members and lag, in any process.
 
+Each request checks the group's permissions (engine.groups.perms, docs/WIRE.md "Group
+permissions") as the connection's user: JoinGroup join_perm (creating the group for the
+user when it has none), DescribeGroups describe_perm, DeleteGroups delete_perm, each refused
+with GROUP_AUTHORIZATION_FAILED; ListGroups lists what the user may describe.
+
 Version ranges: what kafka-python 3.0.12 (JoinGroup 7, SyncGroup 5, Heartbeat 4, LeaveGroup
 5, ListGroups 5, DescribeGroups 5), confluent-kafka 2.16.1 and aiokafka 0.14 negotiate;
 flexible versions (JoinGroup 6+, SyncGroup 4+, Heartbeat 4, LeaveGroup 4+, ListGroups 3+,
@@ -33,6 +38,7 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
 from engine import errors
 from engine.groups.states import DEAD
@@ -60,9 +66,67 @@ def _bytes(value: Any) -> bytes:
     return bytes(value.encode())  # an ApiData the codec decoded into a structure
 
 
+def _principal(session: Any) -> str:
+    """The logged-in user (without SASL, the listener's): its member ids are its own."""
+    return str(session.broker.cluster.principal.user)
+
+
+def _may(session: Any, group_id: str, perm: str) -> bool:
+    try:
+        session.broker.cluster.authorize_group(group_id, perm)
+    except errors.PartitionletError:
+        return False
+    return True
+
+
+def _subscribed(session: Any, protocol_type: str, protocols: list[tuple[str, bytes]]) -> list[str]:
+    """The full names of the topics a consumer's JoinGroup subscribes to (in any of its
+    protocols' metadata); none for another protocol type or metadata that does not parse."""
+    if protocol_type != "consumer":
+        return []
+    out = set()
+    for _, meta in protocols:
+        try:
+            topics = ConsumerProtocolSubscription.decode(meta).topics or []
+        except Exception:  # the codec raises struct.error, ValueError, ...
+            continue
+        for topic in topics:
+            try:
+                out.add(session.broker.full_name(topic))
+            except errors.PartitionletError:
+                continue
+    return sorted(out)
+
+
 # v8 adds a reason, v9 skip_assignment (KIP-814, for server-side assignors): not needed
 @api(JoinGroupRequest, JoinGroupResponse, (0, 7))
 def join_group(session: Any, request: Any, version: int) -> Any:
+    protocols = [(p.name, _bytes(p.metadata)) for p in request.protocols]
+    denied = None
+    if request.group_id:
+        # join_perm; a new group becomes the caller's if it may consume a topic it names
+        try:
+            session.broker.cluster.authorize_group(
+                request.group_id,
+                "join_perm",
+                topics=_subscribed(session, request.protocol_type, protocols),
+            )
+        except errors.AccessDenied:
+            denied = codes.GROUP_AUTHORIZATION_FAILED
+        except errors.PartitionletError as exc:
+            denied = codes.of(exc)
+    if denied is not None:
+        return JoinGroupResponse(
+            throttle_time_ms=0,
+            error_code=denied,
+            generation_id=-1,
+            protocol_type=None,
+            protocol_name=None if version >= 7 else "",
+            leader="",
+            skip_assignment=False,
+            member_id=request.member_id or "",
+            members=[],
+        )
     result = session.broker.groups.join(
         group_id=request.group_id,
         member_id=request.member_id or "",
@@ -72,8 +136,9 @@ def join_group(session: Any, request: Any, version: int) -> Any:
         session_timeout_ms=request.session_timeout_ms,
         rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else -1,
         protocol_type=request.protocol_type,
-        protocols=[(p.name, _bytes(p.metadata)) for p in request.protocols],
+        protocols=protocols,
         require_known_member_id=version >= 4,
+        principal=_principal(session),
     )
     M = JoinGroupResponse.JoinGroupResponseMember
     return JoinGroupResponse(
@@ -102,6 +167,7 @@ def sync_group(session: Any, request: Any, version: int) -> Any:
         protocol_type=request.protocol_type if version >= 5 else None,
         protocol=request.protocol_name if version >= 5 else None,
         assignments=[(a.member_id, _bytes(a.assignment)) for a in request.assignments or ()],
+        principal=_principal(session),
     )
     return SyncGroupResponse(
         throttle_time_ms=0,
@@ -115,7 +181,7 @@ def sync_group(session: Any, request: Any, version: int) -> Any:
 @api(HeartbeatRequest, HeartbeatResponse, (0, 4))
 def heartbeat(session: Any, request: Any, version: int) -> Any:
     error = session.broker.groups.heartbeat(
-        request.group_id, request.generation_id, request.member_id
+        request.group_id, request.generation_id, request.member_id, _principal(session)
     )
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
@@ -123,10 +189,12 @@ def heartbeat(session: Any, request: Any, version: int) -> Any:
 @api(LeaveGroupRequest, LeaveGroupResponse, (0, 5))
 def leave_group(session: Any, request: Any, version: int) -> Any:
     if version < 3:
-        (error,) = session.broker.groups.leave(request.group_id, [(request.member_id, None)])
+        (error,) = session.broker.groups.leave(
+            request.group_id, [(request.member_id, None)], _principal(session)
+        )
         return LeaveGroupResponse(throttle_time_ms=0, error_code=error)
     who = [(m.member_id, m.group_instance_id) for m in request.members]
-    errors_ = session.broker.groups.leave(request.group_id, who)
+    errors_ = session.broker.groups.leave(request.group_id, who, _principal(session))
     R = LeaveGroupResponse.MemberResponse
     return LeaveGroupResponse(
         throttle_time_ms=0,
@@ -140,7 +208,7 @@ def leave_group(session: Any, request: Any, version: int) -> Any:
 
 def _engine_groups(session: Any) -> dict[str, str]:
     """Group id -> state of the groups the engine knows (committed offsets, or members of
-    engine consumers): wire clients list and describe them too."""
+    engine consumers) that the caller may describe: wire clients list them too."""
     try:
         return {g.group_id: g.state for g in session.broker.cluster.groups()}
     except errors.PartitionletError:
@@ -176,7 +244,8 @@ def delete_groups(session: Any, request: Any, version: int) -> Any:
 def list_groups(session: Any, request: Any, version: int) -> Any:
     listed = _engine_groups(session)
     for view in session.broker.groups.views():
-        listed[view.group_id] = view.state
+        if view.group_id in listed or _may(session, view.group_id, "describe_perm"):
+            listed[view.group_id] = view.state
     states = set(request.states_filter or ()) if version >= 4 else set()
     types = {t.lower() for t in request.types_filter or ()} if version >= 5 else set()
     if types and _CLASSIC not in types:
@@ -200,6 +269,19 @@ def describe_groups(session: Any, request: Any, version: int) -> Any:
     engine_groups: dict[str, str] | None = None
     out = []
     for group_id in request.groups:
+        if not _may(session, group_id, "describe_perm"):
+            out.append(
+                G(
+                    error_code=codes.GROUP_AUTHORIZATION_FAILED,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=None,  # type: ignore[arg-type]  # the stub wants set[int], the codec takes None too
+                )
+            )
+            continue
         view = session.broker.groups.view(group_id)
         if view is not None and view.members:
             out.append(

@@ -40,6 +40,28 @@ def _group_consumer(session: Session, group_id: str) -> Consumer:
     return Consumer(session.broker.cluster, group_id=group_id, enable_auto_commit=False)
 
 
+def _check_commit(session: Session, request: OffsetCommitRequest, simple: bool) -> int:
+    """commit_perm (a new group becomes the caller's if it may consume a topic it
+    commits); a simple commit (no member) into a group with live members anywhere, engine
+    consumers or another listener's clients, is refused as Kafka refuses it."""
+    cluster = session.broker.cluster
+    topics = []
+    for topic in request.topics:
+        try:
+            topics.append(session.broker.full_name(topic.name))
+        except errors.PartitionletError:
+            continue
+    try:
+        cluster.authorize_group(request.group_id, "commit_perm", topics=topics)
+        if simple and cluster.group_kinds(request.group_id):
+            return codes.UNKNOWN_MEMBER_ID
+    except errors.AccessDenied:
+        return codes.GROUP_AUTHORIZATION_FAILED
+    except errors.PartitionletError as exc:
+        return codes.of(exc)
+    return codes.NONE
+
+
 # from v2 to v8 (flexible from v8); v9 and later are for the new consumer protocol
 @api(OffsetCommitRequest, OffsetCommitResponse, (2, 8))
 def offset_commit(
@@ -51,9 +73,16 @@ def offset_commit(
     consumer = None
     # a member of a wire group commits with its generation and member id: a stale one is
     # refused (it has lost its partitions); a simple commit (generation -1) is not checked
-    group_error = session.broker.groups.check_commit(
-        request.group_id, request.generation_id_or_member_epoch, request.member_id or ""
-    )
+    cluster = session.broker.cluster
+    generation, member_id = request.generation_id_or_member_epoch, request.member_id or ""
+    # the group's permission first, as Kafka's authorizer, then the member
+    group_error = codes.NONE
+    if request.group_id:
+        group_error = _check_commit(session, request, generation < 0 and not member_id)
+    if group_error == codes.NONE:
+        group_error = session.broker.groups.check_commit(
+            request.group_id, generation, member_id, str(cluster.principal.user)
+        )
     try:
         if request.group_id and group_error == codes.NONE:
             consumer = _group_consumer(session, request.group_id)
@@ -86,14 +115,28 @@ def offset_fetch(
 ) -> OffsetFetchResponse:
     R = OffsetFetchResponse.OffsetFetchResponseTopic
     P = R.OffsetFetchResponsePartition
-    consumer = _group_consumer(session, request.group_id) if request.group_id else None
+    group_error = codes.NONE
+    if request.group_id:
+        try:  # fetching a group's offsets is a member's: join_perm
+            session.broker.cluster.authorize_group(request.group_id, "join_perm")
+        except errors.AccessDenied:
+            group_error = codes.GROUP_AUTHORIZATION_FAILED
+        except errors.PartitionletError as exc:
+            group_error = codes.of(exc)
+    if group_error != codes.NONE and version >= 2:
+        return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=group_error)
+    consumer = (
+        _group_consumer(session, request.group_id)
+        if request.group_id and group_error == codes.NONE
+        else None
+    )
     try:
         wanted = request.topics
         if wanted is None and consumer is not None:
             # every committed partition of the group (v2+ "all topics")
             try:
                 info = session.broker.cluster.group(request.group_id)
-            except errors.UnknownGroup:
+            except (errors.UnknownGroup, errors.AccessDenied):  # describe_perm shows them
                 info = None
             committed: dict[str, list[int]] = {}
             for gp in info.partitions if info is not None else ():
@@ -109,6 +152,7 @@ def offset_fetch(
             parts = []
             for index in topic.partition_indexes:
                 error, tp = session.broker.resolve(topic.name, index)
+                error = group_error or error  # v1 has no error of the whole group
                 offset, metadata = -1, ""
                 if consumer is not None and tp is not None:
                     try:

@@ -26,6 +26,7 @@ from click.testing import CliRunner, Result
 
 from engine import Cluster, Consumer, TopicPartition
 from engine.cli import cli
+from tests.timing import scaled
 
 # --- helpers -----------------------------------------------------------------------------
 
@@ -891,7 +892,7 @@ def _plet(*args: object, input: bytes | None = None, env: dict | None = None):
         input=input,
         capture_output=True,
         env=environment,
-        timeout=120,
+        timeout=scaled(120),
     )
 
 
@@ -974,7 +975,7 @@ def test_console_script_consume_into_closed_pipe(tmp_path):
     first = reader.stdout.readline()  # like `| head -1`
     reader.stdout.close()
     stderr = reader.stderr.read()
-    assert reader.wait(timeout=120) == 0, stderr
+    assert reader.wait(timeout=scaled(120)) == 0, stderr
     assert first.startswith(b"000000-")
     assert b"Traceback" not in stderr
 
@@ -1039,7 +1040,7 @@ def test_a_missing_or_broken_command_package_is_an_error_not_a_traceback(tmp_pat
             capture_output=True,
             text=True,
             env=env,
-            timeout=120,
+            timeout=scaled(120),
         )
 
     top = plet("--help")

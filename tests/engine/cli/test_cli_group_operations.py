@@ -123,3 +123,31 @@ def test_delete_refused_while_a_consumer_is_live(seeded):
         finally:
             consumer.close()
     assert committed(seeded) == {0: 3, 1: 6}
+
+
+def test_group_permissions_are_shown_and_set(seeded):
+    """`plet group perm show/set/list` and `plet group limit`: the CLI opened without a
+    user is an administrator, so it sets a prefix's rules and the limit too."""
+    shown = json.loads(run("group", "perm", "show", "dash", "--json", "--cluster", seeded))
+    assert shown["aces"]["join_perm"] == "u:<creator>"
+    assert shown["sources"]["join_perm"] == "default"
+    assert shown["creator"]  # whoever ran the seeding consumer
+    out = run(
+        "group", "perm", "set", "dash", "--describe", "u:<creator> | g:ops", "--cluster", seeded
+    )
+    assert "set describe_perm of group dash" in out
+    run("group", "perm", "set", "--prefix", "da", "--join", "g:etl", "--cluster", seeded)
+    shown = json.loads(run("group", "perm", "show", "dash", "--json", "--cluster", seeded))
+    assert shown["aces"]["describe_perm"] == "u:<creator> | g:ops"
+    assert (shown["aces"]["join_perm"], shown["sources"]["join_perm"]) == ("g:etl", "prefix da")
+    listed = json.loads(run("group", "perm", "list", "--json", "--cluster", seeded))
+    assert listed == [
+        {"pattern": "da", "prefix": True, "aces": {"join_perm": "g:etl"}},
+        {"pattern": "dash", "prefix": False, "aces": {"describe_perm": "u:<creator> | g:ops"}},
+    ]
+    table = run("group", "perm", "show", "dash", "--cluster", seeded)
+    assert "describe_perm" in table and "prefix da" in table
+    out = run("group", "perm", "set", "dash", "--describe", "u:", "--cluster", seeded, code=1)
+    assert "describe_perm" in out
+    run("group", "perm", "set", "dash", "--cluster", seeded, code=2)
+    assert "200 groups" in run("group", "limit", "200", "--cluster", seeded)

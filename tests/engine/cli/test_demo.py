@@ -9,6 +9,7 @@ import pytest
 
 from engine import Consumer, TopicPartition
 from engine.demo import DemoSummary, seed
+from tests.timing import scaled
 
 
 def _records(cluster, name: str) -> list:
@@ -117,7 +118,7 @@ def test_seed_keeps_existing_streams_and_messages(cluster):
     from engine import Producer
 
     producer = Producer(cluster, acks=1)
-    producer.send("/apps/sensors:car-17", value=b"mine").get(timeout=10)
+    producer.send("/apps/sensors:car-17", value=b"mine").get(timeout=scaled(10))
     producer.close()
 
     summary = seed(cluster)

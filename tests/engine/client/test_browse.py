@@ -28,6 +28,7 @@ from engine.client.browse import (
     Seek,
 )
 from engine.records import ConsumerRecord
+from tests.timing import scaled
 
 TOPIC = "/b/s:t"
 T0 = 1_700_000_000_000
@@ -218,7 +219,7 @@ def test_follow_hands_over_new_records_until_cancelled(cluster, topic):
     producer.send(TOPIC, key=b"k41", value=b"new", partition=1)
     producer.flush()
     producer.close()
-    worker.join(timeout=10)
+    worker.join(timeout=scaled(10))
     assert not worker.is_alive() and numbers(seen) == [41]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine import Cluster, Consumer, Producer, TopicPartition
+from tests.timing import scaled
 
 N = 100_000
 
@@ -19,7 +20,7 @@ def many(tmp_path_factory):
         futures = [producer.send(f"/fleet:car-{i:06d}", value=str(i).encode()) for i in range(N)]
         producer.flush()
         producer.close()
-        assert {f.get(timeout=30).offset for f in futures} == {0}
+        assert {f.get(timeout=scaled(30)).offset for f in futures} == {0}
     return path
 
 

@@ -13,6 +13,7 @@ from engine import Principal, Producer, errors
 from engine.client import message_search
 from engine.client.browse import BadQuery, Seek
 from engine.client.message_search import BadSearch, compile_query
+from tests.timing import scaled
 
 TOPIC = "/q/s:t"
 T0 = 1_700_000_000_000
@@ -171,7 +172,7 @@ def test_progress_counts_as_it_goes_and_cancel_stops(cluster, topic, monkeypatch
     monkeypatch.setattr(message_search, "CHUNK", 10)
     # 10 messages a second: the search cannot reach the end before it is cancelled
     job = message_search.search(cluster, TOPIC, "value.user.id >= `0`", max_rate=10)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while job.progress.scanned < 20 and time.monotonic() < deadline:
         time.sleep(0.05)
     seen = job.progress

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.client import partitioner
+from tests.timing import scaled
 
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2
 KAFKA_UTILS_VECTORS = {
@@ -152,7 +153,7 @@ def test_producer_puts_a_key_where_kafka_would(cluster):
             futures[key] = [producer.send("/s:t", value=b"v%d" % n, key=key) for n in range(3)]
         producer.flush()
         for key, fs in futures.items():
-            metas = [f.get(timeout=10) for f in fs]
+            metas = [f.get(timeout=scaled(10)) for f in fs]
             expected = kafka_partition(java_murmur2(key), 12)
             if key in KAFKA_UTILS_VECTORS:
                 expected = kafka_partition(KAFKA_UTILS_VECTORS[key], 12)
@@ -173,13 +174,13 @@ def test_same_key_same_partition_across_producers_and_reopen(cluster_path):
         producer = Producer(cluster, acks=1, linger_ms=20)
         first = {k: producer.send("/s:t", value=b"1", key=k) for k in keys}
         producer.flush()
-        first = {k: f.get(timeout=10).partition for k, f in first.items()}
+        first = {k: f.get(timeout=scaled(10)).partition for k, f in first.items()}
         producer.close()
     with Cluster.open(cluster_path) as cluster:
         producer = Producer(cluster, acks="all")
         second = {k: producer.send("/s:t", value=b"2", key=k) for k in keys}
         producer.flush()
-        second = {k: f.get(timeout=10).partition for k, f in second.items()}
+        second = {k: f.get(timeout=scaled(10)).partition for k, f in second.items()}
         producer.close()
     assert first == second
     assert first == {k: kafka_partition(java_murmur2(k), 7) for k in keys}
@@ -196,7 +197,7 @@ def test_explicit_partition_beats_the_key(cluster):
     other = (natural + 1) % 5
     producer = Producer(cluster, acks=1)
     try:
-        meta = producer.send("/s:t", value=b"v", key=key, partition=other).get(timeout=10)
+        meta = producer.send("/s:t", value=b"v", key=key, partition=other).get(timeout=scaled(10))
     finally:
         producer.close()
     assert meta.partition == other
@@ -211,7 +212,7 @@ def test_unkeyed_messages_use_existing_partitions(cluster):
     try:
         futures = [producer.send("/s:t", value=b"%d" % i) for i in range(200)]
         producer.flush()
-        parts = [f.get(timeout=10).partition for f in futures]
+        parts = [f.get(timeout=scaled(10)).partition for f in futures]
     finally:
         producer.close()
     assert set(parts) <= {0, 1, 2, 3}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine import Cluster, Consumer, TopicPartition
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[3]
 T = "/s:t"
@@ -173,7 +174,7 @@ def test_kill_9_loses_no_acknowledged_message(tmp_path, cluster_path, acks):
         assert line, proc.stderr.read()
         lines.append(line)
     os.kill(proc.pid, signal.SIGKILL)
-    rest, _ = proc.communicate(timeout=30)
+    rest, _ = proc.communicate(timeout=scaled(30))
     assert proc.returncode == -signal.SIGKILL
     lines += rest.splitlines(keepends=True)
     acked = {}
@@ -200,7 +201,7 @@ def test_kill_9_loses_no_acknowledged_message(tmp_path, cluster_path, acks):
             from engine import Producer
 
             producer = Producer(cluster, acks=1)
-            meta = producer.send(T, value=b"after", partition=partition).get(timeout=10)
+            meta = producer.send(T, value=b"after", partition=partition).get(timeout=scaled(10))
             producer.close()
             assert meta.offset == end
             info = cluster.topic(T).partitions[partition]

@@ -19,6 +19,7 @@ from engine import (
     errors,
 )
 from engine.clock import FakeClock
+from tests.timing import scaled, wait_until
 
 T = "/s:t"
 
@@ -51,7 +52,7 @@ def produce(cluster, topic, values, *, acks=1, **kwargs) -> list[RecordMetadata]
     try:
         futures = [producer.send(topic, value=v, **kwargs) for v in values]
         producer.flush()
-        return [f.get(timeout=10) for f in futures]
+        return [f.get(timeout=scaled(10)) for f in futures]
     finally:
         producer.close()
 
@@ -65,7 +66,7 @@ def send_error(producer, *args, **kwargs) -> BaseException:
     with contextlib.suppress(errors.PartitionletError):
         producer.flush()
     with pytest.raises(errors.PartitionletError) as info:
-        future.get(timeout=10)
+        future.get(timeout=scaled(10))
     return info.value
 
 
@@ -95,7 +96,7 @@ def test_order_and_dense_offsets_per_partition(stream):
     producer.flush()
     metas = {}
     for part, i, f in futures:
-        meta = f.get(timeout=10)
+        meta = f.get(timeout=scaled(10))
         assert meta.topic == T and meta.partition == part
         metas[i] = meta
     producer.close()
@@ -130,7 +131,7 @@ def test_keys_values_headers_round_trip(stream):
     producer = Producer(stream, acks=1)
     futures = [producer.send(T, value=v, key=k, headers=h) for k, v, h in sent]
     producer.flush()
-    assert [f.get(timeout=10).offset for f in futures] == [0, 1, 2, 3, 4]
+    assert [f.get(timeout=scaled(10)).offset for f in futures] == [0, 1, 2, 3, 4]
     producer.close()
     consumer = assigned(stream, T, auto_offset_reset="earliest")
     records = drain(consumer)
@@ -149,10 +150,10 @@ def test_create_time_timestamps_round_trip(stream):
     default = producer.send(T, value=b"now")
     producer.flush()
     after = now_ms()
-    metas = [f.get(timeout=10) for f in futures]
+    metas = [f.get(timeout=scaled(10)) for f in futures]
     producer.close()
     assert [m.timestamp for m in metas] == stamps
-    assert before <= default.get(timeout=10).timestamp <= after
+    assert before <= default.get(timeout=scaled(10)).timestamp <= after
     consumer = assigned(stream, T, auto_offset_reset="earliest")
     records = drain(consumer)
     consumer.close()
@@ -168,7 +169,7 @@ def test_log_append_time_replaces_the_producers_timestamp(cluster):
     producer = Producer(cluster, acks=1)
     futures = [producer.send(T, value=b"x", timestamp_ms=1_000) for _ in range(3)]
     producer.flush()
-    metas = [f.get(timeout=10) for f in futures]
+    metas = [f.get(timeout=scaled(10)) for f in futures]
     producer.close()
     after = now_ms()
     for meta in metas:
@@ -186,7 +187,7 @@ def test_explicit_partition_and_bad_partition_at_send(stream):
     stream.create_topic(T, partitions=3)
     producer = Producer(stream, acks=1)
     try:
-        assert producer.send(T, value=b"a", partition=2).get(timeout=10).partition == 2
+        assert producer.send(T, value=b"a", partition=2).get(timeout=scaled(10)).partition == 2
         for bad in (3, 4, -1, 1000):
             with pytest.raises(errors.InvalidPartition):
                 producer.send(T, value=b"b", partition=bad)
@@ -210,7 +211,7 @@ def test_future_get_and_callbacks(stream):
     future.add_callback(lambda *a: calls.append(("cb", a)), "x", 2)
     future.add_errback(lambda *a: calls.append(("eb", a)), "y")
     producer.flush()
-    meta = future.get(timeout=10)
+    meta = future.get(timeout=scaled(10))
     assert isinstance(meta, RecordMetadata)
     assert meta == RecordMetadata(T, 0, 0, meta.timestamp)
     assert calls == [("cb", ("x", 2, meta))]
@@ -245,7 +246,7 @@ def test_errback_gets_the_error_met_while_writing(cluster):
     producer = Producer(cluster, acks=1, linger_ms=600_000)
     warm = producer.send(T, value=b"warm")  # the producer learns the topic
     producer.flush()
-    assert warm.get(timeout=10).offset == 0
+    assert warm.get(timeout=scaled(10)).offset == 0
     # Another process deletes the topic: this producer's cached metadata is stale, so the
     # send is accepted and the error is met while writing.
     with Cluster.open(cluster.path) as other:
@@ -264,7 +265,7 @@ def test_errback_gets_the_error_met_while_writing(cluster):
     assert failures[0][0] == "tag"
     assert isinstance(failures[0][1], errors.UnknownTopic)
     with pytest.raises(errors.UnknownTopic):
-        future.get(timeout=10)
+        future.get(timeout=scaled(10))
 
 
 @pytest.mark.parametrize("acks", [0, 1, "all"])
@@ -276,7 +277,7 @@ def test_acks_levels_write_and_survive_reopen(cluster_path, acks):
         futures = [producer.send(T, value=b"%d" % i, partition=i % 2) for i in range(50)]
         producer.flush()
         for f in futures:
-            meta = f.get(timeout=10)
+            meta = f.get(timeout=scaled(10))
             assert meta.topic == T
         producer.close()
     with Cluster.open(cluster_path) as cluster:
@@ -298,7 +299,7 @@ def test_acks_1_and_all_give_offsets(stream):
     stream.create_topic(T)
     for acks in (1, "all"):
         producer = Producer(stream, acks=acks)
-        meta = producer.send(T, value=b"x").get(timeout=10)
+        meta = producer.send(T, value=b"x").get(timeout=scaled(10))
         producer.close()
         assert meta.offset >= 0
     assert stream.topic(T).partitions[0].log_end_offset == 2
@@ -312,7 +313,7 @@ def test_linger_holds_messages_until_flush(stream):
     consumer = assigned(stream, T, auto_offset_reset="earliest")
     assert consumer.end_offsets([tp]) == {tp: 0}
     producer.flush()
-    assert [f.get(timeout=10).offset for f in futures] == list(range(10))
+    assert [f.get(timeout=scaled(10)).offset for f in futures] == list(range(10))
     assert consumer.end_offsets([tp]) == {tp: 10}
     assert [r.value for r in drain(consumer)] == [b"%d" % i for i in range(10)]
     consumer.close()
@@ -324,9 +325,9 @@ def test_full_batch_is_sent_without_waiting_for_linger(stream):
     producer = Producer(stream, acks=1, linger_ms=600_000, batch_size=200)
     futures = [producer.send(T, value=b"x" * 100) for _ in range(10)]
     # no flush: the batches filled up, so they are written although linger has not passed
-    assert futures[0].get(timeout=20).offset == 0
+    assert futures[0].get(timeout=scaled(20)).offset == 0
     producer.flush()
-    assert [f.get(timeout=10).offset for f in futures] == list(range(10))
+    assert [f.get(timeout=scaled(10)).offset for f in futures] == list(range(10))
     producer.close()
 
 
@@ -337,7 +338,7 @@ def test_close_flushes_pending_messages(cluster_path):
         producer = Producer(cluster, acks=1, linger_ms=600_000)
         futures = [producer.send(T, value=b"%d" % i) for i in range(5)]
         producer.close()
-        assert [f.get(timeout=10).offset for f in futures] == list(range(5))
+        assert [f.get(timeout=scaled(10)).offset for f in futures] == list(range(5))
     with Cluster.open(cluster_path) as cluster:
         assert cluster.topic(T).partitions[0].log_end_offset == 5
 
@@ -355,7 +356,7 @@ def test_send_after_close_is_refused(stream):
 def test_auto_create_uses_the_streams_default_partitions(cluster):
     cluster.create_stream("/s", default_partitions=3)
     producer = Producer(cluster, acks=1, default_stream="/s")
-    meta = producer.send("new-topic", value=b"x").get(timeout=10)
+    meta = producer.send("new-topic", value=b"x").get(timeout=scaled(10))
     producer.close()
     assert meta.topic == "/s:new-topic"
     info = cluster.topic("/s:new-topic")
@@ -403,8 +404,8 @@ def test_message_too_large_at_send_and_nothing_written(cluster):
         producer.flush()
         assert cluster.topic(T).partitions[0].log_end_offset == 0
         # exactly the limit is allowed
-        assert producer.send(T, value=b"x" * 100).get(timeout=10).offset == 0
-        assert producer.send(T, value=b"x" * 60, key=b"k" * 40).get(timeout=10).offset == 1
+        assert producer.send(T, value=b"x" * 100).get(timeout=scaled(10)).offset == 0
+        assert producer.send(T, value=b"x" * 60, key=b"k" * 40).get(timeout=scaled(10)).offset == 1
     finally:
         producer.close()
     consumer = assigned(cluster, T, auto_offset_reset="earliest")
@@ -528,7 +529,7 @@ def test_iteration_stops_after_consumer_timeout(stream):
     stream.create_topic(T)
     produce(stream, T, [b"%d" % i for i in range(20)])
     consumer = Consumer(
-        stream, T, auto_offset_reset="earliest", consumer_timeout_ms=200, group_id=None
+        stream, T, auto_offset_reset="earliest", consumer_timeout_ms=int(scaled(200)), group_id=None
     )
     records = list(consumer)
     consumer.close()
@@ -650,12 +651,12 @@ def test_auto_commit_on_interval(stream):
     )
     assert len(drain(consumer)) == 2
     check = Consumer(stream, group_id="g", enable_auto_commit=False)
-    for _ in range(100):  # the interval has passed; a later poll commits
-        if check.committed(tp) == 2:
-            break
-        time.sleep(0.01)
+
+    def committed() -> int | None:  # the interval has passed; a later poll commits
         consumer.poll(timeout_ms=10)
-    assert check.committed(tp) == 2
+        return check.committed(tp)
+
+    wait_until(lambda: committed() == 2, message=lambda: f"commit of 2, at {committed()}")
     consumer.close()
     check.close()
 
@@ -751,7 +752,9 @@ def test_partitionlets_roll_by_size_and_span_volumes(cluster_path):
         producer = Producer(cluster, acks=1)
         offsets = []
         for i in range(60):
-            offsets.append(producer.send(T, value=b"%04d" % i + b"x" * 200).get(timeout=10).offset)
+            offsets.append(
+                producer.send(T, value=b"%04d" % i + b"x" * 200).get(timeout=scaled(10)).offset
+            )
         producer.close()
         assert offsets == list(range(60))
         info = cluster.topic(T).partitions[0]
@@ -786,7 +789,7 @@ def test_partitionlets_roll_by_age(cluster_path):
         cluster.create_topic(T)
         producer = Producer(cluster, acks=1)
         for i in range(5):
-            assert producer.send(T, value=b"%d" % i).get(timeout=10).offset == i
+            assert producer.send(T, value=b"%d" % i).get(timeout=scaled(10)).offset == i
             clock.advance(ms=1)  # each message finds its partitionlet 1 ms old: it rolls
         producer.close()
         info = cluster.topic(T).partitions[0]
@@ -1015,9 +1018,9 @@ def test_producer_sees_added_partitions(stream):
     stream.create_topic(T, partitions=2)
     producer = Producer(stream, acks=1)
     try:
-        assert producer.send(T, value=b"a", partition=1).get(timeout=10).partition == 1
+        assert producer.send(T, value=b"a", partition=1).get(timeout=scaled(10)).partition == 1
         stream.add_partitions(T, 4)
-        meta = producer.send(T, value=b"b", partition=3).get(timeout=10)
+        meta = producer.send(T, value=b"b", partition=3).get(timeout=scaled(10))
         assert (meta.partition, meta.offset) == (3, 0)
     finally:
         producer.close()
@@ -1029,12 +1032,12 @@ def test_producer_keys_follow_the_new_partition_count(stream):
     stream.create_topic(T, partitions=1)
     producer = Producer(stream, acks=1)
     try:
-        producer.send(T, value=b"a", key=b"k").get(timeout=10)
+        producer.send(T, value=b"a", key=b"k").get(timeout=scaled(10))
         stream.add_partitions(T, 12)
         keys = [b"key-%d" % i for i in range(20)]
         futures = {k: producer.send(T, value=b"b", key=k) for k in keys}
         producer.flush()
-        got = {k: f.get(timeout=10).partition for k, f in futures.items()}
+        got = {k: f.get(timeout=scaled(10)).partition for k, f in futures.items()}
     finally:
         producer.close()
     assert got == {k: partition_for_key(k, 12) for k in keys}
@@ -1044,11 +1047,11 @@ def test_producer_follows_a_recreated_topic(stream):
     stream.create_topic(T, partitions=1)
     producer = Producer(stream, acks=1)
     try:
-        assert producer.send(T, value=b"old").get(timeout=10).offset == 0
-        assert producer.send(T, value=b"old").get(timeout=10).offset == 1
+        assert producer.send(T, value=b"old").get(timeout=scaled(10)).offset == 0
+        assert producer.send(T, value=b"old").get(timeout=scaled(10)).offset == 1
         stream.delete_topic(T)
         stream.create_topic(T, partitions=1)
-        meta = producer.send(T, value=b"new").get(timeout=10)
+        meta = producer.send(T, value=b"new").get(timeout=scaled(10))
     finally:
         producer.close()
     assert meta.offset == 0
@@ -1061,7 +1064,7 @@ def test_producer_follows_a_lower_max_message_bytes(stream):
     stream.create_topic(T)
     producer = Producer(stream, acks=1)
     try:
-        assert producer.send(T, value=b"x" * 50).get(timeout=10).offset == 0
+        assert producer.send(T, value=b"x" * 50).get(timeout=scaled(10)).offset == 0
         stream.edit_stream("/s", max_message_bytes=10)
         with pytest.raises(errors.MessageTooLarge):
             producer.send(T, value=b"x" * 50)
@@ -1075,10 +1078,10 @@ def test_producer_follows_a_timestamp_type_change(stream):
     stream.create_topic(T)
     producer = Producer(stream, acks=1)
     try:
-        producer.send(T, value=b"create", timestamp_ms=1_000).get(timeout=10)
+        producer.send(T, value=b"create", timestamp_ms=1_000).get(timeout=scaled(10))
         stream.edit_stream("/s", timestamp_type="log_append")
         before = now_ms()
-        producer.send(T, value=b"append", timestamp_ms=1_000).get(timeout=10)
+        producer.send(T, value=b"append", timestamp_ms=1_000).get(timeout=scaled(10))
         after = now_ms()
     finally:
         producer.close()
@@ -1097,7 +1100,7 @@ def test_default_max_message_bytes_is_one_mebibyte(cluster):
     try:
         with pytest.raises(errors.MessageTooLarge):
             producer.send(T, value=b"x" * (1048576 + 1))
-        assert producer.send(T, value=b"x" * 1048576).get(timeout=10).offset == 0
+        assert producer.send(T, value=b"x" * 1048576).get(timeout=scaled(10)).offset == 0
     finally:
         producer.close()
 
@@ -1108,8 +1111,8 @@ def test_expired_messages_are_hidden_at_once(cluster):
     old = now_ms() - 2 * 3600 * 1000
     producer = Producer(cluster, acks=1)
     try:
-        producer.send(T, value=b"expired", timestamp_ms=old).get(timeout=10)
-        producer.send(T, value=b"fresh").get(timeout=10)
+        producer.send(T, value=b"expired", timestamp_ms=old).get(timeout=scaled(10))
+        producer.send(T, value=b"fresh").get(timeout=scaled(10))
     finally:
         producer.close()
     consumer = assigned(cluster, T, auto_offset_reset="earliest")
@@ -1159,7 +1162,7 @@ def test_tailing_consumer_follows_rolls_made_by_another_handle(cluster_path):
         seen = []
         for round_ in range(10):
             for i in range(5):
-                producer.send(T, value=b"%02d-%d" % (round_, i) + b"." * 40).get(timeout=10)
+                producer.send(T, value=b"%02d-%d" % (round_, i) + b"." * 40).get(timeout=scaled(10))
             seen += drain(consumer)
         producer.close()
         consumer.close()
@@ -1185,7 +1188,9 @@ def test_serializers_and_deserializers(stream):
         key_serializer=str.encode,
         value_serializer=lambda v: json.dumps(v).encode(),
     )
-    metas = [producer.send(T, value={"n": i}, key=f"user-{i}").get(timeout=10) for i in range(10)]
+    metas = [
+        producer.send(T, value={"n": i}, key=f"user-{i}").get(timeout=scaled(10)) for i in range(10)
+    ]
     producer.close()
     for i, meta in enumerate(metas):
         assert meta.partition == partition_for_key(f"user-{i}".encode(), 5)  # serialized key
@@ -1212,7 +1217,9 @@ def test_custom_partitioner(stream):
         return all_partitions[-1]
 
     producer = Producer(stream, acks=1, partitioner=last)
-    metas = [producer.send(T, value=b"v", key=k).get(timeout=10) for k in (b"a", b"b", None)]
+    metas = [
+        producer.send(T, value=b"v", key=k).get(timeout=scaled(10)) for k in (b"a", b"b", None)
+    ]
     producer.close()
     assert [m.partition for m in metas] == [3, 3, 3]
     assert seen[:2] == [b"a", b"b"]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from engine import Cluster, Consumer, Producer, TopicPartition
+from tests.timing import scaled
 
 TOPICS = {"/s:a": 3, "/s:b": 1}
 KEYS = st.one_of(st.none(), st.sampled_from([b"k0", b"k1", b"k2", b"k3", b"", b"\xff" * 3]))
@@ -130,7 +131,7 @@ class Log(RuleBasedStateMachine):
                 keep.append((which, expected, future))
                 continue
             topic, partition, seq, key, value, headers, timestamp = expected
-            meta = future.get(timeout=30)
+            meta = future.get(timeout=scaled(30))
             assert meta.topic == topic
             if partition is not None:
                 assert meta.partition == partition

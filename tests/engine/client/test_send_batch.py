@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine import Consumer, Producer, TopicPartition, errors
+from tests.timing import scaled
 
 T = "/s:t"
 
@@ -41,7 +42,7 @@ def test_a_run_lands_in_order_at_consecutive_offsets_with_its_columns(stream):
         )
         after = producer.send(T, value=b"after", partition=1)
         producer.flush()
-        first = future.get(timeout=10)
+        first = future.get(timeout=scaled(10))
     assert (single.get().offset, first.offset, after.get().offset) == (0, 1, 4)
     assert (first.topic, first.partition, first.timestamp) == (T, 1, 1_000)
     records = read(stream)

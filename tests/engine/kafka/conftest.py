@@ -7,6 +7,7 @@ import time
 import pytest
 
 from engine.kafka import bootstrap
+from tests.timing import scaled
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +31,7 @@ def servers(cluster):
 def drain(consumer, want, timeout=10):
     """Poll until `want` records came back (or time runs out); the records, in order."""
     out = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while len(out) < want and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=100).values():
             out.extend(records)

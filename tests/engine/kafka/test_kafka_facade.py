@@ -30,6 +30,7 @@ from engine.kafka import (
 )
 from engine.kafka import errors as kafka_errors
 from tests.engine.kafka.conftest import drain
+from tests.timing import scaled
 
 FAST = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 200}
 
@@ -56,7 +57,7 @@ def test_producer_with_json_serializer_and_callbacks(cluster, servers):
     assert failed == []
     assert sorted(n for n, _ in delivered) == list(range(10))
 
-    meta = futures[0].get(timeout=10)
+    meta = futures[0].get(timeout=scaled(10))
     assert isinstance(meta, RecordMetadata)
     assert meta.topic == "orders"  # as written, not /kafka:orders
     assert meta.topic_partition == TopicPartition("orders", meta.partition)
@@ -98,7 +99,9 @@ def test_acks_zero_headers_and_explicit_partition(cluster, servers):
     cluster.create_stream("/s", ttl=0)
     cluster.create_topic("/s:t", partitions=3)
     producer = KafkaProducer(bootstrap_servers=servers, acks=0)
-    meta = producer.send("/s:t", b"v", headers=[("trace", b"abc")], partition=2).get(timeout=5)
+    meta = producer.send("/s:t", b"v", headers=[("trace", b"abc")], partition=2).get(
+        timeout=scaled(5)
+    )
     assert meta.topic == "/s:t" and meta.partition == 2 and meta.offset == -1
     assert meta.serialized_header_size == len("trace") + 3
     producer.close()
@@ -126,14 +129,14 @@ def test_consumer_iterates_until_consumer_timeout(cluster, servers):
         "events",
         bootstrap_servers=[servers],
         auto_offset_reset="earliest",
-        consumer_timeout_ms=1000,
+        consumer_timeout_ms=int(scaled(1000)),
         value_deserializer=lambda m: json.loads(m.decode("utf-8")),
         key_deserializer=bytes.decode,
     )
     assert consumer.subscription() == {"events"}
     started = time.monotonic()
     seen = [message for message in consumer]  # stops after 1 s without a message
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < scaled(30)
     assert sorted(m.value["n"] for m in seen) == list(range(25))
     first = seen[0]
     assert isinstance(first, ConsumerRecord)
@@ -291,7 +294,7 @@ def test_two_consumers_in_one_group_share_all_partitions(cluster, servers):
         **FAST,
     )
     seen = {"a": [], "b": []}
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while time.monotonic() < deadline:
         for name, consumer in (("a", a), ("b", b)):
             for records in consumer.poll(timeout_ms=20).values():
@@ -350,7 +353,7 @@ def test_pattern_subscription_matches_plain_names(cluster, servers):
         bootstrap_servers=servers, group_id="pat", auto_offset_reset="earliest", **FAST
     )
     consumer.subscribe(pattern="orders")  # matched from the start of the name
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + scaled(15)
     while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
         consumer.poll(timeout_ms=50)
     assert consumer.assignment() == {TopicPartition("orders-eu", 0), TopicPartition("orders-us", 0)}
@@ -437,13 +440,13 @@ def test_bootstrap_servers_forms_and_shared_cluster(cluster, servers):
 def test_plet_cluster_environment(cluster, monkeypatch):
     monkeypatch.setenv("PLET_CLUSTER", str(cluster.path))
     producer = KafkaProducer()  # kafka-python's default bootstrap_servers
-    producer.send("from-env", b"x").get(timeout=10)
+    producer.send("from-env", b"x").get(timeout=scaled(10))
     producer.close()
     consumer = KafkaConsumer(
         "from-env",
         bootstrap_servers="localhost:9092",
         auto_offset_reset="earliest",
-        consumer_timeout_ms=500,
+        consumer_timeout_ms=int(scaled(500)),
     )
     assert [m.value for m in consumer] == [b"x"]
     consumer.close()
@@ -472,13 +475,13 @@ def test_no_cluster_is_a_clear_error(tmp_path):
 def test_plain_names_land_in_kafka_stream_created_on_first_use(cluster, servers):
     assert [s.path for s in cluster.streams()] == []
     producer = KafkaProducer(bootstrap_servers=servers)
-    meta = producer.send("greetings", b"hello").get(timeout=10)
+    meta = producer.send("greetings", b"hello").get(timeout=scaled(10))
     assert meta.topic == "greetings"
     stream = cluster.stream("/kafka")
     assert stream.policies["auto_create"] is True
     assert [t.name for t in cluster.topics("/kafka")] == ["/kafka:greetings"]
     # the full name reaches the same topic and comes back the way it was written
-    meta = producer.send("/kafka:greetings", b"again").get(timeout=10)
+    meta = producer.send("/kafka:greetings", b"again").get(timeout=scaled(10))
     assert meta.topic == "/kafka:greetings" and meta.offset == 1
     producer.close()
 
@@ -488,19 +491,22 @@ def test_default_stream_from_environment_and_keyword(cluster, servers, monkeypat
     cluster.create_stream("/apps/other", ttl=0)
     monkeypatch.setenv("PLET_DEFAULT_STREAM", "/apps/sensors")
     producer = KafkaProducer(bootstrap_servers=servers)
-    assert producer.send("car-17", b"42.1").get(timeout=10).topic == "car-17"
+    assert producer.send("car-17", b"42.1").get(timeout=scaled(10)).topic == "car-17"
     producer.close()
     assert cluster.topic("/apps/sensors:car-17").messages == 1
     with pytest.raises(errors.UnknownStream):
         cluster.stream("/kafka")  # not created: it is not the default stream here
 
     keyword = KafkaProducer(bootstrap_servers=servers, default_stream="/apps/other")
-    keyword.send("car-17", b"1").get(timeout=10)
+    keyword.send("car-17", b"1").get(timeout=scaled(10))
     keyword.close()
     assert cluster.topic("/apps/other:car-17").messages == 1
 
     consumer = KafkaConsumer(
-        "car-17", bootstrap_servers=servers, auto_offset_reset="earliest", consumer_timeout_ms=500
+        "car-17",
+        bootstrap_servers=servers,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(scaled(500)),
     )
     assert [(m.topic, m.value) for m in consumer] == [("car-17", b"42.1")]
     consumer.close()
@@ -508,7 +514,7 @@ def test_default_stream_from_environment_and_keyword(cluster, servers, monkeypat
     monkeypatch.setenv("PLET_DEFAULT_STREAM", "/apps/missing")
     producer = KafkaProducer(bootstrap_servers=servers)
     with pytest.raises(kafka_errors.UnknownTopicOrPartitionError, match="/apps/missing"):
-        producer.send("x", b"1").get(timeout=10)
+        producer.send("x", b"1").get(timeout=scaled(10))
     producer.close()
     with pytest.raises(kafka_errors.KafkaConfigurationError):
         KafkaProducer(bootstrap_servers=servers, default_stream="no-slash")
@@ -523,7 +529,7 @@ def test_unknown_topic_with_auto_create_off(cluster, servers):
     seen = []
     future = producer.send("nope", b"x").add_errback(seen.append)
     with pytest.raises(kafka_errors.UnknownTopicOrPartitionError) as info:
-        future.get(timeout=10)
+        future.get(timeout=scaled(10))
     assert isinstance(info.value, kafka_errors.KafkaError)
     assert isinstance(info.value.__cause__, errors.UnknownTopic)
     assert seen == [info.value] and future.failed() and not future.succeeded()
@@ -541,15 +547,15 @@ def test_oversized_message(cluster, servers):
     producer = KafkaProducer(bootstrap_servers=servers, default_stream="/small")
     future = producer.send("t", b"x" * 2000)
     with pytest.raises(kafka_errors.MessageSizeTooLargeError) as info:
-        future.get(timeout=10)
+        future.get(timeout=scaled(10))
     assert isinstance(info.value.__cause__, errors.MessageTooLarge)
     assert info.value.errno == 10
     # the client's own limit, before the stream's
     limited = KafkaProducer(bootstrap_servers=servers, max_request_size=100)
     with pytest.raises(kafka_errors.MessageSizeTooLargeError):
-        limited.send("t", b"y" * 101).get(timeout=10)
+        limited.send("t", b"y" * 101).get(timeout=scaled(10))
     limited.close()
-    assert producer.send("t", b"fits").get(timeout=10).offset == 0
+    assert producer.send("t", b"fits").get(timeout=scaled(10)).offset == 0
     producer.close()
 
 
@@ -557,7 +563,7 @@ def test_invalid_topic_names(cluster, servers):
     producer = KafkaProducer(bootstrap_servers=servers)
     for bad in ("has space", "x" * 250, "..", "/no-topic-part", "t\n"):
         with pytest.raises(kafka_errors.InvalidTopicError) as info:
-            producer.send(bad, b"x").get(timeout=10)
+            producer.send(bad, b"x").get(timeout=scaled(10))
         assert isinstance(info.value.__cause__, errors.InvalidName)
     producer.close()
     admin = KafkaAdminClient(bootstrap_servers=servers)
@@ -591,7 +597,7 @@ def test_broker_settings_are_accepted_and_typos_are_not(cluster, servers):
         enable_idempotence=True,
         **broker_only,
     )
-    producer.send("ok", b"1").get(timeout=10)
+    producer.send("ok", b"1").get(timeout=scaled(10))
     producer.close()
     consumer = KafkaConsumer(
         bootstrap_servers=servers,
@@ -783,7 +789,7 @@ def test_serializer_classes_and_assignors_by_kafka_python_paths(cluster, servers
 
     KafkaAdminClient(bootstrap_servers=servers).create_topics([NewTopic("events", 2)])
     producer = KafkaProducer(bootstrap_servers=servers, value_serializer=Tagged())
-    meta = producer.send("events", [1, 2], partition=1).get(timeout=10)
+    meta = producer.send("events", [1, 2], partition=1).get(timeout=scaled(10))
     producer.close()
     raw = Consumer(cluster, auto_offset_reset="earliest", enable_auto_commit=False)
     raw.assign([TopicPartition("/kafka:events", 1)])
@@ -826,7 +832,7 @@ def test_close_with_a_short_timeout_keeps_the_cluster_open_until_written(cluster
     shared = producer._cluster
     producer.close(timeout=0)
     assert not shared.closed  # still writing: 16 MB, fsynced
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while not shared.closed and time.monotonic() < deadline:
         time.sleep(0.05)
     assert shared.closed and bootstrap._clusters == {}

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -22,6 +21,7 @@ from engine.client.browse import Query, Seek, browse
 from engine.ops.maintenance import Maintenance
 from engine.storage.volume import DELETED, SEALED
 from tests.local_s3 import local_s3
+from tests.timing import scaled, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 T = "/a:t"
@@ -229,7 +229,7 @@ def test_kill_9_while_archiving_under_load_loses_and_duplicates_nothing(cluster_
                 cwd=ROOT,
                 capture_output=True,
                 text=True,
-                timeout=120,
+                timeout=scaled(120),
             )
             assert done.returncode == -signal.SIGKILL, done.stderr
             killed = int(done.stdout.split()[0])
@@ -243,7 +243,8 @@ def test_kill_9_while_archiving_under_load_loses_and_duplicates_nothing(cluster_
                 assert (info.tier, state) == ("archive", SEALED)  # recorded, not purged
             report = cluster.archive()  # the rerun, while producing and consuming go on
             assert report.purged == (1 if step == "recorded" else 0)
-            time.sleep(0.3)
+            after_rerun = sent[0]
+            wait_until(lambda: sent[0] >= after_rerun + 40, message="producing after the rerun")
         finally:
             stop.set()
             for t in threads:
@@ -507,7 +508,7 @@ def test_kafka_wire_clients_read_archived_history(cluster_path):
             consumer = KafkaConsumer(
                 bootstrap_servers="{}:{}".format(*server.address),
                 auto_offset_reset="earliest",
-                consumer_timeout_ms=5000,
+                consumer_timeout_ms=int(scaled(5000)),
             )
             consumer.assign([KTP("t", 0)])
             got = list(consumer)

@@ -23,6 +23,7 @@ from engine.ops import balance
 from engine.ops.balance import Candidate, plan
 from engine.storage import chain_lock as chain_locks
 from engine.storage.volume import DELETED, SEALED
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[3]
 T = "/s:t"
@@ -73,7 +74,7 @@ def produce(
         producer.close()
     out = []
     for future, value in futures:
-        meta = future.get(timeout=30)
+        meta = future.get(timeout=scaled(30))
         out.append((meta.partition, meta.offset, value))
     return out
 
@@ -86,7 +87,7 @@ def read_all(cluster: Cluster, partitions: int = 1) -> dict[int, list[tuple[int,
     consumer.seek_to_beginning(*tps)
     ends = consumer.end_offsets(tps)
     got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     try:
         while any(consumer.position(tp) < ends[tp] for tp in tps):
             assert time.monotonic() < deadline, "reading stalled"
@@ -349,7 +350,7 @@ def test_concurrent_readers_read_everything_once_in_order(cluster_path):
                     tp = TopicPartition(T, 0)
                     consumer.assign([tp])
                     consumer.seek_to_beginning(tp)
-                    deadline = time.monotonic() + 120
+                    deadline = time.monotonic() + scaled(120)
                     while consumer.position(tp) < len(want) and time.monotonic() < deadline:
                         for records in consumer.poll(timeout_ms=50).values():
                             got["consumer"].extend((r.offset, r.value) for r in records)
@@ -362,7 +363,7 @@ def test_concurrent_readers_read_everything_once_in_order(cluster_path):
                 with Cluster.open(cluster_path) as other:
                     log = other.partition_log(other.catalog.topic("/s", "t").id, 0, T)
                     position = 0
-                    deadline = time.monotonic() + 120
+                    deadline = time.monotonic() + scaled(120)
                     while position < len(want) and time.monotonic() < deadline:
                         records, position = log.read(position, 3, None)
                         got["log"].extend((r.offset, r.value) for r in records)
@@ -409,7 +410,7 @@ def test_producer_during_rebalance_loses_nothing(cluster_path, monkeypatch):
         thread = threading.Thread(target=writer)
         thread.start()
         moves = rounds = 0
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + scaled(120)
         try:
             while (moves < 20 or rounds < 5) and time.monotonic() < deadline:
                 moves += len(balance.rebalance(cluster).moves)
@@ -527,7 +528,7 @@ def die_during_move(
         text=True,
         env=env,
         cwd=ROOT,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert proc.returncode == 17, proc.stderr
 

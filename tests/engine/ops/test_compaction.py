@@ -8,6 +8,7 @@ import threading
 from engine import Cluster, Consumer, Producer, TopicPartition
 from engine.clock import FakeClock, now_ms
 from engine.ops.retention import CompactionReport
+from tests.timing import scaled
 
 T = "/k:t"
 HOUR_MS = 3_600_000
@@ -35,7 +36,8 @@ def read_all(cluster, topic=T) -> list[tuple[int, bytes | None, bytes | None]]:
 def send_each(producer, topic, messages, **kwargs) -> list[int]:
     """(key, value) pairs, one batch each; their offsets."""
     return [
-        producer.send(topic, key=k, value=v, **kwargs).get(timeout=10).offset for k, v in messages
+        producer.send(topic, key=k, value=v, **kwargs).get(timeout=scaled(10)).offset
+        for k, v in messages
     ]
 
 
@@ -67,7 +69,7 @@ def test_latest_per_key_offsets_unchanged_in_the_active_partitionlet(cluster):
             ]
         ]
         producer.flush()
-        assert [f.get(timeout=10).offset for f in futures] == list(range(6))
+        assert [f.get(timeout=scaled(10)).offset for f in futures] == list(range(6))
     # ...then single batches, one of which goes whole.
     with Producer(cluster, acks=1) as producer:
         send_each(
@@ -169,7 +171,7 @@ def test_min_compaction_lag_is_respected(cluster):
     ]
     with Producer(cluster, acks=1) as producer:
         for k, v, ts in messages:
-            producer.send(T, key=k, value=v, timestamp_ms=ts).get(timeout=10)
+            producer.send(T, key=k, value=v, timestamp_ms=ts).get(timeout=scaled(10))
     report = cluster.compact()
     assert report.messages_removed == 4
     kept = [2, 3, 4, 5, 6, 8, 10]
@@ -209,7 +211,7 @@ def test_time_lookup_after_compaction(cluster):
     t0 = now_ms() - HOUR_MS
     with Producer(cluster, acks=1) as producer:
         for k, dt in [(b"a", 100), (b"x", 50), (b"y", 90), (b"a", 10)]:
-            producer.send(T, key=k, value=b"v", timestamp_ms=t0 + dt).get(timeout=10)
+            producer.send(T, key=k, value=b"v", timestamp_ms=t0 + dt).get(timeout=scaled(10))
     assert cluster.compact().messages_removed == 1
     consumer = Consumer(cluster, auto_offset_reset="earliest")
     tp = TopicPartition(T, 0)
@@ -217,7 +219,7 @@ def test_time_lookup_after_compaction(cluster):
     found = consumer.offsets_for_times({tp: t0 + 80})[tp]
     assert (found.offset, found.timestamp) == (2, t0 + 90)
     with Producer(cluster, acks=1) as producer:  # appends extend the index from there
-        producer.send(T, key=b"z", value=b"v", timestamp_ms=t0 + 95).get(timeout=10)
+        producer.send(T, key=b"z", value=b"v", timestamp_ms=t0 + 95).get(timeout=scaled(10))
     found = consumer.offsets_for_times({tp: t0 + 93})[tp]
     assert (found.offset, found.timestamp) == (4, t0 + 95)
     consumer.close()
@@ -251,7 +253,7 @@ def test_a_reader_during_compaction_sees_a_consistent_log(cluster_path):
                 futures.append((key, value, producer.send(T, key=key, value=value)))
             producer.flush()
             for key, value, f in futures:
-                offset = f.get(timeout=10).offset
+                offset = f.get(timeout=scaled(10)).offset
                 with lock:
                     original[offset] = (key, value)
                     latest[key] = max(latest.get(key, -1), offset)
@@ -327,7 +329,7 @@ def test_a_producer_appending_during_compaction_loses_nothing(cluster_path):
                             futures.append((key, value, producer.send(T, key=key, value=value)))
                         producer.flush()
                         for key, value, f in futures:
-                            sent[f.get(timeout=10).offset] = (key, value)
+                            sent[f.get(timeout=scaled(10)).offset] = (key, value)
             except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
             finally:

@@ -18,6 +18,7 @@ from engine import Cluster, Consumer, Producer, TopicPartition, errors
 from engine.replication import DirectoryTarget, check_replica_batch
 from engine.storage import batch as codec
 from engine.storage.volume import ReplicaBatch
+from tests.timing import scaled
 
 ORIGIN = "7d4c1a52-3f0e-4d8b-9a61-2b5e8c0f9d13"
 TS = 1_700_000_000_000
@@ -176,7 +177,7 @@ def target(tmp_path):
         cluster.create_stream("/s", ttl=0)
         cluster.create_topic("/s:t", partitions=2)
         producer = Producer(cluster)
-        producer.send("/s:t", b"first", partition=0).get(10)
+        producer.send("/s:t", b"first", partition=0).get(scaled(10))
         producer.close()
     tgt = DirectoryTarget(str(path))
     yield tgt
@@ -214,7 +215,7 @@ def test_apply_refuses_a_bad_batch_and_changes_nothing(target, bad):
     cluster = target.cluster
     assert _read_all(cluster) == [(0, b"first")]
     producer = Producer(cluster)
-    assert producer.send("/s:t", b"later", partition=0).get(10).offset == 1
+    assert producer.send("/s:t", b"later", partition=0).get(scaled(10)).offset == 1
     producer.close()
     assert _read_all(cluster) == [(0, b"first"), (1, b"later")]
 

@@ -18,6 +18,7 @@ from engine import Cluster, Consumer, Principal, Producer, Replicator, TopicPart
 from engine.cli import cli
 from engine.replication import DirectoryTarget, ReplicaBatch
 from engine.replication.reading import batch_at
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -36,7 +37,7 @@ def contents(cluster: Cluster, stream: str = "/s") -> dict[tuple[str, int, int],
     consumer.seek_to_beginning(*tps)
     ends = consumer.end_offsets(tps)
     got = {}
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=50, max_records=10_000).values():
             for r in records:
@@ -160,7 +161,7 @@ def test_committed_offsets_follow_so_a_consumer_can_switch(dirs):
         assert b.group("g").partitions[0].committed == 4
         replica = Consumer(b, "/s:t", group_id="g", auto_offset_reset="earliest")
         got = []
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + scaled(5)
         while not got and time.monotonic() < deadline:
             for records in replica.poll(timeout_ms=200).values():
                 got.extend(records)
@@ -195,7 +196,7 @@ def test_a_killed_replicator_resumes_without_duplicates(dirs, tmp_path):
             stderr=subprocess.PIPE,
         )
         try:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + scaled(20)
             while time.monotonic() < deadline:
                 try:
                     if b.topic("/s:t").partitions[0].log_end_offset >= 100:
@@ -442,7 +443,7 @@ def test_run_forever_follows_into_another_stream_name(dirs):
         thread.start()
         try:
             produce(a, "t", 40, "a")
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + scaled(10)
             while a.replicas("/s")[0].state != "in_sync" and time.monotonic() < deadline:
                 time.sleep(0.02)
         finally:
@@ -513,7 +514,7 @@ for i in range(30):
     replicator = Replicator(source, max_batches=1)
     thread = threading.Thread(target=replicator.run_forever, args=(0.001,))
     thread.start()
-    time.sleep(0.01 * (i % 5))
+    time.sleep(0.01 * (i % 5))  # on purpose: the close lands at another point of each run
     source.close()
     thread.join(10)
     assert not thread.is_alive(), "the replicator outlived its cluster"

@@ -15,6 +15,7 @@ from werkzeug.serving import make_server
 
 from engine import Cluster, Consumer, Producer, Replicator, TopicPartition, errors
 from engine.replication.http import HttpTarget, TransportError
+from tests.timing import scaled
 from web import close_app, create_app
 
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log
@@ -49,7 +50,7 @@ def contents(cluster: Cluster, stream: str = "/s") -> list[tuple]:
     consumer.seek_to_beginning(*tps)
     ends = consumer.end_offsets(tps)
     got = []
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=50, max_records=10_000).values():
             got += [
@@ -188,7 +189,7 @@ class FlakyProxy:
         self.drop = drop
         self.random = random.Random(seed)
         self.max_connections = 5000
-        self.deadline = time.monotonic() + 120
+        self.deadline = time.monotonic() + scaled(120)
         self.connections = 0
         self.cut = {"before": 0, "after_request": 0, "mid_answer": 0}
         self.listener = socket.create_server(("127.0.0.1", 0))

@@ -24,6 +24,7 @@ from kafka.admin import NewTopic as KNewTopic
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
 from engine.wire import KafkaServer
+from tests.timing import scaled
 
 # The policies under test and the Kafka configs they must show as
 EDITED = {
@@ -80,14 +81,14 @@ def _default_stream(cluster) -> None:
 
 
 def _code(future) -> int:
-    exc = future.exception(timeout=30)
+    exc = future.exception(timeout=scaled(30))
     assert isinstance(exc, KafkaException), exc
     return exc.args[0].code()
 
 
 def _ck_configs(ck, name):
     (future,) = ck.describe_configs([ConfigResource(ResourceType.TOPIC, name)]).values()
-    return future.result(timeout=30)
+    return future.result(timeout=scaled(30))
 
 
 # --- confluent-kafka -----------------------------------------------------------------------
@@ -99,12 +100,12 @@ def test_confluent_creates_describes_grows_and_deletes_topics(wire, ck):
         [NewTopic("ck-plain", 3, 1), NewTopic("/ck-adm:full", -1, -1)], operation_timeout=30
     )
     for future in futures.values():
-        assert future.result(timeout=30) is None
+        assert future.result(timeout=scaled(30)) is None
     assert len(wire.cluster.topic("/kafka:ck-plain").partitions) == 3
     assert len(wire.cluster.topic("/ck-adm:full").partitions) == 2  # the stream's default
 
     (grow,) = ck.create_partitions([NewPartitions("ck-plain", 5)]).values()
-    assert grow.result(timeout=30) is None
+    assert grow.result(timeout=scaled(30)) is None
     assert len(wire.cluster.topic("/kafka:ck-plain").partitions) == 5
 
     configs = _ck_configs(ck, "/ck-adm:full")
@@ -119,10 +120,10 @@ def test_confluent_creates_describes_grows_and_deletes_topics(wire, ck):
     assert _ck_configs(ck, "/ck-adm:full")["retention.ms"].value == "-1"
 
     (broker,) = ck.describe_configs([ConfigResource(ResourceType.BROKER, "0")]).values()
-    assert broker.result(timeout=30)["broker.id"].value == "0"
+    assert broker.result(timeout=scaled(30))["broker.id"].value == "0"
 
     for future in ck.delete_topics(["ck-plain", "/ck-adm:full"]).values():
-        assert future.result(timeout=30) is None
+        assert future.result(timeout=scaled(30)) is None
     for full in ("/kafka:ck-plain", "/ck-adm:full"):
         with pytest.raises(errors.UnknownTopic):
             wire.cluster.topic(full)
@@ -130,7 +131,7 @@ def test_confluent_creates_describes_grows_and_deletes_topics(wire, ck):
 
 def test_confluent_validate_only_creates_nothing(wire, ck):
     (future,) = ck.create_topics([NewTopic("ck-dry", 2, 1)], validate_only=True).values()
-    assert future.result(timeout=30) is None
+    assert future.result(timeout=scaled(30)) is None
     with pytest.raises(errors.UnknownTopic):
         wire.cluster.topic("/kafka:ck-dry")
 
@@ -194,11 +195,11 @@ def test_confluent_delete_records_drops_whole_partitionlets(tmp_path):
             host, port = server.address
             ck = AdminClient({"bootstrap.servers": f"{host}:{port}"})
             (done,) = ck.delete_records([CKTP("records", 0, 0)]).values()
-            assert done.result(timeout=30).low_watermark == 0  # nothing below offset 0
+            assert done.result(timeout=scaled(30)).low_watermark == 0  # nothing below offset 0
             (done,) = ck.delete_records([CKTP("records", 0, 4)]).values()
-            assert done.result(timeout=30).low_watermark == 4  # a partitionlet ends there
+            assert done.result(timeout=scaled(30)).low_watermark == 4  # a partitionlet ends there
             (done,) = ck.delete_records([CKTP("records", 0, 7)]).values()
-            assert done.result(timeout=30).low_watermark == 6  # 6 shares one with 7: stays
+            assert done.result(timeout=scaled(30)).low_watermark == 6  # 6 shares one with 7: stays
             (past,) = ck.delete_records([CKTP("records", 0, 9)]).values()
             assert _code(past) == KafkaError.OFFSET_OUT_OF_RANGE
         part = cluster.topic("/kafka:records").partitions[0]
@@ -223,7 +224,7 @@ def test_delete_groups_from_both_admin_clients(wire, ck, kp):
     live = Consumer(wire.cluster, "/kafka:dg", group_id="dg-live")
     live.poll(timeout_ms=500)
     futures = ck.delete_consumer_groups(["dg-ck", "dg-live", "dg-none"])
-    futures["dg-ck"].result(timeout=30)
+    futures["dg-ck"].result(timeout=scaled(30))
     assert _code(futures["dg-live"]) == KafkaError.NON_EMPTY_GROUP
     assert _code(futures["dg-none"]) == KafkaError.GROUP_ID_NOT_FOUND
     assert kp.delete_groups(["dg-kp"]) == {"dg-kp": "OK"}

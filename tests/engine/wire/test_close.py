@@ -11,6 +11,7 @@ from kafka.errors import KafkaError
 
 from engine import Cluster, Consumer, TopicPartition
 from engine.wire import KafkaServer
+from tests.timing import scaled
 
 
 def test_closing_the_cluster_closes_its_listener_and_keeps_what_was_acknowledged(tmp_path):
@@ -24,8 +25,8 @@ def test_closing_the_cluster_closes_its_listener_and_keeps_what_was_acknowledged
         bootstrap_servers=f"{host}:{port}",
         acks=1,
         linger_ms=0,
-        request_timeout_ms=1000,
-        delivery_timeout_ms=1500,
+        request_timeout_ms=int(scaled(1000)),
+        delivery_timeout_ms=int(scaled(1500)),
     )
     acked: list[int] = []
     sending = threading.Event()
@@ -34,7 +35,7 @@ def test_closing_the_cluster_closes_its_listener_and_keeps_what_was_acknowledged
         n = 0
         while True:
             try:
-                acked.append(producer.send("t", str(n).encode()).get(timeout=2).offset)
+                acked.append(producer.send("t", str(n).encode()).get(timeout=scaled(2)).offset)
             except KafkaError:
                 return  # the listener has gone
             n += 1

@@ -463,12 +463,13 @@ def test_protocol_errors_of_join_sync_heartbeat_and_commit(wire):
         assert _heartbeat(raw, "raw-group", 1, me) == 0
         assert _heartbeat(raw, "raw-group", 0, me) == 22  # ILLEGAL_GENERATION
         assert _heartbeat(raw, "raw-group", 1, "raw-stranger") == 25  # UNKNOWN_MEMBER_ID
-        # commits: a member's are checked, a simple one (generation -1) is not
+        # commits: a member's are checked; a simple one (generation -1, no member id) is
+        # refused while the group has members, as Kafka refuses it
         assert _commit(raw, "raw-group", 1, me, "grp-raw", 3) == 0
         assert _commit(raw, "raw-group", 0, me, "grp-raw", 4) == 22
         assert _commit(raw, "raw-group", 1, "raw-stranger", "grp-raw", 4) == 25
-        assert _commit(raw, "raw-group", -1, "", "grp-raw", 5) == 0
-        assert wire.cluster.group("raw-group").partitions[0].committed == 5
+        assert _commit(raw, "raw-group", -1, "", "grp-raw", 5) == 25
+        assert wire.cluster.group("raw-group").partitions[0].committed == 3
     finally:
         raw.close()
         other.close()

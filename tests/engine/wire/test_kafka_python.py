@@ -15,6 +15,7 @@ from kafka.structs import OffsetAndMetadata as KOffsetAndMetadata
 from engine import Consumer, Producer, TopicPartition
 from engine.records import CREATE_TIME
 from engine.wire import KafkaServer
+from tests.timing import scaled
 
 # recent times: the default stream's ttl (7 days) hides older messages at once
 BASE_MS = (int(time.time()) - 3600) * 1000
@@ -24,7 +25,7 @@ def _engine_records(cluster, full, count, partitions=(0,)):
     consumer = Consumer(cluster, enable_auto_commit=False, auto_offset_reset="earliest")
     consumer.assign([TopicPartition(full, p) for p in partitions])
     got = []
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while len(got) < count and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=500).values():
             got.extend(records)
@@ -46,7 +47,7 @@ def test_kafka_python_producer_is_read_back_identically_by_the_engine(wire):
             partition=0,
         )
         sent.append(future)
-    metas = [f.get(timeout=30) for f in sent]
+    metas = [f.get(timeout=scaled(30)) for f in sent]
     producer.close()
     assert [m.offset for m in metas] == list(range(20))
 
@@ -75,7 +76,9 @@ def test_engine_producer_is_read_over_the_wire(wire):
             )
         producer.flush()
     consumer = KafkaConsumer(
-        bootstrap_servers=wire.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000
+        bootstrap_servers=wire.bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(scaled(5000)),
     )
     consumer.assign([KTP("from-engine", 0), KTP("from-engine", 1)])
     got = sorted(consumer, key=lambda m: (m.partition, m.offset))
@@ -97,12 +100,14 @@ def test_another_default_stream_and_log_append_time(wire):
     with KafkaServer(wire.cluster, listen=("127.0.0.1", 0), default_stream="/apps/logs") as other:
         bootstrap = "{}:{}".format(*other.address)
         producer = KafkaProducer(bootstrap_servers=bootstrap)
-        producer.send("events", value=b"x", timestamp_ms=BASE_MS).get(timeout=30)
+        producer.send("events", value=b"x", timestamp_ms=BASE_MS).get(timeout=scaled(30))
         producer.close()
         [record] = _engine_records(wire.cluster, "/apps/logs:events", 1)
         assert record.timestamp_type == 1 and record.timestamp > BASE_MS
         consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=int(scaled(5000)),
         )
         consumer.assign([KTP("events", 0)])
         [message] = list(consumer)
@@ -165,7 +170,7 @@ def test_a_long_poll_returns_when_a_message_arrives(wire):
     assert consumer.poll(timeout_ms=200) == {}  # a fetch is now waiting on the server
 
     def produce_later():
-        time.sleep(0.5)
+        time.sleep(0.5)  # on purpose: the message comes while the fetch waits on the server
         with Producer(wire.cluster) as producer:
             producer.send("/kafka:long-poll", value=b"wake up")
 
@@ -189,7 +194,7 @@ def test_commit_and_fetch_offsets_are_the_engines(wire):
         group_id="wire-readers",
         enable_auto_commit=False,
         auto_offset_reset="earliest",
-        consumer_timeout_ms=3000,
+        consumer_timeout_ms=int(scaled(3000)),
     )
     tps = [KTP("committed", 0), KTP("committed", 1)]
     consumer.assign(tps)
@@ -225,13 +230,15 @@ def test_wire_traffic_counts_as_heat(wire):
     producer.flush()
     producer.close()
     consumer = KafkaConsumer(
-        bootstrap_servers=wire.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=3000
+        bootstrap_servers=wire.bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(scaled(3000)),
     )
     consumer.assign([KTP("heated", 0)])
     assert len(list(consumer)) == 7
     consumer.close()  # the listener's engine consumer flushes its reads when the link drops
     tp = TopicPartition("/kafka:heated", 0)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     load = wire.cluster.heat().partitions.get(tp)
     while (load is None or load.read_messages < 7) and time.monotonic() < deadline:
         time.sleep(0.2)

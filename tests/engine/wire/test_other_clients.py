@@ -14,6 +14,7 @@ from confluent_kafka import TopicPartition as CKTP
 
 from engine import Consumer, Producer, TopicPartition
 from tests.engine.wire.conftest import run_async
+from tests.timing import scaled
 
 BASE_MS = (int(time.time()) - 3600) * 1000
 
@@ -22,7 +23,7 @@ def _engine_records(cluster, full, count):
     consumer = Consumer(cluster, enable_auto_commit=False, auto_offset_reset="earliest")
     consumer.assign([TopicPartition(full, 0)])
     got = []
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while len(got) < count and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=500).values():
             got.extend(records)
@@ -73,7 +74,7 @@ def test_confluent_consumer_reads_an_engine_producer(wire):
     )
     consumer.assign([CKTP("ck-read", 0, 0)])
     got = []
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while len(got) < 25 and time.monotonic() < deadline:
         msg = consumer.poll(1.0)
         if msg is not None:
@@ -130,7 +131,7 @@ def test_kcat_produce_and_consume(wire):
         ["kcat", "-b", wire.bootstrap, "-P", "-t", "kcat-topic", "-K", ":", "-p", "0"],
         input=lines.encode(),
         check=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     records = _engine_records(wire.cluster, "/kafka:kcat-topic", 5)
     assert [(r.key, r.value) for r in records] == [(b"key%d" % i, b"line %d" % i) for i in range(5)]

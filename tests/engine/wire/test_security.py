@@ -24,6 +24,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from engine import Cluster, Consumer, Principal, TopicPartition, errors
 from engine.wire import KafkaServer
+from tests.timing import scaled
 
 ALICE = ("alice", "correct horse battery")  # may produce to and consume from /secure
 BOB = ("bob", "another long secret")  # may do neither
@@ -53,10 +54,12 @@ def _values(cluster, full):
     """The values of `full`'s partition 0, read by an administrator (past every ACE)."""
     reader = cluster.as_principal(Principal("reader", superuser=True))
     consumer = Consumer(reader, enable_auto_commit=False, auto_offset_reset="earliest")
-    consumer.assign([TopicPartition(full, 0)])
+    tp = TopicPartition(full, 0)
+    consumer.assign([tp])
+    end = consumer.end_offsets([tp])[tp]  # every write under test has been acknowledged
     got = []
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + scaled(5)
+    while consumer.position(tp) < end and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=300).values():
             got.extend(r.value for r in records)
     consumer.close()
@@ -73,14 +76,14 @@ def _ck_produce(bootstrap, user, password, value, topic="t", **extra):
             "sasl.mechanism": "PLAIN",
             "sasl.username": user,
             "sasl.password": password,
-            "message.timeout.ms": 4000,
+            "message.timeout.ms": int(scaled(4000)),
             "error_cb": client_errors.append,
             "log_level": 0,
             **extra,
         }
     )
     producer.produce(topic, value, on_delivery=lambda err, msg: reports.append(err))
-    producer.flush(10)
+    producer.flush(scaled(10))
     return reports, client_errors
 
 
@@ -129,10 +132,13 @@ def test_kafka_python_logs_in_with_plain_produces_and_consumes(secure):
         sasl_plain_password=ALICE[1],
     )
     producer = KafkaProducer(**settings)
-    meta = producer.send("t", value=b"kafka-python as alice").get(timeout=30)
+    meta = producer.send("t", value=b"kafka-python as alice").get(timeout=scaled(30))
     producer.close()
     consumer = KafkaConsumer(
-        **settings, auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=None
+        **settings,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(scaled(5000)),
+        group_id=None,
     )
     consumer.assign([KTP("t", 0)])
     consumer.seek(KTP("t", 0), meta.offset)
@@ -350,7 +356,7 @@ def test_plet_serve_sasl_over_tls_and_the_no_users_warning(tmp_path, certificate
             [],
         )
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=scaled(30)) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -376,7 +382,7 @@ def test_plet_web_kafka_serves_beside_the_console(tmp_path):
     )  # fmt: skip
     try:
         web = kafka = None
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while (web is None or kafka is None) and time.monotonic() < deadline:
             line = proc.stdout.readline()
             assert line, "plet web ended early"
@@ -397,7 +403,7 @@ def test_plet_web_kafka_serves_beside_the_console(tmp_path):
             body = json.load(answer)
         assert "through plet web" in json.dumps(body)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=scaled(60)) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -11,6 +11,7 @@ import sys
 from kafka import KafkaProducer
 
 from engine import Cluster, Consumer, TopicPartition
+from tests.timing import scaled
 
 
 def _plet(*args):
@@ -30,10 +31,10 @@ def test_plet_serve_serves_and_stops_on_sigterm(tmp_path):
         match = re.search(r"on 127\.0\.0\.1:(\d+) ", line)
         assert match, line
         producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{match.group(1)}")
-        producer.send("cli-topic", value=b"over the wire").get(timeout=30)
+        producer.send("cli-topic", value=b"over the wire").get(timeout=scaled(30))
         producer.close()
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=scaled(30)) == 0
         assert "stopped" in proc.stderr.read()
     finally:
         if proc.poll() is None:
@@ -54,7 +55,7 @@ def test_plet_serve_refuses_a_public_address_without_insecure(tmp_path):
         _plet("serve", "--cluster", str(path), "--listen", "0.0.0.0:0"),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert done.returncode == 1
     assert "insecure" in done.stderr
