@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from engine import Producer
+from tests.timing import scaled
 
 OPEN = {name: "p" for name in ("produce_perm", "consume_perm", "topic_perm", "admin_perm")}
 ALICE = ("alice", "alice-password-1")
@@ -49,11 +50,11 @@ def produce_framed(cluster, topic: str, schema_id: int, payload: bytes) -> None:
 
 
 def assert_answers_quickly(live_web) -> None:
-    """A normal client is served within 2 s."""
+    """A normal client is served within 2 s (PLET_TEST_SLOWDOWN scales it)."""
     started = time.monotonic()
     answer = requests.get(live_web.url + "/login", timeout=5)
     assert answer.status_code == 200
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < scaled(2)
 
 
 # --- item 3: regular expressions in JSON Schemas ----------------------------------------------
@@ -69,7 +70,7 @@ def test_a_backtracking_json_schema_pattern_decodes_at_once(live_web, topic):
     api = live_web.api(live_web.cluster.create_api_token("alice"))
     started = time.monotonic()
     answer = api.get("/api/v1/topics/s:t/messages?decode=schema", timeout=60)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < scaled(2)
     assert answer.status_code == 200, answer.text[:300]
     (message,) = answer.json()["messages"]
     assert "does not match" in json.dumps(message)
@@ -112,7 +113,7 @@ def test_an_avro_array_of_nulls_cannot_claim_millions_of_items(live_web, topic):
     api = live_web.api(live_web.cluster.create_api_token("alice"))
     started = time.monotonic()
     answer = api.get("/api/v1/topics/s:t/messages?decode=schema", timeout=60)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < scaled(2)
     assert answer.status_code == 200, answer.text[:300]
     bomb, small = answer.json()["messages"]
     assert "more than 1,000,000 array items" in json.dumps(bomb)
@@ -134,7 +135,7 @@ def test_the_compatibility_check_of_deep_arrays_is_quick(live_web, topic):
     assert register(live_web, "/s:t-value", _nested_arrays(5, "long")).status_code == 200
     started = time.monotonic()
     answer = register(live_web, "/s:t-value", _nested_arrays(5, "double"))
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < scaled(2)
     assert answer.status_code == 200, answer.text
     assert_answers_quickly(live_web)
 
@@ -151,7 +152,7 @@ def test_a_huge_fixed_is_too_large_to_check(live_web, topic):
     record["fields"].append({"name": "g", "type": "int", "default": 0})
     started = time.monotonic()
     answer = register(live_web, "/s:t-value", record)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < scaled(2)
     assert answer.status_code == 409, answer.text
     assert "too large to check" in answer.json()["message"]
     assert_answers_quickly(live_web)
@@ -169,7 +170,7 @@ def test_a_query_that_multiplies_a_message_is_refused_on_it(live_web, topic, pip
     api = live_web.api(live_web.cluster.create_api_token("alice"))
     started = time.monotonic()
     answer = api.get("/api/v1/topics/s:t/search", params={"q": query}, timeout=60)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < scaled(2)
     assert answer.status_code == 200, answer.text[:300]
     found = answer.json()
     assert found["matches"] == [] and found["scanned"] == 1 and found["errors"] == 1
@@ -227,7 +228,7 @@ def test_a_huge_login_form_is_refused_unread(live_web):
         },
         b"username=admin&password=" + b"a" * MIB,
     )
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < scaled(2)
     assert status == 413 and "<html" in text.lower()
     assert "larger than 8,388,608 bytes" in text
     assert _rss() - before < 50 * MIB
@@ -335,7 +336,7 @@ def test_the_time_bound_holds_however_costly_each_message(costly):
     assert answer.status_code == 200, answer.text[:300]
     found = answer.json()
     assert found["stopped_by"] == "time" and found["scanned"] < 20 and found["cursor"]
-    assert took < 1.6
+    assert took < scaled(1.6)
     assert_answers_quickly(costly)
 
 
