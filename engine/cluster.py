@@ -101,6 +101,9 @@ class AppendSignal:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._seq = 0
+        # called after every append, outside the lock: wake-ups of waiters that are not
+        # threads (the wire listener's parked fetches wait on its event loop)
+        self._listeners: list[Callable[[], None]] = []
 
     @property
     def seq(self) -> int:
@@ -110,6 +113,18 @@ class AppendSignal:
         with self._cond:
             self._seq += 1
             self._cond.notify_all()
+        for listener in self._listeners:
+            listener()
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` (from the appending thread; it must not block) after every
+        append."""
+        with self._cond:
+            self._listeners = [*self._listeners, listener]
+
+    def unlisten(self, listener: Callable[[], None]) -> None:
+        with self._cond:
+            self._listeners = [x for x in self._listeners if x != listener]
 
     def wait(self, seq: int, timeout: float) -> int:
         """Wait until an append happens after `seq` (or `timeout` seconds pass); returns

@@ -25,6 +25,7 @@ from flask import (
 )
 
 from engine import errors
+from engine.auth import logins
 from web.pages import app_cluster
 from web.security import login_guard
 
@@ -121,7 +122,7 @@ def login():
     if not username or not password:
         return _login_page(username, "Wrong username or password.", 401)
     try:
-        found = app_cluster().authenticate(username, password)
+        found = logins.login(app_cluster(), username, password, address, guard.limiter)
     except errors.LoginThrottled as exc:
         return _login_page(
             username,
@@ -136,8 +137,7 @@ def login():
             503,
             exc.retry_after,
         )
-    if found is None:
-        guard.failed(address)
+    if found is None:  # counted against the address by logins.login
         return _login_page(username, "Wrong username or password.", 401)
     start_session(found.name)
     return redirect(_safe_next(request.args.get("next")))

@@ -156,6 +156,7 @@ def web_command(
         server = make_server(host, port, app, threaded=True)
         if kafka is not None:
             from engine.wire import KafkaServer
+            from web.security import login_guard_of
 
             kafka_server = KafkaServer(
                 cluster,
@@ -164,6 +165,8 @@ def web_command(
                 sasl=kafka_sasl,
                 tls_cert=kafka_tls_cert,
                 tls_key=kafka_tls_key,
+                # one limiter of failed logins per address with the console's and registry's
+                login_limiter=login_guard_of(app).limiter,
             ).start()
     except BaseException:
         if kafka_server is not None:

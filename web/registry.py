@@ -24,10 +24,12 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.routing import PathConverter
 
 from engine import errors
+from engine.auth import logins
 from engine.client import schemas as sc
 from engine.wire.auth import AuthenticationFailed, login_plain
 from web.errors import too_large_message
 from web.pages import app_cluster, cluster
+from web.security import login_guard
 
 registry = Blueprint("registry", __name__)
 
@@ -111,7 +113,11 @@ def _authenticate() -> Response | None:
     header = request.headers.get("Authorization") or ""
     scheme, _, credentials = header.partition(" ")
     credentials = credentials.strip()
+    # every login path shares one limiter per client address (engine.auth.logins)
+    address = request.remote_addr or "unknown"
+    limiter = login_guard().limiter
     try:
+        limiter.check(address)  # 429 while the address waits
         if scheme.lower() == "basic" and credentials:
             try:
                 name, sep, password = (
@@ -121,11 +127,12 @@ def _authenticate() -> Response | None:
                 return _error(401, 401, "malformed basic credentials")
             if not sep:
                 return _error(401, 401, "basic credentials are user:password")
-            user = login_plain(app_cluster(), f"\0{name}\0{password}".encode())
+            user = login_plain(app_cluster(), f"\0{name}\0{password}".encode(), address, limiter)
         elif scheme.lower() == "bearer" and credentials:
-            user = app_cluster().user_for_token(credentials)
-            if user is None:
+            owner = logins.token_user(app_cluster(), credentials, address, limiter)
+            if owner is None:
                 return _error(401, 401, "unknown or revoked API token")
+            user = owner
         else:
             return _error(
                 401,
@@ -137,6 +144,8 @@ def _authenticate() -> Response | None:
         return _error(401, 401, str(exc))
     except errors.TokenExpired as exc:
         return _error(401, 401, str(exc))
+    except errors.LoginThrottled as exc:
+        return _error(429, 429, str(exc))
     g.user = user
     g.cluster = cluster().as_principal(user.principal)
     return None

@@ -13,19 +13,18 @@
   `SESSION_ABSOLUTE_LIFETIME` seconds from login, and after `PERMANENT_SESSION_LIFETIME`
   seconds unused, in every process serving the cluster at once.
 - Logins are throttled per user name in the catalog (engine.auth.users), and per client address
-  here, in this process (`LoginGuard`): `LOGIN_ADDRESS_LIMIT` wrong passwords per address.
+  in this process (`LoginGuard`, engine.auth.logins' limiter, which the schema registry's
+  Basic auth, API tokens and the wire listener `plet web --kafka` starts use too):
+  `LOGIN_ADDRESS_LIMIT` wrong passwords per address.
 """
 
 from __future__ import annotations
 
-import math
-import time
-
 from flask import Blueprint, Flask, Response, current_app, request
 from flask_wtf.csrf import CSRFProtect
 from limits import parse
-from limits.storage import MemoryStorage
-from limits.strategies import MovingWindowRateLimiter
+
+from engine.auth.logins import LoginLimiter
 
 csrf = CSRFProtect()
 
@@ -65,29 +64,31 @@ _GUARD = "plet-login-guard"
 
 
 class LoginGuard:
-    """The per-address throttle of logins, in this process's memory: wrong passwords are
-    counted per client address in a moving window (the `limits` library); once an address
-    reached the limit, its logins are refused with 429 until the oldest failure leaves the
-    window. The address is the socket's peer: behind a reverse proxy, make Flask see the
-    client's (werkzeug's ProxyFix)."""
+    """The per-address throttle of logins, in this process's memory: engine.auth.logins'
+    `LoginLimiter` with the app's `LOGIN_ADDRESS_LIMIT` (the `limits` library's notation,
+    e.g. "20 per minute"); once an address reached the limit, its logins are refused with
+    429 until the oldest failure leaves the window. The address is the socket's peer:
+    behind a reverse proxy, make Flask see the client's (werkzeug's ProxyFix)."""
 
     def __init__(self, limit: str) -> None:
-        self.item = parse(limit)
-        self.limiter = MovingWindowRateLimiter(MemoryStorage())
+        item = parse(limit)
+        self.limiter = LoginLimiter(failures=item.amount, window_s=item.get_expiry())
 
     def wait(self, address: str) -> int:
         """Seconds until `address` may try again (0: now)."""
-        if self.limiter.test(self.item, "login", address):
-            return 0
-        reset = self.limiter.get_window_stats(self.item, "login", address).reset_time
-        return max(1, math.ceil(reset - time.time()))
+        return self.limiter.wait(address)
 
     def failed(self, address: str) -> None:
-        self.limiter.hit(self.item, "login", address)
+        self.limiter.failed(address)
 
 
 def login_guard() -> LoginGuard:
-    return current_app.extensions[_GUARD]
+    return login_guard_of(current_app)
+
+
+def login_guard_of(app: Flask) -> LoginGuard:
+    guard: LoginGuard = app.extensions[_GUARD]
+    return guard
 
 
 def init_app(app: Flask) -> None:

@@ -23,7 +23,13 @@ of a cluster (several `plet web`, the CLI) sees one truth at once:
   last wait ended. Each attempt is counted before its password is hashed, so concurrent
   guesses cannot slip past the limit.
 - Memory: a scrypt hash takes 32 MiB; `HASH_GATE` lets at most a few run at once in a
-  process and refuses the rest (`errors.Busy`) after a short wait.
+  process and refuses the rest (`errors.Busy`, "try again") after a short wait. A login
+  takes its slot before its attempt is counted: a busy server is not a wrong password.
+- A fleet: a password just found correct is remembered for `VERIFIED_TTL_S` (keyed by an
+  HMAC-SHA256 of name, stored hash and password under a secret of this process, never
+  the password itself), so 64 clients of one user logging in at once hash it once or a
+  few times, not 64 times. A password change changes the stored hash, so the entry is dead.
+- Per client address: engine.auth.logins, the one limiter of every login path.
 - Passwords (NIST SP 800-63B, 5.1.1.2): 8 to 1024 characters, not one of the 30,000 most
   common passwords (the list zxcvbn ships), not the user's name either way round.
 
@@ -40,6 +46,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -239,17 +246,27 @@ HASH_GATE = HashGate(limit=min(4, max(2, os.cpu_count() or 2)), wait_s=2.0)
 
 
 def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
-    with HASH_GATE.slot():
-        return hashlib.scrypt(password.encode(), salt=salt, n=n, r=r, p=p, maxmem=_SCRYPT_MAXMEM)
+    """The hash; the caller holds a slot of HASH_GATE."""
+    return hashlib.scrypt(password.encode(), salt=salt, n=n, r=r, p=p, maxmem=_SCRYPT_MAXMEM)
 
 
 def hash_password(password: str) -> str:
+    with HASH_GATE.slot():
+        return _hash_password(password)
+
+
+def _hash_password(password: str) -> str:
     salt = os.urandom(16)
     digest = _scrypt(password, salt, _SCRYPT_N, _SCRYPT_R, _SCRYPT_P)
     return f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}${salt.hex()}${digest.hex()}"
 
 
 def verify_password(password: str, stored: str) -> bool:
+    with HASH_GATE.slot():
+        return _verify_password(password, stored)
+
+
+def _verify_password(password: str, stored: str) -> bool:
     try:
         scheme, n, r, p, salt, digest = stored.split("$")
         if scheme != "scrypt":
@@ -330,25 +347,94 @@ def authenticate(cluster: Cluster, name: str, password: str) -> UserInfo | None:
 
     Throttled per user name: raises `errors.LoginThrottled` (with `retry_after`) without
     looking at the password while the name must wait, and `errors.Busy` when too many
-    hashes run in this process."""
+    hashes run in this process (then nothing is counted: try again). A password found
+    correct in the last `VERIFIED_TTL_S` is let through without a hash or a count."""
     global _DUMMY_HASH
     if not isinstance(name, str) or not isinstance(password, str):
         return None
     known_shape = _USER_NAME.fullmatch(name) is not None
-    if known_shape:  # other names can never log in: nothing to guess, nothing to count
-        _count_attempt(cluster, name)
     if len(password) > MAX_PASSWORD_LENGTH:
+        if known_shape:
+            _count_attempt(cluster, name)
         return None
     found = _accounts(cluster).password_hash(name) if known_shape else None
-    if found is None:
-        if _DUMMY_HASH is None:
-            _DUMMY_HASH = hash_password(secrets.token_hex(16))
-        verify_password(password, _DUMMY_HASH)
-        return None
-    if not verify_password(password, found[0]):
-        return None
+    if found is not None and _VERIFIED.seen(name, found[0], password):
+        return _remembered(cluster, name, found[1])
+    with HASH_GATE.slot():  # errors.Busy before anything is counted
+        if found is not None and _VERIFIED.seen(name, found[0], password):
+            # checked by another login while this one waited
+            return _remembered(cluster, name, found[1])
+        if known_shape:  # other names can never log in: nothing to guess, nothing to count
+            _count_attempt(cluster, name)
+        if found is None:
+            if _DUMMY_HASH is None:
+                _DUMMY_HASH = _hash_password(secrets.token_hex(16))
+            _verify_password(password, _DUMMY_HASH)
+            return None
+        if not _verify_password(password, found[0]):
+            return None
+    _VERIFIED.add(name, found[0], password)
     _accounts(cluster).forget_login_failures(name)
     return _info(found[1])
+
+
+def _remembered(cluster: Cluster, name: str, row: UserRow) -> UserInfo:
+    """A login with a password found correct lately: no hash, no count, but a name that
+    must wait (wrong passwords since) waits all the same."""
+    wait = login_wait(cluster, name)
+    if wait:
+        raise LoginThrottled(
+            f"too many wrong passwords for {name!r}: try again in {wait} seconds",
+            retry_after=wait,
+        )
+    return _info(row)
+
+
+# How long a password found correct lets its user in without a hash (a fleet's logins).
+VERIFIED_TTL_S = 60.0
+_VERIFIED_MAX = 10_000
+
+
+class _Verified:
+    """Passwords found correct lately, as HMAC-SHA256(secret of this process, name, stored
+    hash, password): a fast check that reveals nothing of the password if memory leaks."""
+
+    def __init__(self) -> None:
+        self._secret = secrets.token_bytes(32)
+        self._lock = threading.Lock()
+        self._until: dict[bytes, float] = {}
+
+    def _key(self, name: str, stored: str, password: str) -> bytes:
+        text = "\0".join((name, stored, password)).encode("utf-8", "surrogatepass")
+        return hmac.new(self._secret, text, hashlib.sha256).digest()
+
+    def seen(self, name: str, stored: str, password: str) -> bool:
+        key = self._key(name, stored, password)
+        with self._lock:
+            until = self._until.get(key)
+            if until is None:
+                return False
+            if until < time.monotonic():
+                del self._until[key]
+                return False
+            return True
+
+    def add(self, name: str, stored: str, password: str) -> None:
+        key = self._key(name, stored, password)
+        now = time.monotonic()
+        with self._lock:
+            if len(self._until) >= _VERIFIED_MAX:
+                self._until = {k: t for k, t in self._until.items() if t >= now}
+                while len(self._until) >= _VERIFIED_MAX:
+                    del self._until[next(iter(self._until))]
+            self._until[key] = now + VERIFIED_TTL_S
+
+    def clear(self) -> None:
+        with self._lock:
+            self._until.clear()
+
+
+_VERIFIED = _Verified()
 
 
 def _lock_ms(failures: int) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from engine import errors
+from engine.auth import logins
 
 if TYPE_CHECKING:
     from engine.auth.users import UserInfo
@@ -71,9 +72,13 @@ def parse_plain(token: bytes) -> tuple[str, str, str]:
     return authzid, name, password
 
 
-def login_plain(cluster: Cluster, token: bytes) -> UserInfo:
-    """The user a PLAIN token logs in (see the module's docstring); AuthenticationFailed
-    otherwise. Hashes a password: call it from a worker thread, never the event loop."""
+def login_plain(
+    cluster: Cluster, token: bytes, address: str, limiter: logins.LoginLimiter = logins.LIMITER
+) -> UserInfo:
+    """The user a PLAIN token logs in (see the module's docstring) from the client address
+    `address`; AuthenticationFailed otherwise. Every attempt goes through `limiter`
+    (engine.auth.logins: per address). Hashes a password: call it from a worker thread,
+    never the event loop."""
     try:
         authzid, name, password = parse_plain(token)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -86,8 +91,8 @@ def login_plain(cluster: Cluster, token: bytes) -> UserInfo:
         )
     if password.startswith(_TOKEN_PREFIX):
         try:
-            owner = cluster.user_for_token(password)
-        except errors.TokenExpired as exc:
+            owner = logins.token_user(cluster, password, address, limiter)
+        except (errors.TokenExpired, errors.LoginThrottled) as exc:
             raise AuthenticationFailed(f"Authentication failed: {exc}") from None
         if owner is not None:
             if name not in (owner.name, TOKEN_USER):
@@ -96,7 +101,7 @@ def login_plain(cluster: Cluster, token: bytes) -> UserInfo:
     if name == TOKEN_USER:
         raise AuthenticationFailed(_FAILED)
     try:
-        user = cluster.authenticate(name, password)
+        user = logins.login(cluster, name, password, address, limiter)
     except (errors.LoginThrottled, errors.Busy) as exc:
         raise AuthenticationFailed(f"Authentication failed: {exc}") from None
     if user is None:

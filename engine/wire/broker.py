@@ -8,20 +8,36 @@ import copy
 import itertools
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from engine import Cluster, Principal, Producer, TopicPartition, errors, names
 from engine.records import TopicInfo
 from engine.wire import codes
 from engine.wire.coordinator import GroupCoordinator
+from engine.wire.park import Signal
 
 NODE_ID = 0
 # The last few batches per producer and partition, as Kafka keeps (a producer has at most
 # five requests in flight): a resend of any of them is answered from here.
 _REMEMBERED_BATCHES = 5
-# Bound on the idempotence table: the oldest (producer, partition) entries go first; a
-# producer that comes back after that starts a new sequence as an unknown producer would.
+# Bounds of the idempotence state, per principal (a SASL user, or the listener's own for
+# every client without SASL), so one user's producers never push out another's: the least
+# recently used go first. A producer id that went is refused (UNKNOWN_PRODUCER_ID: the
+# client asks for a new one); a (producer, partition) sequence that went starts anew.
+_MAX_PRODUCER_IDS = 10_000
 _MAX_SEQUENCES = 100_000
+# Kafka's fetch.max.wait.ms is the client's; a listener caps it so a parked fetch ends
+DEFAULT_MAX_FETCH_WAIT_MS = 30_000
+
+
+@dataclass
+class _Owned:
+    """The idempotence state of one principal: the producer ids the listener issued to it
+    (with their epoch) and its sequences by (producer id, topic, partition)."""
+
+    ids: OrderedDict[int, int] = field(default_factory=OrderedDict)
+    sequences: OrderedDict[tuple[int, str, int], _Sequence] = field(default_factory=OrderedDict)
 
 
 @dataclass
@@ -44,13 +60,17 @@ class Broker:
         self.port = port
         self._stream_ready = False
         self.closing = threading.Event()  # long polls end early when set
+        self.max_fetch_wait_ms = DEFAULT_MAX_FETCH_WAIT_MS
+        # fired after every in-process append: parked fetches poll again (handlers/fetch.py)
+        self.appended = Signal()
+        cluster.appends.listen(self.appended.fire)
         self._lock = threading.Lock()
         # engine producers by (principal, durability): a SASL user's are theirs (ACEs)
         self._producers: dict[tuple[Principal | None, object], Producer] = {}
         self._principal: Principal | None = None  # None: the cluster's own
         # producer ids: unique across restarts of the listener (epoch milliseconds, shifted)
         self._ids = itertools.count(int(time.time() * 1000) << 12)
-        self._sequences: dict[tuple[int, str, int], _Sequence] = {}
+        self._owned: dict[Principal | None, _Owned] = {}
         self.groups = GroupCoordinator(self.closing, self)  # Join/Sync/Heartbeat/Leave
 
     # --- names ----------------------------------------------------------------------------
@@ -128,18 +148,47 @@ class Broker:
         view._principal = principal
         return view
 
+    def _owned_state(self) -> _Owned:
+        """This view's principal's idempotence state (under `_lock`)."""
+        owned = self._owned.get(self._principal)
+        if owned is None:
+            owned = self._owned[self._principal] = _Owned()
+        return owned
+
     def new_producer_id(self) -> int:
+        """A producer id for InitProducerId, issued to this view's principal (epoch 0)."""
         with self._lock:
-            return next(self._ids)
+            producer_id = next(self._ids)
+            ids = self._owned_state().ids
+            ids[producer_id] = 0
+            if len(ids) > _MAX_PRODUCER_IDS:
+                ids.popitem(last=False)
+            return producer_id
+
+    def check_producer(self, producer_id: int, epoch: int) -> int:
+        """The error of an idempotent batch's producer id and epoch: Kafka's
+        UNKNOWN_PRODUCER_ID for an id this listener did not issue to this principal (made
+        up, another user's, or from before a restart), INVALID_PRODUCER_EPOCH for another
+        epoch than it issued."""
+        with self._lock:
+            ids = self._owned_state().ids
+            issued = ids.get(producer_id)
+            if issued is None:
+                return codes.UNKNOWN_PRODUCER_ID
+            ids.move_to_end(producer_id)
+        return codes.NONE if epoch == issued else codes.INVALID_PRODUCER_EPOCH
 
     def sequence(self, producer_id: int, epoch: int, full: str, partition: int) -> _Sequence:
         key = (producer_id, full, partition)
         with self._lock:
-            state = self._sequences.get(key)
+            sequences = self._owned_state().sequences
+            state = sequences.get(key)
             if state is None:
-                if len(self._sequences) >= _MAX_SEQUENCES:
-                    del self._sequences[next(iter(self._sequences))]
-                state = self._sequences[key] = _Sequence(epoch)
+                if len(sequences) >= _MAX_SEQUENCES:
+                    sequences.popitem(last=False)
+                state = sequences[key] = _Sequence(epoch)
+            else:
+                sequences.move_to_end(key)
             return state
 
     @staticmethod
@@ -150,6 +199,7 @@ class Broker:
 
     def close(self) -> None:
         self.closing.set()
+        self.cluster.appends.unlisten(self.appended.fire)
         self.groups.close()  # withdraws the members it showed the engine
         with self._lock:
             producers, self._producers = list(self._producers.values()), {}

@@ -11,13 +11,17 @@ import asyncio
 import logging
 import struct
 import threading
+import time
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from engine.wire import codec, codes
 from engine.wire.broker import Broker
+from engine.wire.limits import Limits, LogOnce
+from engine.wire.park import Park
 from engine.wire.registry import APIS
 
 if TYPE_CHECKING:
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
     from engine.client.consumer import Consumer
 
 log = logging.getLogger(__name__)
+log_once = LogOnce(log)
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
@@ -33,6 +38,23 @@ _BEFORE_LOGIN = frozenset({API_VERSIONS, 17, 36})  # ApiVersions, SaslHandshake,
 # Until then a frame is at most this big (Kafka's sasl.server.max.receive.size): a client
 # nobody knows yet cannot make the listener hold max_frame_bytes for it.
 MAX_FRAME_BEFORE_LOGIN = 512 * 1024
+# A frame is read in pieces of at most this size, so its memory grows with the bytes that
+# came (a declared size is no allocation) and a connection that has not logged in counts
+# each piece against the listener's budget before it reads it.
+_PIECE_BEFORE_LOGIN = 64 * 1024
+_PIECE = 1024 * 1024
+# A parked request looks this often whether its connection closed (then it is cancelled).
+_CLOSE_CHECK_S = 0.25
+
+
+@dataclass
+class _Parked:
+    """A request whose handler parked (engine.wire.park), with what encodes its answer."""
+
+    park: Park
+    name: str
+    version: int
+    correlation_id: int
 
 
 class Session:
@@ -42,9 +64,18 @@ class Session:
     With SASL, `broker` becomes a view acting as the logged-in user's principal
     (`Broker.as_principal`) once the login succeeded (handlers/sasl.py)."""
 
-    def __init__(self, broker: Broker, peer: object, sasl_mechanisms: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        peer: object,
+        sasl_mechanisms: tuple[str, ...] = (),
+        limits: Limits | None = None,
+    ) -> None:
         self.broker = broker
+        self.limits = limits if limits is not None else Limits()  # the listener's
         self.peer = peer  # the socket's peername: (host, port, ...) for TCP
+        # the client's address, as login limits count it
+        self.address = str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
         self.consumer: Consumer | None = None
         self.sasl_mechanisms = sasl_mechanisms
         self.authenticated = not sasl_mechanisms
@@ -74,12 +105,16 @@ class Connection:
         pool: Executor,
         max_frame_bytes: int,
         sasl_mechanisms: tuple[str, ...] = (),
+        limits: Limits | None = None,
     ) -> None:
         self.reader = reader
         self.writer = writer
         self.pool = pool
         self.max_frame_bytes = max_frame_bytes
-        self.session = Session(broker, writer.get_extra_info("peername"), sasl_mechanisms)
+        self.session = Session(broker, writer.get_extra_info("peername"), sasl_mechanisms, limits)
+        self.limits = self.session.limits
+        self.opened = time.monotonic()
+        self.parked: _Parked | None = None  # the request waiting on the event loop
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -89,9 +124,24 @@ class Connection:
                     frame = await self._read_frame()
                 except asyncio.IncompleteReadError:
                     return  # the client went away
+                except TimeoutError as exc:
+                    log_once(
+                        logging.INFO,
+                        "timeout",
+                        "closing connection from %s: %s",
+                        self.session.peer,
+                        exc.args[0] if exc.args else "timed out",
+                    )
+                    return
                 if frame is None:
                     return
                 out = await loop.run_in_executor(self.pool, self.answer, frame)
+                while isinstance(out, _Parked):
+                    self.parked = out
+                    if not await self._wait(out.park):
+                        return  # the client went away: `finally` cancels the park
+                    out = await loop.run_in_executor(self.pool, self._resume, out)
+                    self.parked = None
                 if out is None:
                     continue
                 if isinstance(out, codec.FramingError):
@@ -104,26 +154,130 @@ class Connection:
         except (ConnectionError, OSError):
             return
         finally:
+            if self.session.user is not None:
+                self.limits.remove_user(self.session.user.name)
+            parked, self.parked = self.parked, None
+            if parked is not None and parked.park.cancel is not None:
+                await loop.run_in_executor(self.pool, parked.park.cancel)
             await loop.run_in_executor(self.pool, self.session.close)
             self.writer.close()
 
+    async def _wait(self, park: Park) -> bool:
+        """Wait on the event loop until the park's signal fires or its deadline comes
+        (True), or the client goes away (False)."""
+        closing = self.session.broker.closing
+        while True:
+            left = park.deadline - time.monotonic()
+            if left <= 0 or park.signal.seq != park.seq or closing.is_set():
+                return True
+            await park.signal.wait(park.seq, min(left, _CLOSE_CHECK_S))
+            if self.reader.at_eof() or self.writer.is_closing() or self.reader.exception():
+                return False
+
+    def _resume(self, parked: _Parked) -> bytes | codec.FramingError | _Parked | None:
+        """Resume a parked request (in a worker thread)."""
+        try:
+            with self.session.lock:
+                response = parked.park.resume()
+            return self._encode(response, parked.name, parked.version, parked.correlation_id)
+        except Exception:
+            log_once(
+                logging.ERROR,
+                f"{parked.name} failed",
+                "%s v%d from %s failed",
+                parked.name,
+                parked.version,
+                self.session.peer,
+                exc_info=True,
+            )
+            return codec.FramingError(f"{parked.name} failed")
+
+    def _encode(
+        self, response: Any, name: str, version: int, correlation_id: int
+    ) -> bytes | _Parked | None:
+        if response is None:
+            return None
+        if isinstance(response, Park):
+            return _Parked(response, name, version, correlation_id)
+        return codec.encode_response(response, version, correlation_id)
+
     async def _read_frame(self) -> bytes | None:
-        (size,) = _SIZE.unpack(await self.reader.readexactly(4))
+        """The next request frame; None after a framing error (logged). Raises
+        TimeoutError when the client is too slow: to log in (SASL), to send its next
+        request, or to finish a frame it began."""
+        limits = self.limits
+        if self.session.authenticated:
+            wait = limits.idle_timeout_s
+            why = f"idle for {wait:g} s"
+        else:
+            wait = self.opened + limits.login_timeout_s - time.monotonic()
+            why = f"no login within {limits.login_timeout_s:g} s"
+        try:
+            async with asyncio.timeout(max(wait, 0)):
+                head = await self.reader.readexactly(4)
+        except TimeoutError:
+            raise TimeoutError(why) from None
+        (size,) = _SIZE.unpack(head)
         limit = self.max_frame_bytes
         if not self.session.authenticated:
             limit = min(limit, MAX_FRAME_BEFORE_LOGIN)
         if size < 8 or size > limit:
             # A framing error: nothing after it can be trusted to be a frame boundary.
-            log.info(
+            log_once(
+                logging.INFO,
+                "frame size",
                 "closing connection from %s: frame of %d bytes (limit %d)",
                 self.session.peer,
                 size,
                 limit,
             )
             return None
-        return await self.reader.readexactly(size)
+        try:
+            async with asyncio.timeout(limits.frame_timeout_s):
+                if self.session.authenticated:
+                    return await self._read_pieces(size, _PIECE)
+                return await self._read_before_login(size)
+        except TimeoutError:
+            raise TimeoutError(
+                f"a frame of {size} bytes not complete within {limits.frame_timeout_s:g} s"
+            ) from None
 
-    def answer(self, frame: bytes) -> bytes | codec.FramingError | None:
+    async def _read_pieces(self, size: int, piece: int) -> bytes:
+        if size <= piece:
+            return await self.reader.readexactly(size)
+        pieces = []
+        while size > 0:
+            pieces.append(await self.reader.readexactly(min(size, piece)))
+            size -= len(pieces[-1])
+        return b"".join(pieces)
+
+    async def _read_before_login(self, size: int) -> bytes | None:
+        """A frame of a connection not logged in: its pieces count against the listener's
+        budget for all such connections while it is read (Kafka bounds these frames by
+        sasl.server.max.receive.size only)."""
+        limits = self.limits
+        pieces: list[bytes] = []
+        taken = 0
+        try:
+            while taken < size:
+                n = min(size - taken, _PIECE_BEFORE_LOGIN)
+                if not limits.reserve_before_login(n):
+                    log_once(
+                        logging.WARNING,
+                        "budget before login",
+                        "closing connection from %s: the %d bytes for frames of clients"
+                        " not logged in are in use (max_bytes_before_login)",
+                        self.session.peer,
+                        limits.max_bytes_before_login,
+                    )
+                    return None
+                taken += n
+                pieces.append(await self.reader.readexactly(n))
+            return b"".join(pieces)
+        finally:
+            limits.release_before_login(taken)
+
+    def answer(self, frame: bytes) -> bytes | codec.FramingError | _Parked | None:
         """The framed response to one request frame (in a worker thread); a FramingError
         where Kafka closes the connection: an unknown api key, an unsupported version of
         anything but ApiVersions, a request that does not parse."""
@@ -151,12 +305,19 @@ class Connection:
         try:
             with self.session.lock:
                 response = api.handler(self.session, request, version)
-            if response is None:
-                return None
-            return codec.encode_response(response, version, head.correlation_id)
+            return self._encode(response, api.name, version, head.correlation_id)
         except Exception:
-            # A bug of ours: Kafka closes the connection on an unexpected server error too.
-            log.exception("%s v%d from %s failed", api.name, version, self.session.peer)
+            # A bug of ours, or the system out of something (files, memory): Kafka closes
+            # the connection on an unexpected server error too. Logged once per interval.
+            log_once(
+                logging.ERROR,
+                f"{api.name} failed",
+                "%s v%d from %s failed",
+                api.name,
+                version,
+                self.session.peer,
+                exc_info=True,
+            )
             return codec.FramingError(f"{api.name} failed")
 
 

@@ -15,9 +15,13 @@ another user's SyncGroup, Heartbeat, LeaveGroup or OffsetCommit with it is answe
 UNKNOWN_MEMBER_ID, as for an id that does not exist. The group's own permissions
 (engine.groups.perms) are checked by the handlers, before the coordinator is asked.
 
-JoinGroup and SyncGroup block their worker thread until the rebalance is done, as Kafka
-holds the request open. The state machine lives in memory: a restarted listener answers the
-old members UNKNOWN_MEMBER_ID and they join again. Committed offsets are the engine's.
+JoinGroup and SyncGroup are held until the rebalance is done, as Kafka holds the request
+open, without a thread: `begin_join` and `begin_sync` answer at once or return a `Waiting`
+that the connection parks on the event loop (engine.wire.park), woken by `changed`, and
+cancels when its client goes away. A rebalance lasts at most `max_rebalance_timeout_ms`
+whatever the clients ask, and session timeouts are bounded as Kafka's
+group.min/max.session.timeout.ms bound them. The state machine lives in memory: a
+restarted listener answers the old members UNKNOWN_MEMBER_ID and they join again. Committed offsets are the engine's.
 
 The engine sees the members too (`Cluster.publish_group`): every change of a group's
 members, generation or assignment (the leader's SyncGroup assignment, decoded with
@@ -34,9 +38,9 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
@@ -45,6 +49,7 @@ from engine.clock import SYSTEM_CLOCK, Clock
 from engine.groups.states import COMPLETING, EMPTY, PREPARING, STABLE, session_live
 from engine.records import MemberInfo, TopicPartition
 from engine.wire import codes
+from engine.wire.park import Signal
 
 if TYPE_CHECKING:
     from engine.wire.broker import Broker
@@ -53,9 +58,13 @@ log = logging.getLogger(__name__)
 
 
 # Kafka's group.min/max.session.timeout.ms are 6 s and 30 min; the lower bound here is
-# lower so that tests and local tools can expire members faster.
+# lower so that tests and local tools can expire members faster, the upper one lower so a
+# member that went silent holds its partitions (and a rebalance) for 5 minutes at most.
 MIN_SESSION_TIMEOUT_MS = 1_000
-MAX_SESSION_TIMEOUT_MS = 1_800_000
+MAX_SESSION_TIMEOUT_MS = 300_000
+# A client's rebalance timeout (its max.poll.interval.ms, 5 min by default) is cut to this:
+# how long a JoinGroup waits for the members that did not rejoin.
+MAX_REBALANCE_TIMEOUT_MS = 300_000
 # How often waiting requests and the reaper look again: bounds how late an expiry or a
 # closing listener is noticed.
 _TICK = 0.1
@@ -87,6 +96,20 @@ class Member:
         return b""
 
 
+T = TypeVar("T")
+
+
+@dataclass
+class Waiting(Generic[T]):
+    """A JoinGroup or SyncGroup held until its rebalance moves on: `poll()` (any thread)
+    is its answer once there is one, None before; `cancel()` gives up (its client went
+    away); `changed` fires whenever the answer may have come."""
+
+    poll: Callable[[], T | None]
+    cancel: Callable[[], None]
+    changed: Signal
+
+
 @dataclass(frozen=True)
 class JoinResult:
     error: int
@@ -116,6 +139,18 @@ class Group:
         """The protocols every member supports."""
         sets = [{name for name, _ in m.protocols} for m in self.members.values()]
         return set.intersection(*sets) if sets else set()
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A member whose JoinGroup or SyncGroup waits."""
+
+    group: Group
+    member: Member
+
+
+# SyncGroup's answer: (error, protocol type, protocol name, the member's assignment)
+_SyncAnswer = tuple[int, str | None, str | None, bytes]
 
 
 @dataclass(frozen=True)
@@ -174,8 +209,17 @@ class GroupCoordinator:
         closing: threading.Event,
         broker: Broker | None = None,
         clock: Clock | None = None,
+        *,
+        min_session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS,
+        max_session_timeout_ms: int = MAX_SESSION_TIMEOUT_MS,
+        max_rebalance_timeout_ms: int = MAX_REBALANCE_TIMEOUT_MS,
     ) -> None:
         self._closing = closing
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.max_rebalance_timeout_ms = max_rebalance_timeout_ms
+        # fired with every notify of `_cond`: parked requests look again
+        self.changed = Signal()
         self._broker = broker
         if clock is None:
             clock = broker.cluster.clock if broker is not None else SYSTEM_CLOCK
@@ -201,7 +245,52 @@ class GroupCoordinator:
         require_known_member_id: bool,
         principal: str = "",
     ) -> JoinResult:
-        """`principal`: the logged-in user; a member id works only for the user that got it
+        """`begin_join`, waiting in this thread (for callers that are threads)."""
+        return self._block(
+            self.begin_join(
+                group_id,
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocol_type,
+                protocols,
+                require_known_member_id,
+                principal,
+            )
+        )
+
+    def _block(self, answer: T | Waiting[T]) -> T:
+        if not isinstance(answer, Waiting):
+            return answer
+        while True:
+            seq = self.changed.seq
+            result = answer.poll()
+            if result is not None:
+                return result
+            with self._cond:
+                if self.changed.seq == seq:
+                    self._cond.wait(_TICK)
+
+    def begin_join(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+        principal: str = "",
+    ) -> JoinResult | Waiting[JoinResult]:
+        """A JoinGroup: its answer, or a `Waiting` while the rebalance goes on.
+
+        `principal`: the logged-in user; a member id works only for the user that got it
         (another user's is UNKNOWN_MEMBER_ID, as one that does not exist)."""
         if group_id and self._broker is not None:
             try:
@@ -226,9 +315,20 @@ class GroupCoordinator:
             require_known_member_id,
             principal,
         )
-        if group_id:
-            self._publish(group_id)
-        return result
+        if not isinstance(result, _Held):
+            if group_id:
+                self._publish(group_id)
+            return result
+        group, member = result.group, result.member
+
+        def poll() -> JoinResult | None:
+            with self._cond:
+                answer = self._join_answer(group, member)
+            if answer is not None:
+                self._publish(group_id)
+            return answer
+
+        return Waiting(poll, lambda: self._give_up(member), self.changed)
 
     def _join(
         self,
@@ -243,13 +343,14 @@ class GroupCoordinator:
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
         principal: str,
-    ) -> JoinResult:
+    ) -> JoinResult | _Held:
         if not group_id:
             return JoinResult(codes.INVALID_GROUP_ID, member_id=member_id)
-        if not MIN_SESSION_TIMEOUT_MS <= session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
+        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             return JoinResult(codes.INVALID_SESSION_TIMEOUT, member_id=member_id)
         if rebalance_timeout_ms < 0:  # JoinGroup v0 has none: the session timeout stands in
             rebalance_timeout_ms = session_timeout_ms
+        rebalance_timeout_ms = min(rebalance_timeout_ms, self.max_rebalance_timeout_ms)
         self._start_reaper()
         with self._cond:
             group = self._groups.setdefault(group_id, Group(group_id))
@@ -314,19 +415,42 @@ class GroupCoordinator:
             member.join_result = None
             self._maybe_complete(group)
             member.awaiting = True
-            try:
-                while member.join_result is None:
-                    if group.members.get(member_id) is not member:
-                        return JoinResult(codes.UNKNOWN_MEMBER_ID, member_id=member_id)
-                    if self._closing.is_set():
-                        return JoinResult(codes.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
-                    self._cond.wait(_TICK)
-                    self._maybe_complete(group)
-            finally:
-                member.awaiting = False
-                member.last_seen = self._clock.monotonic()
-            result, member.join_result = member.join_result, None
-            return result
+            answer = self._join_answer(group, member)
+            return answer if answer is not None else _Held(group, member)
+
+    def _join_answer(self, group: Group, member: Member) -> JoinResult | None:
+        """The answer of a member's held JoinGroup, None while it waits (under `_cond`)."""
+        if member.join_result is None:
+            if not member.awaiting:  # given up already
+                return JoinResult(codes.UNKNOWN_MEMBER_ID, member_id=member.member_id)
+            if group.members.get(member.member_id) is not member:
+                result = JoinResult(codes.UNKNOWN_MEMBER_ID, member_id=member.member_id)
+            elif self._closing.is_set():
+                result = JoinResult(codes.COORDINATOR_NOT_AVAILABLE, member_id=member.member_id)
+            else:
+                self._maybe_complete(group)
+                if member.join_result is None:
+                    return None
+                result = member.join_result
+        else:
+            result = member.join_result
+        member.join_result = None
+        member.awaiting = False
+        member.last_seen = self._clock.monotonic()
+        return result
+
+    def _give_up(self, member: Member) -> None:
+        """A held request's client went away: its member no longer waits, so its session
+        timeout runs (Kafka forgets it the same way)."""
+        with self._cond:
+            member.awaiting = False
+            member.last_seen = self._clock.monotonic()
+            self._notify()
+
+    def _notify(self) -> None:
+        """Wake the threads waiting on `_cond` and the parked requests (under `_cond`)."""
+        self._cond.notify_all()
+        self.changed.fire()
 
     def _result(self, group: Group, member: Member) -> JoinResult:
         leader = group.leader or ""
@@ -355,7 +479,7 @@ class GroupCoordinator:
             group.state = PREPARING
             timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
             group.rebalance_deadline = self._clock.monotonic() + timeout / 1000
-        self._cond.notify_all()  # SyncGroup waiters of the old generation give up
+        self._notify()  # SyncGroup waiters of the old generation give up
 
     def _maybe_complete(self, group: Group) -> None:
         """Complete the rebalance when every member rejoined or its time is up."""
@@ -369,7 +493,7 @@ class GroupCoordinator:
         group.generation += 1
         if not group.members:
             group.state, group.protocol, group.protocol_type, group.leader = EMPTY, None, None, None
-            self._cond.notify_all()
+            self._notify()
             return
         group.protocol = self._choose_protocol(group)
         if group.leader not in group.members:
@@ -378,7 +502,7 @@ class GroupCoordinator:
         for m in group.members.values():
             m.join_result = self._result(group, m)
             m.last_seen = self._clock.monotonic()
-        self._cond.notify_all()
+        self._notify()
 
     @staticmethod
     def _choose_protocol(group: Group) -> str:
@@ -404,11 +528,39 @@ class GroupCoordinator:
         principal: str = "",
     ) -> tuple[int, str | None, str | None, bytes]:
         """(error, protocol type, protocol name, this member's assignment)."""
+        return self._block(
+            self.begin_sync(
+                group_id, generation, member_id, protocol_type, protocol, assignments, principal
+            )
+        )
+
+    def begin_sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        protocol_type: str | None,
+        protocol: str | None,
+        assignments: Iterable[tuple[str, bytes]],
+        principal: str = "",
+    ) -> _SyncAnswer | Waiting[_SyncAnswer]:
+        """A SyncGroup: its answer, or a `Waiting` until the leader's assignment comes."""
         result = self._sync(
             group_id, generation, member_id, protocol_type, protocol, assignments, principal
         )
-        self._publish(group_id)
-        return result
+        if not isinstance(result, _Held):
+            self._publish(group_id)
+            return result
+        group, member = result.group, result.member
+
+        def poll() -> _SyncAnswer | None:
+            with self._cond:
+                answer = self._sync_answer(group, member, generation)
+            if answer is not None:
+                self._publish(group_id)
+            return answer
+
+        return Waiting(poll, lambda: self._give_up(member), self.changed)
 
     def _sync(
         self,
@@ -419,7 +571,7 @@ class GroupCoordinator:
         protocol: str | None,
         assignments: Iterable[tuple[str, bytes]],
         principal: str,
-    ) -> tuple[int, str | None, str | None, bytes]:
+    ) -> _SyncAnswer | _Held:
         with self._cond:
             group = self._groups.get(group_id)
             member = group.members.get(member_id) if group is not None else None
@@ -439,23 +591,30 @@ class GroupCoordinator:
                 for m in group.members.values():
                     m.assignment = given.get(m.member_id, b"")
                 group.state = STABLE
-                self._cond.notify_all()
+                self._notify()
             member.awaiting = True
-            try:
-                while group.state == COMPLETING and group.generation == generation:
-                    if group.members.get(member_id) is not member or self._closing.is_set():
-                        break
-                    self._cond.wait(_TICK)
-            finally:
-                member.awaiting = False
-                member.last_seen = self._clock.monotonic()
-            if group.members.get(member_id) is not member:
-                return codes.UNKNOWN_MEMBER_ID, None, None, b""
-            if group.state != STABLE or group.generation != generation:
-                if self._closing.is_set():
-                    return codes.COORDINATOR_NOT_AVAILABLE, None, None, b""
-                return codes.REBALANCE_IN_PROGRESS, None, None, b""
-            return codes.NONE, group.protocol_type, group.protocol, member.assignment
+            answer = self._sync_answer(group, member, generation)
+            return answer if answer is not None else _Held(group, member)
+
+    def _sync_answer(self, group: Group, member: Member, generation: int) -> _SyncAnswer | None:
+        """The answer of a member's held SyncGroup, None while it waits (under `_cond`)."""
+        gone = group.members.get(member.member_id) is not member or not member.awaiting
+        if (
+            not gone
+            and group.state == COMPLETING
+            and group.generation == generation
+            and not self._closing.is_set()
+        ):
+            return None
+        member.awaiting = False
+        member.last_seen = self._clock.monotonic()
+        if gone:
+            return codes.UNKNOWN_MEMBER_ID, None, None, b""
+        if group.state != STABLE or group.generation != generation:
+            if self._closing.is_set():
+                return codes.COORDINATOR_NOT_AVAILABLE, None, None, b""
+            return codes.REBALANCE_IN_PROGRESS, None, None, b""
+        return codes.NONE, group.protocol_type, group.protocol, member.assignment
 
     # --- Heartbeat, LeaveGroup, OffsetCommit's check --------------------------------------
 
@@ -532,7 +691,7 @@ class GroupCoordinator:
             self._prepare(group)
         elif group.state == PREPARING:
             self._maybe_complete(group)
-        self._cond.notify_all()
+        self._notify()
 
     # --- expiry ---------------------------------------------------------------------------
 
@@ -597,7 +756,7 @@ class GroupCoordinator:
         with self._cond:
             self._groups.clear()
             ids = list(self._published)
-            self._cond.notify_all()
+            self._notify()
         for group_id in ids:
             self._publish(group_id, force=True)
 

@@ -11,6 +11,7 @@ from kafka.protocol.api_message import ApiMessage
 
 if TYPE_CHECKING:  # connection.py imports this module
     from engine.wire.connection import Session
+    from engine.wire.park import Park
 
 # bounds as strings: ApiMessage's metaclass makes the class itself fail a truth test
 Req = TypeVar("Req", bound="ApiMessage", contravariant=True)
@@ -20,13 +21,14 @@ S = TypeVar("S", bound="ApiMessage")
 
 
 class Handler(Protocol[Req, Resp]):
-    """handler(session, request, version) -> the response, or None when none is sent (acks=0).
+    """handler(session, request, version) -> the response, None when none is sent (acks=0),
+    or a `Park` when the answer waits (engine.wire.park: a long poll, a pending join).
 
     `request` is an instance of the request class the handler is registered for (its
     kafka-python protocol class, decoded at `version`), the response one of its response
     class."""
 
-    def __call__(self, session: Session, request: Req, version: int, /) -> Resp | None: ...
+    def __call__(self, session: Session, request: Req, version: int, /) -> Resp | Park | None: ...
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ def api(
         if key in APIS:
             raise RuntimeError(f"api key {key} registered twice")
 
-        def checked(session: Session, message: ApiMessage, version: int, /) -> S | None:
+        def checked(session: Session, message: ApiMessage, version: int, /) -> S | Park | None:
             # the connection decodes with this entry's request class, so this never fails:
             # it narrows the registry's ApiMessage to what the handler takes
             if not isinstance(message, request):

@@ -12,17 +12,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from engine import errors, names
+from engine.auth.logins import LIMITER, LoginLimiter
 from engine.cluster import Cluster
-from engine.wire import auth
-from engine.wire.broker import Broker
-from engine.wire.connection import Connection
+from engine.wire import auth, coordinator, limits
+from engine.wire.broker import DEFAULT_MAX_FETCH_WAIT_MS, Broker
+from engine.wire.connection import Connection, log_once
 from engine.wire.registry import load
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
-# Worker threads: a long-polling fetch holds one for up to its max wait, so there are many
-# (threads that wait cost little); each connection uses at most one at a time.
+# Worker threads: engine work only (a long poll or a held JoinGroup waits on the event
+# loop, engine.wire.park); each connection uses at most one at a time.
 DEFAULT_WORKERS = 64
 
 
@@ -33,7 +34,16 @@ class KafkaServer:
     console user or with an API token, and act as that user's principal; without it every
     client acts as the cluster's principal. `ssl_context`, or `tls_cert` and `tls_key` (PEM
     files), serve TLS. A non-loopback `listen` address is refused unless it has both SASL
-    and TLS, or `insecure=True` (docs/WIRE.md, Security)."""
+    and TLS, or `insecure=True` (docs/WIRE.md, Security). The limits (docs/WIRE.md,
+    Limits): a fetch waits at most `max_fetch_wait_ms`, a rebalance at most
+    `max_rebalance_timeout_ms`; a JoinGroup's session timeout must lie within
+    `min_session_timeout_ms` and `max_session_timeout_ms`; connections are capped in all
+    (`max_connections`, default half the file limit), per client address and per SASL
+    user; a SASL client must log in within `login_timeout_s`, a frame once begun must be
+    complete within `frame_timeout_s`, a connection idle for `idle_timeout_s` is closed,
+    and the unfinished frames of clients not logged in share `max_bytes_before_login`.
+    Failed logins are limited per client address by `login_limiter` (default: this
+    process's, engine.auth.logins)."""
 
     def __init__(
         self,
@@ -50,6 +60,18 @@ class KafkaServer:
         ssl_context: ssl.SSLContext | None = None,
         tls_cert: str | None = None,
         tls_key: str | None = None,
+        max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS,
+        max_rebalance_timeout_ms: int = coordinator.MAX_REBALANCE_TIMEOUT_MS,
+        min_session_timeout_ms: int = coordinator.MIN_SESSION_TIMEOUT_MS,
+        max_session_timeout_ms: int = coordinator.MAX_SESSION_TIMEOUT_MS,
+        max_connections: int | None = None,
+        max_connections_per_address: int = limits.DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+        max_connections_per_user: int = limits.DEFAULT_MAX_CONNECTIONS_PER_USER,
+        login_timeout_s: float = limits.DEFAULT_LOGIN_TIMEOUT_S,
+        frame_timeout_s: float = limits.DEFAULT_FRAME_TIMEOUT_S,
+        idle_timeout_s: float = limits.DEFAULT_IDLE_TIMEOUT_S,
+        max_bytes_before_login: int = limits.DEFAULT_MAX_BYTES_BEFORE_LOGIN,
+        login_limiter: LoginLimiter | None = None,
     ) -> None:
         names.validate_stream_path(default_stream)  # before binding: nothing to undo
         host, port = listen
@@ -68,6 +90,18 @@ class KafkaServer:
             raise errors.InvalidArgument(
                 f"max_frame_bytes must be >= 1024, got {max_frame_bytes!r}"
             )
+        self.limits = limits.Limits(
+            max_connections_per_address=max_connections_per_address,
+            max_connections_per_user=max_connections_per_user,
+            login_timeout_s=login_timeout_s,
+            frame_timeout_s=frame_timeout_s,
+            idle_timeout_s=idle_timeout_s,
+            max_bytes_before_login=max_bytes_before_login,
+            logins=login_limiter if login_limiter is not None else LIMITER,
+        )
+        if max_connections is not None:
+            self.limits.max_connections = max_connections
+        self.limits.check()
         self.cluster = cluster
         self.max_frame_bytes = max_frame_bytes
         self._listen = (host, port)
@@ -81,6 +115,11 @@ class KafkaServer:
         self.address: tuple[str, int] = (bound[0], bound[1])
         adv_host, adv_port = advertise or self.address
         self.broker = Broker(cluster, default_stream, adv_host, adv_port)
+        self.broker.max_fetch_wait_ms = max_fetch_wait_ms
+        groups = self.broker.groups
+        groups.max_rebalance_timeout_ms = max_rebalance_timeout_ms
+        groups.min_session_timeout_ms = min_session_timeout_ms
+        groups.max_session_timeout_ms = max_session_timeout_ms
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="plet-wire")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Event | None = None
@@ -103,10 +142,24 @@ class KafkaServer:
 
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop.set_exception_handler(_log_loop_error)
         self._stopped = asyncio.Event()
         tasks: set[asyncio.Task[Any]] = set()
 
         async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peer = writer.get_extra_info("peername")
+            address = str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
+            refused = self.limits.admit(address)
+            if refused is not None:
+                log_once(logging.WARNING, "refused", "refusing a connection: %s", refused)
+                writer.transport.abort()
+                return
+            try:
+                await serve(reader, writer)
+            finally:
+                self.limits.leave(address)
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             sock = writer.get_extra_info("socket")
             if sock is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -121,6 +174,7 @@ class KafkaServer:
                     self._pool,
                     self.max_frame_bytes,
                     self.sasl_mechanisms,
+                    self.limits,
                 ).run()
             except asyncio.CancelledError:
                 pass  # the server is closing
@@ -170,3 +224,12 @@ class KafkaServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _log_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The event loop's errors (an accept that fails with "too many open files", ...),
+    logged once per interval with a count instead of a traceback each time."""
+    message = str(context.get("message", "event loop error"))
+    exc = context.get("exception")
+    kind = f"{message}: {type(exc).__name__}" if exc is not None else message
+    log_once(logging.ERROR, kind, "%s: %s", message, exc, exc_info=exc)

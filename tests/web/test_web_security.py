@@ -21,6 +21,7 @@ from werkzeug.exceptions import HTTPException
 
 from engine import Consumer, Producer, TopicPartition
 from tests.web.conftest import ADMIN, USER, USER_PASSWORD, login
+from web.security import login_guard_of
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -218,6 +219,8 @@ def test_every_api_route_answers_401_without_a_token(app, client, hostile):
                     (anonymous, {"Authorization": "Bearer plet_wrong"}),
                     (client, {}),
                 ):
+                    # wrong tokens count against the address (tests/web/test_login_limits.py)
+                    login_guard_of(app).limiter.reset()
                     got = who.open(url, method=method, headers=headers, json={})
                     assert got.status_code == 401, (method, url, got.status_code)
                     assert got.json["error"] == "Unauthorized"

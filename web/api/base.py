@@ -10,9 +10,11 @@ from typing import Any, overload
 from flask import Response, g, request
 
 from engine import errors
+from engine.auth import logins
 from engine.replication.http import encode_body
 from web.errors import status_of
 from web.pages import app_cluster
+from web.security import login_guard
 
 # Paging: how many items a list answers by default, and at most.
 DEFAULT_LIMIT = 100
@@ -84,9 +86,14 @@ def authenticate_user() -> Response | None:
             "(make one on the Users page or with `plet user token`)",
         )
     try:
-        user = app_cluster().user_for_token(token)
+        # guesses count against the client's address (engine.auth.logins)
+        user = logins.token_user(
+            app_cluster(), token, request.remote_addr or "unknown", login_guard().limiter
+        )
     except errors.TokenExpired as exc:
         return error_response(401, name="TokenExpired", message=str(exc))
+    except errors.LoginThrottled as exc:
+        return error_response(429, name="LoginThrottled", message=str(exc))
     if user is None:
         return error_response(401, name="Unauthorized", message="unknown or revoked API token")
     g.user = user

@@ -1,8 +1,10 @@
 """Fetch and ListOffsets: reads through the connection's engine `Consumer` (assign and seek,
 no group), so the engine checks the consume permission, hides expired messages and counts
 the reads as heat. Fetch reads with `poll_arrow`: columns, no Python object per message,
-which the codec turns into record batches. A fetch long-polls: the consumer's poll waits on the cluster's append
-signal, so an in-process produce (a wire producer included) wakes it at once."""
+which the codec turns into record batches. A fetch long-polls without holding a thread: it
+parks (engine.wire.park) on the cluster's append signal, so an in-process produce (a wire
+producer included) wakes it at once, and its wait is capped by the listener's
+`max_fetch_wait_ms`."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from kafka.protocol.consumer import (
 from engine import Consumer, TopicPartition, errors
 from engine.wire import codec, codes
 from engine.wire.connection import Session
+from engine.wire.park import Park
 from engine.wire.registry import api
 
 if TYPE_CHECKING:
@@ -28,7 +31,8 @@ if TYPE_CHECKING:
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3  # KIP-734: the offset of the message with the largest timestamp
-# a poll waits in slices of this many milliseconds, so a closing server ends a long poll soon
+# a parked fetch polls again after this many milliseconds even without an in-process append
+# (appends of other processes wake nobody)
 _SLICE_MS = 500
 _POLL_RECORDS = 10000
 
@@ -55,9 +59,8 @@ def consumer_of(session: Session) -> Consumer:
 
 # from v4 (record batch v2) to v12 (flexible); v13 and later name topics by id
 @api(FetchRequest, FetchResponse, (4, 12))
-def fetch(session: Session, request: FetchRequest, version: int) -> FetchResponse:
+def fetch(session: Session, request: FetchRequest, version: int) -> FetchResponse | Park:
     consumer = consumer_of(session)
-    closing = session.broker.closing
     wanted: dict[tuple[str, int], _Wanted] = {}  # by (topic name, partition)
     for topic in request.topics:
         for p in topic.partitions:
@@ -67,7 +70,6 @@ def fetch(session: Session, request: FetchRequest, version: int) -> FetchRespons
             )
     live = {w.tp: w for w in wanted.values() if w.error == codes.NONE and w.tp is not None}
     begins: dict[TopicPartition, int] = {}
-    ends: dict[TopicPartition, int] = {}
     if live:
         begins = consumer.beginning_offsets(live)
         ends = consumer.end_offsets(live)
@@ -78,45 +80,82 @@ def fetch(session: Session, request: FetchRequest, version: int) -> FetchRespons
     consumer.assign(list(live))
     for tp, w in live.items():
         consumer.seek(tp, w.offset)
-    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
-    min_bytes = max(request.min_bytes, 0)
-    max_bytes = request.max_bytes if version >= 3 and request.max_bytes > 0 else 1 << 31
-    total = 0
-    while live:
-        # min_bytes 0 asks for an answer at once, data or not; once min_bytes is met, only
-        # what is already there is added (no more waiting), up to the byte limits, so one
-        # response carries as much as the client allows instead of one poll's worth
-        satisfied = total >= min_bytes
-        left_ms = 0 if satisfied else int((deadline - time.monotonic()) * 1000)
-        got = consumer.poll_arrow(
-            timeout_ms=max(0, min(left_ms, _SLICE_MS)), max_records=_POLL_RECORDS
-        )
-        if satisfied and not got:
-            break
-        for tp, batch in got.items():
-            part = live.get(tp)
-            if part is None:
-                continue
-            w = part
-            sizes = codec.cumulative_sizes(batch)
-            room = min(w.max_bytes - w.size, max_bytes - total)
-            # Kafka's rule: the first record always goes, so a big one cannot block a
-            # consumer; after that the partition's and the response's limits hold.
-            take = max(int(sizes.searchsorted(room, side="right")), 0 if w.records else 1)
-            w.records.append(batch.slice(0, take) if take < batch.num_rows else batch)
-            if take:
-                w.size += int(sizes[take - 1])
-                total += int(sizes[take - 1])
-            if take < batch.num_rows:
-                consumer.pause(tp)  # the rest is read again by the next fetch
-        if total >= max_bytes or consumer.paused() >= set(live):
-            break
-        if time.monotonic() >= deadline or closing.is_set():
-            break
-    if live:
-        consumer.resume(*live)
-        ends = consumer.end_offsets(live)
-    return _fetch_response(wanted, begins, ends, version)
+    # the wait is capped by the listener (a client may ask for days)
+    wait_ms = min(max(request.max_wait_ms, 0), session.broker.max_fetch_wait_ms)
+    return _LongPoll(
+        session,
+        consumer,
+        wanted,
+        live,
+        begins,
+        version,
+        deadline=time.monotonic() + wait_ms / 1000,
+        min_bytes=max(request.min_bytes, 0),
+        max_bytes=request.max_bytes if version >= 3 and request.max_bytes > 0 else 1 << 31,
+    ).step()
+
+
+@dataclass(slots=True)
+class _LongPoll:
+    """One fetch between its polls: `step` reads what is there without waiting, and parks
+    on the cluster's append signal while min_bytes is not met and the wait is not over
+    (engine.wire.park: no thread waits)."""
+
+    session: Session
+    consumer: Consumer
+    wanted: dict[tuple[str, int], _Wanted]
+    live: dict[TopicPartition, _Wanted]
+    begins: dict[TopicPartition, int]
+    version: int
+    deadline: float
+    min_bytes: int
+    max_bytes: int
+    total: int = 0
+
+    def step(self) -> FetchResponse | Park:
+        consumer, live = self.consumer, self.live
+        signal = self.session.broker.appended
+        seq = signal.seq  # before the poll: an append after it wakes the park
+        while live:
+            # min_bytes 0 asks for an answer at once, data or not; once min_bytes is met,
+            # only what is already there is added (no more waiting), up to the byte limits,
+            # so one response carries as much as the client allows, not one poll's worth
+            got = consumer.poll_arrow(timeout_ms=0, max_records=_POLL_RECORDS)
+            if not got:
+                break
+            for tp, batch in got.items():
+                w = live.get(tp)
+                if w is None:
+                    continue
+                sizes = codec.cumulative_sizes(batch)
+                room = min(w.max_bytes - w.size, self.max_bytes - self.total)
+                # Kafka's rule: the first record always goes, so a big one cannot block a
+                # consumer; after that the partition's and the response's limits hold.
+                take = max(int(sizes.searchsorted(room, side="right")), 0 if w.records else 1)
+                w.records.append(batch.slice(0, take) if take < batch.num_rows else batch)
+                if take:
+                    w.size += int(sizes[take - 1])
+                    self.total += int(sizes[take - 1])
+                if take < batch.num_rows:
+                    consumer.pause(tp)  # the rest is read again by the next fetch
+            if self.total >= self.max_bytes or consumer.paused() >= set(live):
+                break
+        now = time.monotonic()
+        if (
+            live
+            and self.total < self.min_bytes
+            and self.total < self.max_bytes
+            and not consumer.paused() >= set(live)
+            and now < self.deadline
+            and not self.session.broker.closing.is_set()
+        ):
+            # appends of other processes are seen by polling: look again every slice
+            return Park(self.step, signal, seq, min(self.deadline, now + _SLICE_MS / 1000))
+        ends: dict[TopicPartition, int] = {}
+        if live:
+            consumer.resume(*live)
+            ends = consumer.end_offsets(live)
+        return _fetch_response(self.wanted, self.begins, ends, self.version)
 
 
 def _fetch_response(

@@ -18,7 +18,9 @@ DescribeGroups 5) are the codec's.
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kafka.protocol.admin.groups import (
     DeleteGroupsRequest,
@@ -43,7 +45,13 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from engine import errors
 from engine.groups.states import DEAD
 from engine.wire import codes
+from engine.wire.coordinator import JoinResult, Waiting
+from engine.wire.park import Park
 from engine.wire.registry import api
+
+T = TypeVar("T")
+# a held JoinGroup or SyncGroup looks again this often even when nothing woke it
+_RECHECK_S = 1.0
 
 _CLASSIC = "classic"  # KIP-848's name for this protocol, in ListGroups v5
 
@@ -64,6 +72,23 @@ def _bytes(value: Any) -> bytes:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
     return bytes(value.encode())  # an ApiData the codec decoded into a structure
+
+
+def _parked(answer: T | Waiting[T], respond: Callable[[T], Any]) -> Any:
+    """The response of a coordinator answer, or a Park while it is held (no thread waits:
+    engine.wire.park), cancelled when the client goes away."""
+    if not isinstance(answer, Waiting):
+        return respond(answer)
+    waiting = answer
+
+    def resume() -> Any:
+        seq = waiting.changed.seq
+        result = waiting.poll()
+        if result is not None:
+            return respond(result)
+        return Park(resume, waiting.changed, seq, time.monotonic() + _RECHECK_S, waiting.cancel)
+
+    return resume()
 
 
 def _principal(session: Any) -> str:
@@ -127,7 +152,7 @@ def join_group(session: Any, request: Any, version: int) -> Any:
             member_id=request.member_id or "",
             members=[],
         )
-    result = session.broker.groups.join(
+    answer = session.broker.groups.begin_join(
         group_id=request.group_id,
         member_id=request.member_id or "",
         instance_id=request.group_instance_id if version >= 5 else None,
@@ -140,6 +165,10 @@ def join_group(session: Any, request: Any, version: int) -> Any:
         require_known_member_id=version >= 4,
         principal=_principal(session),
     )
+    return _parked(answer, lambda result: _join_response(result, version))
+
+
+def _join_response(result: JoinResult, version: int) -> Any:
     M = JoinGroupResponse.JoinGroupResponseMember
     return JoinGroupResponse(
         throttle_time_ms=0,
@@ -160,7 +189,7 @@ def join_group(session: Any, request: Any, version: int) -> Any:
 
 @api(SyncGroupRequest, SyncGroupResponse, (0, 5))
 def sync_group(session: Any, request: Any, version: int) -> Any:
-    error, protocol_type, protocol, assignment = session.broker.groups.sync(
+    answer = session.broker.groups.begin_sync(
         group_id=request.group_id,
         generation=request.generation_id,
         member_id=request.member_id,
@@ -169,12 +198,15 @@ def sync_group(session: Any, request: Any, version: int) -> Any:
         assignments=[(a.member_id, _bytes(a.assignment)) for a in request.assignments or ()],
         principal=_principal(session),
     )
-    return SyncGroupResponse(
-        throttle_time_ms=0,
-        error_code=error,
-        protocol_type=protocol_type,
-        protocol_name=protocol,
-        assignment=assignment,
+    return _parked(
+        answer,
+        lambda a: SyncGroupResponse(
+            throttle_time_ms=0,
+            error_code=a[0],
+            protocol_type=a[1],
+            protocol_name=a[2],
+            assignment=a[3],
+        ),
     )
 
 

@@ -154,6 +154,9 @@ def _write_batch(
 ) -> tuple[int, int]:
     if not batch.has_producer_id:
         return _send(broker, full, partition, batch, acks, deadline)
+    error = broker.check_producer(batch.producer_id, batch.producer_epoch)
+    if error:
+        return error, -1
     state = broker.sequence(batch.producer_id, batch.producer_epoch, full, partition)
     with state.lock:
         if batch.producer_epoch < state.epoch:

@@ -75,10 +75,21 @@ def login(session: Session, token: bytes) -> str | None:
     """Log the session in with a PLAIN token: None when it succeeded, else the message."""
     session.sasl_stage = None
     try:
-        user = auth.login_plain(session.broker.cluster, bytes(token))
+        user = auth.login_plain(
+            session.broker.cluster, bytes(token), session.address, session.limits.logins
+        )
     except auth.AuthenticationFailed as exc:
         log.info("SASL/PLAIN login from %s refused: %s", session.peer, exc)
         return str(exc)
+    if not session.limits.add_user(user.name):
+        limit = session.limits.max_connections_per_user
+        log.info(
+            "SASL/PLAIN login from %s refused: %s has %d connections",
+            session.peer,
+            user.name,
+            limit,
+        )
+        return f"{user.name} has {limit} connections already (max_connections_per_user)"
     session.broker = session.broker.as_principal(user.principal)
     session.user = user
     session.authenticated = True

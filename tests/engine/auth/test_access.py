@@ -98,13 +98,16 @@ def test_topic_perm_for_create_delete_add_partitions_and_auto_create(as_alice):
     as_alice.delete_topic("/s:new")
 
 
-def test_admin_perm_for_policies_deletion_and_resets(as_alice):
+def test_admin_perm_for_policies_and_deletion_and_group_perms_for_resets(as_alice):
+    as_alice.reset_offsets("g", "/s:t", "earliest")  # alice creates the group, so owns it
     with other(as_alice, BOB) as c:
         with pytest.raises(errors.AccessDenied):
             c.edit_stream("/s", ttl=5)
         with pytest.raises(errors.AccessDenied):
             c.delete_stream("/s")
-        with pytest.raises(errors.AccessDenied):
+        # resetting a group is its own reset_perm (docs/WIRE.md, Group permissions), not the
+        # stream's admin_perm: bob may consume /s but the group is alice's
+        with pytest.raises(errors.GroupAccessDenied):
             c.reset_offsets("g", "/s:t", "earliest")
     assert as_alice.stream("/s").policies["ttl"] == 0
     as_alice.edit_stream("/s", admin_perm="u:<creator> | u:bob")

@@ -11,7 +11,12 @@ import time
 import pytest
 from crc32c import crc32c
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from engine import Cluster, Consumer, Principal, TopicPartition, errors
@@ -262,7 +267,8 @@ def test_produce_denied_by_an_ace_writes_nothing(wire):
 
 def test_an_idempotent_resend_is_acknowledged_once_and_stored_once(wire, raw):
     wire.cluster.create_topic("/kafka:idem")
-    pid = 987654321
+    request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
+    pid = raw.call(request, 1, InitProducerIdResponse).producer_id  # only issued ids count
     first = _batch(b"a", b"b", producer_id=pid, epoch=0, sequence=0)
     assert _produce(raw, "idem", first) == (0, 0)
     assert _produce(raw, "idem", first) == (0, 0)  # the same batch again: same answer

@@ -1,0 +1,151 @@
+"""The one limiter of every login path (SASL/PLAIN on the wire, the schema registry's Basic
+auth, the web console's login form, API tokens): wrong passwords or unknown tokens counted
+per client address in a moving window, and a few logins per address checked at once.
+
+It complements the per user name throttle of engine.auth.users (in the catalog, for every
+process): that one stops guesses at one name from anywhere, this one guesses at many names
+from one address, and keeps one address from holding every password hash slot (so its
+flood cannot refuse other clients' logins). It lives in this process's memory.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from engine.errors import Busy, LoginThrottled
+
+if TYPE_CHECKING:
+    from engine.auth.users import UserInfo
+    from engine.cluster import Cluster
+
+# Failed logins one address may have in the window, then it waits until the oldest leaves.
+ADDRESS_FAILURES = 20
+ADDRESS_WINDOW_S = 60.0
+# Logins of one address whose password is being checked at once (a hash each); more wait
+# up to ADDRESS_WAIT_S for their turn (a fleet's logins after the first are quick: the
+# password just checked is remembered, engine.auth.users).
+ADDRESS_CONCURRENT = 2
+ADDRESS_WAIT_S = 10.0
+_MAX_ADDRESSES = 100_000  # addresses remembered; the stalest go first
+
+
+class LoginLimiter:
+    """Per client address: at most `failures` failed logins in `window_s` seconds, at most
+    `concurrent` logins checked at once. Thread-safe."""
+
+    def __init__(
+        self,
+        failures: int = ADDRESS_FAILURES,
+        window_s: float = ADDRESS_WINDOW_S,
+        concurrent: int = ADDRESS_CONCURRENT,
+        wait_s: float = ADDRESS_WAIT_S,
+    ) -> None:
+        self.failures = failures
+        self.window_s = window_s
+        self.concurrent = concurrent
+        self.wait_s = wait_s
+        self._lock = threading.Condition()
+        self._failed: dict[str, deque[float]] = {}
+        self._running: dict[str, int] = {}
+
+    def wait(self, address: str) -> int:
+        """Seconds until `address` may try again (0: now)."""
+        now = time.monotonic()
+        with self._lock:
+            times = self._failed.get(address)
+            if times is None:
+                return 0
+            while times and times[0] <= now - self.window_s:
+                times.popleft()
+            if not times:
+                del self._failed[address]
+                return 0
+            if len(times) < self.failures:
+                return 0
+            return max(1, math.ceil(times[0] + self.window_s - now))
+
+    def failed(self, address: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            times = self._failed.pop(address, None)
+            if times is None:
+                times = deque(maxlen=self.failures)
+                if len(self._failed) >= _MAX_ADDRESSES:
+                    del self._failed[next(iter(self._failed))]
+            times.append(now)
+            self._failed[address] = times  # last: the dict's order is staleness
+
+    def check(self, address: str) -> None:
+        """Raise `LoginThrottled` while `address` must wait."""
+        wait = self.wait(address)
+        if wait:
+            raise LoginThrottled(
+                f"too many failed logins from {address}: try again in {wait} seconds",
+                retry_after=wait,
+            )
+
+    @contextmanager
+    def attempt(self, address: str) -> Iterator[None]:
+        """Hold one of the address's login checks, waiting up to `wait_s` for one; `Busy`
+        (try again, nothing counted) when none came free."""
+        deadline = time.monotonic() + self.wait_s
+        with self._lock:
+            while (running := self._running.get(address, 0)) >= self.concurrent:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Busy(
+                        f"{running} logins from {address} are being checked: try again in a second",
+                        retry_after=1,
+                    )
+                self._lock.wait(left)
+            self._running[address] = running + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._running.pop(address) - 1
+                if left:
+                    self._running[address] = left
+                self._lock.notify_all()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._failed.clear()
+
+
+# The limiter of this process, shared by its wire listeners, registry and web console.
+LIMITER = LoginLimiter()
+
+
+def login(
+    cluster: Cluster, name: str, password: str, address: str, limiter: LoginLimiter = LIMITER
+) -> UserInfo | None:
+    """A login with a console user's name and password from `address`: the user, or None
+    for a wrong name or password (counted against the address). Raises `LoginThrottled`
+    while the address or the name must wait, `Busy` when the server cannot check it now
+    (not a failure: try again)."""
+    limiter.check(address)
+    with limiter.attempt(address):
+        user = cluster.authenticate(name, password)
+    if user is None:
+        limiter.failed(address)
+    return user
+
+
+def token_user(
+    cluster: Cluster, token: str, address: str, limiter: LoginLimiter = LIMITER
+) -> UserInfo | None:
+    """The owner of an API token presented from `address`, None for an unknown or revoked
+    one (counted against the address, so tokens cannot be guessed at speed either). Raises
+    `LoginThrottled` while the address must wait, `errors.TokenExpired`."""
+    limiter.check(address)
+    user = cluster.user_for_token(token)
+    if user is None:
+        limiter.failed(address)
+    return user

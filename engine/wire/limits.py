@@ -1,0 +1,143 @@
+"""What one listener lets its clients hold (docs/WIRE.md, Limits): connections in all, per
+address and per logged-in user; the bytes of unfinished frames of connections that have not
+logged in yet; and log lines, so a flood of one error writes one line per interval with a
+count, not a traceback per occurrence."""
+
+from __future__ import annotations
+
+import logging
+import resource
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.auth.logins import LIMITER, LoginLimiter
+
+
+def _default_max_connections() -> int:
+    # half the process's file descriptors: the engine needs the rest (SQLite files, WAL)
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 10_000
+    return max(64, min(10_000, soft // 2))
+
+
+DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 1_000
+DEFAULT_MAX_CONNECTIONS_PER_USER = 1_000
+# A SASL listener closes a connection that has not logged in after this many seconds.
+DEFAULT_LOGIN_TIMEOUT_S = 10.0
+# Once its first byte came, a frame must be complete within this (a slow half frame goes).
+DEFAULT_FRAME_TIMEOUT_S = 30.0
+# Kafka's connections.max.idle.ms: a connection that sends nothing for this long is closed.
+DEFAULT_IDLE_TIMEOUT_S = 600.0
+# The unfinished frames of all connections that have not logged in, together.
+DEFAULT_MAX_BYTES_BEFORE_LOGIN = 32 * 1024 * 1024
+# How often one kind of error is logged at most (the next line says how many were dropped).
+LOG_INTERVAL_S = 10.0
+
+
+class LogOnce:
+    """Log one kind of message at most once per `interval` seconds, with how many of its
+    kind were not logged since the last line."""
+
+    def __init__(self, logger: logging.Logger, interval: float = LOG_INTERVAL_S) -> None:
+        self._log = logger
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._last: dict[str, tuple[float, int]] = {}  # kind -> (logged at, dropped since)
+
+    def __call__(self, level: int, kind: str, msg: str, *args: Any, exc_info: Any = None) -> None:
+        now = time.monotonic()
+        with self._lock:
+            at, dropped = self._last.get(kind, (-self._interval, 0))
+            if now - at < self._interval:
+                self._last[kind] = (at, dropped + 1)
+                return
+            self._last[kind] = (now, 0)
+        if dropped:
+            msg += f" ({dropped} more like it in the last {self._interval:g} s not logged)"
+        self._log.log(level, msg, *args, exc_info=exc_info)
+
+
+@dataclass
+class Limits:
+    """The counters of one listener (thread-safe: logins count in worker threads)."""
+
+    max_connections: int = field(default_factory=_default_max_connections)
+    max_connections_per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
+    max_connections_per_user: int = DEFAULT_MAX_CONNECTIONS_PER_USER
+    login_timeout_s: float = DEFAULT_LOGIN_TIMEOUT_S
+    frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    max_bytes_before_login: int = DEFAULT_MAX_BYTES_BEFORE_LOGIN
+    # failed logins per client address (engine.auth.logins), shared with the web console
+    logins: LoginLimiter = LIMITER
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _total: int = 0
+    _by_address: dict[str, int] = field(default_factory=dict, repr=False)
+    _by_user: dict[str, int] = field(default_factory=dict, repr=False)
+    _before_login: int = 0
+
+    def check(self) -> None:
+        from engine import errors
+
+        for name in (
+            "max_connections",
+            "max_connections_per_address",
+            "max_connections_per_user",
+            "max_bytes_before_login",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise errors.InvalidArgument(f"{name} must be a positive integer, got {value!r}")
+        for name in ("login_timeout_s", "frame_timeout_s", "idle_timeout_s"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or value <= 0:
+                raise errors.InvalidArgument(f"{name} must be a positive number, got {value!r}")
+
+    def admit(self, address: str) -> str | None:
+        """Count a new connection from `address`; the reason it is refused, or None."""
+        with self._lock:
+            if self._total >= self.max_connections:
+                return f"{self._total} connections (max_connections)"
+            held = self._by_address.get(address, 0)
+            if held >= self.max_connections_per_address:
+                return f"{held} connections from {address} (max_connections_per_address)"
+            self._total += 1
+            self._by_address[address] = held + 1
+            return None
+
+    def leave(self, address: str) -> None:
+        with self._lock:
+            self._total -= 1
+            held = self._by_address.pop(address, 1) - 1
+            if held > 0:
+                self._by_address[address] = held
+
+    def add_user(self, name: str) -> bool:
+        """Count a logged-in connection of `name`; False when it has too many."""
+        with self._lock:
+            held = self._by_user.get(name, 0)
+            if held >= self.max_connections_per_user:
+                return False
+            self._by_user[name] = held + 1
+            return True
+
+    def remove_user(self, name: str) -> None:
+        with self._lock:
+            held = self._by_user.pop(name, 1) - 1
+            if held > 0:
+                self._by_user[name] = held
+
+    def reserve_before_login(self, n: int) -> bool:
+        """Take `n` bytes of the budget of connections not logged in; False when spent."""
+        with self._lock:
+            if self._before_login + n > self.max_bytes_before_login:
+                return False
+            self._before_login += n
+            return True
+
+    def release_before_login(self, n: int) -> None:
+        with self._lock:
+            self._before_login -= n

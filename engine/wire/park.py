@@ -1,0 +1,74 @@
+"""Requests that wait without a thread: a long-polling Fetch, a JoinGroup held until its
+rebalance completes, a SyncGroup waiting for the leader's assignment.
+
+A handler that cannot answer yet returns a `Park` instead of a response. The connection
+then waits on the event loop (no worker thread is held) until the park's `Signal` fires or
+its deadline comes, and calls `resume()` in a worker, which answers or parks again. When
+the connection closes meanwhile, `cancel()` runs instead (in a worker) and nothing is
+answered. So a thousand long polls cost a thousand small objects, not a thousand threads,
+and closing a socket frees what it waited for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+class Signal:
+    """A change counter that any thread fires and event-loop coroutines wait on.
+
+    A waiter reads `seq` before it looks at the state it waits for, and passes it to
+    `wait`: a change in between is never missed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.seq = 0
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def fire(self) -> None:
+        with self._lock:
+            self.seq += 1
+            waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:
+            try:
+                loop.call_soon_threadsafe(_resolve, future)
+            except RuntimeError:
+                pass  # that loop has ended
+
+    async def wait(self, seq: int, timeout: float) -> None:
+        """Return when the counter moved past `seq`, or after `timeout` seconds."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        entry = (loop, future)
+        with self._lock:
+            if self.seq != seq:
+                return
+            self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(future, max(timeout, 0.0))
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@dataclass
+class Park:
+    """A handler's answer that is not ready yet (see the module's docstring)."""
+
+    resume: Callable[[], Any]  # in a worker: the response, or another Park
+    signal: Signal
+    seq: int  # `signal.seq` read before the handler last looked
+    deadline: float  # time.monotonic() by which `resume` is called in any case
+    cancel: Callable[[], None] | None = None  # in a worker, when the connection closes
