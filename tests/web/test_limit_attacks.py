@@ -328,7 +328,7 @@ def _search_all(apis) -> list[int]:
 
 def test_the_time_bound_holds_however_costly_each_message(costly):
     """The 10 s bound was looked at every 5,000 messages (100 costly messages ran 17.4 s):
-    now within milliseconds of it."""
+    now within milliseconds of it (the answer within a busy machine's margin)."""
     api = costly.api(costly.cluster.create_api_token("alice"))
     started = time.monotonic()
     answer = api.get("/api/v1/topics/s:t/search", params={"q": COSTLY_QUERY}, timeout=60)
@@ -336,7 +336,7 @@ def test_the_time_bound_holds_however_costly_each_message(costly):
     assert answer.status_code == 200, answer.text[:300]
     found = answer.json()
     assert found["stopped_by"] == "time" and found["scanned"] < 20 and found["cursor"]
-    assert took < scaled(1.6)
+    assert took < scaled(2.5)  # 1 s and a margin for a busy machine; all 20 take 4 s
     assert_answers_quickly(costly)
 
 
