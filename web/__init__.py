@@ -23,6 +23,10 @@ from engine.replication.http import ReplicationService
 
 EXTENSION = "partitionlet"
 SECRET_FILE = "web-secret"
+# The largest request body any route reads (Flask's MAX_CONTENT_LENGTH, `plet web
+# --max-request-bytes`), chunked or not; a route may ask for less (the registry's 2 MB)
+# or, once the caller is known, more (replication's batches). 413 past it.
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
@@ -82,6 +86,9 @@ def create_app(
     from web import filters, pages, security
 
     app.config.update(security.CONFIG_DEFAULTS)
+    # werkzeug holds every body to it: a Content-Length past it is refused unread, and a
+    # chunked body is counted as it is read (its LimitedStream), so memory stays bounded
+    app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     app.config.update(config)
     app.extensions[EXTENSION] = WebState(path, ReplicationService(path))
     Htmx(app)
@@ -134,6 +141,11 @@ def create_app(
     app.register_blueprint(registry, url_prefix="/registry")
     security.exempt(registry)
     register_error_handlers(app)
+    from web.body_limit import BodyLimit
+
+    app.wsgi_app = BodyLimit(  # type: ignore[method-assign]  # Flask's documented way to add middleware
+        app.wsgi_app, lambda: app.config["MAX_CONTENT_LENGTH"]
+    )
     return app
 
 
@@ -149,4 +161,4 @@ def close_app(app: Flask) -> None:
     state(app).close()
 
 
-__all__ = ["WebState", "close_app", "create_app", "state"]
+__all__ = ["MAX_REQUEST_BYTES", "WebState", "close_app", "create_app", "state"]

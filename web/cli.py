@@ -82,6 +82,13 @@ def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None
     is_flag=True,
     help="Allow a non-loopback --kafka address without both --kafka-sasl and TLS.",
 )
+@click.option(
+    "--max-request-bytes",
+    type=click.IntRange(1024),
+    default=None,
+    help="The largest request body any page or API route reads (default 8 MiB); larger "
+    "ones, chunked or not, are answered 413.",
+)
 @click.pass_context
 def web_command(
     ctx: click.Context,
@@ -96,6 +103,7 @@ def web_command(
     kafka_tls_cert: str | None,
     kafka_tls_key: str | None,
     kafka_insecure: bool,
+    max_request_bytes: int | None,
 ) -> None:
     """Serve the web console and its JSON API, and run the replicator and maintenance in the
     background. Without users yet, the first administrator 'admin' is made, with the
@@ -132,7 +140,10 @@ def web_command(
         with Cluster.open(path) as cluster:
             admin = ensure_admin(cluster)
 
-    app = create_app(cluster_path=path)
+    limits: dict[str, Any] = {}
+    if max_request_bytes is not None:
+        limits["MAX_CONTENT_LENGTH"] = max_request_bytes
+    app = create_app(cluster_path=path, **limits)
     kafka_server = None
     try:
         web_state = state(app)

@@ -6,9 +6,10 @@ view."""
 from __future__ import annotations
 
 from flask import Flask, Response, jsonify, render_template, request
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from engine import errors
+from engine.client.message_search import TooManySearches
 from web.pages import wants_partial
 
 _STATUS = (
@@ -18,6 +19,7 @@ _STATUS = (
     (ValueError, 400),  # InvalidName, InvalidArgument, InvalidPolicy, MessageTooLarge ...
     (errors.IllegalState, 409),
     (errors.LoginThrottled, 429),
+    (TooManySearches, 429),
     (errors.TokenExpired, 401),
     (errors.PartitionletError, 503),  # Busy, storage trouble
 )
@@ -28,6 +30,12 @@ def status_of(exc: BaseException) -> int:
         if isinstance(exc, cls):
             return status
     return 500
+
+
+def too_large_message() -> str:
+    """What a 413 says: the bound this request was held to."""
+    limit = request.max_content_length
+    return f"the request body is larger than {limit:,} bytes" if limit else "too large"
 
 
 def _answer(status: int, title: str, message: str) -> tuple[Response | str, int] | Response:
@@ -57,6 +65,10 @@ def register_error_handlers(app: Flask) -> None:
             response.headers["Retry-After"] = str(exc.retry_after)
             return response
         return answer
+
+    @app.errorhandler(RequestEntityTooLarge)
+    def too_large(exc: RequestEntityTooLarge):
+        return _answer(413, exc.name, too_large_message())
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):

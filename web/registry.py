@@ -20,12 +20,14 @@ from typing import Any
 
 from flask import Blueprint, Response, g, request
 from flask.blueprints import BlueprintSetupState
+from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.routing import PathConverter
 
 from engine import errors
 from engine.auth import logins
 from engine.client import schemas as sc
 from engine.wire.auth import AuthenticationFailed, login_plain
+from web.errors import too_large_message
 from web.pages import app_cluster, cluster
 from web.security import login_guard
 
@@ -76,6 +78,11 @@ def _error(status: int, code: int, message: str) -> Response:
 @registry.errorhandler(_Answer)
 def _answer(exc: _Answer) -> Response:
     return _error(exc.status, exc.code, exc.message)
+
+
+@registry.errorhandler(RequestEntityTooLarge)
+def _too_large(exc: RequestEntityTooLarge) -> Response:
+    return _error(413, 413, too_large_message())
 
 
 @registry.errorhandler(errors.PartitionletError)
@@ -149,8 +156,8 @@ def _registry() -> sc.SchemaRegistry:
 
 
 def _body() -> dict[str, Any]:
-    if (request.content_length or 0) > MAX_BODY:
-        raise _Answer(413, 413, f"the request body is larger than {MAX_BODY:,} bytes")
+    # held to MAX_BODY as it is read, a chunked body too (413 by _too_large)
+    request.max_content_length = min(MAX_BODY, request.max_content_length or MAX_BODY)
     try:
         data = json.loads(request.get_data(cache=False) or b"null")
     except (ValueError, RecursionError) as exc:

@@ -10,14 +10,13 @@ Thread-safety: like kafka-python's, a consumer is used by one thread at a time.
 
 from __future__ import annotations
 
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from engine import names
+from engine import names, regex
 from engine.auth.principal import Principal
 from engine.bulk import bulk_records
 from engine.client import groups
@@ -157,7 +156,7 @@ class Consumer:
         self._assigned: dict[TopicPartition, _Assigned] = {}
         self._manual = False
         self._subscription: set[str] = set()
-        self._pattern: tuple[str, re.Pattern[str]] | None = None
+        self._pattern: tuple[str, Any] | None = None
         self._listener: Any = None
         self._meta: dict[str, _TopicMeta] = {}
         self._topic_names: dict[int, str] = {}
@@ -258,7 +257,7 @@ class Consumer:
         self._listener = listener
         self._update_subscription()
 
-    def _compile_pattern(self, pattern: str) -> tuple[str, re.Pattern[str]]:
+    def _compile_pattern(self, pattern: str) -> tuple[str, Any]:
         """(stream path, regex over its topic names) from '/stream:regex' or 'regex'."""
         if pattern.startswith("/") and ":" in pattern:
             stream, _, topic_re = pattern.partition(":")
@@ -270,15 +269,13 @@ class Consumer:
                 f"pattern {pattern!r} names no stream: write '/stream/path:regex' or set "
                 "default_stream"
             )
-        try:
-            return stream, re.compile(topic_re)
-        except re.error as exc:
-            raise InvalidArgument(f"invalid topic pattern {topic_re!r}: {exc}") from exc
+        # RE2: a pattern runs over every topic name of the stream, each poll
+        return stream, regex.compile_pattern(topic_re, "topic pattern")
 
     def _subscribed_topics(self) -> set[str]:
         wanted = set(self._subscription)
         if self._pattern is not None:
-            stream, regex = self._pattern
+            stream, topic_regex = self._pattern
             catalog = self._cluster.catalog
             try:
                 stream_row = catalog.stream(stream)
@@ -289,7 +286,7 @@ class Consumer:
             except AccessDenied:
                 return wanted  # a pattern matches only what the principal may read
             for row in catalog.topics(stream_row.id, None, None, 0):
-                if regex.fullmatch(row.name):
+                if topic_regex.fullmatch(row.name):
                     wanted.add(row.full_name)
         return wanted
 

@@ -33,29 +33,32 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import jmespath
-import re2
 from jmespath import exceptions as jp_errors
 from jmespath import functions as jp_functions
 from jmespath.lexer import Lexer
 from jmespath.visitor import Options, TreeInterpreter
 
-from engine import times
+from engine import regex, times
 from engine.client.browse import OLDEST, BadQuery, Seek, chosen_partitions
 from engine.client.consumer import Consumer
-from engine.errors import InvalidArgument
+from engine.errors import InvalidArgument, TryLater
 from engine.records import ConsumerRecord, TopicPartition
 
 MAX_QUERY_CHARS = 4_000
-MAX_PATTERN_CHARS = 1_000
+MAX_PATTERN_CHARS = regex.MAX_PATTERN_CHARS
 MAX_MATCHES = 1_000  # matches kept by a job; more are counted, not kept
 MAX_SCANNED = 20_000_000  # messages one job may scan
 MAX_RATE = 250_000  # messages a second one job may scan
 CHUNK = 5_000  # messages read and evaluated between looks at cancel and the rate
+MAX_VALUE_SIZE = 8_000_000  # about the JSON length of any value a query makes, per message
+MAX_STEPS = 2_000_000  # expression nodes visited per message (looked at with cancel)
+CANCEL_STEPS = 4_096  # steps between looks at cancel (about a millisecond)
+CANCEL_MESSAGES = 64  # messages between looks at cancel
 MAX_JSON_BYTES = 1_000_000  # a bigger value is searched as text (parsing it costs too much)
 JOBS_PER_OWNER = 3  # running or finished jobs kept per owner; the oldest go first
 JOBS_RUNNING = 8  # running jobs of all owners; one more cancels the oldest
@@ -75,28 +78,9 @@ class BadSearch(BadQuery):
 
 # --- the functions a query may call ------------------------------------------------------
 
-_patterns: dict[str, Any] = {}
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # a bad pattern is the user's error, said to them, not logged
-_patterns_lock = threading.Lock()
-
 
 def _regex(pattern: str) -> Any:
-    found = _patterns.get(pattern)
-    if found is None:
-        if len(pattern) > MAX_PATTERN_CHARS:
-            raise InvalidArgument(f"a pattern has at most {MAX_PATTERN_CHARS} characters")
-        try:
-            found = re2.compile(pattern, options=_RE2_OPTIONS)
-        except re2.error as exc:
-            why = exc.args[0] if exc.args else ""
-            why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
-            raise InvalidArgument(f"re2_match: {pattern!r} is not an RE2 pattern: {why}") from None
-        with _patterns_lock:
-            if len(_patterns) > 256:
-                _patterns.clear()
-            _patterns[pattern] = found
-    return found
+    return regex.compile_pattern(pattern, "re2_match")
 
 
 class _Functions(jp_functions.Functions):
@@ -114,6 +98,102 @@ class _Functions(jp_functions.Functions):
 
 _FUNCTIONS = _Functions()
 _OPTIONS = Options(custom_functions=_FUNCTIONS)
+
+
+class _Cancelled(Exception):
+    """The job was cancelled in the middle of a message."""
+
+
+class QueryTooCostly(InvalidArgument):
+    """An evaluation that would pass MAX_VALUE_SIZE or MAX_STEPS on one message."""
+
+
+class Interpreter(TreeInterpreter):
+    """JMESPath's interpreter with a bound on each message's evaluation: every value a
+    multi-select or a function makes has at most MAX_VALUE_SIZE (about its JSON length,
+    counting a value as often as it is referred to), checked before `join` or
+    `to_string` make text, and at most MAX_STEPS nodes are visited. Without them `join`
+    over eight `@`, piped five times, makes 15^5 copies of a message (1.39 GB from a
+    318-character query). Sizes are kept per evaluation, so a value shared by many
+    references is measured once. One interpreter per thread."""
+
+    def __init__(self, cancel: threading.Event | None = None) -> None:
+        super().__init__(_OPTIONS)
+        self._sizes: dict[int, tuple[Any, int]] = {}  # the value is kept so its id stays its own
+        self._steps = 0
+        self._methods: dict[str, Any] = {}
+        self._cancel = cancel  # looked at every CANCEL_STEPS steps: one message may be long
+
+    def evaluate(self, tree: Any, doc: Mapping[str, Any]) -> Any:
+        self._sizes.clear()
+        self._steps = 0
+        try:
+            return self.visit(tree, doc)
+        finally:
+            self._sizes.clear()
+
+    def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+        # Visitor.visit, inlined with the count: it runs for every node of every message
+        self._steps += 1
+        if not self._steps % CANCEL_STEPS:
+            if self._steps > MAX_STEPS:
+                raise QueryTooCostly(
+                    f"the query takes more than {MAX_STEPS:,} steps on one message"
+                )
+            if self._cancel is not None and self._cancel.is_set():
+                raise _Cancelled
+        method = self._methods.get(node["type"])
+        if method is None:
+            method = self._methods[node["type"]] = getattr(
+                self, f"visit_{node['type']}", self.default_visit
+            )
+        return method(node, *args, **kwargs)
+
+    def visit_multi_select_list(self, node: Any, value: Any) -> Any:
+        return self._checked(super().visit_multi_select_list(node, value))
+
+    def visit_multi_select_dict(self, node: Any, value: Any) -> Any:
+        return self._checked(super().visit_multi_select_dict(node, value))
+
+    def visit_function_expression(self, node: Any, value: Any) -> Any:
+        args = [self.visit(child, value) for child in node["children"]]
+        if node["value"] in ("join", "to_string"):
+            # the text they make is about as long as their arguments
+            self._checked(args)
+        return self._checked(_FUNCTIONS.call_function(node["value"], args))
+
+    def _checked(self, value: Any) -> Any:
+        try:
+            self._size(value)
+        except RecursionError:
+            raise QueryTooCostly("the query makes values nested too deep") from None
+        return value
+
+    def _size(self, value: Any) -> int:
+        if isinstance(value, str):
+            return len(value) + 2
+        if not isinstance(value, (list, dict)):
+            return 8
+        known = self._sizes.get(id(value))
+        if known is not None:
+            return known[1]
+        total = 2
+        if isinstance(value, dict):
+            for key, item in value.items():
+                total += len(key) + 3 + self._size(item)
+                if total > MAX_VALUE_SIZE:
+                    break
+        else:
+            for item in value:
+                total += 1 + self._size(item)
+                if total > MAX_VALUE_SIZE:
+                    break
+        if total > MAX_VALUE_SIZE:
+            raise QueryTooCostly(
+                f"the query makes a value of more than {MAX_VALUE_SIZE:,} characters"
+            )
+        self._sizes[id(value)] = (value, total)
+        return total
 
 
 # --- the query ------------------------------------------------------------------------------
@@ -213,7 +293,7 @@ class SearchQuery:
     lazy: bool  # whether value and headers may be made only when the query asks for them
 
     def evaluate(self, doc: Mapping[str, Any]) -> Any:
-        return TreeInterpreter(_OPTIONS).visit(self.parsed.parsed, doc)
+        return Interpreter().evaluate(self.parsed.parsed, doc)
 
     def matches(self, doc: Mapping[str, Any]) -> bool:
         return truthy(self.evaluate(doc))
@@ -541,7 +621,7 @@ class SearchJob:
         active = [p for p in self.partitions if position[p] < self.ends[p]]
         reading: int | None = None
         query = self.query
-        interpreter = TreeInterpreter(_OPTIONS)
+        interpreter = Interpreter(self._cancel)
         tree = query.parsed.parsed
         decoder = self._decoder
         lazy = query.lazy
@@ -570,9 +650,11 @@ class SearchJob:
                     following = end
                     hits, count, errors, first = [], 0, 0, ""
                 else:
-                    hits, count, errors, first = self._evaluate(
+                    hits, count, errors, first, stopped_at = self._evaluate(
                         batch, p, end, interpreter, tree, decoder, lazy
                     )
+                    if stopped_at is not None:  # cancelled: go on from there next time
+                        following = stopped_at
                 following = min(max(following, position[p]), end)
                 full = False
                 with self._lock:
@@ -612,11 +694,16 @@ class SearchJob:
         batch: Any,
         partition: int,
         end: int,
-        interpreter: TreeInterpreter,
+        interpreter: Interpreter,
         tree: Any,
         decoder: Any,
         lazy: bool,
-    ) -> tuple[list[ConsumerRecord], int, int, str]:
+    ) -> tuple[list[ConsumerRecord], int, int, str, int | None]:
+        """The matches, messages evaluated, errors, the first error, and the offset it
+        stopped at when cancelled (else None). Cancel is looked at every CANCEL_MESSAGES
+        messages and inside a long evaluation, so a cancel (the API's time bound) holds
+        within milliseconds, however costly each message."""
+        cancel = self._cancel
         offsets = batch.column("offset").to_pylist()
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
@@ -630,6 +717,8 @@ class SearchJob:
         for i, offset in enumerate(offsets):
             if offset >= end:
                 break
+            if not i % CANCEL_MESSAGES and cancel.is_set():
+                return hits, count, errors, first, offset
             count += 1
             pairs = headers[i]  # [{"key": name, "value": bytes}] or None; made pairs on use
             ms = stamps[i] // 1000
@@ -651,7 +740,9 @@ class SearchJob:
                     "partition": partition,
                 }
             try:
-                matched = truthy(interpreter.visit(tree, doc))
+                matched = truthy(interpreter.evaluate(tree, doc))
+            except _Cancelled:
+                return hits, count - 1, errors, first, offset
             except (jp_errors.JMESPathError, InvalidArgument, TypeError, ValueError) as exc:
                 errors += 1
                 if not first:
@@ -666,7 +757,7 @@ class SearchJob:
                         self.topic, partition, offset, ms, kinds[i], keys[i], values[i], found
                     )
                 )
-        return hits, count, errors, first
+        return hits, count, errors, first, None
 
 
 def _positions(
@@ -766,16 +857,27 @@ def search(
     return job
 
 
+class TooManySearches(TryLater):
+    """A search refused because its owner, or the whole process, runs as many as allowed."""
+
+
 class SearchJobs:
-    """Each owner's searches (the web console's users): at most `per_owner` kept (starting
-    one more cancels and forgets the oldest), at most `running` running in all (one more
-    cancels the oldest running)."""
+    """The searches of one process, by owner (a user's name): at most `per_owner` of an
+    owner's and `running` in all run at once, however they were started.
+
+    `start` (the web console's searches, kept to be looked at): at most `per_owner` kept
+    per owner (starting one more cancels and forgets the oldest), and one more than
+    `running` cancels the oldest running. `run` (the JSON API's searches, answered within
+    their request and not kept): refused with TooManySearches when the owner already runs
+    `per_owner` or the process `running`."""
 
     def __init__(self, per_owner: int = JOBS_PER_OWNER, running: int = JOBS_RUNNING) -> None:
         self.per_owner = per_owner
         self.running = running
         self._lock = threading.Lock()
-        self._jobs: dict[str, list[SearchJob]] = {}
+        self._jobs: dict[str, list[SearchJob]] = {}  # kept, by owner
+        self._unkept: dict[str, list[SearchJob]] = {}  # run, by owner, until they end
+        self._starting: dict[str, int] = {}  # run, by owner, not yet started
 
     def start(
         self, owner: str, cluster: Any, topic: str, query: str | SearchQuery, **kwargs: Any
@@ -787,12 +889,48 @@ class SearchJobs:
             while len(mine) > self.per_owner:
                 mine.pop(0).cancel()
             live = sorted(
-                (j for jobs in self._jobs.values() for j in jobs if not j.done),
+                (j for jobs in self._every() for j in jobs if not j.done),
                 key=lambda j: j.seq,
             )
             for old in live[: max(0, len(live) - self.running)]:
                 old.cancel()
         return job
+
+    def run(
+        self, owner: str, cluster: Any, topic: str, query: str | SearchQuery, **kwargs: Any
+    ) -> SearchJob:
+        """Start a search not kept (the caller cancels it and waits for it); TooManySearches
+        when the bounds are reached, nothing started."""
+        with self._lock:
+            for jobs in self._unkept.values():
+                jobs[:] = [j for j in jobs if not j.done]
+            mine = sum(not j.done for j in self._jobs.get(owner, ()))
+            mine += len(self._unkept.get(owner, ())) + self._starting.get(owner, 0)
+            if mine >= self.per_owner:
+                raise TooManySearches(
+                    f"{owner} already runs {mine} searches: at most {self.per_owner} at once"
+                )
+            live = sum(not j.done for jobs in self._every() for j in jobs)
+            if live + sum(self._starting.values()) >= self.running:
+                raise TooManySearches(
+                    f"the server runs {self.running} searches already: try again shortly"
+                )
+            self._starting[owner] = self._starting.get(owner, 0) + 1
+        job = None
+        try:
+            job = search(cluster, topic, query, **kwargs)
+            return job
+        finally:
+            with self._lock:
+                self._starting[owner] -= 1
+                if not self._starting[owner]:
+                    del self._starting[owner]
+                if job is not None:
+                    self._unkept.setdefault(owner, []).append(job)
+
+    def _every(self) -> Iterator[list[SearchJob]]:
+        yield from self._jobs.values()
+        yield from self._unkept.values()
 
     def get(self, owner: str, job_id: str) -> SearchJob | None:
         with self._lock:
@@ -809,8 +947,9 @@ class SearchJobs:
         """Cancel every job and wait for their threads (before the cluster closes: a
         thread still reading a closing cluster could crash the process)."""
         with self._lock:
-            every = [job for jobs in self._jobs.values() for job in jobs]
+            every = [job for jobs in self._every() for job in jobs]
             self._jobs.clear()
+            self._unkept.clear()
         for job in every:
             job.cancel()
         deadline = time.monotonic() + timeout

@@ -34,7 +34,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from engine import errors, names
+from engine import errors, names, regex
+from engine.client import avro_bounds
 from engine.storage.schemas import SchemaRow, SchemaTable, VersionRow
 
 if TYPE_CHECKING:
@@ -177,6 +178,8 @@ class _Compiled:
     schema_type: str
     avro: Any = None  # fastavro's parsed schema
     avro_named: dict[str, Any] = field(default_factory=dict)
+    avro_types: dict[str, Any] = field(default_factory=dict)  # every named type it may use
+    avro_item_check: bool = False  # some array's items take no bytes (avro_bounds)
     json_validator: Any = None
     proto_file: Any = None  # a protobuf FileDescriptor
     proto_pool: Any = None
@@ -200,16 +203,68 @@ def _compile_avro(text: str, refs: Sequence[tuple[SchemaReference, _Compiled]]) 
         parsed = fastavro.parse_schema(obj, named_schemas=named)
     except Exception as exc:  # fastavro raises SchemaParseException, ValueError, KeyError...
         raise InvalidSchema(f"Invalid schema: not a valid Avro schema: {exc}") from None
-    return _Compiled(AVRO, avro=parsed, avro_named=named)
+    types = avro_bounds.named_types(parsed, named)
+    return _Compiled(
+        AVRO,
+        avro=parsed,
+        avro_named=named,
+        avro_types=types,
+        avro_item_check=avro_bounds.needs_item_check(parsed, types),
+    )
+
+
+class _Re2AsRe:
+    """What jsonschema's keywords use of `re` (`re.search`), done by RE2, so a schema's
+    `pattern` or `patternProperties` runs in linear time (engine.regex)."""
+
+    @staticmethod
+    def search(pattern: str, text: str) -> Any:
+        return regex.compile_pattern(pattern).search(text)
+
+
+def _use_re2_in_jsonschema() -> None:
+    # jsonschema has no hook for its regex engine: `pattern`, `patternProperties`,
+    # `additionalProperties` and `unevaluatedProperties` call their module's `re.search`.
+    from jsonschema import _keywords, _legacy_keywords, _utils
+
+    for module in (_keywords, _legacy_keywords, _utils):
+        module.re = _Re2AsRe  # type: ignore[attr-defined]  # see above; tested in test_schemas
+
+
+# Keys whose values are data, not schemas: a "pattern" inside them is not a regex.
+_JSON_DATA_KEYS = frozenset({"const", "enum", "default", "examples"})
+
+
+def _check_json_patterns(obj: Any) -> None:
+    """InvalidSchema when a `pattern` or a `patternProperties` name is not an RE2 pattern."""
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+        if isinstance(node.get("patternProperties"), dict):
+            patterns.extend(node["patternProperties"])
+        for pattern in patterns:
+            try:
+                regex.compile_pattern(pattern)
+            except errors.InvalidArgument as exc:
+                raise InvalidSchema(f"Invalid schema: {exc}") from None
+        stack.extend(v for k, v in node.items() if k not in _JSON_DATA_KEYS)
 
 
 def _compile_json(text: str, refs: Sequence[tuple[SchemaReference, _Compiled]]) -> _Compiled:
     import jsonschema
     from referencing import Registry, Resource
 
+    _use_re2_in_jsonschema()
     obj = _load_json(text, "a JSON Schema")
     if not isinstance(obj, dict | bool):
         raise InvalidSchema("Invalid schema: a JSON Schema is an object or a boolean")
+    _check_json_patterns(obj)
     cls = jsonschema.validators.validator_for(obj, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(obj)  # type: ignore[arg-type]  # a boolean schema is valid too; the stub wants a dict
@@ -769,15 +824,17 @@ def _avro_reads(writer: Any, reader: Any) -> str:
     """'' when data written with `writer` reads with `reader` (fastavro's schema
     resolution over sample records of `writer`), else what went wrong."""
     import fastavro
-    from fastavro.utils import generate_many
 
     try:
-        samples = list(generate_many(writer, COMPAT_SAMPLES))
+        types = avro_bounds.named_types(writer, {})
+        samples = list(avro_bounds.samples(writer, types, COMPAT_SAMPLES))
         for datum in samples:
             buf = io.BytesIO()
             fastavro.schemaless_writer(buf, writer, datum)
             buf.seek(0)
             fastavro.schemaless_reader(buf, writer, reader)
+    except avro_bounds.TooLarge as exc:
+        return f"it is too large to check: {exc}"
     except Exception as exc:
         return str(exc) or type(exc).__name__
     return ""
@@ -913,6 +970,8 @@ def decode_payload(schema: RegisteredSchema, compiled: _Compiled, payload: bytes
         if compiled.schema_type == AVRO:
             import fastavro
 
+            if compiled.avro_item_check:
+                avro_bounds.check_items(compiled.avro, compiled.avro_types, payload)
             buf = io.BytesIO(payload)
             value = fastavro.schemaless_reader(buf, compiled.avro, None)
             if buf.tell() != len(payload):

@@ -102,12 +102,21 @@ CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
-# A produced batch may decompress to at most this much: bounded memory per connection.
+# The batches of one produce request (all its partitions) may decompress to at most this
+# much together: bounded memory per request, not only per batch (32 small batches that each
+# inflate to just under a per-batch bound would make 2 GiB).
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 
 
 class TooLarge(ValueError):
-    """A batch that decompresses to more than MAX_DECOMPRESSED_BYTES."""
+    """A request whose batches decompress to more than MAX_DECOMPRESSED_BYTES."""
+
+
+class Budget:
+    """The bytes of records one produce request may still decompress."""
+
+    def __init__(self, left: int = MAX_DECOMPRESSED_BYTES) -> None:
+        self.left = left
 
 
 @dataclass(frozen=True)
@@ -137,11 +146,14 @@ class ProducedBatch:
 _COLUMNS = tuple(attrgetter(name) for name in ("value", "key", "headers", "timestamp"))
 
 
-def batches(data: bytes | None) -> Iterator[ProducedBatch]:
+def batches(data: bytes | None, budget: Budget | None = None) -> Iterator[ProducedBatch]:
     """The v2 batches of a produce request's records; ValueError for anything else (an old
-    message format, a bad CRC, a truncated or inconsistent batch), TooLarge for a bomb."""
+    message format, a bad CRC, a truncated or inconsistent batch), TooLarge for a bomb:
+    more decompressed bytes than `budget` (shared by the request's partitions) has left."""
     if not data:
         return
+    if budget is None:
+        budget = Budget()
     view = memoryview(data)
     pos, end = 0, len(view)
     while pos < end:
@@ -162,7 +174,7 @@ def batches(data: bytes | None) -> Iterator[ProducedBatch]:
             raise ValueError("record batch CRC mismatch")
         codec = attributes & CODEC_MASK
         if codec:
-            batch = _decompressed(view[pos:stop], codec)
+            batch = _decompressed(view[pos:stop], codec, budget)
         # a record object each, dropped at once: the collector need not walk them
         with bulk_records(count):
             records = list(DefaultRecordBatch(bytes(batch)))
@@ -184,11 +196,12 @@ def batches(data: bytes | None) -> Iterator[ProducedBatch]:
         pos = stop
 
 
-def _decompressed(batch: memoryview, codec: int) -> bytes:
+def _decompressed(batch: memoryview, codec: int, budget: Budget) -> bytes:
     """The batch with its records decompressed (and its codec bits cleared), at most
-    MAX_DECOMPRESSED_BYTES of records."""
+    what `budget` has left, which it then spends."""
     head = bytearray(batch[:_V2_SIZE])
-    records = _decompress(codec, bytes(batch[_V2_SIZE:]), MAX_DECOMPRESSED_BYTES)
+    records = _decompress(codec, bytes(batch[_V2_SIZE:]), budget.left)
+    budget.left -= len(records)
     attributes = int.from_bytes(head[_ATTRIBUTES_AT : _ATTRIBUTES_AT + 2], "big", signed=True)
     head[_ATTRIBUTES_AT : _ATTRIBUTES_AT + 2] = (attributes & ~CODEC_MASK).to_bytes(
         2, "big", signed=True
@@ -216,8 +229,11 @@ def _decompress(codec: int, data: bytes, limit: int) -> bytes:
     else:
         raise ValueError(f"unknown compression codec {codec}")
     if len(out) > limit:
-        raise TooLarge(f"a batch decompresses to more than {limit:,} bytes")
+        raise TooLarge(_TOO_LARGE)
     return out
+
+
+_TOO_LARGE = f"a produce request decompresses to more than {MAX_DECOMPRESSED_BYTES:,} bytes"
 
 
 def _snappy(data: bytes, limit: int) -> bytes:
@@ -232,12 +248,12 @@ def _snappy(data: bytes, limit: int) -> bytes:
             if size < 0 or len(block) != size:
                 raise ValueError("truncated snappy block")
             if len(out) + _snappy_length(block) > limit:
-                raise TooLarge(f"a batch decompresses to more than {limit:,} bytes")
+                raise TooLarge(_TOO_LARGE)
             out += snappy.decompress(block)
             pos += 4 + size
         return bytes(out)
     if _snappy_length(data) > limit:
-        raise TooLarge(f"a batch decompresses to more than {limit:,} bytes")
+        raise TooLarge(_TOO_LARGE)
     return snappy.decompress(data)
 
 

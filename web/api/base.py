@@ -55,7 +55,10 @@ def error_response(
 
 
 def engine_error(exc: errors.PartitionletError) -> Response:
-    return error_response(status_of(exc), exc)
+    response = error_response(status_of(exc), exc)
+    if isinstance(exc, errors.TryLater):  # 429 or 503: say when to come back
+        response.headers["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 def bearer_token() -> str | None:

@@ -33,6 +33,8 @@ def replication(op: str) -> Response:
         length = request.content_length
         if length is not None and length > MAX_REQUEST_BYTES:
             raise errors.InvalidArgument(f"request body larger than {MAX_REQUEST_BYTES} bytes")
+        # a replication peer, now known, may send more than the app's bound for everyone
+        request.max_content_length = MAX_REQUEST_BYTES
         try:
             args = decode_body(
                 request.get_data(cache=False), request.headers.get("Content-Encoding")

@@ -5,7 +5,10 @@
 A message search is the engine's (`engine.client.message_search`, the consoles' search, run as the
 token's user) made synchronous and bounded: it stops after `limit` matches, `budget`
 messages scanned or `MAX_SECONDS`, whichever comes first, and answers a `cursor` (the
-positions it stopped at, as `engine.client.browse` writes cursors) to go on from there."""
+positions it stopped at, as `engine.client.browse` writes cursors) to go on from there.
+It counts with the console's searches (`SearchJobs`, web/search_messages.py): a user
+runs at most 3 at once, the server 8; past them the answer is 429 with Retry-After. Its
+thread is the engine's job, cancelled (within milliseconds) when the time is up."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ from engine.client import browse, message_search
 from web.api import api
 from web.api.base import error_response, json_response, paging, query_int, topic_name
 from web.api.resources import decoder_arg, record_out
-from web.pages import cluster
+from web.pages import cluster, user
+from web.search_messages import jobs
 
 # A message search's bounds per request: matches answered, messages scanned, seconds.
 SEARCH_LIMIT = 100
@@ -111,7 +115,9 @@ def search_messages(name: str) -> Response:
         if cursor is not None:
             chosen = range(len(info.partitions)) if partition is None else [partition]
             positions = browse.decode_cursor(cursor, info.name, True, chosen)
-        job = message_search.search(
+        # the console's bounds: a few searches a user, a few more in all (429 past them)
+        job = jobs().run(
+            user().name,
             c,  # the token's user: the engine checks consume_perm
             info.name,
             query,

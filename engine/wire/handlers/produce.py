@@ -53,6 +53,7 @@ def produce(session: Session, request: ProduceRequest, version: int) -> ProduceR
     R = ProduceResponse.TopicProduceResponse
     P = R.PartitionProduceResponse
     topics = []
+    budget = codec.Budget()  # decompressed bytes, for the whole request
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
@@ -66,6 +67,7 @@ def produce(session: Session, request: ProduceRequest, version: int) -> ProduceR
                     codec.decoded_bytes(data.records),
                     acks,
                     deadline,
+                    budget,
                 )
             partitions.append(
                 P(
@@ -85,7 +87,13 @@ def produce(session: Session, request: ProduceRequest, version: int) -> ProduceR
 
 
 def _write(
-    broker: Broker, name: str, partition: int, data: bytes | None, acks: int, deadline: float
+    broker: Broker,
+    name: str,
+    partition: int,
+    data: bytes | None,
+    acks: int,
+    deadline: float,
+    budget: codec.Budget,
 ) -> tuple[int, int]:
     """(error code, base offset) of one partition's records; nothing is written unless
     every check passed."""
@@ -101,7 +109,7 @@ def _write(
         return codes.of(exc), -1
     try:
         # decoding decompresses and checks every record, before anything is written
-        batches = list(codec.batches(data))
+        batches = list(codec.batches(data, budget))
     except codec.TooLarge:
         return codes.RECORD_LIST_TOO_LARGE, -1
     except Exception:  # the record reader raises several kinds for a damaged batch

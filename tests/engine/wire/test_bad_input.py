@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 import pytest
 from crc32c import crc32c
@@ -20,6 +21,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from engine import Cluster, Consumer, Principal, TopicPartition, errors
 from engine.wire import KafkaServer
+from tests.timing import scaled
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 CORRUPT_MESSAGE = 2
@@ -195,6 +197,41 @@ def test_a_decompression_bomb_is_refused_before_it_fills_memory(wire, raw, codec
     assert _produce(raw, topic, bomb)[0] == RECORD_LIST_TOO_LARGE
     assert wire.cluster.topic(f"/kafka:{topic}").partitions[0].log_end_offset == 0
     _still_answers(raw)
+
+
+def test_many_small_bombs_in_one_request_are_refused_together(wire, raw):
+    """Issue 23: the 64 MiB bound is per request, not per batch. Two zstd batches of a few
+    kilobytes that inflate to 40 MiB each (32 such took the listener to 2.1 GiB), in one
+    partition or in two: refused with RECORD_LIST_TOO_LARGE, nothing of that partition
+    written, and a normal client is answered within 2 s."""
+    _default_stream(wire.cluster)
+    wire.cluster.create_topic("/kafka:bombs", partitions=2)
+    bomb = _batch(*[bytes(1 << 20)] * 40, compression=ZSTD)  # 40 records of 1 MiB
+    assert len(bomb) < 20_000
+    assert _produce(raw, "bombs", bomb + bomb)[0] == RECORD_LIST_TOO_LARGE
+    assert wire.cluster.topic("/kafka:bombs").partitions[0].log_end_offset == 0
+
+    P = ProduceRequest.TopicProduceData
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=10_000,
+        topic_data=[
+            P(
+                name="bombs",
+                partition_data=[P.PartitionProduceData(index=i, records=bomb) for i in (0, 1)],
+            )
+        ],
+    )
+    [answer] = raw.call(request, 7, ProduceResponse).responses
+    assert [p.error_code for p in answer.partition_responses] == [0, RECORD_LIST_TOO_LARGE]
+    assert wire.cluster.topic("/kafka:bombs").partitions[1].log_end_offset == 0
+
+    other = Raw(wire.server.address)
+    started = time.monotonic()
+    _still_answers(other)
+    assert time.monotonic() - started < scaled(2)
+    other.close()
 
 
 def test_a_batch_whose_count_lies_is_corrupt(wire, raw):
