@@ -26,8 +26,8 @@ OPEN = {name: "p" for name in ("produce_perm", "consume_perm", "topic_perm", "ad
 
 @pytest.fixture
 def shared(live_web):
-    """/s (every ACE public) with /s:t holding one message, and a group `g` that has
-    committed on it; alice's API client."""
+    """/s (every ACE public) with /s:t holding one message, and a group `g` (every ACE
+    public too) that has committed on it; alice's API client."""
     cluster = live_web.cluster
     cluster.create_stream("/s", ttl=0, **OPEN)
     cluster.create_topic("/s:t", partitions=1)
@@ -38,6 +38,8 @@ def shared(live_web):
     assert consumer.poll(timeout_ms=2000)
     consumer.commit()
     consumer.close()
+    perms = ("join_perm", "commit_perm", "describe_perm", "reset_perm", "delete_perm")
+    cluster.set_group_permissions("g", **dict.fromkeys(perms, "p"))
     return live_web.api(cluster.create_api_token("alice"))
 
 
