@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine import name_search, names, policies
+from engine import policies as policy_table  # where a parameter is named `policies`
 from engine.auth import acl, effective
 from engine.auth import users as user_store
 from engine.auth.effective import EffectivePermissions
@@ -526,16 +527,39 @@ class Cluster:
 
     # --- topics ---------------------------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int | None = None) -> TopicInfo:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        policies: Mapping[str, Any] | None = None,
+    ) -> TopicInfo:
         """Create the topic `name` (a full name); `partitions` defaults to the stream's
-        `default_partitions`."""
+        `default_partitions`; `policies` are the topic's own overrides of its stream's
+        (those `engine.policies.TOPIC_POLICIES` names; None values are left out)."""
         self.check_open()
         stream_path, topic = names.split_full_name(name)
         row = self.catalog.stream(stream_path)
         self.authorize(row, "topic_perm")
         count = row.policies["default_partitions"] if partitions is None else partitions
         _check_partition_count(count)
-        self.catalog.create_topics(row.id, [(topic, count)], exist_ok=False)
+        own = policy_table.validate_overrides(policies or {})
+        self.catalog.create_topics(
+            row.id, [(topic, count)], exist_ok=False, overrides={topic: own} if own else None
+        )
+        self._metadata_changed()
+        return self.topic(name)
+
+    def edit_topic(self, name: str, /, **topic_policies: Any) -> TopicInfo:
+        """Change the topic's own overrides of its stream's policies; None removes one (the
+        stream's value applies again). Needs the stream's `topic_perm`, as creating does.
+        `name` is positional only, so a policy named "name" is refused as unknown."""
+        self.check_open()
+        row = self._topic_row(name)
+        self.authorize(
+            self.catalog.stream_by_id(row.stream_id), "topic_perm", what="edit topics of"
+        )
+        own = policy_table.validate_overrides(topic_policies, base=row.overrides)
+        self.catalog.set_topic_policies(row.id, own)
         self._metadata_changed()
         return self.topic(name)
 
@@ -742,6 +766,7 @@ class Cluster:
             chains[(pl.topic_id, pl.partition)].append(pl)
         states = self._partitionlet_states([pl for chain in chains.values() for pl in chain])
         infos = []
+        stream_sets: dict[int, dict[str, Any]] = {}  # stream id -> its policies
         for row in rows:
             parts = []
             for number in range(row.partitions):
@@ -750,7 +775,20 @@ class Cluster:
                     for pl in chains.get((row.id, number), ())
                 ]
                 parts.append(_partition_info(row.full_name, number, lets))
-            infos.append(TopicInfo(row.full_name, row.stream, row.name, parts, row.created_ms))
+            if row.stream_id not in stream_sets:
+                stream_sets[row.stream_id] = self.catalog.stream_by_id(row.stream_id).policies
+            own = row.overrides
+            infos.append(
+                TopicInfo(
+                    row.full_name,
+                    row.stream,
+                    row.name,
+                    parts,
+                    row.created_ms,
+                    policy_table.effective(stream_sets[row.stream_id], own),
+                    own,
+                )
+            )
         return infos
 
     def _partitionlet_states(self, pls: list[PartitionletRow]) -> dict[int, PartitionletState]:
