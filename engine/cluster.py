@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import fcntl
+import json
 import os
 import threading
 import uuid
@@ -766,7 +767,7 @@ class Cluster:
             chains[(pl.topic_id, pl.partition)].append(pl)
         states = self._partitionlet_states([pl for chain in chains.values() for pl in chain])
         infos = []
-        stream_sets: dict[int, dict[str, Any]] = {}  # stream id -> its policies
+        stream_sets: dict[str, dict[str, Any]] = {}  # a stream's stored policies, parsed
         for row in rows:
             parts = []
             for number in range(row.partitions):
@@ -775,8 +776,9 @@ class Cluster:
                     for pl in chains.get((row.id, number), ())
                 ]
                 parts.append(_partition_info(row.full_name, number, lets))
-            if row.stream_id not in stream_sets:
-                stream_sets[row.stream_id] = self.catalog.stream_by_id(row.stream_id).policies
+            text = row.stream_policies_json
+            if text not in stream_sets:
+                stream_sets[text] = json.loads(text)
             own = row.overrides
             infos.append(
                 TopicInfo(
@@ -785,7 +787,7 @@ class Cluster:
                     row.name,
                     parts,
                     row.created_ms,
-                    policy_table.effective(stream_sets[row.stream_id], own),
+                    policy_table.effective(stream_sets[text], own),
                     own,
                 )
             )

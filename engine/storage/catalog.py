@@ -329,6 +329,7 @@ class TopicRow:
     partitions: int
     created_ms: int
     policies_json: str | None = None  # its overrides of its stream's policies, as stored
+    stream_policies_json: str = "{}"  # its stream's policies, as stored (read in the same join)
 
     @property
     def full_name(self) -> str:
@@ -722,8 +723,8 @@ class Catalog:
     # --- topics ---------------------------------------------------------------------------
 
     _TOPIC_SELECT = (
-        "SELECT t.id, t.stream_id, s.path, t.name, t.partitions, t.created_ms, t.policies "
-        "FROM topics t JOIN streams s ON s.id = t.stream_id"
+        "SELECT t.id, t.stream_id, s.path, t.name, t.partitions, t.created_ms, t.policies, "
+        "s.policies FROM topics t JOIN streams s ON s.id = t.stream_id"
     )
 
     def create_topics(
