@@ -52,9 +52,7 @@ async def _groups_tab(app, pilot, until):
     return pane
 
 
-async def test_the_creator_sees_and_edits_the_group_permissions(
-    dash, cluster_path, until, click
-):
+async def test_the_creator_sees_and_edits_the_group_permissions(dash, cluster_path, until, click):
     app = _app(dash, cluster_path, "alice")
     async with app.run_test(size=(140, 50)) as pilot:
         pane = await _groups_tab(app, pilot, until)

@@ -125,7 +125,11 @@ def test_a_schema_id_does_not_tell_whether_another_user_registered_a_text(two):
     from urllib.parse import quote
 
     mallory, alice, admin = _tokens(two)
-    secret = {"type": "record", "name": "Order", "fields": [{"name": "card", "type": "string"}]}
+    secret = {
+        "type": "record",
+        "name": "Order",
+        "fields": [{"name": "cardholder_pan", "type": "string"}],
+    }
 
     def schema(n):
         return {"type": "record", "name": f"Guess{n}", "fields": [{"name": "f", "type": "int"}]}
@@ -158,3 +162,12 @@ def test_a_schema_id_does_not_tell_whether_another_user_registered_a_text(two):
     again = _register(alice, quote("/a:other-value", safe=""), secret).json()["id"]
     assert again == theirs
     assert admin.get(f"/registry/schemas/ids/{guessed}/subjects").json() == ["/m:x-value"]
+    # nor does a message she crafts with alice's id decode with alice's fields
+    producer = Producer(two.cluster.as_principal(Principal(MALLORY)))
+    producer.send("/m:x", value=b"\x00" + theirs.to_bytes(4, "big") + b"\x08ABCD", partition=0)
+    producer.flush()
+    producer.close()
+    page = two.browser(MALLORY, MALLORY_PASSWORD).get("/topics/m:x")
+    assert page.status_code == 200
+    assert f"schema id {theirs} is not in this cluster" in page.text
+    assert "cardholder_pan" not in page.text
