@@ -183,14 +183,16 @@ class GroupsPane(Pane):
     def _show_perms(self, perms: GroupPermissions | None) -> None:
         self.perms = perms
         summary = self.query_one("#group-perms-summary", Static)
+        table = self.query_one("#group-perms", DataTable)
         if perms is None:
             note(summary, "")
-        else:
-            creator = perms.creator or "none yet (whoever may consume all its topics)"
-            edit = "you may edit them (a)" if perms.editable else "its creator's to edit"
-            note(summary, f"creator: {creator} · {edit}")
+            table.clear()
+            return
+        creator = perms.creator or "none yet (whoever may consume all its topics)"
+        edit = "you may edit them (a)" if perms.editable else "its creator's to edit"
+        note(summary, f"creator: {creator} · {edit}")
         fill_table(
-            self.query_one("#group-perms", DataTable),
+            table,
             (
                 (
                     perm,
@@ -201,7 +203,7 @@ class GroupsPane(Pane):
                         "yes" if perm in perms.allowed else "no",
                     ),
                 )
-                for perm, ace in (perms.aces.items() if perms else ())
+                for perm, ace in perms.aces.items()
             ),
         )
 
