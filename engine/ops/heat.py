@@ -16,7 +16,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar
 
 from engine import names
 from engine.errors import InvalidArgument, NotFound, PartitionletError
@@ -478,10 +478,12 @@ def _columns_map(
     return result
 
 
-_Sums = TypeVar("_Sums", bound=Mapping[tuple[int, int], Sequence[int]])
+_V = TypeVar("_V")
 
 
-def _consumable(cluster: Cluster, partition_sums: _Sums) -> _Sums:
+def _consumable(
+    cluster: Cluster, partition_sums: dict[tuple[int, int], _V]
+) -> dict[tuple[int, int], _V]:
     """The partitions of topics whose streams the cluster's principal may consume: a
     topic's load is its consumers' (and administrators') to see, as its messages are
     (docs/WEB.md, "What users see"); the volumes' totals stay everyone's."""
@@ -495,8 +497,7 @@ def _consumable(cluster: Cluster, partition_sums: _Sums) -> _Sums:
             ok = by_stream[row.stream_id] = cluster.may_consume(row.stream)
         if ok:
             allowed.add(row.id)
-    kept = {k: v for k, v in partition_sums.items() if k[0] in allowed}
-    return cast(_Sums, kept)
+    return {k: v for k, v in partition_sums.items() if k[0] in allowed}
 
 
 def _drop_partitionlets(cluster: Cluster, result: HeatMap, topic_ids: set[int]) -> None:
