@@ -213,7 +213,14 @@ def group(group_id: str):
         if form.result is not None:
             response.headers["HX-Trigger"] = "offsets-reset"
         return response
-    return render("groups/group.html", group=info, form=form, topics=topics), status
+    page = render(
+        "groups/group.html",
+        group=info,
+        form=form,
+        topics=topics,
+        perms=c.group_permissions(group_id),
+    )
+    return page, status
 
 
 def _set_perms(c, info: GroupInfo):
