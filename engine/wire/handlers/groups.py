@@ -45,7 +45,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from engine import errors
 from engine.groups.states import DEAD
 from engine.wire import codes
-from engine.wire.coordinator import JoinResult, Waiting
+from engine.wire.coordinator import JoinRequest, JoinResult, SyncRequest, Waiting
 from engine.wire.park import Park
 from engine.wire.registry import api
 
@@ -152,7 +152,7 @@ def join_group(session: Any, request: Any, version: int) -> Any:
             member_id=request.member_id or "",
             members=[],
         )
-    answer = session.broker.groups.begin_join(
+    join = JoinRequest(
         group_id=request.group_id,
         member_id=request.member_id or "",
         instance_id=request.group_instance_id if version >= 5 else None,
@@ -165,6 +165,7 @@ def join_group(session: Any, request: Any, version: int) -> Any:
         require_known_member_id=version >= 4,
         principal=_principal(session),
     )
+    answer = session.broker.groups.begin_join(join)
     return _parked(answer, lambda result: _join_response(result, version))
 
 
@@ -189,7 +190,7 @@ def _join_response(result: JoinResult, version: int) -> Any:
 
 @api(SyncGroupRequest, SyncGroupResponse, (0, 5))
 def sync_group(session: Any, request: Any, version: int) -> Any:
-    answer = session.broker.groups.begin_sync(
+    sync = SyncRequest(
         group_id=request.group_id,
         generation=request.generation_id,
         member_id=request.member_id,
@@ -198,6 +199,7 @@ def sync_group(session: Any, request: Any, version: int) -> Any:
         assignments=[(a.member_id, _bytes(a.assignment)) for a in request.assignments or ()],
         principal=_principal(session),
     )
+    answer = session.broker.groups.begin_sync(sync)
     return _parked(
         answer,
         lambda a: SyncGroupResponse(

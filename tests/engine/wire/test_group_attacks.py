@@ -7,50 +7,15 @@ Then a normal owner's group works end to end with kafka-python's consumer and ad
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KTP
-from kafka.protocol.admin.groups import (
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-)
-from kafka.protocol.consumer import (
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-)
-from kafka.protocol.consumer.group import (
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
-from kafka.protocol.consumer.metadata import (
-    ConsumerProtocolAssignment,
-    ConsumerProtocolSubscription,
-)
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
 
 from engine import Cluster, Producer
 from engine.wire import KafkaServer
+from tests.engine.wire.group_client import GroupClient, assignment
 from tests.timing import scaled, wait_until
 
 USERS = {
@@ -94,128 +59,9 @@ def server(tmp_path_factory):
             listener.close()
 
 
-class Client:
-    """One connection logged in as `user`, sending kafka-python's request classes."""
-
-    def __init__(self, address, user):
-        self.sock = socket.create_connection(address, timeout=scaled(30))
-        self.correlation = 0
-        self.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, 1)
-        token = b"\0" + user.encode() + b"\0" + USERS[user].encode()
-        answer = self.call(SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse, 1)
-        assert answer.error_code == 0, answer
-
-    def call(self, request, response_class, version):
-        self.correlation += 1
-        request.API_VERSION = version
-        request.with_header(correlation_id=self.correlation, client_id=f"raw-{id(self)}")
-        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-        (size,) = struct.unpack(">i", self._exactly(4))
-        return response_class.decode(self._exactly(size), version=version, header=True)
-
-    def _exactly(self, n):
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            assert chunk, "connection closed"
-            buf += chunk
-        return buf
-
-    def close(self):
-        self.sock.close()
-
-    # --- the group APIs ---------------------------------------------------------------
-
-    def join(self, group, topics, member_id=""):
-        meta = ConsumerProtocolSubscription(version=0, topics=topics, user_data=b"").encode()
-        request = JoinGroupRequest(
-            group_id=group,
-            session_timeout_ms=30000,
-            rebalance_timeout_ms=5000,
-            member_id=member_id,
-            group_instance_id=None,
-            protocol_type="consumer",
-            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=meta)],
-        )
-        return self.call(request, JoinGroupResponse, 5)
-
-    def sync(self, group, generation, member_id, assignments=()):
-        request = SyncGroupRequest(
-            group_id=group,
-            generation_id=generation,
-            member_id=member_id,
-            group_instance_id=None,
-            assignments=[
-                SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
-                for m, a in assignments
-            ],
-        )
-        return self.call(request, SyncGroupResponse, 3)
-
-    def heartbeat(self, group, generation, member_id):
-        request = HeartbeatRequest(
-            group_id=group, generation_id=generation, member_id=member_id, group_instance_id=None
-        )
-        return self.call(request, HeartbeatResponse, 3).error_code
-
-    def leave(self, group, member_id):
-        M = LeaveGroupRequest.MemberIdentity
-        request = LeaveGroupRequest(
-            group_id=group, members=[M(member_id=member_id, group_instance_id=None)]
-        )
-        return self.call(request, LeaveGroupResponse, 3).members[0].error_code
-
-    def commit(self, group, topic, offsets, generation=-1, member_id=""):
-        T = OffsetCommitRequest.OffsetCommitRequestTopic
-        request = OffsetCommitRequest(
-            group_id=group,
-            generation_id_or_member_epoch=generation,
-            member_id=member_id,
-            group_instance_id=None,
-            retention_time_ms=-1,
-            topics=[
-                T(
-                    name=topic,
-                    partitions=[
-                        T.OffsetCommitRequestPartition(
-                            partition_index=p,
-                            committed_offset=o,
-                            committed_leader_epoch=-1,
-                            committed_metadata="",
-                        )
-                        for p, o in offsets.items()
-                    ],
-                )
-            ],
-        )
-        response = self.call(request, OffsetCommitResponse, 7)
-        return {p.partition_index: p.error_code for p in response.topics[0].partitions}
-
-    def fetch(self, group):
-        request = OffsetFetchRequest(group_id=group, topics=None, require_stable=False)
-        return self.call(request, OffsetFetchResponse, 7)
-
-    def describe(self, group):
-        request = DescribeGroupsRequest(groups=[group], include_authorized_operations=False)
-        return self.call(request, DescribeGroupsResponse, 5).groups[0]
-
-    def list(self):
-        request = ListGroupsRequest(states_filter=[], types_filter=[])
-        return {g.group_id for g in self.call(request, ListGroupsResponse, 4).groups}
-
-    def delete(self, group):
-        request = DeleteGroupsRequest(groups_names=[group])
-        return self.call(request, DeleteGroupsResponse, 1).results[0].error_code
-
-
-def _assignment(topic, partitions):
-    return ConsumerProtocolAssignment(
-        version=0,
-        assigned_partitions=[
-            ConsumerProtocolAssignment.TopicPartition(topic=topic, partitions=partitions)
-        ],
-        user_data=b"",
-    ).encode()
+def login(address, user):
+    """One connection logged in as `user`."""
+    return GroupClient(address, user, USERS[user])
 
 
 def committed(cluster, group):
@@ -226,13 +72,13 @@ def committed(cluster, group):
 def victim(server):
     """alice's group `victim`: one live, Stable member (alice's) that committed 498/502."""
     cluster, listener = server
-    alice = Client(listener.address, "alice")
+    alice = login(listener.address, "alice")
     first = alice.join("victim", ["t"])
     assert first.error_code == 79  # MEMBER_ID_REQUIRED
     joined = alice.join("victim", ["t"], member_id=first.member_id)
     assert joined.error_code == 0 and joined.leader == first.member_id
     me, generation = first.member_id, joined.generation_id
-    synced = alice.sync("victim", generation, me, [(me, _assignment("t", [0, 1]))])
+    synced = alice.sync("victim", generation, me, [(me, assignment("t", [0, 1]))])
     assert synced.error_code == 0
     assert alice.commit("victim", "t", {0: 498, 1: 502}, generation, me) == {0: 0, 1: 0}
     try:
@@ -245,7 +91,7 @@ def victim(server):
 
 def test_another_user_can_neither_see_nor_touch_a_live_group(victim):
     cluster, listener, alice, me, generation = victim
-    mallory = Client(listener.address, "mallory")
+    mallory = login(listener.address, "mallory")
     try:
         # DescribeGroups: refused, no member ids, hosts or assignment
         described = mallory.describe("victim")
@@ -280,7 +126,7 @@ def test_another_user_can_neither_see_nor_touch_a_live_group(victim):
 
 def test_a_consume_only_user_cannot_commit_into_a_live_group(victim):
     cluster, listener, alice, me, generation = victim
-    eve = Client(listener.address, "eve")
+    eve = login(listener.address, "eve")
     try:
         assert eve.commit("victim", "t", {0: 0, 1: 0}) == dict.fromkeys(
             (0, 1), GROUP_AUTHORIZATION_FAILED
@@ -300,8 +146,8 @@ def test_a_consume_only_user_cannot_commit_into_a_live_group(victim):
 
 def test_a_user_without_rights_cannot_create_groups(server):
     cluster, listener = server
-    nobody = Client(listener.address, "nobody")
-    mallory = Client(listener.address, "mallory")
+    nobody = login(listener.address, "nobody")
+    mallory = login(listener.address, "mallory")
     try:
         before = {g.group_id for g in cluster.groups()}
         for n in range(20):
