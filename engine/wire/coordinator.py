@@ -10,8 +10,9 @@ members and their protocol metadata and computes the assignment with its own cli
 assignor (range, roundrobin, sticky, cooperative-sticky: the coordinator never reads the
 metadata); SyncGroup hands each member its part.
 
-Each member id belongs to the user that joined with it (with SASL, the logged-in user):
-another user's SyncGroup, Heartbeat, LeaveGroup or OffsetCommit with it is answered
+Each member id belongs to the user that joined with it (with SASL, the logged-in user),
+and an id handed out with MEMBER_ID_REQUIRED to the user it was handed to: another user's
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup or OffsetCommit with it is answered
 UNKNOWN_MEMBER_ID, as for an id that does not exist. The group's own permissions
 (engine.groups.perms) are checked by the handlers, before the coordinator is asked.
 
@@ -165,8 +166,9 @@ class Group:
     protocol: str | None = None
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
-    # member ids handed out with MEMBER_ID_REQUIRED, until they join (or expire)
-    pending: dict[str, float] = field(default_factory=dict)
+    # member ids handed out with MEMBER_ID_REQUIRED, until they join (or expire):
+    # id -> (deadline, the principal it was handed to, the only one that may join with it)
+    pending: dict[str, tuple[float, str]] = field(default_factory=dict)
     rebalance_deadline: float = 0.0
 
     def candidates(self) -> set[str]:
@@ -347,10 +349,10 @@ class GroupCoordinator:
                 elif r.require_known_member_id:
                     # JoinGroup v4+: the client learns its id first, then joins with it,
                     # so a client that dies between the two leaves no member behind
-                    group.pending[new_id] = now + r.session_timeout_ms / 1000
+                    group.pending[new_id] = (now + r.session_timeout_ms / 1000, principal)
                     return JoinResult(codes.MEMBER_ID_REQUIRED, member_id=new_id)
                 member_id = new_id
-            elif member_id in group.pending:
+            elif member_id in group.pending and group.pending[member_id][1] == principal:
                 del group.pending[member_id]
             elif member_id not in group.members or group.members[member_id].principal != principal:
                 return JoinResult(codes.UNKNOWN_MEMBER_ID, member_id=member_id)
@@ -653,7 +655,7 @@ class GroupCoordinator:
         now = self._clock.monotonic()
         with self._cond:
             for group in list(self._groups.values()):
-                for pending, deadline in list(group.pending.items()):
+                for pending, (deadline, _) in list(group.pending.items()):
                     if deadline < now:
                         del group.pending[pending]
                 for m in list(group.members.values()):

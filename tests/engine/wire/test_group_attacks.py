@@ -15,7 +15,7 @@ from kafka import TopicPartition as KTP
 
 from engine import Cluster, Producer
 from engine.wire import KafkaServer
-from tests.engine.wire.group_client import GroupClient, assignment
+from tests.engine.wire.group_client import MEMBER_ID_REQUIRED, GroupClient, assignment
 from tests.timing import scaled, wait_until
 
 USERS = {
@@ -100,11 +100,11 @@ def test_another_user_can_neither_see_nor_touch_a_live_group(victim):
         assert "victim" not in mallory.list()
         assert "victim" in alice.list()
         assert [m.member_id for m in alice.describe("victim").members] == [me]
-        # her member id is hers alone: LeaveGroup, Heartbeat, SyncGroup, OffsetCommit
+        # her member id is hers alone: LeaveGroup, Heartbeat, SyncGroup, OffsetCommit (the
+        # group's join_perm is checked first: mallory may not be a member at all)
         assert mallory.leave("victim", me) == UNKNOWN_MEMBER_ID
-        assert mallory.heartbeat("victim", generation, me) == UNKNOWN_MEMBER_ID
-        assert mallory.sync("victim", generation, me).error_code == UNKNOWN_MEMBER_ID
-        # (she may not commit into the group at all: the permission is checked first)
+        assert mallory.heartbeat("victim", generation, me) == GROUP_AUTHORIZATION_FAILED
+        assert mallory.sync("victim", generation, me).error_code == GROUP_AUTHORIZATION_FAILED
         assert mallory.commit("victim", "t", {0: 0}, generation, me) == {
             0: GROUP_AUTHORIZATION_FAILED
         }
@@ -134,14 +134,70 @@ def test_a_consume_only_user_cannot_commit_into_a_live_group(victim):
         # even one allowed to commit may not commit from outside while members are live
         cluster.set_group_permissions("victim", commit_perm="u:<creator> | u:eve")
         assert eve.commit("victim", "t", {0: 0, 1: 0}) == dict.fromkeys((0, 1), UNKNOWN_MEMBER_ID)
-        # nor with alice's member id, which is alice's alone
+        # nor with alice's member id: she may not be a member, and if she may, the id is
+        # alice's alone
+        assert eve.commit("victim", "t", {0: 0}, generation, me) == {0: GROUP_AUTHORIZATION_FAILED}
+        cluster.set_group_permissions("victim", join_perm="u:<creator> | u:eve")
         assert eve.commit("victim", "t", {0: 0}, generation, me) == {0: UNKNOWN_MEMBER_ID}
+        assert eve.heartbeat("victim", generation, me) == UNKNOWN_MEMBER_ID
         assert alice.commit("victim", "t", {0: 0}) == {0: UNKNOWN_MEMBER_ID}
         assert committed(cluster, "victim") == {0: 498, 1: 502}
         assert alice.describe("victim").group_state == "Stable"
     finally:
-        cluster.set_group_permissions("victim", commit_perm="")
+        cluster.set_group_permissions("victim", commit_perm="", join_perm="")
         eve.close()
+
+
+def test_a_revoked_member_is_refused_and_removed_at_once(server):
+    """eve joined alice's group `shared` while alice let her; alice takes join_perm back:
+    eve's next OffsetCommit, Heartbeat or SyncGroup is refused, and her member is gone
+    (no waiting for her session to end or for her next JoinGroup)."""
+    cluster, listener = server
+    alice, eve = login(listener.address, "alice"), login(listener.address, "eve")
+    try:
+        assert alice.commit("shared", "t", {0: 1}) == {0: 0}  # alice creates it
+        shared = "u:<creator> | u:eve"
+        cluster.set_group_permissions("shared", join_perm=shared, commit_perm=shared)
+        joined = eve.join_new("shared", ["t"])
+        her, generation = joined.member_id, joined.generation_id
+        assert eve.sync("shared", generation, her, [(her, assignment("t", [0, 1]))]).error_code == 0
+        assert eve.heartbeat("shared", generation, her) == 0
+        assert eve.commit("shared", "t", {0: 2}, generation, her) == {0: 0}
+        assert cluster.group_kinds("shared") == frozenset({"wire"})
+
+        cluster.set_group_permissions("shared", join_perm="")  # alice's alone again
+        assert eve.commit("shared", "t", {0: 3}, generation, her) == {0: GROUP_AUTHORIZATION_FAILED}
+        assert alice.describe("shared").members == []  # removed, not left to expire
+        assert cluster.group_kinds("shared") == frozenset()
+        assert eve.heartbeat("shared", generation, her) == GROUP_AUTHORIZATION_FAILED
+        assert eve.sync("shared", generation, her).error_code == GROUP_AUTHORIZATION_FAILED
+        assert eve.join("shared", ["t"]).error_code == GROUP_AUTHORIZATION_FAILED
+        assert committed(cluster, "shared") == {0: 2}
+    finally:
+        alice.close()
+        eve.close()
+        cluster.delete_group("shared")
+
+
+def test_a_pending_member_id_is_usable_only_by_the_user_it_was_given_to(server):
+    """KIP-394: alice's first JoinGroup hands her a member id to join with; eve, who may join
+    the group too, cannot join with it (to lead in alice's place or to lock her out)."""
+    cluster, listener = server
+    alice, eve = login(listener.address, "alice"), login(listener.address, "eve")
+    try:
+        first = alice.join("pending", ["t"])
+        assert first.error_code == MEMBER_ID_REQUIRED
+        cluster.set_group_permissions("pending", join_perm="u:<creator> | u:eve")
+        stolen = eve.join("pending", ["t"], member_id=first.member_id)
+        assert stolen.error_code == UNKNOWN_MEMBER_ID
+        assert alice.describe("pending").members == []
+        joined = alice.join("pending", ["t"], member_id=first.member_id)
+        assert (joined.error_code, joined.leader) == (0, first.member_id)
+        assert alice.leave("pending", first.member_id) == 0
+    finally:
+        alice.close()
+        eve.close()
+        cluster.delete_group("pending")
 
 
 def test_a_user_without_rights_cannot_create_groups(server):
