@@ -103,7 +103,7 @@ def offset_commit(
                 elif tp is not None:
                     meta = OffsetAndMetadata(p.committed_offset, p.committed_metadata or "")
                     try:
-                        consumer.commit({tp: meta})
+                        consumer.commit({tp: meta}, member_id=member_id or None)
                     except errors.PartitionletError as exc:
                         error = codes.of(exc)
                 parts.append(P(partition_index=p.partition_index, error_code=error))

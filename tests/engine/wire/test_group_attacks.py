@@ -7,13 +7,15 @@ Then a normal owner's group works end to end with kafka-python's consumer and ad
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KTP
 
-from engine import Cluster, Producer
+from engine import Cluster, Consumer, Producer, TopicPartition, errors
+from engine.auth.principal import Principal
 from engine.wire import KafkaServer
 from tests.engine.wire.group_client import MEMBER_ID_REQUIRED, GroupClient, assignment
 from tests.timing import scaled, wait_until
@@ -25,6 +27,7 @@ USERS = {
     "nobody": "nobody's long secret",
 }
 GROUP_AUTHORIZATION_FAILED, UNKNOWN_MEMBER_ID = 30, 25
+ALICE = Principal("alice")
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +149,50 @@ def test_a_consume_only_user_cannot_commit_into_a_live_group(victim):
     finally:
         cluster.set_group_permissions("victim", commit_perm="", join_perm="")
         eve.close()
+
+
+def test_no_simple_commit_from_the_engine_into_a_live_wire_group(victim, caplog):
+    """alice's own engine consumer (alice passes commit_perm) outside the group, whose live
+    member is a Kafka client of the listener: refused, as a wire simple commit is."""
+    cluster, listener, alice, me, generation = victim
+    assert cluster.group_kinds("victim") == frozenset({"wire"})
+    tp = TopicPartition("/alice:t", 0)
+    outsider = Consumer(cluster, group_id="victim", enable_auto_commit=True, principal=ALICE)
+    try:
+        outsider.assign([tp])
+        outsider.seek(tp, 0)
+        with pytest.raises(errors.CommitFailed, match="live members .*plet serve"):
+            outsider.commit({tp: 0})
+        with pytest.raises(errors.CommitFailed, match="live members"):
+            outsider.commit()  # its positions
+        with caplog.at_level(logging.WARNING, logger="engine.client.consumer"):
+            outsider.close()  # its auto-commit is refused too, and logged
+        assert "auto-commit of consumer" in caplog.text
+        assert committed(cluster, "victim") == {0: 498, 1: 502}
+        assert alice.heartbeat("victim", generation, me) == 0
+    finally:
+        outsider.close()
+    # once the member left, the group is free to commit into from outside
+    assert alice.leave("victim", me) == 0
+    with Consumer(cluster, group_id="victim", enable_auto_commit=False, principal=ALICE) as c:
+        c.commit({tp: 7})
+    assert committed(cluster, "victim") == {0: 7, 1: 502}
+
+
+def test_no_simple_commit_over_the_wire_into_a_group_engine_consumers_hold(server):
+    cluster, listener = server
+    member = Consumer(cluster, group_id="engine-held", principal=ALICE, enable_auto_commit=False)
+    alice = login(listener.address, "alice")
+    try:
+        member.subscribe(["/alice:t"])
+        member.poll(timeout_ms=100)
+        assert cluster.group_kinds("engine-held") == frozenset({"engine"})
+        assert alice.commit("engine-held", "t", {0: 1}) == {0: UNKNOWN_MEMBER_ID}
+        assert committed(cluster, "engine-held") == {0: None, 1: None}
+    finally:
+        member.close()
+        alice.close()
+    cluster.delete_group("engine-held")
 
 
 def test_a_revoked_member_is_refused_and_removed_at_once(server):
