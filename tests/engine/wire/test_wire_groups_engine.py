@@ -193,11 +193,19 @@ def test_a_killed_listener_leaves_members_that_expire_after_their_session(tmp_pa
             time.sleep(4.5)
             assert [m.member_id for m in _members(cluster, group)] == [member.member_id]
             assert cluster.group(group).members[0].last_heartbeat_ms > member.last_heartbeat_ms
+            # no commit into the group from outside while the other process's member lives
+            outsider = Consumer(cluster, group_id=group, enable_auto_commit=False)
+            with pytest.raises(errors.CommitFailed, match="plet serve"):
+                outsider.commit({TopicPartition(full, 0): 1})
             server.send_signal(signal.SIGKILL)  # no LeaveGroup, no withdrawal
             assert server.wait(timeout=30) == -signal.SIGKILL
             with pytest.raises(errors.IllegalState, match="live member"):
                 cluster.reset_offsets(group, full, "earliest")
+            with pytest.raises(errors.CommitFailed, match="plet serve"):
+                outsider.commit({TopicPartition(full, 0): 1})
             _wait(lambda: _members(cluster, group) == [], 30, "the session timeout")
+            outsider.commit({TopicPartition(full, 0): 1})  # the killed listener's expired
+            outsider.close()
             assert cluster.group(group).state == "Empty"
             assert cluster.reset_offsets(group, full, "latest") == {
                 TopicPartition(full, 0): 0,
