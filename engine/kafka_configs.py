@@ -276,13 +276,17 @@ CONFIGS: tuple[KafkaConfig, ...] = (
         "segment.bytes",
         "INT",
         "1073741824",
-        show=_context("roll_bytes", "1073741824"),
+        show=_context("partitionlet_bytes", "1073741824"),
         note=_ROLLING,
     ),
     KafkaConfig("segment.index.bytes", "INT", "10485760", note=_NO_MEANING),
     KafkaConfig("segment.jitter.ms", "LONG", "0", note=_NO_MEANING),
     KafkaConfig(
-        "segment.ms", "LONG", "604800000", show=_context("roll_ms", "604800000"), note=_ROLLING
+        "segment.ms",
+        "LONG",
+        "604800000",
+        show=_context("partitionlet_ms", "604800000"),
+        note=_ROLLING,
     ),
     KafkaConfig("unclean.leader.election.enable", "BOOLEAN", "false", note=_NO_MEANING),
 )
@@ -382,7 +386,8 @@ def describe(
     """A topic's configs in the table's order (or those of `names` known to it), from its
     `effective` policies (`TopicInfo.policies`), its `overrides` (`TopicInfo.overrides`)
     and its stream's policies (which say whether a value not overridden is the stream's or
-    the default). `context` may give the cluster's `roll_bytes` and `roll_ms`."""
+    the default). `context` may give the cluster's `partitionlet_bytes` and `partitionlet_ms`
+    (`Cluster.partitionlet_bytes`, `.partitionlet_ms`), shown as segment.bytes and segment.ms."""
     overrides = overrides or {}
     stream_policies = stream_policies if stream_policies is not None else effective
     context = context or {}

@@ -156,7 +156,10 @@ def test_describe_shows_values_both_ways_with_their_sources():
     stream = policies.validate({"ttl": 3600, "compression": "lz4"})
     overrides = {"compact": True, "ttl": 0, "retention_bytes": 0, "max_message_bytes": 2048}
     effective = policies.effective(stream, overrides)
-    got = {e.name: e for e in describe(effective, overrides, stream, context={"roll_bytes": 300})}
+    got = {
+        e.name: e
+        for e in describe(effective, overrides, stream, context={"partitionlet_bytes": 300})
+    }
     assert set(got) == KAFKA_TOPIC_CONFIGS
     assert (got["cleanup.policy"].value, got["cleanup.policy"].source) == ("compact", TOPIC)
     assert (got["retention.ms"].value, got["retention.ms"].source) == ("-1", TOPIC)

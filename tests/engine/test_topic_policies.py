@@ -425,3 +425,28 @@ def test_plet_topic_create_and_edit_take_policies(cluster_path):
         info = cluster.topic(T)
         assert info.overrides == {"retention_bytes": 1000, "ttl": 60}
         assert info.policies["ttl"] == 60 and info.policies["compact"] is False
+
+
+def test_a_topic_whose_stored_overrides_are_bad_is_skipped_and_named(cluster_path):
+    with Cluster.open(cluster_path, partitionlet_bytes=300) as cluster:
+        cluster.create_stream(S, ttl=0, compact=True)
+        cluster.create_topic(T, policies={"retention_bytes": 500})
+        cluster.create_topic(OTHER, policies={"retention_bytes": 500})
+        for topic in (T, OTHER):
+            send_each(cluster, topic, [b"v" * 60 for _ in range(20)], key=b"k")
+    conn = sqlite3.connect(cluster_path / "catalog.db")
+    # an override written past the checks (by hand, or a future engine's bad value)
+    conn.execute("""UPDATE topics SET policies = '{"retention_bytes": -3}' WHERE name = 't'""")
+    conn.commit()
+    conn.close()
+    with Cluster.open(cluster_path) as cluster:
+        report = cluster.enforce_retention()
+        assert set(report.by_topic) == {OTHER}
+        assert "retention_bytes" in report.skipped_streams[T]
+        compacted = cluster.compact()
+        assert set(compacted.by_topic) == {OTHER} and T in compacted.skipped_streams
+        with pytest.raises(errors.InvalidPolicy, match="topic /s:t has an invalid stored policy"):
+            read_all(cluster, T)
+        # an edit replaces the bad value
+        assert cluster.edit_topic(T, retention_bytes=1000).overrides == {"retention_bytes": 1000}
+        assert len(read_all(cluster, T)) == 20
