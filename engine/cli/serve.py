@@ -44,6 +44,22 @@ def host_port(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     help="Stream of plain topic names (a name starting with / is a full /stream:topic).",
 )
 @click.option(
+    "--stream-separator",
+    default="..",
+    show_default=True,
+    metavar="SEP",
+    help="Name other streams' topics as STREAM.PATH<SEP>TOPIC (apps.sensors..car-17 is "
+    "/apps/sensors:car-17), names clients that check names accept; 'none' turns it off.",
+)
+@click.option(
+    "--max-listed-topics",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Metadata for all topics (kcat -L, pattern subscriptions) lists at most N topics.",
+)
+@click.option(
     "--sasl",
     is_flag=True,
     help="Clients log in with SASL/PLAIN as a console user (plet user add), or with an "
@@ -71,6 +87,8 @@ def serve(
     listen: tuple[str, int],
     advertise: tuple[str, int] | None,
     default_stream: str,
+    stream_separator: str,
+    max_listed_topics: int,
     sasl: bool,
     tls_cert: str | None,
     tls_key: str | None,
@@ -90,6 +108,8 @@ def serve(
         listen=listen,
         advertise=advertise,
         default_stream=default_stream,
+        stream_separator=None if stream_separator == "none" else stream_separator,
+        max_listed_topics=max_listed_topics,
         insecure=insecure,
         sasl=sasl,
         tls_cert=tls_cert,
@@ -106,7 +126,8 @@ def serve(
         host, port = server.address
         click.echo(
             f"serving the Kafka protocol on {host}:{port} for cluster {cluster.path} "
-            f"(plain topic names in {default_stream}, {security(server)}); Ctrl-C stops",
+            f"(plain topic names in {default_stream}{other_streams(stream_separator)}, "
+            f"{security(server)}); Ctrl-C stops",
             err=True,
         )
         warning = no_users_warning(server)
@@ -119,6 +140,13 @@ def serve(
         for s, handler in previous.items():
             signal.signal(s, handler)
     click.echo("stopped", err=True)
+
+
+def other_streams(separator: str) -> str:
+    """How the startup line names other streams' topics."""
+    if separator == "none":
+        return ", other streams' topics by full name /stream:topic"
+    return f", other streams' as path.of.stream{separator}topic"
 
 
 def security(server: Any) -> str:

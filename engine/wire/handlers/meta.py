@@ -40,16 +40,16 @@ def metadata(session: Session, request: MetadataRequest, version: int) -> Metada
     broker = session.broker
     R = MetadataResponse
     if request.topics is None or (version == 0 and not request.topics):
-        wanted: list[tuple[str, str | None]] = [
-            (broker.shown(full), full) for full in broker.default_topics()
-        ]
-        auto_create = False
+        # every stream's topics that have a Kafka-legal name, at most max_listed_topics
+        answers = [(name, codes.NONE, count) for name, _, count in broker.listing()]
     else:
-        wanted = [(t.name or "", None) for t in request.topics]  # a name up to v9
         auto_create = version < 4 or bool(request.allow_auto_topic_creation)
+        answers = [  # as the client named them (a name up to v9)
+            (t.name or "", *_describe(broker, t.name or "", None, auto_create))
+            for t in request.topics
+        ]
     topics = []
-    for name, full in wanted:
-        error, partitions = _describe(broker, name, full, auto_create)
+    for name, error, partitions in answers:
         topics.append(
             R.MetadataResponseTopic(
                 error_code=error,
