@@ -123,12 +123,21 @@ class Broker:
             return codes.of(exc), None
         return codes.NONE, TopicPartition(full, partition)
 
-    def listing(self, after: str | None = None) -> list[tuple[str, str, int]]:
-        """(wire name, full name, partition count) of the topics Metadata for all topics
-        lists, at most `max_listed_topics` (engine.wire.names.WireNames.listing). Names are
-        not secret (as in the consoles): every stream's topics are listed to every user."""
+    def default_topics(self) -> list[str]:
+        """Full names of the default stream's topics."""
         self.ensure_default_stream()
-        return list(self.naming.listing(self.cluster, self.max_listed_topics, after))
+        return self.cluster.topic_names(self.default_stream)
+
+    def listing(
+        self, after: str | None = None, limit: int | None = None
+    ) -> list[tuple[str, str, int]]:
+        """(wire name, full name, partition count) of the topics Metadata for all topics
+        lists, after the full name `after`, at most `limit` (default and cap:
+        `max_listed_topics`; engine.wire.names.WireNames.listing). Names are not secret
+        (as in the consoles): every stream's topics are listed to every user."""
+        self.ensure_default_stream()
+        bound = self.max_listed_topics if limit is None else min(limit, self.max_listed_topics)
+        return list(self.naming.listing(self.cluster, bound, after))
 
     def shown(self, full: str) -> str:
         """A full name as the listener names it to a client that did not name it: its
