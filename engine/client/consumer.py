@@ -517,6 +517,7 @@ class Consumer:
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         self._check_open()
+        self._refresh_metadata()  # a log start moved (retention, DeleteRecords) shows now
         result = {}
         for tp in partitions:
             full, log, _ = self._log_for(tp)
