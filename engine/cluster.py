@@ -1000,6 +1000,15 @@ class Cluster:
         wire listener; needs admin_perm on every stream it has offsets in."""
         GroupAdmin(self).delete(group_id)
 
+    def delete_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, bool]:
+        """Remove the group's committed offsets of these partitions (Kafka's OffsetDelete),
+        except in topics its live members read: {partition: True if removed (or there was
+        none), False if kept because a live member reads its topic}. Needs the group's
+        delete_perm; an unknown group raises UnknownGroup."""
+        return GroupAdmin(self).delete_offsets(group_id, partitions)
+
     def group_permissions(self, group_id: str) -> GroupPermissions:
         """Who may join, commit into, describe, reset and delete the group: its creator,
         each permission's ACE and where it comes from, and what this cluster's principal
