@@ -53,6 +53,26 @@ const scenarios = {
       second: second.values,
     };
   },
+  // admin.deleteTopicRecords inside what was written: the low watermark is the offset asked,
+  // and a new group reads from there
+  async deleteRecords() {
+    const admin = kafka.admin();
+    await admin.connect();
+    await admin.createTopics({ topics: [{ topic, numPartitions: 1 }] });
+    await produce(5);
+    // kafkajs finds the partition's leader in the admin's metadata, which has only the
+    // topics it was asked about (the same against Kafka)
+    await admin.fetchTopicMetadata({ topics: [topic] });
+    await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: "3" }] });
+    const offsets = await admin.fetchTopicOffsets(topic);
+    const after = await readAsGroup("js-deleted", 2);
+    await after.consumer.disconnect();
+    await admin.disconnect();
+    return {
+      offsets: offsets.map((p) => [p.partition, p.low, p.high]),
+      values: after.values,
+    };
+  },
   // a member whose fetch is parked (nothing left to read) disconnects: kafkajs waits for
   // that fetch's answer (its maxWaitTimeInMs), then leaves the group
   async disconnectIdle() {

@@ -1,5 +1,5 @@
 """kafkajs (Node) against the listener: Kafka's admin semantics it depends on (a reset to
-earliest commits -2) and a consumer's disconnect. Needs node and the kafkajs package of
+earliest commits -2, DeleteRecords inside a partition) and a consumer's disconnect. Needs node and the kafkajs package of
 package.json (`make` installs it into node_modules)."""
 
 from __future__ import annotations
@@ -52,6 +52,13 @@ def test_reset_offsets_to_earliest_commits_minus_two_and_the_group_reads_again(w
     # the engine shows it as committed, and an engine member resets by its policy
     group = wire.cluster.group("js-reset")
     assert [(p.committed, p.lag) for p in group.partitions] == [(5, 0)]
+
+
+def test_delete_records_moves_the_low_watermark_to_the_offset_asked(wire):
+    got = kafkajs(wire, "deleteRecords", "js-deleted")
+    assert got["offsets"] == [[0, "3", "5"]]
+    assert got["values"] == ["m3", "m4"]
+    assert wire.cluster.topic("/kafka:js-deleted").partitions[0].log_start_offset == 3
 
 
 def test_an_idle_member_disconnects_within_its_fetch_wait(wire):
