@@ -5,8 +5,6 @@ one test with the options it asks for (real clients connect to them over real so
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
 import threading
 from dataclasses import dataclass
 
@@ -14,7 +12,6 @@ import pytest
 
 from engine import Cluster
 from engine.wire import KafkaServer
-from tests.timing import scaled
 
 
 @dataclass
@@ -91,25 +88,3 @@ def run_async(coroutine):
     if "error" in result:
         raise result["error"]
     return result["value"]
-
-
-def raw_call(host: str, port: int, request, response_class, version: int):
-    """One request sent as a raw Kafka frame (kafka-python's protocol classes) on a
-    connection of its own, and its decoded response: for calls a client does not make."""
-    request.API_VERSION = version
-    request.with_header(correlation_id=1, client_id="raw")
-    with socket.create_connection((host, port), timeout=scaled(30)) as sock:
-        sock.sendall(bytes(request.encode(header=True, framed=True)))
-        (size,) = struct.unpack(">i", _exactly(sock, 4))
-        frame = _exactly(sock, size)
-    return response_class.decode(frame, version=version, header=True)
-
-
-def _exactly(sock: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed by the server")
-        out += chunk
-    return out

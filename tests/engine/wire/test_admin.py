@@ -26,7 +26,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
 from engine.wire import KafkaServer
-from tests.engine.wire.conftest import raw_call
+from tests.engine.wire.group_client import GroupClient
 from tests.timing import scaled
 
 # The policies under test and the Kafka configs they must show as
@@ -260,7 +260,11 @@ def _raw_fetch_error(host: str, port: int, topic: str, partition: int, offset: i
         forgotten_topics_data=[],
         rack_id="",
     )
-    response = raw_call(host, port, request, FetchResponse, 12)
+    client = GroupClient((host, port))  # its `call` sends any request as raw frames
+    try:
+        response = client.call(request, FetchResponse, 12)
+    finally:
+        client.close()
     return response.responses[0].partitions[0].error_code
 
 
