@@ -9,10 +9,13 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KTP
 from kafka import errors as kerrors
+from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
+from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
 from kafka.structs import OffsetAndMetadata as KOffsetAndMetadata
 
 from engine import Cluster, Consumer, Producer, TopicPartition
 from engine.wire import KafkaServer
+from tests.engine.wire.group_client import GroupClient
 from tests.timing import scaled, wait_until
 
 OLD_MS = 1_600_000_000_000  # older than the archive_after below
@@ -163,3 +166,36 @@ def test_describe_topic_partitions_pages_with_a_cursor(wire, kp):
             break
     every = [(t.topic, p.partition) for t in wire.cluster.topics("/kafka") for p in t.partitions]
     assert seen == every
+
+
+def test_with_sasl_log_dirs_are_an_administrators_and_offset_delete_needs_delete_perm(
+    tmp_path,
+):
+    bob = ("bob", "a long secret of bob")
+    with Cluster.open(tmp_path / "c") as cluster:
+        cluster.add_user(*bob)
+        cluster.create_stream("/kafka", consume_perm="p")
+        cluster.create_topic("/kafka:t", 1)
+        owner = Consumer(cluster, group_id="theirs", enable_auto_commit=False)
+        owner.commit({TopicPartition("/kafka:t", 0): 0})
+        owner.close()
+        with KafkaServer(cluster, listen=("127.0.0.1", 0), sasl=True) as server:
+            client = GroupClient(server.address, *bob)
+            try:
+                dirs = client.call(DescribeLogDirsRequest(topics=None), DescribeLogDirsResponse, 4)
+                Topic = OffsetDeleteRequest.OffsetDeleteRequestTopic
+                deleted = client.call(
+                    OffsetDeleteRequest(
+                        group_id="theirs",
+                        topics=[
+                            Topic(name="t", partitions=[Topic.OffsetDeleteRequestPartition(0)])
+                        ],
+                    ),
+                    OffsetDeleteResponse,
+                    0,
+                )
+            finally:
+                client.close()
+        assert (dirs.error_code, dirs.results) == (31, [])  # CLUSTER_AUTHORIZATION_FAILED
+        assert deleted.error_code == 30  # GROUP_AUTHORIZATION_FAILED
+        assert [p.committed for p in cluster.group("theirs").partitions] == [0]
