@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from engine import Cluster
 
 # `__` reads better, but Kafka applications name their own topics with it (Quix Streams'
-# `changelog__...`, Faust's `app-__assignor-__leader`, ksqlDB's `_confluent-ksql-default__command_topic`, Kafka's
-# `__consumer_offsets`): they would land in other streams. No known program writes `..`.
+# `changelog__...`, Faust's `app-__assignor-__leader`, ksqlDB's
+# `_confluent-ksql-default__command_topic`): they would land in other streams. No known
+# program writes `..`.
 DEFAULT_SEPARATOR = ".."
 # Metadata for all topics lists at most this many (Kafka's protocol has no paging there);
 # `KafkaServer(max_listed_topics=)`, `plet serve --max-listed-topics`

@@ -149,7 +149,7 @@ _NOT_ASKED = -(2**31)  # topic_authorized_operations when not asked for
 def describe_topic_partitions(
     session: Session, request: DescribeTopicPartitionsRequest, version: int
 ) -> DescribeTopicPartitionsResponse:
-    """The topics asked for (all of the default stream's when none is named), by name, from
+    """The topics asked for (those Metadata for all topics lists when none is named), from
     the cursor on, with at most ResponsePartitionLimit partitions in all; NextCursor names
     the first partition left out, as Kafka pages them."""
     broker = session.broker
@@ -160,14 +160,15 @@ def describe_topic_partitions(
     cursor = request.cursor
     first, first_partition = (cursor.topic_name, cursor.partition_index) if cursor else ("", 0)
     listing = not request.topics
-    if listing:  # every topic of the default stream from the cursor's on, a page at most
-        broker.ensure_default_stream()
-        stream = broker.default_stream
+    if listing:  # what Metadata for all topics lists, from the cursor's on, a page at most
+        after = None
+        if first:
+            try:
+                after = broker.full_name(first)
+            except errors.PartitionletError:
+                first = ""  # no topic: from the start
         names = [first] if first else []  # `after` leaves the cursor's topic out
-        names += [
-            broker.shown(full)
-            for full in broker.cluster.topic_names(stream, limit=limit + 1, after=first or None)
-        ]
+        names += [name for name, _, _ in broker.listing(after=after, limit=limit + 1)]
     else:
         names = sorted({t.name for t in request.topics if t.name >= first})
     topics = []
