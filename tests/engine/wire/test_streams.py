@@ -25,6 +25,7 @@ from kafka import TopicPartition as KTP
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic, OffsetSpec
 
 from engine import Cluster, Consumer, TopicPartition, errors
+from tests.engine.wire.conftest import ALICE
 from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -273,3 +274,48 @@ def test_plet_serve_takes_a_separator_and_refuses_a_bad_one(tmp_path):
             proc.wait()
     with Cluster.open(path) as cluster:
         assert _engine_values(cluster, "/apps/sensors:t", 1) == [b"by __"]
+
+
+def test_with_sasl_a_user_sees_every_stream_and_writes_where_its_aces_allow(make_server):
+    server = make_server(sasl=True)
+    cluster = server.cluster
+    me = f"u:{cluster.principal.user}"  # the test reads what alice wrote
+    cluster.create_stream("/team/a", produce_perm="u:alice", consume_perm=f"u:alice | {me}")
+    cluster.create_stream("/team/b")  # its creator's only
+    cluster.create_topic("/team/a:t", partitions=1)
+    cluster.create_topic("/team/b:t", partitions=1)
+    host, port = server.address
+    login = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": ALICE[0],
+        "sasl.password": ALICE[1],
+    }
+    done = subprocess.run(
+        ["kcat", "-b", f"{host}:{port}", "-L", "-J"]
+        + [arg for key, value in login.items() for arg in ("-X", f"{key}={value}")],
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+        check=True,
+    )
+    listed = {t["topic"] for t in json.loads(done.stdout)["topics"]}
+    assert listed == {"t", "team.a..t", "team.b..t"}  # names are not secret
+    reports = []
+    producer = CKProducer(
+        {
+            "bootstrap.servers": f"{host}:{port}",
+            "message.timeout.ms": int(scaled(4000)),
+            "log_level": 0,
+            **login,
+        }
+    )
+    for name in ("team.a..t", "team.b..t"):
+        producer.produce(name, b"to " + name.encode(), on_delivery=lambda e, m: reports.append(e))
+    producer.flush(scaled(10))
+    assert [None if e is None else e.name() for e in reports] == [
+        None,
+        "TOPIC_AUTHORIZATION_FAILED",
+    ]
+    assert _engine_values(cluster, "/team/a:t", 1) == [b"to team.a..t"]
+    assert _engine_values(cluster, "/team/b:t", 1) == []
