@@ -123,11 +123,6 @@ class Broker:
             return codes.of(exc), None
         return codes.NONE, TopicPartition(full, partition)
 
-    def default_topics(self) -> list[str]:
-        """Full names of the default stream's topics."""
-        self.ensure_default_stream()
-        return self.cluster.topic_names(self.default_stream)
-
     def listing(
         self, after: str | None = None, limit: int | None = None
     ) -> list[tuple[str, str, int]]:

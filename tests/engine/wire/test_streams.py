@@ -318,3 +318,20 @@ def test_with_sasl_a_user_sees_every_stream_and_writes_where_its_aces_allow(make
     ]
     assert _engine_values(cluster, "/team/a:t", 1) == [b"to team.a..t"]
     assert _engine_values(cluster, "/team/b:t", 1) == []
+
+
+def test_describe_log_dirs_without_topics_names_every_streams_by_short_names(wire):
+    wire.cluster.create_stream("/logs/s")
+    wire.cluster.create_topic("/logs/s:t", partitions=1)
+    producer = KafkaProducer(bootstrap_servers=wire.bootstrap)
+    producer.send("logs.s..t", value=b"x" * 100, partition=0).get(timeout=scaled(30))
+    producer.close()
+    admin = KafkaAdminClient(bootstrap_servers=wire.bootstrap)
+    [answer] = admin.describe_log_dirs()
+    admin.close()
+    sizes = {
+        t["name"]: sum(p["partition_size"] for p in t["partitions"])
+        for d in answer["log_dirs"]
+        for t in d["topics"]
+    }
+    assert sizes["logs.s..t"] > 100
