@@ -18,6 +18,7 @@ and not listed in Metadata for all topics (a strict client would refuse the whol
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ from engine import errors, names
 
 if TYPE_CHECKING:
     from engine import Cluster
+    from engine.name_search import TopicEntry
 
 # `__` reads better, but Kafka applications name their own topics with it (Quix Streams'
 # `changelog__...`, Faust's `app-__assignor-__leader`, ksqlDB's
@@ -123,41 +125,45 @@ class WireNames:
         """(short name, full name, partition count) of at most `limit` topics with a short
         name: the default stream's first, then the other streams' by path, each by topic
         name; from the one after the full name `after` on. Reads the catalog a page at a
-        time (no offsets read), so nothing holds a million topics at once; topics of a
-        stream without short names are skipped a stream at a time."""
+        time (no offsets read), so nothing holds a million topics at once."""
         if limit <= 0:
             return
         default = self.default_stream
-        passes = []
-        if after is None or after.rpartition(":")[0] == default:
-            # the default stream's topics: the rows from (default, after's topic or "") on
-            passes.append((f"{default}~{after.rpartition(':')[2] if after else ''}", True))
+        in_default = after is None or after.startswith(f"{default}:")
+        walks = []
+        if in_default:
+            topic = after.partition(":")[2] if after else ""
+            walks.append(self._walk(cluster, f"{default}~{topic}", only=default))
         if self.separator is not None:
-            start = after if after is not None and not after.startswith(f"{default}:") else None
-            passes.append((start.replace(":", "~", 1) if start else "", False))
-        for cursor, only_default in passes:
-            while True:
-                page = cluster.topic_listing(sort="stream", after=cursor or None, limit=_PAGE)
-                for entry in page.entries:
-                    if only_default and entry.stream != default:
-                        break
-                    cursor = f"{entry.stream}~{entry.topic}"
-                    if not only_default and entry.stream == default:
-                        cursor = f"{entry.stream}~{_PAST_NAMES}"
-                        break
-                    shown = self.short(entry.name)
-                    if shown is None:
-                        if entry.stream != default and self.short(f"{entry.stream}:t") is None:
-                            cursor = f"{entry.stream}~{_PAST_NAMES}"  # none of it has one
-                            break
-                        continue
-                    yield shown, entry.name, entry.partitions
-                    limit -= 1
-                    if limit == 0:
-                        return
-                else:
-                    if page.next_after is None:
-                        break
-                    continue
-                if only_default:
+            start = after.replace(":", "~", 1) if after is not None and not in_default else None
+            walks.append(self._walk(cluster, start))
+        for short, entry in itertools.chain(*walks):
+            yield short, entry.name, entry.partitions
+            limit -= 1
+            if limit == 0:
+                return
+
+    def _walk(
+        self, cluster: Cluster, cursor: str | None, *, only: str | None = None
+    ) -> Iterator[tuple[str, TopicEntry]]:
+        """(short name, entry) of the topics with a short name from the cursor
+        (`stream~topic`, Cluster.topic_listing's) on, in stream then topic order: of the
+        stream `only`, else of every stream but the default one, each skipped at once when
+        its topics can have no short name."""
+        while True:
+            page = cluster.topic_listing(sort="stream", after=cursor, limit=_PAGE)
+            for entry in page.entries:
+                if only is not None and entry.stream != only:
+                    return
+                if only is None and (
+                    entry.stream == self.default_stream or self.short(f"{entry.stream}:t") is None
+                ):
+                    cursor = f"{entry.stream}~{_PAST_NAMES}"  # on to the next stream
                     break
+                cursor = f"{entry.stream}~{entry.topic}"
+                short = self.short(entry.name)
+                if short is not None:
+                    yield short, entry
+            else:
+                if page.next_after is None:
+                    return

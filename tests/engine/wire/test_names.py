@@ -114,20 +114,24 @@ def test_the_listing_reads_the_catalog_a_page_at_a_time(cluster, monkeypatch):
     from engine.wire import names as wire_names
 
     monkeypatch.setattr(wire_names, "_PAGE", 3)
-    pages = []
+    pages, read = [], []
     real = cluster.topic_listing
 
     def counted(**kwargs):
         page = real(**kwargs)
         pages.append(len(page.entries))
+        read.extend(e.stream for e in page.entries)
         return page
 
     monkeypatch.setattr(cluster, "topic_listing", counted)
-    cluster.create_stream("/kafka")
-    cluster.create_stream("/s")
-    for i in range(7):
-        cluster.create_topic(f"/kafka:t{i}", partitions=1)
-        cluster.create_topic(f"/s:t{i}", partitions=1)
+    for stream in ("/kafka", "/s", "/r.1"):
+        cluster.create_stream(stream)
+        for i in range(7):
+            cluster.create_topic(f"{stream}:t{i}", partitions=1)
     listed = [name for name, _, _ in WireNames("/kafka").listing(cluster, 10)]
     assert listed == [f"t{i}" for i in range(7)] + ["s..t0", "s..t1", "s..t2"]
     assert max(pages) == 3
+    # the second time round, /kafka and /r.1 (no short names) are left at their first page,
+    # not read through: /kafka 7 + 3 topics read (not 7 + 7), /r.1 2 + 3 (not 2 + 7)
+    assert read.count("/kafka") == 10
+    assert read.count("/r.1") == 5
