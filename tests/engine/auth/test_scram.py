@@ -1,0 +1,97 @@
+"""SCRAM credentials (engine.auth.scram): RFC 7677's example, what is stored with a
+password, and catalogs from before SCRAM."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from engine import Cluster
+from engine.auth import scram, users
+from tests.old_catalog import drop_scram_credentials
+
+# RFC 7677, section 3: user "user", password "pencil"
+_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+_SERVER_FIRST = (
+    "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+)
+_CLIENT_FINAL = (
+    b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+    b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+)
+
+
+def _rfc_credential(password="pencil"):
+    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+    return scram.derive("SCRAM-SHA-256", password, salt, 4096)
+
+
+def test_rfc_7677_example():
+    client = scram.parse_client_first(_CLIENT_FIRST)
+    assert (client.name, client.nonce, client.gs2_header) == ("user", "rOprNGfwEbeRWgbNEkqO", "n,,")
+    answer = scram.check_client_final(_CLIENT_FINAL, client, _SERVER_FIRST, _rfc_credential())
+    assert answer == "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+
+
+def test_a_wrong_password_gives_no_answer():
+    client = scram.parse_client_first(_CLIENT_FIRST)
+    wrong = _rfc_credential("pencils")
+    assert scram.check_client_final(_CLIENT_FINAL, client, _SERVER_FIRST, wrong) is None
+
+
+def test_fewer_than_4096_iterations_are_refused():
+    with pytest.raises(ValueError, match="4096"):
+        scram.derive("SCRAM-SHA-256", "pencil", iterations=1000)
+
+
+def test_escaped_names_are_decoded():
+    client = scram.parse_client_first(b"n,,n=a=2Cb=3Dc,r=x")
+    assert client.name == "a,b=c"
+
+
+def test_a_password_stores_credentials_for_both_mechanisms(tmp_path):
+    with Cluster.open(tmp_path / "c") as cluster:
+        cluster.add_user("alice", "correct horse battery")
+        found = users.scram_credential(cluster, "alice", "SCRAM-SHA-512")
+        assert found is not None
+        credential, user = found
+        assert user.name == "alice"
+        assert credential.iterations == scram.ITERATIONS
+        again = scram.derive(
+            "SCRAM-SHA-512", "correct horse battery", credential.salt, credential.iterations
+        )
+        assert again == credential
+        other = users.scram_credential(cluster, "alice", "SCRAM-SHA-256")
+        assert other is not None and other[0].salt != credential.salt
+
+
+def test_an_older_catalog_gets_the_table_and_users_their_credentials_at_login(tmp_path):
+    path = tmp_path / "c"
+    with Cluster.open(path) as cluster:
+        cluster.add_user("olga", "a password from before")
+    drop_scram_credentials(path / "catalog.db")  # as an engine without SCRAM left it
+    with Cluster.open(path) as cluster:
+        assert users.scram_credential(cluster, "olga", "SCRAM-SHA-256") is None
+        assert cluster.authenticate("olga", "not the password") is None
+        assert users.scram_credential(cluster, "olga", "SCRAM-SHA-256") is None
+        assert cluster.authenticate("olga", "a password from before") is not None
+        found = users.scram_credential(cluster, "olga", "SCRAM-SHA-256")
+        assert found is not None
+        assert found[0] == scram.derive(
+            "SCRAM-SHA-256", "a password from before", found[0].salt, found[0].iterations
+        )
+
+
+def test_credentials_of_a_password_changed_meanwhile_are_not_stored(tmp_path):
+    with Cluster.open(tmp_path / "c") as cluster:
+        cluster.add_user("olga", "a password from before")
+        accounts = cluster.catalog.accounts
+        old_hash = accounts.password_hash("olga")[0]
+        cluster.set_password("olga", "the password of now")
+        rows = [scram.derive(m, "a password from before") for m in ("SCRAM-SHA-256",)]
+        assert accounts.add_scram("olga", old_hash, rows) is False
+        credential = users.scram_credential(cluster, "olga", "SCRAM-SHA-256")[0]
+        assert credential == scram.derive(
+            "SCRAM-SHA-256", "the password of now", credential.salt, credential.iterations
+        )
