@@ -27,7 +27,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from engine import Cluster, Consumer, Principal, TopicPartition
+from engine import Cluster, Consumer, Principal, TopicPartition, errors
 from engine.auth import users
 from engine.auth.logins import LoginLimiter
 from engine.wire import KafkaServer
@@ -91,7 +91,7 @@ def _values(cluster, full="/secure:t"):
     return got
 
 
-def _ck_produce(bootstrap, mechanism, user, password, value):
+def _ck_produce(bootstrap, mechanism, user, password, value, **extra):
     """(delivery errors, client errors) of one confluent-kafka produce with SCRAM."""
     reports, client_errors = [], []
     producer = CKProducer(
@@ -104,6 +104,7 @@ def _ck_produce(bootstrap, mechanism, user, password, value):
             "message.timeout.ms": int(scaled(4000)),
             "error_cb": client_errors.append,
             "log_level": 0,
+            **extra,
         }
     )
     producer.produce("t", value, on_delivery=lambda err, msg: reports.append(err))
@@ -360,6 +361,51 @@ def test_wrong_proofs_count_against_the_address_like_wrong_passwords(tmp_path):
             code, message = _scram_login(bootstrap, "SCRAM-SHA-512", "gina", "gina's long password")
             assert code == 58
             assert "too many failed logins from 127.0.0.1" in message
+
+
+def test_wrong_proofs_lock_the_name_for_plain_too(tmp_path):
+    """Five wrong SCRAM proofs in a row make the name wait, as five wrong PLAIN passwords
+    do (one throttle per name for every login path): then even the right password waits."""
+    with Cluster.open(tmp_path / "c") as cluster:
+        cluster.add_user("hugo", "hugo's long password")
+        with KafkaServer(
+            cluster, listen=("127.0.0.1", 0), sasl=True, login_limiter=LoginLimiter()
+        ) as server:
+            bootstrap = "{}:{}".format(*server.address)
+            for _ in range(users.LOGIN_FAILURES):
+                assert _scram_login(bootstrap, "SCRAM-SHA-256", "hugo", "a wrong guess")[0] == 58
+            code, message = _scram_login(bootstrap, "SCRAM-SHA-512", "hugo", "hugo's long password")
+            assert code == 58 and "too many wrong passwords for 'hugo'" in message
+            assert users.login_wait(cluster, "hugo") > 0
+            with pytest.raises(errors.LoginThrottled):
+                cluster.authenticate("hugo", "hugo's long password")
+
+
+def test_confluent_with_scram_over_tls(tmp_path):
+    folder = tmp_path / "tls"
+    folder.mkdir()
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+            "-keyout", str(key), "-out", str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    with Cluster.open(tmp_path / "c") as cluster:
+        cluster.add_user(*ALICE)
+        cluster.create_stream("/kafka", produce_perm="u:alice")
+        cluster.create_topic("/kafka:t", 1)
+        with KafkaServer(
+            cluster, listen=("127.0.0.1", 0), sasl=True, tls_cert=str(cert), tls_key=str(key)
+        ) as server:
+            bootstrap = "{}:{}".format(*server.address)
+            tls = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(cert)}
+            result = _ck_produce(bootstrap, "SCRAM-SHA-512", *ALICE, b"over tls", **tls)
+            assert result == ([None], [])
+            assert _values(cluster, "/kafka:t") == [b"over tls"]
 
 
 def test_an_unknown_name_gets_the_same_salt_every_time(secure):
