@@ -4,6 +4,7 @@ password, and catalogs from before SCRAM."""
 from __future__ import annotations
 
 import base64
+import random
 
 import pytest
 
@@ -95,3 +96,25 @@ def test_credentials_of_a_password_changed_meanwhile_are_not_stored(tmp_path):
         assert credential == scram.derive(
             "SCRAM-SHA-256", "the password of now", credential.salt, credential.iterations
         )
+
+
+def test_any_bytes_give_a_parse_or_a_scram_error():
+    """Whatever a client sends, the parsers answer a message or ScramError, never
+    another exception (which would reach the listener as a server bug)."""
+    rng = random.Random(7)
+    pieces = [b"n", b"y", b"p=", b",", b"=", b"a=", b"n=", b"r=", b"c=", b"p=", b"m=",
+              b"=2C", b"=3D", b"biws", b"AAAA", b"\xff", b"\xc3\xa9", b"\x00", b"x"]  # fmt: skip
+    client = scram.parse_client_first(_CLIENT_FIRST)
+    credential = _rfc_credential()
+    for _ in range(3000):
+        message = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        try:
+            scram.parse_client_first(message)
+        except scram.ScramError:
+            pass
+        if rng.random() < 0.5:  # past the binding and the nonce, to the proof
+            message = _CLIENT_FINAL[: _CLIENT_FINAL.rindex(b",p=") + 3] + message
+        try:
+            scram.check_client_final(message, client, _SERVER_FIRST, credential)
+        except scram.ScramError:
+            pass

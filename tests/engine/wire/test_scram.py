@@ -468,10 +468,13 @@ def _bad_finals(nonce):
         (f"{good_c},r={nonce.decode()},p=***".encode(), "base64"),
         (f"{good_c},r={nonce.decode()},p=AAAA".encode(), "has 3 bytes"),
         (f"{good_c},r={nonce.decode()},p=".encode() + b"\xff", "UTF-8"),
+        (f"c=é,r={nonce.decode()},p=AAAA".encode(), "channel binding"),
+        (f"{good_c},r=é,p=AAAA".encode(), "nonce"),
+        (f"{good_c},r={nonce.decode()},p=é".encode(), "base64"),
     ]
 
 
-@pytest.mark.parametrize("case", range(7))
+@pytest.mark.parametrize("case", range(10))
 def test_a_malformed_client_final_message_is_refused_and_closed(secure, caplog, case):
     _, _, bootstrap = secure
     caplog.set_level(logging.INFO, logger="engine.wire")
