@@ -186,7 +186,12 @@ def check_client_final(
     # neither is a secret (the client sent one, the server the other): a plain comparison
     if binding != "c=" + expected:
         raise ScramError("the channel binding (c=) does not match the client-first message")
-    if nonce != "r=" + _nonce_of(server_first_message):
+    # The server's nonce, or (librdkafka before 2.6.1, Debian's kcat among them, puts the
+    # client's nonce in front once more: librdkafka#4895; Kafka 3.8.1-3.9 accept it too)
+    # the client's nonce and the server's: the proof covers the nonce as sent, and the
+    # server's fresh part is in it, so an old proof is no use in another exchange.
+    server_nonce = _nonce_of(server_first_message)
+    if nonce not in ("r=" + server_nonce, "r=" + client.nonce + server_nonce):
         raise ScramError("the nonce (r=) is not the one the server sent")
     name = MECHANISMS[credential.mechanism]
     size = hashlib.new(name).digest_size

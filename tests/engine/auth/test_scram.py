@@ -4,6 +4,8 @@ password, and catalogs from before SCRAM."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import random
 
 import pytest
@@ -118,3 +120,29 @@ def test_any_bytes_give_a_parse_or_a_scram_error():
             scram.check_client_final(message, client, _SERVER_FIRST, credential)
         except scram.ScramError:
             pass
+
+
+def _client_final(without_proof: str, password: str = "pencil") -> bytes:
+    """A client-final message with the proof of `password` over `without_proof` (RFC 5802)."""
+    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    auth = f"n=user,r=rOprNGfwEbeRWgbNEkqO,{_SERVER_FIRST},{without_proof}".encode()
+    signature = hmac.new(stored_key, auth, "sha256").digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def test_librdkafkas_doubled_client_nonce_is_accepted_and_no_other_prefix():
+    """librdkafka before 2.6.1 sends r=<client nonce><server's nonce> (librdkafka#4895)."""
+    client = scram.parse_client_first(_CLIENT_FIRST)
+    server_nonce = _SERVER_FIRST.split(",")[0][2:]
+    doubled = _client_final(f"c=biws,r=rOprNGfwEbeRWgbNEkqO{server_nonce}")
+    answer = scram.check_client_final(doubled, client, _SERVER_FIRST, _rfc_credential())
+    assert answer is not None and answer.startswith("v=")
+    other = _client_final(f"c=biws,r=x{server_nonce}")
+    with pytest.raises(scram.ScramError, match="nonce"):
+        scram.check_client_final(other, client, _SERVER_FIRST, _rfc_credential())
+    # the RFC's own message, through the same helper
+    assert _client_final(f"c=biws,r={server_nonce}") == _CLIENT_FINAL

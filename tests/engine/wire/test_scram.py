@@ -292,6 +292,32 @@ def test_kafkajs_with_a_wrong_password_is_refused(secure):
     assert "Invalid username or password" in result["message"]
 
 
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kcat_produces_and_consumes_with_scram(secure, mechanism):
+    """Debian's kcat (its own librdkafka, older than confluent-kafka's)."""
+    cluster, _, bootstrap = secure
+    sasl = [
+        "-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanisms={mechanism}",
+        "-X", f"sasl.username={ALICE[0]}", "-X", f"sasl.password={ALICE[1]}",
+    ]  # fmt: skip
+    value = f"kcat {mechanism}"
+    subprocess.run(
+        ["kcat", "-b", bootstrap, *sasl, "-P", "-t", "t", "-p", "0"],
+        input=value.encode() + b"\n",
+        check=True,
+        capture_output=True,
+        timeout=scaled(60),
+    )
+    assert value.encode() in _values(cluster)
+    out = subprocess.run(
+        ["kcat", "-b", bootstrap, *sasl, "-C", "-t", "t", "-e", "-o", "beginning", "-f", "%s\n"],
+        capture_output=True,
+        check=True,
+        timeout=scaled(60),
+    )
+    assert value in out.stdout.decode().splitlines()
+
+
 # --- users from before SCRAM ------------------------------------------------------------------
 
 
