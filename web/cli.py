@@ -73,7 +73,8 @@ def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None
 @click.option(
     "--kafka-sasl",
     is_flag=True,
-    help="Kafka clients log in with SASL/PLAIN as console users (or an API token).",
+    help="Kafka clients log in as console users with SASL/PLAIN (or an API token) or "
+    "SCRAM-SHA-256/512.",
 )
 @click.option("--kafka-tls-cert", type=click.Path(exists=True, dir_okay=False))
 @click.option("--kafka-tls-key", type=click.Path(exists=True, dir_okay=False))

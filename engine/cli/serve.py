@@ -46,8 +46,9 @@ def host_port(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option(
     "--sasl",
     is_flag=True,
-    help="Clients log in with SASL/PLAIN as a console user (plet user add), or with an "
-    "API token as the password, and act as that user: ACEs apply.",
+    help="Clients log in as a console user (plet user add) with SASL/PLAIN, SCRAM-SHA-256 "
+    "or SCRAM-SHA-512, or with an API token as the PLAIN password, and act as that user: "
+    "ACEs apply.",
 )
 @click.option(
     "--tls-cert",

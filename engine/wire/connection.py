@@ -25,6 +25,7 @@ from engine.wire.park import Park
 from engine.wire.registry import APIS
 
 if TYPE_CHECKING:
+    from engine.auth.logins import ScramLogin
     from engine.auth.users import UserInfo
     from engine.client.consumer import Consumer
 
@@ -80,6 +81,8 @@ class Session:
         self.sasl_mechanisms = sasl_mechanisms
         self.authenticated = not sasl_mechanisms
         self.sasl_stage: str | None = None  # set by a SaslHandshake
+        self.sasl_mechanism: str | None = None  # the one the handshake chose
+        self.scram: ScramLogin | None = None  # a SCRAM login between its two messages
         self.user: UserInfo | None = None  # the console user logged in
         self.close_after = False  # close once the response is sent (a refused login)
         # held while a request is served: a connection closed mid-request (the server
