@@ -10,6 +10,7 @@ import time
 import pytest
 import requests
 
+from engine.replication.http import hash_token
 from tests.conftest import live_module
 
 live = live_module()
@@ -126,3 +127,37 @@ def test_wrong_current_passwords_on_the_users_page_are_throttled(quick_limit):
     changed = _until_not_429(lambda: change(USER_PASSWORD))
     assert changed.status_code == 302
     assert quick_limit.browser(USER, "alice-password-2")  # the new password logs in
+
+
+def test_a_revoked_link_does_not_throttle_the_other_links_of_its_cluster(live_web, tmp_path):
+    """Refused tokens count against the source's address at the target: a link whose token
+    was revoked rests (`REFUSED_REST_S`) instead of retrying every pass, so the other links
+    of its cluster to that target keep working."""
+    from engine import Cluster, Producer
+    from engine.replication import Replicator
+
+    target = live_web.cluster
+    good, bad = target.create_replication_token("/good"), target.create_replication_token("/bad")
+    host = live_web.url.removeprefix("http://")
+    with Cluster.open(tmp_path / "source", name="source") as source:
+        for stream in ("/s1", "/s2"):
+            source.create_stream(stream)
+            source.create_topic(f"{stream}:t", 1)
+        source.add_replica("/s1", f"http://{good}@{host}", "/good")
+        source.add_replica("/s2", f"http://{bad}@{host}", "/bad")
+        target.revoke_replication_token(hash_token(bad)[:12])
+        replicator = Replicator(source)
+        try:
+            for i in range(ADDRESS_FAILURES + 5):
+                producer = Producer(source)
+                producer.send("/s1:t", value=f"m{i}".encode(), partition=0)
+                producer.flush()
+                producer.close()
+                replicator.run_once()
+            [good_link] = source.replicas("/s1")
+            [bad_link] = source.replicas("/s2")
+        finally:
+            replicator.close()
+    assert good_link.error is None, good_link.error
+    assert "401" in (bad_link.error or "")
+    assert target.topic("/good:t").partitions[0].log_end_offset == ADDRESS_FAILURES + 5
