@@ -1015,12 +1015,15 @@ class Cluster:
         """Every group permission rule set (by group id or prefix), by pattern."""
         return GroupAdmin(self).access.rules()
 
-    def authorize_group(self, group_id: str, perm: str, *, topics: Sequence[str] = ()) -> None:
+    def authorize_group(
+        self, group_id: str, perm: str, *, topics: Sequence[str] = (), claim: bool = True
+    ) -> None:
         """Raise AccessDenied unless this cluster's principal passes `perm` of the group.
         For "join_perm" and "commit_perm", a group without a creator becomes the
         principal's: creating one needs the consume permission of one of `topics` (full
-        names it subscribes to or commits), under the per-user group limit."""
-        GroupAdmin(self).authorize(group_id, perm, topics)
+        names it subscribes to or commits), under the per-user group limit. With `claim`
+        false the permission is only checked (a member's heartbeat: it joined already)."""
+        GroupAdmin(self).authorize(group_id, perm, topics, claim=claim)
 
     def set_group_limit(self, limit: int) -> None:
         """How many groups one user may create (an administrator's setting; default 1,000)."""

@@ -10,6 +10,7 @@ Thread-safety: like kafka-python's, a consumer is used by one thread at a time.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -45,6 +46,11 @@ from engine.storage.log import PartitionLog
 
 if TYPE_CHECKING:  # annotations only: the cluster module needs none of this one
     from engine.cluster import Cluster
+
+log = logging.getLogger(__name__)
+
+# who a group's live members are (`Cluster.group_kinds`), in a refused commit's message
+_KINDS = {"engine": "engine consumers", "wire": "Kafka clients of a `plet serve` listener"}
 
 _RESETS = {
     "earliest": "earliest",
@@ -401,8 +407,9 @@ class Consumer:
 
     def unsubscribe(self) -> None:
         self._check_open()
-        self._leave_group()
-        if self.enable_auto_commit and self._assigned:
+        member = self._member is not None
+        self._leave_group()  # a member's positions are committed as it leaves
+        if not member and self.enable_auto_commit and self._assigned:
             self._commit_positions(set(self._assigned))
         self._assigned = {}
         self._subscription = set()
@@ -588,14 +595,22 @@ class Consumer:
             if self._cluster.catalog.groups.creator(self.group_id) is not None:
                 self._group_checked.add(p)
 
-    def commit(self, offsets: dict[TopicPartition, Any] | None = None) -> None:
-        """Commit `offsets` ({tp: OffsetAndMetadata or int}), or every current position."""
+    def commit(
+        self, offsets: dict[TopicPartition, Any] | None = None, *, member_id: str | None = None
+    ) -> None:
+        """Commit `offsets` ({tp: OffsetAndMetadata or int}), or every current position.
+
+        A consumer outside the group (assigned partitions, or none) may not commit while
+        the group has live members (CommitFailed), unless `member_id` names one of them: a
+        `plet serve` listener commits for its Kafka clients so, their generation checked."""
         self._check_open()
         if self.group_id is None:
             raise IllegalState("commit() needs a group_id")
         if offsets is None:
-            self._commit_positions(set(self._assigned))
-            return
+            if self._member is not None:
+                self._commit_positions(set(self._assigned))
+                return
+            offsets = self._positions()
         rows = []
         for tp, value in offsets.items():
             full = self._check_tp(tp)
@@ -613,14 +628,37 @@ class Consumer:
             rows.append((self._topic_meta(full.topic).topic_id, full.partition, offset, metadata))
         if rows:
             self._enter_group("commit_perm", [r[0] for r in rows], claim=True)
-        if self._member is None and "engine" in self._cluster.group_kinds(self.group_id):
-            # a commit from outside the group (Kafka's simple commit) would move its live
-            # members' offsets under them: Kafka refuses it too (UNKNOWN_MEMBER_ID)
-            raise CommitFailed(
-                f"group {self.group_id!r} has live members: only they commit its offsets"
-            )
+            if self._member is None:
+                self._refuse_live_group(member_id)
         self._cluster.catalog.groups.commit_offsets(
             self.group_id, rows, self._cluster.clock.now_ms()
+        )
+
+    def _positions(self) -> dict[TopicPartition, int]:
+        return {
+            tp: self.position(tp)
+            for tp, state in self._assigned.items()
+            if state.position is not None
+        }
+
+    def _refuse_live_group(self, member_id: str | None = None) -> None:
+        """A commit from outside the group (Kafka's simple commit) would move its live
+        members' offsets under them: Kafka refuses it too (UNKNOWN_MEMBER_ID). Its members
+        are engine consumers or Kafka clients of a `plet serve` listener, which publishes
+        them in the catalog while they live (`Cluster.publish_group`), so a listener in
+        another process counts, and a killed one's stop counting after their session."""
+        assert self.group_id is not None  # only a group's consumers commit
+        kinds = self._cluster.group_kinds(self.group_id)
+        if not kinds:
+            return
+        if member_id is not None:
+            store, now = self._cluster.catalog.groups, self._cluster.clock.now_ms()
+            if member_id in {m[0] for m in store.live_members(self.group_id, now)}:
+                return
+        who = " and ".join(_KINDS[k] for k in sorted(kinds))
+        raise CommitFailed(
+            f"group {self.group_id!r} has live members ({who}): only they commit its "
+            "offsets; stop them first, or join the group"
         )
 
     def _position_rows(self, tps: set[TopicPartition]) -> list[tuple[int, int, int, str]]:
@@ -634,7 +672,17 @@ class Consumer:
         return rows
 
     def _commit_positions(self, tps: set[TopicPartition]) -> None:
+        """Commit the positions of `tps`: a member's own partitions, or (auto-commit of a
+        consumer outside the group) checked as `commit` checks them; a refused auto-commit
+        is logged, as Kafka's clients log it, not raised from poll or close."""
         rows = self._position_rows(tps)
+        if rows and self.group_id is not None and self._member is None:
+            try:
+                self._enter_group("commit_perm", [r[0] for r in rows], claim=True)
+                self._refuse_live_group()
+            except (CommitFailed, AccessDenied) as exc:
+                log.warning("auto-commit of consumer %r skipped: %s", self.client_id, exc)
+                rows = []
         if rows and self.group_id is not None:
             self._cluster.catalog.groups.commit_offsets(
                 self.group_id, rows, self._cluster.clock.now_ms()

@@ -291,11 +291,13 @@ class GroupAdmin:
         _check_group_id(group_id)
         return self.access.permissions(group_id)
 
-    def authorize(self, group_id: str, perm: str, topics: Sequence[str]) -> None:
+    def authorize(
+        self, group_id: str, perm: str, topics: Sequence[str], *, claim: bool = True
+    ) -> None:
         self._cluster.check_open()
         _check_group_id(group_id)
         access = self.access
-        if perm in ("join_perm", "commit_perm"):
+        if claim and perm in ("join_perm", "commit_perm"):
             access.enter(group_id, perm, access.topic_ids(topics), claim=True)
         else:
             access.check(group_id, check_perm(perm))

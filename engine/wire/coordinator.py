@@ -10,8 +10,9 @@ members and their protocol metadata and computes the assignment with its own cli
 assignor (range, roundrobin, sticky, cooperative-sticky: the coordinator never reads the
 metadata); SyncGroup hands each member its part.
 
-Each member id belongs to the user that joined with it (with SASL, the logged-in user):
-another user's SyncGroup, Heartbeat, LeaveGroup or OffsetCommit with it is answered
+Each member id belongs to the user that joined with it (with SASL, the logged-in user),
+and an id handed out with MEMBER_ID_REQUIRED to the user it was handed to: another user's
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup or OffsetCommit with it is answered
 UNKNOWN_MEMBER_ID, as for an id that does not exist. The group's own permissions
 (engine.groups.perms) are checked by the handlers, before the coordinator is asked.
 
@@ -122,6 +123,40 @@ class JoinResult:
     members: tuple[tuple[str, str | None, bytes], ...] = ()
 
 
+@dataclass(frozen=True)
+class JoinRequest:
+    """A JoinGroup as the coordinator takes it. `rebalance_timeout_ms` < 0: none given
+    (JoinGroup v0), the session timeout stands in; `require_known_member_id` (v4+): a new
+    member first gets its id with MEMBER_ID_REQUIRED; `principal`: the logged-in user,
+    whose member id it becomes."""
+
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool
+    principal: str = ""
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    """A SyncGroup as the coordinator takes it (`protocol_type`, `protocol`: None before
+    SyncGroup v5, which names them); the leader's `assignments` are (member id, bytes)."""
+
+    group_id: str
+    generation: int
+    member_id: str
+    protocol_type: str | None
+    protocol: str | None
+    assignments: Iterable[tuple[str, bytes]]
+    principal: str = ""
+
+
 @dataclass
 class Group:
     group_id: str
@@ -131,8 +166,9 @@ class Group:
     protocol: str | None = None
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
-    # member ids handed out with MEMBER_ID_REQUIRED, until they join (or expire)
-    pending: dict[str, float] = field(default_factory=dict)
+    # member ids handed out with MEMBER_ID_REQUIRED, until they join (or expire):
+    # id -> (deadline, the principal it was handed to, the only one that may join with it)
+    pending: dict[str, tuple[float, str]] = field(default_factory=dict)
     rebalance_deadline: float = 0.0
 
     def candidates(self) -> set[str]:
@@ -231,36 +267,9 @@ class GroupCoordinator:
 
     # --- JoinGroup ------------------------------------------------------------------------
 
-    def join(
-        self,
-        group_id: str,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        require_known_member_id: bool,
-        principal: str = "",
-    ) -> JoinResult:
+    def join(self, request: JoinRequest) -> JoinResult:
         """`begin_join`, waiting in this thread (for callers that are threads)."""
-        return self._block(
-            self.begin_join(
-                group_id,
-                member_id,
-                instance_id,
-                client_id,
-                client_host,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                protocol_type,
-                protocols,
-                require_known_member_id,
-                principal,
-            )
-        )
+        return self._block(self.begin_join(request))
 
     def _block(self, answer: T | Waiting[T]) -> T:
         if not isinstance(answer, Waiting):
@@ -274,24 +283,12 @@ class GroupCoordinator:
                 if self.changed.seq == seq:
                     self._cond.wait(_TICK)
 
-    def begin_join(
-        self,
-        group_id: str,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        require_known_member_id: bool,
-        principal: str = "",
-    ) -> JoinResult | Waiting[JoinResult]:
+    def begin_join(self, request: JoinRequest) -> JoinResult | Waiting[JoinResult]:
         """A JoinGroup: its answer, or a `Waiting` while the rebalance goes on.
 
         `principal`: the logged-in user; a member id works only for the user that got it
         (another user's is UNKNOWN_MEMBER_ID, as one that does not exist)."""
+        group_id, member_id = request.group_id, request.member_id
         if group_id and self._broker is not None:
             try:
                 kinds = self._broker.cluster.group_kinds(group_id)
@@ -302,19 +299,7 @@ class GroupCoordinator:
                 # engine consumers hold it with the engine's own assignment, which Kafka
                 # clients would never follow
                 return JoinResult(codes.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-        result = self._join(
-            group_id,
-            member_id,
-            instance_id,
-            client_id,
-            client_host,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            protocol_type,
-            protocols,
-            require_known_member_id,
-            principal,
-        )
+        result = self._join(request)
         if not isinstance(result, _Held):
             if group_id:
                 self._publish(group_id)
@@ -330,55 +315,44 @@ class GroupCoordinator:
 
         return Waiting(poll, lambda: self._give_up(member), self.changed)
 
-    def _join(
-        self,
-        group_id: str,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        require_known_member_id: bool,
-        principal: str,
-    ) -> JoinResult | _Held:
+    def _join(self, r: JoinRequest) -> JoinResult | _Held:
+        group_id, member_id, principal = r.group_id, r.member_id, r.principal
         if not group_id:
             return JoinResult(codes.INVALID_GROUP_ID, member_id=member_id)
-        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+        if not self.min_session_timeout_ms <= r.session_timeout_ms <= self.max_session_timeout_ms:
             return JoinResult(codes.INVALID_SESSION_TIMEOUT, member_id=member_id)
+        rebalance_timeout_ms = r.rebalance_timeout_ms
         if rebalance_timeout_ms < 0:  # JoinGroup v0 has none: the session timeout stands in
-            rebalance_timeout_ms = session_timeout_ms
+            rebalance_timeout_ms = r.session_timeout_ms
         rebalance_timeout_ms = min(rebalance_timeout_ms, self.max_rebalance_timeout_ms)
         self._start_reaper()
         with self._cond:
             group = self._groups.setdefault(group_id, Group(group_id))
-            if not protocols or (
+            if not r.protocols or (
                 group.members
                 and (
-                    protocol_type != group.protocol_type
-                    or not group.candidates() & {name for name, _ in protocols}
+                    r.protocol_type != group.protocol_type
+                    or not group.candidates() & {name for name, _ in r.protocols}
                 )
             ):
                 return JoinResult(codes.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
             now = self._clock.monotonic()
             if not member_id:
-                new_id = f"{client_id}-{uuid.uuid4()}"
-                if instance_id is not None:
+                new_id = f"{r.client_id}-{uuid.uuid4()}"
+                if r.instance_id is not None:
                     # a static member that restarted: it replaces its old incarnation
                     for old in list(group.members.values()):
-                        if old.instance_id == instance_id:
+                        if old.instance_id == r.instance_id:
                             if old.principal != principal:  # another user's static member
                                 return JoinResult(codes.UNKNOWN_MEMBER_ID, member_id=member_id)
                             self._remove(group, old.member_id)
-                elif require_known_member_id:
+                elif r.require_known_member_id:
                     # JoinGroup v4+: the client learns its id first, then joins with it,
                     # so a client that dies between the two leaves no member behind
-                    group.pending[new_id] = now + session_timeout_ms / 1000
+                    group.pending[new_id] = (now + r.session_timeout_ms / 1000, principal)
                     return JoinResult(codes.MEMBER_ID_REQUIRED, member_id=new_id)
                 member_id = new_id
-            elif member_id in group.pending:
+            elif member_id in group.pending and group.pending[member_id][1] == principal:
                 del group.pending[member_id]
             elif member_id not in group.members or group.members[member_id].principal != principal:
                 return JoinResult(codes.UNKNOWN_MEMBER_ID, member_id=member_id)
@@ -386,22 +360,22 @@ class GroupCoordinator:
             if member is None:
                 member = group.members[member_id] = Member(
                     member_id,
-                    instance_id,
-                    client_id,
-                    client_host,
-                    session_timeout_ms,
+                    r.instance_id,
+                    r.client_id,
+                    r.client_host,
+                    r.session_timeout_ms,
                     rebalance_timeout_ms,
-                    protocol_type,
-                    protocols,
+                    r.protocol_type,
+                    r.protocols,
                     now,
                     principal,
                 )
-                group.protocol_type = protocol_type
+                group.protocol_type = r.protocol_type
                 self._prepare(group)
             else:
-                changed = member.protocols != protocols
-                member.protocols = protocols
-                member.session_timeout_ms = session_timeout_ms
+                changed = member.protocols != r.protocols
+                member.protocols = r.protocols
+                member.session_timeout_ms = r.session_timeout_ms
                 member.rebalance_timeout_ms = rebalance_timeout_ms
                 member.last_seen = now
                 if group.state == STABLE and not changed and member_id != group.leader:
@@ -517,83 +491,50 @@ class GroupCoordinator:
 
     # --- SyncGroup ------------------------------------------------------------------------
 
-    def sync(
-        self,
-        group_id: str,
-        generation: int,
-        member_id: str,
-        protocol_type: str | None,
-        protocol: str | None,
-        assignments: Iterable[tuple[str, bytes]],
-        principal: str = "",
-    ) -> tuple[int, str | None, str | None, bytes]:
+    def sync(self, request: SyncRequest) -> _SyncAnswer:
         """(error, protocol type, protocol name, this member's assignment)."""
-        return self._block(
-            self.begin_sync(
-                group_id, generation, member_id, protocol_type, protocol, assignments, principal
-            )
-        )
+        return self._block(self.begin_sync(request))
 
-    def begin_sync(
-        self,
-        group_id: str,
-        generation: int,
-        member_id: str,
-        protocol_type: str | None,
-        protocol: str | None,
-        assignments: Iterable[tuple[str, bytes]],
-        principal: str = "",
-    ) -> _SyncAnswer | Waiting[_SyncAnswer]:
+    def begin_sync(self, request: SyncRequest) -> _SyncAnswer | Waiting[_SyncAnswer]:
         """A SyncGroup: its answer, or a `Waiting` until the leader's assignment comes."""
-        result = self._sync(
-            group_id, generation, member_id, protocol_type, protocol, assignments, principal
-        )
+        result = self._sync(request)
         if not isinstance(result, _Held):
-            self._publish(group_id)
+            self._publish(request.group_id)
             return result
         group, member = result.group, result.member
 
         def poll() -> _SyncAnswer | None:
             with self._cond:
-                answer = self._sync_answer(group, member, generation)
+                answer = self._sync_answer(group, member, request.generation)
             if answer is not None:
-                self._publish(group_id)
+                self._publish(request.group_id)
             return answer
 
         return Waiting(poll, lambda: self._give_up(member), self.changed)
 
-    def _sync(
-        self,
-        group_id: str,
-        generation: int,
-        member_id: str,
-        protocol_type: str | None,
-        protocol: str | None,
-        assignments: Iterable[tuple[str, bytes]],
-        principal: str,
-    ) -> _SyncAnswer | _Held:
+    def _sync(self, r: SyncRequest) -> _SyncAnswer | _Held:
         with self._cond:
-            group = self._groups.get(group_id)
-            member = group.members.get(member_id) if group is not None else None
-            if group is None or member is None or member.principal != principal:
+            group = self._groups.get(r.group_id)
+            member = group.members.get(r.member_id) if group is not None else None
+            if group is None or member is None or member.principal != r.principal:
                 return codes.UNKNOWN_MEMBER_ID, None, None, b""
-            if generation != group.generation:
+            if r.generation != group.generation:
                 return codes.ILLEGAL_GENERATION, None, None, b""
-            if (protocol_type is not None and protocol_type != group.protocol_type) or (
-                protocol is not None and protocol != group.protocol
+            if (r.protocol_type is not None and r.protocol_type != group.protocol_type) or (
+                r.protocol is not None and r.protocol != group.protocol
             ):
                 return codes.INCONSISTENT_GROUP_PROTOCOL, None, None, b""
             member.last_seen = self._clock.monotonic()
             if group.state == PREPARING:
                 return codes.REBALANCE_IN_PROGRESS, None, None, b""
-            if group.state == COMPLETING and member_id == group.leader:
-                given = dict(assignments)
+            if group.state == COMPLETING and r.member_id == group.leader:
+                given = dict(r.assignments)
                 for m in group.members.values():
                     m.assignment = given.get(m.member_id, b"")
                 group.state = STABLE
                 self._notify()
             member.awaiting = True
-            answer = self._sync_answer(group, member, generation)
+            answer = self._sync_answer(group, member, r.generation)
             return answer if answer is not None else _Held(group, member)
 
     def _sync_answer(self, group: Group, member: Member, generation: int) -> _SyncAnswer | None:
@@ -714,7 +655,7 @@ class GroupCoordinator:
         now = self._clock.monotonic()
         with self._cond:
             for group in list(self._groups.values()):
-                for pending, deadline in list(group.pending.items()):
+                for pending, (deadline, _) in list(group.pending.items()):
                     if deadline < now:
                         del group.pending[pending]
                 for m in list(group.members.values()):

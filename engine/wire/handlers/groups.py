@@ -7,8 +7,9 @@ group with its members and lag, in any process.
 
 Each request checks the group's permissions (engine.groups.perms, docs/WIRE.md "Group
 permissions") as the connection's user: JoinGroup join_perm (creating the group for the
-user when it has none), DescribeGroups describe_perm, DeleteGroups delete_perm, each refused
-with GROUP_AUTHORIZATION_FAILED; ListGroups lists what the user may describe.
+user when it has none), SyncGroup and Heartbeat join_perm again (a revoked member is
+removed: `member_allowed`), DescribeGroups describe_perm, DeleteGroups delete_perm, each
+refused with GROUP_AUTHORIZATION_FAILED; ListGroups lists what the user may describe.
 
 Version ranges: what kafka-python 3.0.12 (JoinGroup 7, SyncGroup 5, Heartbeat 4, LeaveGroup
 5, ListGroups 5, DescribeGroups 5), confluent-kafka 2.16.1 and aiokafka 0.14 negotiate;
@@ -45,7 +46,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from engine import errors
 from engine.groups.states import DEAD
 from engine.wire import codes
-from engine.wire.coordinator import JoinResult, Waiting
+from engine.wire.coordinator import JoinRequest, JoinResult, SyncRequest, Waiting
 from engine.wire.park import Park
 from engine.wire.registry import api
 
@@ -104,6 +105,24 @@ def _may(session: Any, group_id: str, perm: str) -> bool:
     return True
 
 
+def member_allowed(session: Any, group_id: str, member_id: str) -> int:
+    """The error of a member's SyncGroup, Heartbeat or OffsetCommit by its join_perm, as
+    the user holds it now: a user whose permission was revoked gets
+    GROUP_AUTHORIZATION_FAILED, and their member is removed (the others rebalance at
+    once), so it is gone within a heartbeat, not at its next JoinGroup."""
+    if not group_id:
+        return codes.NONE  # the coordinator's answer: no such member
+    try:
+        session.broker.cluster.authorize_group(group_id, "join_perm", claim=False)
+    except errors.AccessDenied:
+        if member_id:  # only the user's own member: another's id stays untouched
+            session.broker.groups.leave(group_id, [(member_id, None)], _principal(session))
+        return codes.GROUP_AUTHORIZATION_FAILED
+    except errors.PartitionletError as exc:
+        return codes.of(exc)
+    return codes.NONE
+
+
 def _subscribed(session: Any, protocol_type: str, protocols: list[tuple[str, bytes]]) -> list[str]:
     """The full names of the topics a consumer's JoinGroup subscribes to (in any of its
     protocols' metadata); none for another protocol type or metadata that does not parse."""
@@ -152,7 +171,7 @@ def join_group(session: Any, request: Any, version: int) -> Any:
             member_id=request.member_id or "",
             members=[],
         )
-    answer = session.broker.groups.begin_join(
+    join = JoinRequest(
         group_id=request.group_id,
         member_id=request.member_id or "",
         instance_id=request.group_instance_id if version >= 5 else None,
@@ -165,6 +184,7 @@ def join_group(session: Any, request: Any, version: int) -> Any:
         require_known_member_id=version >= 4,
         principal=_principal(session),
     )
+    answer = session.broker.groups.begin_join(join)
     return _parked(answer, lambda result: _join_response(result, version))
 
 
@@ -189,7 +209,16 @@ def _join_response(result: JoinResult, version: int) -> Any:
 
 @api(SyncGroupRequest, SyncGroupResponse, (0, 5))
 def sync_group(session: Any, request: Any, version: int) -> Any:
-    answer = session.broker.groups.begin_sync(
+    denied = member_allowed(session, request.group_id, request.member_id)
+    if denied != codes.NONE:
+        return SyncGroupResponse(
+            throttle_time_ms=0,
+            error_code=denied,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
+    sync = SyncRequest(
         group_id=request.group_id,
         generation=request.generation_id,
         member_id=request.member_id,
@@ -198,6 +227,7 @@ def sync_group(session: Any, request: Any, version: int) -> Any:
         assignments=[(a.member_id, _bytes(a.assignment)) for a in request.assignments or ()],
         principal=_principal(session),
     )
+    answer = session.broker.groups.begin_sync(sync)
     return _parked(
         answer,
         lambda a: SyncGroupResponse(
@@ -212,9 +242,11 @@ def sync_group(session: Any, request: Any, version: int) -> Any:
 
 @api(HeartbeatRequest, HeartbeatResponse, (0, 4))
 def heartbeat(session: Any, request: Any, version: int) -> Any:
-    error = session.broker.groups.heartbeat(
-        request.group_id, request.generation_id, request.member_id, _principal(session)
-    )
+    error = member_allowed(session, request.group_id, request.member_id)
+    if error == codes.NONE:
+        error = session.broker.groups.heartbeat(
+            request.group_id, request.generation_id, request.member_id, _principal(session)
+        )
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 

@@ -17,6 +17,7 @@ from engine import Consumer, OffsetAndMetadata, errors
 from engine.wire import codes
 from engine.wire.broker import NODE_ID
 from engine.wire.connection import Session
+from engine.wire.handlers.groups import member_allowed
 from engine.wire.registry import api
 
 
@@ -41,9 +42,10 @@ def _group_consumer(session: Session, group_id: str) -> Consumer:
 
 
 def _check_commit(session: Session, request: OffsetCommitRequest, simple: bool) -> int:
-    """commit_perm (a new group becomes the caller's if it may consume a topic it
-    commits); a simple commit (no member) into a group with live members anywhere, engine
-    consumers or another listener's clients, is refused as Kafka refuses it."""
+    """A member's join_perm (handlers.groups.member_allowed), commit_perm (a new group
+    becomes the caller's if it may consume a topic it commits); a simple commit (no
+    member) into a group with live members anywhere, engine consumers or another
+    listener's clients, is refused as Kafka refuses it."""
     cluster = session.broker.cluster
     topics = []
     for topic in request.topics:
@@ -51,6 +53,10 @@ def _check_commit(session: Session, request: OffsetCommitRequest, simple: bool) 
             topics.append(session.broker.full_name(topic.name))
         except errors.PartitionletError:
             continue
+    if not simple:  # a member's: its user must still hold join_perm
+        denied = member_allowed(session, request.group_id, request.member_id or "")
+        if denied != codes.NONE:
+            return denied
     try:
         cluster.authorize_group(request.group_id, "commit_perm", topics=topics)
         if simple and cluster.group_kinds(request.group_id):
@@ -97,7 +103,7 @@ def offset_commit(
                 elif tp is not None:
                     meta = OffsetAndMetadata(p.committed_offset, p.committed_metadata or "")
                     try:
-                        consumer.commit({tp: meta})
+                        consumer.commit({tp: meta}, member_id=member_id or None)
                     except errors.PartitionletError as exc:
                         error = codes.of(exc)
                 parts.append(P(partition_index=p.partition_index, error_code=error))

@@ -1,5 +1,6 @@
-"""A real KafkaServer on a real cluster directory, on a free loopback port, shared by the
-tests of one module (real clients connect to it over real sockets)."""
+"""Live listeners for the wire tests: `wire`, a real KafkaServer on a real cluster directory
+on a free loopback port, shared by the tests of one module, and `make_server`, listeners of
+one test with the options it asks for (real clients connect to them over real sockets)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,37 @@ def wire(tmp_path_factory):
             yield Wire(cluster, server)
         finally:
             server.close()
+
+
+ALICE = ("alice", "correct horse battery")
+
+
+@pytest.fixture
+def make_server(tmp_path):
+    """A factory of live listeners, `make_server(**KafkaServer options)`, each on a cluster
+    of its own with the user alice (`ALICE`) and the topic /kafka:t (one partition); with
+    `sasl=True` only alice may produce to and consume /kafka. Closed after the test."""
+    servers: list[KafkaServer] = []
+    clusters: list[Cluster] = []
+
+    def make(**kwargs) -> KafkaServer:
+        cluster = Cluster.open(tmp_path / f"c{len(clusters)}", name="listener")
+        clusters.append(cluster)
+        cluster.add_user(*ALICE)
+        if kwargs.get("sasl"):
+            cluster.create_stream("/kafka", produce_perm="u:alice", consume_perm="u:alice")
+        else:
+            cluster.create_stream("/kafka")
+        cluster.create_topic("/kafka:t", partitions=1)
+        server = KafkaServer(cluster, listen=("127.0.0.1", 0), **kwargs).start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.close()
+    for cluster in clusters:
+        cluster.close()
 
 
 def run_async(coroutine):

@@ -11,42 +11,14 @@ import socket
 import struct
 import time
 
-import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from engine import Cluster
 from engine.wire import KafkaServer
+from tests.engine.wire.conftest import ALICE
 from tests.engine.wire.test_bad_input import Raw, _batch, _produce
 from tests.engine.wire.test_starvation import _served_within_2s
 from tests.timing import scaled
-
-ALICE = ("alice", "correct horse battery")
-
-
-@pytest.fixture
-def make_server(tmp_path):
-    servers: list[KafkaServer] = []
-    clusters: list[Cluster] = []
-
-    def make(**kwargs) -> KafkaServer:
-        cluster = Cluster.open(tmp_path / f"c{len(clusters)}", name="limits")
-        clusters.append(cluster)
-        cluster.add_user(*ALICE)
-        if kwargs.get("sasl"):
-            cluster.create_stream("/kafka", produce_perm="u:alice", consume_perm="u:alice")
-        else:
-            cluster.create_stream("/kafka")
-        cluster.create_topic("/kafka:t", partitions=1)
-        server = KafkaServer(cluster, listen=("127.0.0.1", 0), **kwargs).start()
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        server.close()
-    for cluster in clusters:
-        cluster.close()
 
 
 def _from(address, source: str) -> socket.socket:

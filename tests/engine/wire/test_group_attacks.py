@@ -7,50 +7,17 @@ Then a normal owner's group works end to end with kafka-python's consumer and ad
 
 from __future__ import annotations
 
-import socket
-import struct
+import logging
 import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KTP
-from kafka.protocol.admin.groups import (
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-)
-from kafka.protocol.consumer import (
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-)
-from kafka.protocol.consumer.group import (
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
-from kafka.protocol.consumer.metadata import (
-    ConsumerProtocolAssignment,
-    ConsumerProtocolSubscription,
-)
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
 
-from engine import Cluster, Producer
+from engine import Cluster, Consumer, Producer, TopicPartition, errors
+from engine.auth.principal import Principal
 from engine.wire import KafkaServer
+from tests.engine.wire.group_client import MEMBER_ID_REQUIRED, GroupClient, assignment
 from tests.timing import scaled, wait_until
 
 USERS = {
@@ -60,6 +27,7 @@ USERS = {
     "nobody": "nobody's long secret",
 }
 GROUP_AUTHORIZATION_FAILED, UNKNOWN_MEMBER_ID = 30, 25
+ALICE = Principal("alice")
 
 
 @pytest.fixture(scope="module")
@@ -94,128 +62,9 @@ def server(tmp_path_factory):
             listener.close()
 
 
-class Client:
-    """One connection logged in as `user`, sending kafka-python's request classes."""
-
-    def __init__(self, address, user):
-        self.sock = socket.create_connection(address, timeout=scaled(30))
-        self.correlation = 0
-        self.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, 1)
-        token = b"\0" + user.encode() + b"\0" + USERS[user].encode()
-        answer = self.call(SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse, 1)
-        assert answer.error_code == 0, answer
-
-    def call(self, request, response_class, version):
-        self.correlation += 1
-        request.API_VERSION = version
-        request.with_header(correlation_id=self.correlation, client_id=f"raw-{id(self)}")
-        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-        (size,) = struct.unpack(">i", self._exactly(4))
-        return response_class.decode(self._exactly(size), version=version, header=True)
-
-    def _exactly(self, n):
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            assert chunk, "connection closed"
-            buf += chunk
-        return buf
-
-    def close(self):
-        self.sock.close()
-
-    # --- the group APIs ---------------------------------------------------------------
-
-    def join(self, group, topics, member_id=""):
-        meta = ConsumerProtocolSubscription(version=0, topics=topics, user_data=b"").encode()
-        request = JoinGroupRequest(
-            group_id=group,
-            session_timeout_ms=30000,
-            rebalance_timeout_ms=5000,
-            member_id=member_id,
-            group_instance_id=None,
-            protocol_type="consumer",
-            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=meta)],
-        )
-        return self.call(request, JoinGroupResponse, 5)
-
-    def sync(self, group, generation, member_id, assignments=()):
-        request = SyncGroupRequest(
-            group_id=group,
-            generation_id=generation,
-            member_id=member_id,
-            group_instance_id=None,
-            assignments=[
-                SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
-                for m, a in assignments
-            ],
-        )
-        return self.call(request, SyncGroupResponse, 3)
-
-    def heartbeat(self, group, generation, member_id):
-        request = HeartbeatRequest(
-            group_id=group, generation_id=generation, member_id=member_id, group_instance_id=None
-        )
-        return self.call(request, HeartbeatResponse, 3).error_code
-
-    def leave(self, group, member_id):
-        M = LeaveGroupRequest.MemberIdentity
-        request = LeaveGroupRequest(
-            group_id=group, members=[M(member_id=member_id, group_instance_id=None)]
-        )
-        return self.call(request, LeaveGroupResponse, 3).members[0].error_code
-
-    def commit(self, group, topic, offsets, generation=-1, member_id=""):
-        T = OffsetCommitRequest.OffsetCommitRequestTopic
-        request = OffsetCommitRequest(
-            group_id=group,
-            generation_id_or_member_epoch=generation,
-            member_id=member_id,
-            group_instance_id=None,
-            retention_time_ms=-1,
-            topics=[
-                T(
-                    name=topic,
-                    partitions=[
-                        T.OffsetCommitRequestPartition(
-                            partition_index=p,
-                            committed_offset=o,
-                            committed_leader_epoch=-1,
-                            committed_metadata="",
-                        )
-                        for p, o in offsets.items()
-                    ],
-                )
-            ],
-        )
-        response = self.call(request, OffsetCommitResponse, 7)
-        return {p.partition_index: p.error_code for p in response.topics[0].partitions}
-
-    def fetch(self, group):
-        request = OffsetFetchRequest(group_id=group, topics=None, require_stable=False)
-        return self.call(request, OffsetFetchResponse, 7)
-
-    def describe(self, group):
-        request = DescribeGroupsRequest(groups=[group], include_authorized_operations=False)
-        return self.call(request, DescribeGroupsResponse, 5).groups[0]
-
-    def list(self):
-        request = ListGroupsRequest(states_filter=[], types_filter=[])
-        return {g.group_id for g in self.call(request, ListGroupsResponse, 4).groups}
-
-    def delete(self, group):
-        request = DeleteGroupsRequest(groups_names=[group])
-        return self.call(request, DeleteGroupsResponse, 1).results[0].error_code
-
-
-def _assignment(topic, partitions):
-    return ConsumerProtocolAssignment(
-        version=0,
-        assigned_partitions=[
-            ConsumerProtocolAssignment.TopicPartition(topic=topic, partitions=partitions)
-        ],
-        user_data=b"",
-    ).encode()
+def login(address, user):
+    """One connection logged in as `user`."""
+    return GroupClient(address, user, USERS[user])
 
 
 def committed(cluster, group):
@@ -226,13 +75,13 @@ def committed(cluster, group):
 def victim(server):
     """alice's group `victim`: one live, Stable member (alice's) that committed 498/502."""
     cluster, listener = server
-    alice = Client(listener.address, "alice")
+    alice = login(listener.address, "alice")
     first = alice.join("victim", ["t"])
     assert first.error_code == 79  # MEMBER_ID_REQUIRED
     joined = alice.join("victim", ["t"], member_id=first.member_id)
     assert joined.error_code == 0 and joined.leader == first.member_id
     me, generation = first.member_id, joined.generation_id
-    synced = alice.sync("victim", generation, me, [(me, _assignment("t", [0, 1]))])
+    synced = alice.sync("victim", generation, me, [(me, assignment("t", [0, 1]))])
     assert synced.error_code == 0
     assert alice.commit("victim", "t", {0: 498, 1: 502}, generation, me) == {0: 0, 1: 0}
     try:
@@ -245,7 +94,7 @@ def victim(server):
 
 def test_another_user_can_neither_see_nor_touch_a_live_group(victim):
     cluster, listener, alice, me, generation = victim
-    mallory = Client(listener.address, "mallory")
+    mallory = login(listener.address, "mallory")
     try:
         # DescribeGroups: refused, no member ids, hosts or assignment
         described = mallory.describe("victim")
@@ -254,11 +103,11 @@ def test_another_user_can_neither_see_nor_touch_a_live_group(victim):
         assert "victim" not in mallory.list()
         assert "victim" in alice.list()
         assert [m.member_id for m in alice.describe("victim").members] == [me]
-        # her member id is hers alone: LeaveGroup, Heartbeat, SyncGroup, OffsetCommit
+        # her member id is hers alone: LeaveGroup, Heartbeat, SyncGroup, OffsetCommit (the
+        # group's join_perm is checked first: mallory may not be a member at all)
         assert mallory.leave("victim", me) == UNKNOWN_MEMBER_ID
-        assert mallory.heartbeat("victim", generation, me) == UNKNOWN_MEMBER_ID
-        assert mallory.sync("victim", generation, me).error_code == UNKNOWN_MEMBER_ID
-        # (she may not commit into the group at all: the permission is checked first)
+        assert mallory.heartbeat("victim", generation, me) == GROUP_AUTHORIZATION_FAILED
+        assert mallory.sync("victim", generation, me).error_code == GROUP_AUTHORIZATION_FAILED
         assert mallory.commit("victim", "t", {0: 0}, generation, me) == {
             0: GROUP_AUTHORIZATION_FAILED
         }
@@ -280,7 +129,7 @@ def test_another_user_can_neither_see_nor_touch_a_live_group(victim):
 
 def test_a_consume_only_user_cannot_commit_into_a_live_group(victim):
     cluster, listener, alice, me, generation = victim
-    eve = Client(listener.address, "eve")
+    eve = login(listener.address, "eve")
     try:
         assert eve.commit("victim", "t", {0: 0, 1: 0}) == dict.fromkeys(
             (0, 1), GROUP_AUTHORIZATION_FAILED
@@ -288,20 +137,120 @@ def test_a_consume_only_user_cannot_commit_into_a_live_group(victim):
         # even one allowed to commit may not commit from outside while members are live
         cluster.set_group_permissions("victim", commit_perm="u:<creator> | u:eve")
         assert eve.commit("victim", "t", {0: 0, 1: 0}) == dict.fromkeys((0, 1), UNKNOWN_MEMBER_ID)
-        # nor with alice's member id, which is alice's alone
+        # nor with alice's member id: she may not be a member, and if she may, the id is
+        # alice's alone
+        assert eve.commit("victim", "t", {0: 0}, generation, me) == {0: GROUP_AUTHORIZATION_FAILED}
+        cluster.set_group_permissions("victim", join_perm="u:<creator> | u:eve")
         assert eve.commit("victim", "t", {0: 0}, generation, me) == {0: UNKNOWN_MEMBER_ID}
+        assert eve.heartbeat("victim", generation, me) == UNKNOWN_MEMBER_ID
         assert alice.commit("victim", "t", {0: 0}) == {0: UNKNOWN_MEMBER_ID}
         assert committed(cluster, "victim") == {0: 498, 1: 502}
         assert alice.describe("victim").group_state == "Stable"
     finally:
-        cluster.set_group_permissions("victim", commit_perm="")
+        cluster.set_group_permissions("victim", commit_perm="", join_perm="")
         eve.close()
+
+
+def test_no_simple_commit_from_the_engine_into_a_live_wire_group(victim, caplog):
+    """alice's own engine consumer (alice passes commit_perm) outside the group, whose live
+    member is a Kafka client of the listener: refused, as a wire simple commit is."""
+    cluster, listener, alice, me, generation = victim
+    assert cluster.group_kinds("victim") == frozenset({"wire"})
+    tp = TopicPartition("/alice:t", 0)
+    outsider = Consumer(cluster, group_id="victim", enable_auto_commit=True, principal=ALICE)
+    try:
+        outsider.assign([tp])
+        outsider.seek(tp, 0)
+        with pytest.raises(errors.CommitFailed, match="live members .*plet serve"):
+            outsider.commit({tp: 0})
+        with pytest.raises(errors.CommitFailed, match="live members"):
+            outsider.commit()  # its positions
+        with caplog.at_level(logging.WARNING, logger="engine.client.consumer"):
+            outsider.close()  # its auto-commit is refused too, and logged
+        assert "auto-commit of consumer" in caplog.text
+        assert committed(cluster, "victim") == {0: 498, 1: 502}
+        assert alice.heartbeat("victim", generation, me) == 0
+    finally:
+        outsider.close()
+    # once the member left, the group is free to commit into from outside
+    assert alice.leave("victim", me) == 0
+    with Consumer(cluster, group_id="victim", enable_auto_commit=False, principal=ALICE) as c:
+        c.commit({tp: 7})
+    assert committed(cluster, "victim") == {0: 7, 1: 502}
+
+
+def test_no_simple_commit_over_the_wire_into_a_group_engine_consumers_hold(server):
+    cluster, listener = server
+    member = Consumer(cluster, group_id="engine-held", principal=ALICE, enable_auto_commit=False)
+    alice = login(listener.address, "alice")
+    try:
+        member.subscribe(["/alice:t"])
+        member.poll(timeout_ms=100)
+        assert cluster.group_kinds("engine-held") == frozenset({"engine"})
+        assert alice.commit("engine-held", "t", {0: 1}) == {0: UNKNOWN_MEMBER_ID}
+        assert committed(cluster, "engine-held") == {0: None, 1: None}
+    finally:
+        member.close()
+        alice.close()
+    cluster.delete_group("engine-held")
+
+
+def test_a_revoked_member_is_refused_and_removed_at_once(server):
+    """eve joined alice's group `shared` while alice let her; alice takes join_perm back:
+    eve's next OffsetCommit, Heartbeat or SyncGroup is refused, and her member is gone
+    (no waiting for her session to end or for her next JoinGroup)."""
+    cluster, listener = server
+    alice, eve = login(listener.address, "alice"), login(listener.address, "eve")
+    try:
+        assert alice.commit("shared", "t", {0: 1}) == {0: 0}  # alice creates it
+        shared = "u:<creator> | u:eve"
+        cluster.set_group_permissions("shared", join_perm=shared, commit_perm=shared)
+        joined = eve.join_new("shared", ["t"])
+        her, generation = joined.member_id, joined.generation_id
+        assert eve.sync("shared", generation, her, [(her, assignment("t", [0, 1]))]).error_code == 0
+        assert eve.heartbeat("shared", generation, her) == 0
+        assert eve.commit("shared", "t", {0: 2}, generation, her) == {0: 0}
+        assert cluster.group_kinds("shared") == frozenset({"wire"})
+
+        cluster.set_group_permissions("shared", join_perm="")  # alice's alone again
+        assert eve.commit("shared", "t", {0: 3}, generation, her) == {0: GROUP_AUTHORIZATION_FAILED}
+        assert alice.describe("shared").members == []  # removed, not left to expire
+        assert cluster.group_kinds("shared") == frozenset()
+        assert eve.heartbeat("shared", generation, her) == GROUP_AUTHORIZATION_FAILED
+        assert eve.sync("shared", generation, her).error_code == GROUP_AUTHORIZATION_FAILED
+        assert eve.join("shared", ["t"]).error_code == GROUP_AUTHORIZATION_FAILED
+        assert committed(cluster, "shared") == {0: 2}
+    finally:
+        alice.close()
+        eve.close()
+        cluster.delete_group("shared")
+
+
+def test_a_pending_member_id_is_usable_only_by_the_user_it_was_given_to(server):
+    """KIP-394: alice's first JoinGroup hands her a member id to join with; eve, who may join
+    the group too, cannot join with it (to lead in alice's place or to lock her out)."""
+    cluster, listener = server
+    alice, eve = login(listener.address, "alice"), login(listener.address, "eve")
+    try:
+        first = alice.join("pending", ["t"])
+        assert first.error_code == MEMBER_ID_REQUIRED
+        cluster.set_group_permissions("pending", join_perm="u:<creator> | u:eve")
+        stolen = eve.join("pending", ["t"], member_id=first.member_id)
+        assert stolen.error_code == UNKNOWN_MEMBER_ID
+        assert alice.describe("pending").members == []
+        joined = alice.join("pending", ["t"], member_id=first.member_id)
+        assert (joined.error_code, joined.leader) == (0, first.member_id)
+        assert alice.leave("pending", first.member_id) == 0
+    finally:
+        alice.close()
+        eve.close()
+        cluster.delete_group("pending")
 
 
 def test_a_user_without_rights_cannot_create_groups(server):
     cluster, listener = server
-    nobody = Client(listener.address, "nobody")
-    mallory = Client(listener.address, "mallory")
+    nobody = login(listener.address, "nobody")
+    mallory = login(listener.address, "mallory")
     try:
         before = {g.group_id for g in cluster.groups()}
         for n in range(20):

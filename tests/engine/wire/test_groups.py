@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -20,24 +18,17 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KTP
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.consumer.group import (
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
 )
 from kafka.structs import OffsetAndMetadata as KOffsetAndMetadata
 
 from engine import Producer
 from engine.clock import FakeClock
 from engine.wire import codes
-from engine.wire.coordinator import GroupCoordinator
+from engine.wire.coordinator import GroupCoordinator, JoinRequest, SyncRequest
 from tests.engine.wire.conftest import run_async
+from tests.engine.wire.group_client import GroupClient, subscription
 
 
 def _topic(wire, full, partitions):
@@ -358,119 +349,34 @@ def admin_list(wire):
 # --- the protocol itself, request by request -----------------------------------------------
 
 
-class _Raw:
-    """One connection sending requests built with kafka-python's protocol classes."""
-
-    def __init__(self, address):
-        self.sock = socket.create_connection(address, timeout=30)
-        self.correlation = 0
-
-    def call(self, request, response_class, version):
-        self.correlation += 1
-        request.API_VERSION = version
-        request.with_header(correlation_id=self.correlation, client_id="raw")
-        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-        (size,) = struct.unpack(">i", self._exactly(4))
-        return response_class.decode(self._exactly(size), version=version, header=True)
-
-    def _exactly(self, n):
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            assert chunk, "connection closed"
-            buf += chunk
-        return buf
-
-    def close(self):
-        self.sock.close()
-
-
-def _join(raw, group, member_id="", version=5, session_timeout_ms=6000):
-    request = JoinGroupRequest(
-        group_id=group,
-        session_timeout_ms=session_timeout_ms,
-        rebalance_timeout_ms=5000,
-        member_id=member_id,
-        group_instance_id=None,
-        protocol_type="consumer",
-        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"meta")],
-    )
-    return raw.call(request, JoinGroupResponse, version)
-
-
-def _sync(raw, group, generation, member_id, assignments=()):
-    request = SyncGroupRequest(
-        group_id=group,
-        generation_id=generation,
-        member_id=member_id,
-        group_instance_id=None,
-        assignments=[
-            SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
-            for m, a in assignments
-        ],
-    )
-    return raw.call(request, SyncGroupResponse, 3)
-
-
-def _heartbeat(raw, group, generation, member_id):
-    request = HeartbeatRequest(
-        group_id=group, generation_id=generation, member_id=member_id, group_instance_id=None
-    )
-    return raw.call(request, HeartbeatResponse, 3).error_code
-
-
-def _commit(raw, group, generation, member_id, topic, offset):
-    T = OffsetCommitRequest.OffsetCommitRequestTopic
-    request = OffsetCommitRequest(
-        group_id=group,
-        generation_id_or_member_epoch=generation,
-        member_id=member_id,
-        group_instance_id=None,
-        retention_time_ms=-1,
-        topics=[
-            T(
-                name=topic,
-                partitions=[
-                    T.OffsetCommitRequestPartition(
-                        partition_index=0,
-                        committed_offset=offset,
-                        committed_leader_epoch=-1,
-                        committed_metadata="",
-                    )
-                ],
-            )
-        ],
-    )
-    response = raw.call(request, OffsetCommitResponse, 7)
-    return response.topics[0].partitions[0].error_code
-
-
 def test_protocol_errors_of_join_sync_heartbeat_and_commit(wire):
     full = "/kafka:grp-raw"
     _topic(wire, full, 1)
-    raw, other = _Raw(wire.server.address), _Raw(wire.server.address)
+    raw, other = GroupClient(wire.server.address), GroupClient(wire.server.address)
     try:
         # v4+: a member first learns its id (MEMBER_ID_REQUIRED, 79), then joins with it
-        first = _join(raw, "raw-group")
+        first = raw.join("raw-group")
         assert first.error_code == 79
         assert first.member_id.startswith("raw-")
-        assert _join(raw, "raw-group", member_id="raw-not-handed-out").error_code == 25
-        joined = _join(raw, "raw-group", member_id=first.member_id)
+        assert raw.join("raw-group", member_id="raw-not-handed-out").error_code == 25
+        joined = raw.join("raw-group", member_id=first.member_id)
         assert (joined.error_code, joined.generation_id) == (0, 1)
         assert joined.leader == first.member_id
-        assert [(m.member_id, m.metadata) for m in joined.members] == [(first.member_id, b"meta")]
+        assert [(m.member_id, m.metadata) for m in joined.members] == [
+            (first.member_id, subscription([]))
+        ]
         me = first.member_id
-        synced = _sync(raw, "raw-group", 1, me, [(me, b"assignment-bytes")])
+        synced = raw.sync("raw-group", 1, me, [(me, b"assignment-bytes")])
         assert (synced.error_code, synced.assignment) == (0, b"assignment-bytes")
-        assert _heartbeat(raw, "raw-group", 1, me) == 0
-        assert _heartbeat(raw, "raw-group", 0, me) == 22  # ILLEGAL_GENERATION
-        assert _heartbeat(raw, "raw-group", 1, "raw-stranger") == 25  # UNKNOWN_MEMBER_ID
+        assert raw.heartbeat("raw-group", 1, me) == 0
+        assert raw.heartbeat("raw-group", 0, me) == 22  # ILLEGAL_GENERATION
+        assert raw.heartbeat("raw-group", 1, "raw-stranger") == 25  # UNKNOWN_MEMBER_ID
         # commits: a member's are checked; a simple one (generation -1, no member id) is
         # refused while the group has members, as Kafka refuses it
-        assert _commit(raw, "raw-group", 1, me, "grp-raw", 3) == 0
-        assert _commit(raw, "raw-group", 0, me, "grp-raw", 4) == 22
-        assert _commit(raw, "raw-group", 1, "raw-stranger", "grp-raw", 4) == 25
-        assert _commit(raw, "raw-group", -1, "", "grp-raw", 5) == 25
+        assert raw.commit("raw-group", "grp-raw", {0: 3}, 1, me) == {0: 0}
+        assert raw.commit("raw-group", "grp-raw", {0: 4}, 0, me) == {0: 22}
+        assert raw.commit("raw-group", "grp-raw", {0: 4}, 1, "raw-stranger") == {0: 25}
+        assert raw.commit("raw-group", "grp-raw", {0: 5}, -1, "") == {0: 25}
         assert wire.cluster.group("raw-group").partitions[0].committed == 3
     finally:
         raw.close()
@@ -478,20 +384,20 @@ def test_protocol_errors_of_join_sync_heartbeat_and_commit(wire):
 
 
 def test_a_second_member_rebalances_the_first(wire):
-    raw, other = _Raw(wire.server.address), _Raw(wire.server.address)
+    raw, other = GroupClient(wire.server.address), GroupClient(wire.server.address)
     try:
-        me = _join(raw, "raw-two").member_id
-        assert _join(raw, "raw-two", member_id=me).generation_id == 1
-        assert _sync(raw, "raw-two", 1, me, [(me, b"all")]).error_code == 0
+        me = raw.join("raw-two").member_id
+        assert raw.join("raw-two", member_id=me).generation_id == 1
+        assert raw.sync("raw-two", 1, me, [(me, b"all")]).error_code == 0
         result: dict[str, object] = {}
         # JoinGroup v3 hands out the member id at once; it waits for the first member
         joiner = threading.Thread(
-            target=lambda: result.setdefault("join", _join(other, "raw-two", version=3))
+            target=lambda: result.setdefault("join", other.join("raw-two", version=3))
         )
         joiner.start()
-        _wait(lambda: _heartbeat(raw, "raw-two", 1, me) == 27, 5, "REBALANCE_IN_PROGRESS (27)")
+        _wait(lambda: raw.heartbeat("raw-two", 1, me) == 27, 5, "REBALANCE_IN_PROGRESS (27)")
         assert "join" not in result  # held open until every known member rejoined
-        again = _join(raw, "raw-two", member_id=me)
+        again = raw.join("raw-two", member_id=me)
         joiner.join(timeout=10)
         theirs = result["join"]
         assert (again.error_code, again.generation_id) == (0, 2)
@@ -499,8 +405,8 @@ def test_a_second_member_rebalances_the_first(wire):
         assert again.leader == me and theirs.leader == me
         assert len(again.members) == 2 and theirs.members == []
         # the old generation is over for everyone
-        assert _heartbeat(raw, "raw-two", 1, me) == 22
-        assert _heartbeat(raw, "raw-two", 2, me) == 0
+        assert raw.heartbeat("raw-two", 1, me) == 22
+        assert raw.heartbeat("raw-two", 2, me) == 0
         # LeaveGroup v3+ removes the member and rebalances the rest
         leave = LeaveGroupRequest(
             group_id="raw-two",
@@ -508,7 +414,7 @@ def test_a_second_member_rebalances_the_first(wire):
         )
         left = other.call(leave, LeaveGroupResponse, 3)
         assert [m.error_code for m in left.members] == [0]
-        assert _heartbeat(raw, "raw-two", 2, me) == 27
+        assert raw.heartbeat("raw-two", 2, me) == 27
     finally:
         raw.close()
         other.close()
@@ -521,8 +427,10 @@ def test_a_second_member_rebalances_the_first(wire):
 
 def _coordinator_join(coordinator, group, member_id="", session_timeout_ms=1000):
     return coordinator.join(
-        group, member_id, None, "c", "host", session_timeout_ms, 5000, "consumer",
-        [("range", b"meta")], require_known_member_id=member_id == "",
+        JoinRequest(
+            group, member_id, None, "c", "host", session_timeout_ms, 5000, "consumer",
+            [("range", b"meta")], require_known_member_id=member_id == "",
+        )
     )  # fmt: skip
 
 
@@ -533,7 +441,10 @@ def test_a_member_that_stops_heartbeating_is_removed():
         me = _coordinator_join(coordinator, "g").member_id
         joined = _coordinator_join(coordinator, "g", me)
         assert (joined.error, joined.generation) == (codes.NONE, 1)
-        assert coordinator.sync("g", 1, me, "consumer", "range", [(me, b"x")])[0] == codes.NONE
+        assert (
+            coordinator.sync(SyncRequest("g", 1, me, "consumer", "range", [(me, b"x")]))[0]
+            == codes.NONE
+        )
         clock.advance(0.9)
         coordinator.expire()
         assert coordinator.heartbeat("g", 1, me) == codes.NONE  # in time: it stays
@@ -551,22 +462,27 @@ def test_a_member_that_does_not_rejoin_in_the_rebalance_timeout_is_removed():
     try:
         me = _coordinator_join(coordinator, "g", session_timeout_ms=60_000).member_id
         _coordinator_join(coordinator, "g", me, session_timeout_ms=60_000)
-        assert coordinator.sync("g", 1, me, "consumer", "range", [(me, b"x")])[0] == codes.NONE
+        assert (
+            coordinator.sync(SyncRequest("g", 1, me, "consumer", "range", [(me, b"x")]))[0]
+            == codes.NONE
+        )
         result = {}
         joiner = threading.Thread(  # a second member: the first must rejoin within 5 s
             target=lambda: result.setdefault(
                 "join",
                 coordinator.join(
-                    "g",
-                    "",
-                    None,
-                    "c2",
-                    "host",
-                    60_000,
-                    5000,
-                    "consumer",
-                    [("range", b"meta")],
-                    require_known_member_id=False,
+                    JoinRequest(
+                        "g",
+                        "",
+                        None,
+                        "c2",
+                        "host",
+                        60_000,
+                        5000,
+                        "consumer",
+                        [("range", b"meta")],
+                        require_known_member_id=False,
+                    )
                 ),  # fmt: skip
             )
         )

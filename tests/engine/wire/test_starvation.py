@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
     JoinGroupRequest,
@@ -17,34 +16,12 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from engine import Cluster
 from engine.wire import KafkaServer, codes
 from tests.engine.wire.test_bad_input import Raw, _batch, _produce
 from tests.timing import scaled
 
 ATTACKERS = 64  # as many as the listener has worker threads
 NEVER = 2**31 - 1
-
-
-@pytest.fixture
-def make_server(tmp_path):
-    servers: list[KafkaServer] = []
-    clusters: list[Cluster] = []
-
-    def make(**kwargs) -> KafkaServer:
-        cluster = Cluster.open(tmp_path / f"c{len(clusters)}", name="starve")
-        clusters.append(cluster)
-        cluster.create_stream("/kafka")
-        cluster.create_topic("/kafka:t", partitions=1)
-        server = KafkaServer(cluster, listen=("127.0.0.1", 0), **kwargs).start()
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        server.close()
-    for cluster in clusters:
-        cluster.close()
 
 
 def _encode(request, version: int) -> bytes:

@@ -24,7 +24,8 @@ from engine.clock import FakeClock
 from engine.records import MemberInfo
 from engine.wire import KafkaServer
 from engine.wire.broker import Broker
-from tests.engine.wire.test_groups import _join, _Raw, _sync
+from engine.wire.coordinator import JoinRequest, SyncRequest
+from tests.engine.wire.group_client import GroupClient
 
 
 def _plet(*args):
@@ -192,11 +193,19 @@ def test_a_killed_listener_leaves_members_that_expire_after_their_session(tmp_pa
             time.sleep(4.5)
             assert [m.member_id for m in _members(cluster, group)] == [member.member_id]
             assert cluster.group(group).members[0].last_heartbeat_ms > member.last_heartbeat_ms
+            # no commit into the group from outside while the other process's member lives
+            outsider = Consumer(cluster, group_id=group, enable_auto_commit=False)
+            with pytest.raises(errors.CommitFailed, match="plet serve"):
+                outsider.commit({TopicPartition(full, 0): 1})
             server.send_signal(signal.SIGKILL)  # no LeaveGroup, no withdrawal
             assert server.wait(timeout=30) == -signal.SIGKILL
             with pytest.raises(errors.IllegalState, match="live member"):
                 cluster.reset_offsets(group, full, "earliest")
+            with pytest.raises(errors.CommitFailed, match="plet serve"):
+                outsider.commit({TopicPartition(full, 0): 1})
             _wait(lambda: _members(cluster, group) == [], 30, "the session timeout")
+            outsider.commit({TopicPartition(full, 0): 1})  # the killed listener's expired
+            outsider.close()
             assert cluster.group(group).state == "Empty"
             assert cluster.reset_offsets(group, full, "latest") == {
                 TopicPartition(full, 0): 0,
@@ -225,14 +234,16 @@ def test_published_members_are_refreshed_then_expire_by_the_engine_rule(tmp_path
 
         def join(member_id):
             return coordinator.join(
-                "g", member_id, None, "c", "/h", 3000, 5000, "consumer", [("range", b"")],
-                member_id == "",
+                JoinRequest(
+                    "g", member_id, None, "c", "/h", 3000, 5000, "consumer", [("range", b"")],
+                    member_id == "",
+                )
             )  # fmt: skip
 
         me = join("").member_id
         assert join(me).error == 0
         given = ConsumerProtocolAssignment(0, [("t", [0, 1])], b"").encode()
-        assert coordinator.sync("g", 1, me, "consumer", "range", [(me, given)])[0] == 0
+        assert coordinator.sync(SyncRequest("g", 1, me, "consumer", "range", [(me, given)]))[0] == 0
         (member,) = cluster.group("g").members
         assert member.assignment == (TopicPartition("/kafka:t", 0), TopicPartition("/kafka:t", 1))
         for _ in range(3):  # 4.5 s, longer than the session, in steps of the listener's
@@ -263,14 +274,14 @@ def test_a_kafka_client_cannot_join_a_group_engine_consumers_hold(wire):
     consumer = Consumer(cluster, group_id=group, auto_offset_reset="earliest")
     consumer.subscribe([full])
     consumer.poll(timeout_ms=100)
-    raw = _Raw(wire.server.address)
+    raw = GroupClient(wire.server.address)
     try:
-        assert _join(raw, group).error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+        assert raw.join(group).error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
         assert cluster.group_kinds(group) == frozenset({"engine"})
         consumer.close()  # leaves at once
-        first = _join(raw, group)
+        first = raw.join(group)
         assert first.error_code == 79  # MEMBER_ID_REQUIRED: now it may join
-        assert _join(raw, group, member_id=first.member_id).error_code == 0
+        assert raw.join(group, member_id=first.member_id).error_code == 0
     finally:
         raw.close()
 
@@ -344,15 +355,15 @@ def test_a_closed_listener_withdraws_its_members(wire):
     wire.server.broker.ensure_default_stream()
     cluster.create_topic(full, partitions=3)
     server = KafkaServer(cluster, listen=("127.0.0.1", 0)).start()
-    raw = _Raw(server.address)
+    raw = GroupClient(server.address)
     try:
-        me = _join(raw, group).member_id
-        assert _join(raw, group, member_id=me).error_code == 0
+        me = raw.join(group).member_id
+        assert raw.join(group, member_id=me).error_code == 0
         TP = ConsumerProtocolAssignment.TopicPartition
         mine = ConsumerProtocolAssignment(
             assigned_partitions=[TP(topic="wg-close", partitions=[0, 2])], user_data=b""
         ).encode(version=0)
-        assert _sync(raw, group, 1, me, [(me, bytes(mine))]).error_code == 0
+        assert raw.sync(group, 1, me, [(me, bytes(mine))]).error_code == 0
         # published before the SyncGroup answer
         (member,) = cluster.group(group).members
         assert (member.member_id, member.client_id) == (me, "raw")
