@@ -51,6 +51,19 @@ class Loaded(Message):
         self.error = error
 
 
+class GroupPermsLoaded(Message):
+    """A worker's answer with the chosen consumer group's permissions (`data`, a
+    `GroupPermissions`), or `error`, to the Groups tab's request number `seq`."""
+
+    bubble = False
+
+    def __init__(self, seq: int, data: Any = None, error: BaseException | None = None) -> None:
+        super().__init__()
+        self.seq = seq
+        self.data = data
+        self.error = error
+
+
 class RecordsArrived(Message):
     """New messages seen while following a topic's tail."""
 

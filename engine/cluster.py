@@ -38,6 +38,7 @@ from engine.errors import (
     Closed,
     IllegalState,
     InvalidArgument,
+    InvalidName,
     InvalidOffset,
     InvalidPartition,
     InvalidPolicy,
@@ -899,9 +900,34 @@ class Cluster:
         path), "topic" (a full name) with `metric` write_messages, write_bytes,
         read_messages or read_bytes (per second); "group" (a group id) with lag_messages;
         "replica" (`engine.ops.metrics.replica_name(stream, target)`) with copied_messages,
-        copied_bytes (per second), lag_messages or lag_seconds."""
+        copied_bytes (per second), lag_messages or lag_seconds.
+
+        A stream's or topic's series needs its consume permission, a group's the group's
+        describe_perm (AccessDenied; administrators pass): a topic's load is its
+        consumers' to see (docs/WEB.md, "What users see")."""
         self.check_open()
-        return metrics.series(self, scope, name, metric, window_s)
+        found = metrics.series(self, scope, name, metric, window_s)
+        self._check_measure(scope, found.name)
+        return found
+
+    def _check_measure(self, scope: str, name: str) -> None:
+        if self.is_administrator:
+            return
+        if scope in ("stream", "topic"):
+            stream = names.split_full_name(name)[0] if scope == "topic" else name
+            try:
+                self.authorize(stream, "consume_perm", what="see the metrics of")
+            except UnknownStream:
+                return  # nothing to hide: the series is empty
+        elif scope == "group":
+            GroupAdmin(self).access.check(name, "describe_perm", "see the metrics of")
+
+    def _may_measure(self, scope: str, name: str) -> bool:
+        try:
+            self._check_measure(scope, name)
+        except (AccessDenied, InvalidName):
+            return False
+        return True
 
     def busiest(
         self, scope: str, *, metric: str = "write_messages", window_s: int = 3600, limit: int = 10
@@ -910,7 +936,11 @@ class Cluster:
         `metric` in the metrics history's last `window_s` seconds, with the average rate
         (counters) or the sum of readings (gauges), most first."""
         self.check_open()
-        return metrics.busiest(self, scope, metric, window_s, limit)
+        if self.is_administrator:
+            return metrics.busiest(self, scope, metric, window_s, limit)
+        # what this principal may see of them (`metrics`), the busiest first
+        found = metrics.busiest(self, scope, metric, window_s, max(limit, 1000))
+        return [(n, v) for n, v in found if self._may_measure(scope, n)][:limit]
 
     # --- consumer groups ------------------------------------------------------------------
 
@@ -1313,6 +1343,19 @@ class Cluster:
         )
 
     # --- access control -------------------------------------------------------------------
+
+    def may_consume(self, stream: str | StreamRow | StreamInfo) -> bool:
+        """Whether this cluster's principal may read `stream`'s contents and what measures
+        them (its topics' load and metrics history): an administrator, or whoever passes
+        its consume_perm (docs/WEB.md, "What users see"). False for a stream that does
+        not exist."""
+        if self.is_administrator:
+            return True
+        try:
+            self.authorize(stream, "consume_perm")
+        except (AccessDenied, UnknownStream):
+            return False
+        return True
 
     def authorize(
         self,

@@ -9,10 +9,10 @@ embedded chart is drawn in the same response that lists its numbers. Each figure
 server-rendered caption (latest and peak) and a "Data" table, so the numbers do not need
 the canvas.
 
-Who sees a series: whoever sees what it measures, as the pages decide today. Stream and
-topic metadata are shown to every logged-in user, a group to those its describe_perm lets
-in, so a series of a stream, topic, group or link is there when the stream, topic, group
-or link is (404 otherwise; 403 for a group the user may not describe).
+Who sees a series (docs/WEB.md, "What users see"): a stream's or topic's to those who may
+consume the stream, a group's to those its describe_perm lets in (the engine checks both,
+`Cluster.metrics`: 403 otherwise), a link's to every user, as the replication page shows
+links; a series of what does not exist is a 404.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from flask import Blueprint, request, url_for
 from engine import errors
 from engine.ops.metrics import MetricSeries, replica_name
 from engine.replication import links
-from web.pages import cluster, render
+from web.pages import cluster, render, wants_partial
 
 charts = Blueprint("charts", __name__)
 
@@ -228,13 +228,21 @@ def fragment():
     window_s = parse_window(request.args.get("window"))
     c = cluster()
     check_visible(c, scope, name)
-    chart = make_chart(
-        c,
-        scope,
-        name,
-        wanted,
-        title=request.args.get("title", "")[:200] or f"{scope} {name}".strip(),
-        chart_id=_safe_id(request.args.get("id", "chart")),
-        window_s=window_s,
-    )
+    chart_id = _safe_id(request.args.get("id", "chart"))
+    try:
+        chart = make_chart(
+            c,
+            scope,
+            name,
+            wanted,
+            title=request.args.get("title", "")[:200] or f"{scope} {name}".strip(),
+            chart_id=chart_id,
+            window_s=window_s,
+        )
+    except errors.AccessDenied as exc:
+        # a series of a stream the user may not consume: the slot says so (htmx swaps
+        # only a 2xx answer), a plain request gets the 403
+        if not wants_partial():
+            raise
+        return render("_chart_denied.html", None, chart_id=chart_id, message=str(exc))
     return render("_chart_fragment.html", None, chart=chart)

@@ -8,7 +8,8 @@ administrators always), and in it only the topics they may consume; previewing a
 resetting offsets need its reset_perm and the consume permission of the topic (one the group
 already has), deleting it its delete_perm: `Cluster.groups`, `group`, `plan_offset_reset`,
 `apply_offset_reset` and `delete_group` check them as the logged-in user
-(engine.groups.perms; docs/WEB.md, "Consumer group permissions").
+(engine.groups.perms; docs/WEB.md, "Consumer group permissions"). The group's own ACEs are
+edited in a form (its creator and administrators: `Cluster.set_group_permissions`).
 
 The preview's Apply sends the previewed plan back (partition, committed offset, new
 offset); the server plans again from the same form and applies only if both agree, so what
@@ -26,6 +27,7 @@ from flask import Blueprint, make_response, redirect, request, url_for
 from engine import errors
 from engine.groups import ResetTarget, form_target, parse_partitions
 from engine.groups.grammar import TARGET_KINDS
+from engine.groups.perms import PERMS, ace_errors
 from engine.records import GroupInfo, OffsetResetPlan, TopicPartition
 from web.pages import cluster, render, wants_partial
 
@@ -165,6 +167,8 @@ def group(group_id: str):
     action = request.form.get("action") or "reset"
     if action == "delete":
         return _delete(c, info)
+    if action == "perms":
+        return _set_perms(c, info)
     topics = group_topics(info)
     form = ResetForm.from_request()
     status = 200
@@ -209,7 +213,45 @@ def group(group_id: str):
         if form.result is not None:
             response.headers["HX-Trigger"] = "offsets-reset"
         return response
-    return render("groups/group.html", group=info, form=form, topics=topics), status
+    page = render(
+        "groups/group.html",
+        group=info,
+        form=form,
+        topics=topics,
+        perms=c.group_permissions(group_id),
+    )
+    return page, status
+
+
+def _set_perms(c, info: GroupInfo):
+    """POST `action=perms`: the group's own ACEs, one field per permission (blank: back
+    to the default, or the prefix rule that applies). Every bad ACE is shown next to its
+    field with the engine's message (400) and nothing changes; a user who is neither the
+    group's creator nor an administrator is refused by the engine (403)."""
+    group_id = info.group_id
+    values = {perm: (request.form.get(perm) or "").strip() for perm in PERMS}
+    found = ace_errors(values)
+    status = 400 if found else 200
+    if not found:
+        try:
+            c.set_group_permissions(group_id, **values)
+        except errors.AccessDenied as exc:
+            found["form"], status = str(exc), 403
+        except ValueError as exc:  # a check the form's did not make
+            found["form"], status = str(exc), 400
+    context = {
+        "group": info,
+        "perms": c.group_permissions(group_id),
+        "perm_values": values if found else None,
+        "perm_errors": found,
+        "perm_saved": not found,
+    }
+    if wants_partial():
+        return render("groups/group.html", "groups/_perms.html", **context)
+    topics = group_topics(info)
+    return render(
+        "groups/group.html", form=ResetForm(topic=(topics or [""])[0]), topics=topics, **context
+    ), status
 
 
 def _delete(c, info: GroupInfo):

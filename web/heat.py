@@ -184,7 +184,13 @@ def build_maps(hm: HeatMap, metric: str, topic: str | None, partition: int | Non
         )
         for tp, load in ranked
     ]
-    if topic is not None and partition is not None:
+    # the partition asked for, when cool; not one of a stream the user may not consume,
+    # whose load is not theirs to see, even as zeros (docs/WEB.md, "What users see")
+    if (
+        topic is not None
+        and partition is not None
+        and cluster().may_consume(names.split_full_name(topic)[0])
+    ):
         tp = TopicPartition(topic, partition)
         if not any(r.tp == tp for r in partition_rows):
             series = hm.partition_series.get(tp, [Load()] * len(hm.buckets))

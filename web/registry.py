@@ -228,32 +228,36 @@ def schema_types():
     return _json(list(sc.SCHEMA_TYPES))
 
 
+def _readable_id(raw: str) -> int:
+    """A schema id the user may see: one only subjects they may not read name is answered
+    as an id that does not exist (docs/SCHEMAS.md, "Who sees what")."""
+    schema_id = _schema_id(raw)
+    if not _registry().may_read(schema_id):
+        raise _Answer(404, 40403, f"Schema {schema_id} not found")
+    return schema_id
+
+
 @route("/schemas/ids/<raw_id>")
 def schema_by_id(raw_id: str):
-    schema = _registry().get_by_id(_schema_id(raw_id))
-    if not _registry().uses(schema.id) and not g.cluster.is_administrator:
-        # a schema only subjects the user may not read name is not theirs to see
-        raise _Answer(404, 40403, f"Schema {schema.id} not found")
+    schema = _registry().get_by_id(_readable_id(raw_id))
     return _json(_described(schema, with_subject=False))
 
 
 @route("/schemas/ids/<raw_id>/schema")
 def schema_text_by_id(raw_id: str):
-    schema = _registry().get_by_id(_schema_id(raw_id))
-    if not _registry().uses(schema.id) and not g.cluster.is_administrator:
-        raise _Answer(404, 40403, f"Schema {schema.id} not found")
+    schema = _registry().get_by_id(_readable_id(raw_id))
     return _json(_schema_text(schema))
 
 
 @route("/schemas/ids/<raw_id>/versions")
 def schema_versions(raw_id: str):
-    uses = _registry().uses(_schema_id(raw_id))
+    uses = _registry().uses(_readable_id(raw_id))
     return _json([{"subject": s, "version": v} for s, v in uses])
 
 
 @route("/schemas/ids/<raw_id>/subjects")
 def schema_subjects(raw_id: str):
-    uses = _registry().uses(_schema_id(raw_id))
+    uses = _registry().uses(_readable_id(raw_id))
     return _json(sorted({s for s, _v in uses}))
 
 

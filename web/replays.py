@@ -290,6 +290,7 @@ def _job_page(found: jobs.Job, cancellable: bool):
         job=found,
         visible=visible,
         cancellable=cancellable,
+        show_process=cluster().is_administrator,  # the server's pid and host
         log=jobs.job_log(found) if visible else None,
         show_spark=request.args.get("spark") == "1",
     )

@@ -31,6 +31,7 @@ time (**… more** loads the next page). The search box above it narrows the tre
 | `ctrl+s` | Policies | save the form (checked by the engine and the admin ACE) |
 | `o` | Groups | reset the chosen group's offsets |
 | `delete` | Groups | delete the chosen group (asks first; not while it has live members) |
+| `a` | Groups | edit the chosen group's permissions (its creator and administrators) |
 | `space` | Replication | pause or resume the chosen link |
 | `n` / `x` | Replays | start a replay job / cancel the chosen one |
 
@@ -39,7 +40,7 @@ In a text box letters and digits are text, not keys (`tab` leaves it).
 **Tabs.** *Messages*: a page of messages with partition, offset, time, key and value, the
 whole value below. *Partitions*: each partition's partitionlet chain with volumes, offsets
 and sizes, and the volumes. *Policies*: the stream's policies in a form. *Groups*:
-consumer groups, their members, committed offsets and lag. *Replication*: links out and
+consumer groups, their members, committed offsets, lag and permissions. *Replication*: links out and
 in with state and lag, and the replication graph with its cycles. *Heat*: load per
 partition or volume over time. *Replays*: Spark replay jobs with progress and results.
 """

@@ -1,22 +1,26 @@
 """The Groups tab: consumer groups with state and lag; the chosen group's lag history (a
-chart), its members with their assignment, and its committed offsets per partition; a dialog to reset its offsets (with a
-preview), and deleting a group with no live members after a confirmation."""
+chart), its members with their assignment, its committed offsets per partition and its
+permissions (each ACE, where it comes from, whether the console's user passes it); a dialog
+to reset its offsets (with a preview), one to edit its permissions (its creator and
+administrators), and deleting a group with no live members after a confirmation."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Button, DataTable, Static
 
+from console.events import GroupPermsLoaded
 from console.widgets.chart import MetricChart
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
 from engine import TopicPartition
+from engine.groups import GroupPermissions
 from engine.records import GroupInfo
 from engine.times import format_ms
 
@@ -26,18 +30,23 @@ class GroupsPane(Pane):
     BINDINGS = [
         Binding("o", "reset", "Reset offsets"),
         Binding("delete", "delete_group", "Delete group"),
+        Binding("a", "edit_perms", "Permissions"),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.groups: dict[str, GroupInfo] = {}
         self.selected: str | None = None
+        # the selected group's permissions, loaded in a worker when the selection changes
+        self.perms: GroupPermissions | None = None
+        self._perms_seq = 0
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="pane-toolbar"):
             yield Static(id="group-summary")
             yield Button("Reset offsets…", id="group-reset", compact=True)
             yield Button("Delete group…", id="group-delete", compact=True)
+            yield Button("Permissions…", id="group-perms-edit", compact=True)
         groups = Table(id="group-table", cursor_type="row", zebra_stripes=True)
         groups.add_columns(
             "Group", "State", "Generation", "Strategy", "Members", "Partitions", "Lag"
@@ -52,6 +61,11 @@ class GroupsPane(Pane):
         parts = Table(id="group-partitions", cursor_type="row")
         parts.add_columns("Topic", "P", "Committed", "Log end", "Lag", "Member")
         yield parts
+        yield Static("Permissions", classes="section-title")
+        yield Static(id="group-perms-summary")
+        perms = Table(id="group-perms", cursor_type="row")
+        perms.add_columns("Permission", "ACE", "From", "You")
+        yield perms
 
     def fetch(self) -> list[GroupInfo]:
         return self.cluster.groups()
@@ -95,6 +109,7 @@ class GroupsPane(Pane):
 
     def _show_group(self) -> None:
         info = self.groups.get(self.selected or "")
+        self._load_perms(info.group_id if info else None)
         self.query_one("#chart-group-lag", MetricChart).show_series(
             f"{self.selected} lag" if info else "Lag", "group", self.selected if info else None
         )
@@ -136,6 +151,85 @@ class GroupsPane(Pane):
                 for p in parts
             ),
         )
+
+    def _load_perms(self, group_id: str | None) -> None:
+        self._perms_seq += 1
+        if group_id is None:
+            self._show_perms(None)
+        else:  # with every refresh too: a few reads of one group
+            self._fetch_perms(self._perms_seq, group_id)
+
+    @work(thread=True, group="group-perms")
+    def _fetch_perms(self, seq: int, group_id: str) -> None:
+        try:
+            perms = self.cluster.group_permissions(group_id)
+        except Exception as exc:  # shown in the summary; a worker must not kill the app
+            self.post_message(GroupPermsLoaded(seq, error=exc))
+        else:
+            self.post_message(GroupPermsLoaded(seq, perms))
+
+    @on(GroupPermsLoaded)
+    def _perms_loaded(self, message: GroupPermsLoaded) -> None:
+        message.stop()
+        if message.seq != self._perms_seq:
+            return
+        if message.error is not None:
+            self.perms = None
+            note(self.query_one("#group-perms-summary", Static), f"error: {message.error}")
+            self.query_one("#group-perms", DataTable).clear()
+            return
+        self._show_perms(message.data)
+
+    def _show_perms(self, perms: GroupPermissions | None) -> None:
+        self.perms = perms
+        summary = self.query_one("#group-perms-summary", Static)
+        table = self.query_one("#group-perms", DataTable)
+        if perms is None:
+            note(summary, "")
+            table.clear()
+            return
+        creator = perms.creator or "none yet (whoever may consume all its topics)"
+        edit = "you may edit them (a)" if perms.editable else "its creator's to edit"
+        note(summary, f"creator: {creator} · {edit}")
+        fill_table(
+            table,
+            (
+                (
+                    perm,
+                    (
+                        perm,
+                        Text(ace),
+                        perms.sources[perm],
+                        "yes" if perm in perms.allowed else "no",
+                    ),
+                )
+                for perm, ace in perms.aces.items()
+            ),
+        )
+
+    @on(Button.Pressed, "#group-perms-edit")
+    def action_edit_perms(self) -> None:
+        perms = self.perms
+        if perms is None or perms.group_id != self.selected:
+            self.notify("Pick a group first.", severity="warning")
+            return
+        if not perms.editable:
+            self.notify(
+                f"Only the creator of {perms.group_id} ({perms.creator or 'none yet'}) or an "
+                "administrator may change its permissions.",
+                severity="warning",
+            )
+            return
+        from console.screens.group_perms import GroupPermsScreen
+
+        group_id = perms.group_id
+
+        def done(saved: bool | None) -> None:
+            if saved:
+                self.notify(f"saved the permissions of {group_id}")
+                self._load_perms(group_id)
+
+        self.app.push_screen(GroupPermsScreen(perms), done)
 
     @on(Button.Pressed, "#group-reset")
     def action_reset(self) -> None:

@@ -453,6 +453,12 @@ def _fingerprint(schema_type: str, normal: str, refs: Sequence[SchemaReference])
     return digest.hexdigest()
 
 
+def _stream_fingerprint(fingerprint: str, stream: str | None) -> str:
+    """The fingerprint of a schema stored for one stream's subjects alone (None: the
+    subjects that name no topic, an administrator's)."""
+    return hashlib.sha256(f"stream\0{stream or ''}\0{fingerprint}".encode()).hexdigest()
+
+
 # Compiled schemas by (cluster id, schema id): an id names one text for good (ids are never
 # reused), so entries never go stale.
 _CACHE: OrderedDict[tuple[str, int], _Compiled] = OrderedDict()
@@ -542,15 +548,36 @@ class SchemaRegistry:
         compiled = self._compile(schema_type, text, refs)
         normal = _normal_form(schema_type, text)
         fingerprint = _fingerprint(schema_type, normal, refs)
-        existing = self._table.find(subject, fingerprint)
+        existing = self._table.find(subject, self._fingerprints(subject, fingerprint))
         if existing is not None:
             return _from_version(existing)
         self._check_compatible(subject, schema_type, compiled)
         refs_json = json.dumps(
             [{"name": r.name, "subject": r.subject, "version": r.version} for r in refs]
         )
-        row, _added = self._table.register(subject, schema_type, text, refs_json, fingerprint)
+        row, _added = self._table.register(
+            subject, schema_type, text, refs_json, self._stored_fingerprint(subject, fingerprint)
+        )
         return _from_version(row)
+
+    def _fingerprints(self, subject: str, fingerprint: str) -> tuple[str, str]:
+        """Under which fingerprints `subject` may hold a schema: the shared one, and its
+        stream's own (`_stored_fingerprint`)."""
+        return fingerprint, _stream_fingerprint(fingerprint, self.stream_of(subject))
+
+    def _stored_fingerprint(self, subject: str, fingerprint: str) -> str:
+        """The fingerprint, so the id, a new version of `subject` gets: the shared one (one
+        global id per text, as Confluent's registry) when no schema has it yet, or when the
+        principal may read a subject that has it (administrators may read them all); else
+        one of the subject's stream alone, a new id, so that the id answered does not tell
+        whether a subject the principal may not read holds the same text (the schema-id
+        oracle; docs/SCHEMAS.md, "Who sees what")."""
+        found = self._table.id_of(fingerprint)
+        if found is None or self._cluster.is_administrator:
+            return fingerprint
+        if any(self._readable(s) for s, _v in self._table.uses_of(found, deleted=True)):
+            return fingerprint
+        return _stream_fingerprint(fingerprint, self.stream_of(subject))
 
     def delete_subject(self, subject: str, permanent: bool = False) -> list[int]:
         """Soft-delete every version of `subject` (or, with `permanent`, remove the
@@ -645,7 +672,8 @@ class SchemaRegistry:
             normal = _normal_form(schema_type, text)
         except ValueError:
             raise InvalidSchema("Invalid schema: not JSON") from None
-        row = self._table.find(subject, _fingerprint(schema_type, normal, refs), deleted)
+        fingerprints = self._fingerprints(subject, _fingerprint(schema_type, normal, refs))
+        row = self._table.find(subject, fingerprints, deleted)
         if row is None:
             raise SchemaNotFound("Schema not found")
         return _from_version(row)
@@ -662,6 +690,16 @@ class SchemaRegistry:
         self._cluster.check_open()
         self._row_by_id(schema_id)
         return [(s, v) for s, v in self._table.uses_of(schema_id) if self._readable(s)]
+
+    def may_read(self, schema_id: int) -> bool:
+        """Whether the principal may see schema `schema_id`: an administrator, or a reader
+        of a subject with a version of it (soft-deleted ones count: old messages still
+        name it). An id of no such subject is not theirs to see, nor to decode with."""
+        self._cluster.check_open()
+        self._row_by_id(schema_id)
+        if self._cluster.is_administrator:
+            return True
+        return any(self._readable(s) for s, _v in self._table.uses_of(schema_id, deleted=True))
 
     def subjects(self, prefix: str = "", *, deleted: bool = False) -> list[str]:
         """The subjects with a live version (any, with `deleted`) the principal may read."""
@@ -1052,6 +1090,9 @@ class SchemaDecoder:
 
     def _load(self, schema_id: int) -> tuple[RegisteredSchema, _Compiled] | str:
         try:
+            if not self._registry.may_read(schema_id):
+                # decoding would show its fields to someone who may not read it
+                raise SchemaNotFound(f"Schema {schema_id} not found")
             schema, compiled = self._registry.compiled(schema_id)
             uses = self._registry.uses(schema_id)
             if uses:

@@ -74,11 +74,12 @@ def plan_json(plan: OffsetResetPlan) -> dict[str, Any]:
 
 
 def permissions_json(perms: GroupPermissions) -> dict[str, Any]:
-    """A group's permissions: its creator, each ACE with where it comes from, and the
-    permissions the asking user has."""
+    """A group's permissions: its creator, each ACE with where it comes from, the
+    permissions the asking user has, and whether they may change the group's rules."""
     return {
         "creator": perms.creator,
         "aces": dict(perms.aces),
         "sources": dict(perms.sources),
         "allowed": sorted(perms.allowed),
+        "editable": perms.editable,
     }

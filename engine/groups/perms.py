@@ -73,6 +73,12 @@ class GroupPermissions:
     aces: Mapping[str, str]
     sources: Mapping[str, str]
     allowed: frozenset[str]
+    editable: bool = False  # whether the asking principal may set the group's own rules
+
+    def own(self, perm: str) -> str:
+        """The group's own rule for `perm`, "" when it has none (a default or a prefix's
+        applies): what a form shows to edit."""
+        return self.aces[perm] if self.sources[perm] == "group" else ""
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,27 @@ def check_perm(perm: object) -> str:
     if perm not in PERMS:
         raise InvalidArgument(f"perm must be one of {', '.join(PERMS)}, not {perm!r}")
     return str(perm)
+
+
+def check_ace(perm: object, ace: object) -> str | None:
+    """The ACE of a permission as stored (None or "": back to the default), or
+    InvalidArgument / InvalidPolicy (the stream ACEs' parser and messages, with a caret)."""
+    check_perm(perm)
+    if ace is not None and not isinstance(ace, str):
+        raise InvalidArgument(f"{perm} must be an ACE string, not {ace!r}")
+    return str(acl.parse(ace, str(perm))) if ace else None
+
+
+def ace_errors(aces: Mapping[str, object]) -> dict[str, str]:
+    """Every bad ACE of `aces` at once, by permission (`set_rules` stops at the first):
+    what a form shows next to its fields."""
+    found = {}
+    for perm, ace in aces.items():
+        try:
+            check_ace(perm, ace)
+        except (InvalidArgument, InvalidPolicy) as exc:
+            found[perm] = str(exc)
+    return found
 
 
 class GroupAccess:
@@ -125,7 +152,8 @@ class GroupAccess:
         allowed = frozenset(
             p for p in PERMS if self._passes(group_id, creator, aces[p], sources[p])
         )
-        return GroupPermissions(group_id, creator, aces, sources, allowed)
+        editable = self.admin or (creator is not None and creator == self.principal.user)
+        return GroupPermissions(group_id, creator, aces, sources, allowed, editable)
 
     def allows(self, group_id: str, perm: str) -> bool:
         if self.admin:
@@ -235,12 +263,7 @@ class GroupAccess:
             )
         if not aces:
             raise InvalidArgument("give at least one permission to set")
-        checked: dict[str, str | None] = {}
-        for perm, ace in aces.items():
-            check_perm(perm)
-            if ace is not None and not isinstance(ace, str):
-                raise InvalidArgument(f"{perm} must be an ACE string, not {ace!r}")
-            checked[perm] = str(acl.parse(ace, perm)) if ace else None
+        checked = {perm: check_ace(perm, ace) for perm, ace in aces.items()}
         if not self.admin:
             if prefix:
                 raise GroupAccessDenied(

@@ -16,7 +16,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from engine import names
 from engine.errors import InvalidArgument, NotFound, PartitionletError
@@ -238,6 +238,9 @@ def heat_map(
         for topic_id, partition, wm, wb, rm, rb in vol.heat_by_partition(first, now_bucket):
             _add(partition_sums.setdefault((topic_id, partition), [0, 0, 0, 0]), wm, wb, rm, rb)
 
+    partition_sums = _consumable(cluster, partition_sums)
+    if top is None and not cluster.is_administrator:
+        _drop_partitionlets(cluster, result, {t for t, _ in partition_sums})
     keys = _ranked_keys(cluster, partition_sums, top, by, include)
     topic_ids = sorted({topic_id for topic_id, _ in keys})
     full_names = {row.id: row.full_name for row in cluster.catalog.topics_by_id(topic_ids)}
@@ -451,6 +454,9 @@ def _columns_map(
         _sum_partitions(partition_sums, fresh_sums, keys)
         vol_parts.append((columns, fresh, keys))
 
+    partition_sums = _consumable(cluster, partition_sums)
+    if top is None and not cluster.is_administrator:
+        _drop_partitionlets(cluster, result, {t for t, _ in partition_sums})
     wanted_keys = _ranked_keys(cluster, partition_sums, top, by, include)
     wanted = set(wanted_keys)
     cells: dict[tuple[int, int], list[list[int]]] = {}
@@ -470,6 +476,40 @@ def _columns_map(
     empty = [Load(seconds=s) for s in seconds]
     _fill_partitions(cluster, result, wanted_keys, partition_sums, window, cells, empty, seconds)
     return result
+
+
+_V = TypeVar("_V")
+
+
+def _consumable(
+    cluster: Cluster, partition_sums: dict[tuple[int, int], _V]
+) -> dict[tuple[int, int], _V]:
+    """The partitions of topics whose streams the cluster's principal may consume: a
+    topic's load is its consumers' (and administrators') to see, as its messages are
+    (docs/WEB.md, "What users see"); the volumes' totals stay everyone's."""
+    if cluster.is_administrator:
+        return partition_sums
+    allowed: set[int] = set()
+    by_stream: dict[int, bool] = {}
+    for row in cluster.catalog.topics_by_id(sorted({t for t, _ in partition_sums})):
+        ok = by_stream.get(row.stream_id)
+        if ok is None:
+            ok = by_stream[row.stream_id] = cluster.may_consume(row.stream)
+        if ok:
+            allowed.add(row.id)
+    return {k: v for k, v in partition_sums.items() if k[0] in allowed}
+
+
+def _drop_partitionlets(cluster: Cluster, result: HeatMap, topic_ids: set[int]) -> None:
+    """Keep in `result.partitionlets` only those of `topic_ids` (see `_consumable`)."""
+    keep = {
+        pl
+        for vol in cluster.open_volumes().values()
+        for pl, topic_id, _ in vol.heat_partitionlets()
+        if topic_id in topic_ids
+    }
+    for pl in [pl for pl in result.partitionlets if pl not in keep]:
+        del result.partitionlets[pl]
 
 
 def _sum_partitions(

@@ -3,10 +3,10 @@ and compatibility settings (tables `schemas`, `schema_versions`, `schema_config`
 
 The SQL of engine.client.schemas lives here; the rules (parsing a schema, which subject
 belongs to which stream, compatibility, ACEs) stay there. Each method is one short
-transaction. A schema text is stored once, under one global id, however many subjects
-register it (as Confluent's registry does), so a message's wire-format id names one text
-for good: ids come from AUTOINCREMENT and are never handed out twice, even after a
-permanent delete.
+transaction. A schema is stored once per fingerprint, under one global id, however many
+subjects register it (as Confluent's registry does; engine.client.schemas decides which
+fingerprint a registration uses), so a message's wire-format id names one text for good:
+ids come from AUTOINCREMENT and are never handed out twice, even after a permanent delete.
 """
 
 from __future__ import annotations
@@ -187,13 +187,23 @@ class SchemaTable:
             rows = self._catalog.query(sql, (subject, version))
         return _version(rows[0]) if rows else None
 
-    def find(self, subject: str, fingerprint: str, deleted: bool = False) -> VersionRow | None:
-        """The newest version of `subject` with this schema."""
-        sql = f"{_VERSION_SQL} WHERE v.subject = ? AND s.fingerprint = ?"
+    def find(
+        self, subject: str, fingerprints: tuple[str, ...], deleted: bool = False
+    ) -> VersionRow | None:
+        """The newest version of `subject` with a schema of one of these fingerprints."""
+        marks = ",".join("?" * len(fingerprints))
+        sql = f"{_VERSION_SQL} WHERE v.subject = ? AND s.fingerprint IN ({marks})"
         if not deleted:
             sql += " AND v.deleted = 0"
-        rows = self._catalog.query(sql + " ORDER BY v.version DESC LIMIT 1", (subject, fingerprint))
+        rows = self._catalog.query(
+            sql + " ORDER BY v.version DESC LIMIT 1", (subject, *fingerprints)
+        )
         return _version(rows[0]) if rows else None
+
+    def id_of(self, fingerprint: str) -> int | None:
+        """The id of the schema stored under `fingerprint`, if any."""
+        rows = self._catalog.query("SELECT id FROM schemas WHERE fingerprint = ?", (fingerprint,))
+        return int(rows[0][0]) if rows else None
 
     def referenced_by(self, subject: str, version: int) -> list[int]:
         """Ids of schemas whose references name this subject and version."""

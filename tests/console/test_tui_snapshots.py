@@ -159,6 +159,8 @@ def test_layout(layout, snap, until, snap_compare):
             # its charts load their series in workers of their own (none is recorded here)
             charts = [c for c in pane.query(MetricChart) if c.series_name is not None]
             await until(pilot, lambda: all(c.loads >= 1 for c in charts))
+            if layout == "groups":  # the chosen group's permissions load in a worker too
+                await until(pilot, lambda: pane.selected is None or pane.perms is not None)
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -7,6 +7,7 @@ would run code or touch files on the server (a `custom` job, `output` paths, the
 `master` and `conf`) comes from an administrator (`jobs.refusals`). A job's result, error
 and log are shown to administrators and to whoever may consume its source (`jobs.may_see`);
 only its submitter (`submitted_by`) and administrators may cancel it (`jobs.may_cancel`).
+The runner's `pid` and `host` are the server's: only administrators get them.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ PARAMS = frozenset(
 )
 # What only those who may read the job's source see.
 PRIVATE_FIELDS = ("result", "error", "log_tail")
+# The runner's process id and host: the server's, for its administrators only.
+PROCESS_FIELDS = ("pid", "host")
 
 
 def job_json(job: jobs_api.Job) -> dict[str, Any]:
@@ -50,6 +53,9 @@ def job_json(job: jobs_api.Job) -> dict[str, Any]:
     data.pop("log_path", None)
     data["done"] = job.done
     data["submitted_by"] = job.params.get(jobs_api.SUBMITTED_BY)
+    if not cluster().is_administrator:
+        for name in PROCESS_FIELDS:
+            data.pop(name, None)
     if not jobs_api.may_see(cluster(), job):
         for name in PRIVATE_FIELDS:
             data[name] = None

@@ -173,3 +173,38 @@ def test_the_maintenance_thread_records_at_once(cluster):
     assert maintenance.last_metrics is not None and maintenance.last_metrics.minutes > 0
     assert cluster.metrics().points  # the last complete minutes are there
     assert TopicPartition("/s:t", 0) in cluster.heat(60).partitions
+
+
+def test_a_user_sees_the_history_and_heat_of_what_they_may_consume(cluster, clock):
+    from engine import Principal
+    from engine.errors import AccessDenied
+
+    cluster.create_stream("/a", consume_perm="u:alice")
+    cluster.create_stream("/m", consume_perm="u:mallory")
+    cluster.create_topic("/a:secret")
+    cluster.create_topic("/m:x")
+    _send(cluster, "/a:secret", 90)
+    _send(cluster, "/m:x", 30)
+    now = _later(clock, 2)
+    metrics.record(cluster, now_ms=now)
+    mallory = cluster.as_principal(Principal("mallory"))
+    for scope, name in (("topic", "/a:secret"), ("stream", "/a")):
+        with pytest.raises(AccessDenied, match="may not see the metrics of stream /a"):
+            mallory.metrics(scope, name)
+    assert mallory.metrics("topic", "/m:x").name == "/m:x"
+    assert mallory.metrics("cluster").name == ""  # the totals stay everyone's
+    assert [n for n, _ in mallory.busiest("topic")] == ["/m:x"]
+    assert [n for n, _ in cluster.busiest("topic")] == ["/a:secret", "/m:x"]
+    # heat: listed or not, whatever the call
+    for heat in (
+        mallory.heat(3600),
+        mallory.heat(3600, top=10),
+        mallory.heat(3600, top=10, columns=60),
+        mallory.heat(3600, columns=60),
+    ):
+        assert set(heat.topics) == {"/m:x"}
+        assert {tp.topic for tp in heat.partitions} == {"/m:x"}
+        assert heat.total.write_messages == 120
+    ids = {pl.id for pl in cluster.topic("/m:x").partitions[0].partitionlets}
+    assert set(mallory.heat(3600).partitionlets) <= ids
+    assert set(cluster.heat(3600).partitionlets) > set(mallory.heat(3600).partitionlets)
