@@ -1,6 +1,7 @@
 """The one limiter of every login path (SASL/PLAIN and SCRAM on the wire, the schema
-registry's Basic auth, the web console's login form, API tokens): wrong passwords or unknown tokens counted
-per client address in a moving window, and a few logins per address checked at once.
+registry's Basic auth, the web console's login form and its Users page's current password,
+API tokens, replication tokens): wrong passwords or unknown tokens counted per client
+address in a moving window, and a few logins per address checked at once.
 
 It complements the per user name throttle of engine.auth.users (in the catalog, for every
 process): that one stops guesses at one name from anywhere, this one guesses at many names
@@ -15,7 +16,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -138,6 +139,28 @@ def login(
     if user is None:
         limiter.failed(address)
     return user
+
+
+def password_ok(
+    cluster: Cluster, name: str, password: str, address: str, limiter: LoginLimiter = LIMITER
+) -> bool:
+    """Whether `password` is user `name`'s, asked again of a logged-in user (the Users
+    page's current password before a change): checked and counted as a `login`, so a
+    stolen session cannot guess the password faster than a login could."""
+    return login(cluster, name, password, address, limiter) is not None
+
+
+def replication_stream(
+    find: Callable[[str], str | None], token: str, address: str, limiter: LoginLimiter = LIMITER
+) -> str | None:
+    """The stream a replication token opens (`find` looks it up: ReplicationService),
+    None for an unknown one (counted against the address). Raises `LoginThrottled` while
+    the address must wait, even with a good token."""
+    limiter.check(address)
+    stream = find(token)
+    if stream is None:
+        limiter.failed(address)
+    return stream
 
 
 def token_user(

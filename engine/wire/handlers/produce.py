@@ -56,7 +56,8 @@ def produce(session: Session, request: ProduceRequest, version: int) -> ProduceR
     R = ProduceResponse.TopicProduceResponse
     P = R.PartitionProduceResponse
     topics = []
-    budget = codec.Budget()  # decompressed bytes, for the whole request
+    # decompressed bytes, for the whole request (the listener's max_decompressed_bytes)
+    budget = codec.Budget(session.limits.max_decompressed_bytes)
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
