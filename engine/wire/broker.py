@@ -15,6 +15,7 @@ from engine import Cluster, Principal, Producer, TopicPartition, errors, names
 from engine.records import TopicInfo
 from engine.wire import codes
 from engine.wire.coordinator import GroupCoordinator
+from engine.wire.limits import DEFAULT_MAX_FETCH_WAIT_MS
 from engine.wire.names import DEFAULT_MAX_LISTED_TOPICS, DEFAULT_SEPARATOR, WireNames
 from engine.wire.park import Signal
 
@@ -28,8 +29,6 @@ _REMEMBERED_BATCHES = 5
 # client asks for a new one); a (producer, partition) sequence that went starts anew.
 _MAX_PRODUCER_IDS = 10_000
 _MAX_SEQUENCES = 100_000
-# Kafka's fetch.max.wait.ms is the client's; a listener caps it so a parked fetch ends
-DEFAULT_MAX_FETCH_WAIT_MS = 30_000
 
 
 @dataclass

@@ -34,7 +34,7 @@ def api_versions_list(version: int) -> list[ApiVersionsResponse.ApiVersion]:
     ]
 
 
-@api(ApiVersionsRequest, ApiVersionsResponse, (0, 3))
+@api(ApiVersionsRequest, ApiVersionsResponse, (0, 4))
 def api_versions(
     session: Session, request: ApiVersionsRequest, version: int
 ) -> ApiVersionsResponse:
