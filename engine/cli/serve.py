@@ -149,6 +149,12 @@ def _limit_options() -> list[tuple[str, Any, Any, str]]:
             _mib(limits.DEFAULT_MAX_DECOMPRESSED_BYTES),
             "What the compressed batches of one produce request may decompress to, together.",
         ),
+        (
+            "max_listed_topics",
+            click.IntRange(min=0),
+            limits.DEFAULT_MAX_LISTED_TOPICS,
+            "Topics Metadata for all topics lists at most (kcat -L, pattern subscriptions).",
+        ),
     ]
 
 
@@ -217,14 +223,6 @@ def listener_limit_options(prefix: str = "") -> Callable[[Callable[..., Any]], A
     "/apps/sensors:car-17), names clients that check names accept; 'none' turns it off.",
 )
 @click.option(
-    "--max-listed-topics",
-    default=10_000,
-    show_default=True,
-    type=click.IntRange(min=0),
-    metavar="N",
-    help="Metadata for all topics (kcat -L, pattern subscriptions) lists at most N topics.",
-)
-@click.option(
     "--sasl",
     is_flag=True,
     help="Clients log in as a console user (plet user add) with SASL/PLAIN, SCRAM-SHA-256 "
@@ -255,7 +253,6 @@ def serve(
     advertise: tuple[str, int] | None,
     default_stream: str,
     stream_separator: str,
-    max_listed_topics: int,
     sasl: bool,
     tls_cert: str | None,
     tls_key: str | None,
@@ -278,7 +275,6 @@ def serve(
         advertise=advertise,
         default_stream=default_stream,
         stream_separator=None if stream_separator == "none" else stream_separator,
-        max_listed_topics=max_listed_topics,
         insecure=insecure,
         sasl=sasl,
         tls_cert=tls_cert,

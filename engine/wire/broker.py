@@ -15,8 +15,8 @@ from engine import Cluster, Principal, Producer, TopicPartition, errors, names
 from engine.records import TopicInfo
 from engine.wire import codes
 from engine.wire.coordinator import GroupCoordinator
-from engine.wire.limits import DEFAULT_MAX_FETCH_WAIT_MS
-from engine.wire.names import DEFAULT_MAX_LISTED_TOPICS, DEFAULT_SEPARATOR, WireNames
+from engine.wire.limits import DEFAULT_MAX_FETCH_WAIT_MS, DEFAULT_MAX_LISTED_TOPICS
+from engine.wire.names import DEFAULT_SEPARATOR, WireNames
 from engine.wire.park import Signal
 
 NODE_ID = 0

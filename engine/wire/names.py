@@ -34,9 +34,6 @@ if TYPE_CHECKING:
 # `_confluent-ksql-default__command_topic`): they would land in other streams. No known
 # program writes `..`.
 DEFAULT_SEPARATOR = ".."
-# Metadata for all topics lists at most this many (Kafka's protocol has no paging there);
-# `KafkaServer(max_listed_topics=)`, `plet serve --max-listed-topics`
-DEFAULT_MAX_LISTED_TOPICS = 10_000
 # the catalog is read a page at a time while the answer is built
 _PAGE = 1000
 _SEPARATOR_RE = re.compile(r"[._-]{1,8}\Z")

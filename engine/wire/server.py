@@ -81,7 +81,7 @@ class KafkaServer:
         max_decompressed_bytes: int = limits.DEFAULT_MAX_DECOMPRESSED_BYTES,
         login_limiter: LoginLimiter | None = None,
         stream_separator: str | None = wire_names.DEFAULT_SEPARATOR,
-        max_listed_topics: int = wire_names.DEFAULT_MAX_LISTED_TOPICS,
+        max_listed_topics: int = limits.DEFAULT_MAX_LISTED_TOPICS,
     ) -> None:
         # checked before binding: nothing to undo
         names.validate_stream_path(default_stream)

@@ -238,11 +238,12 @@ def test_kafkajs_produces_and_consumes_another_stream_by_its_short_name(wire):
     assert [p.committed for p in wire.cluster.group("js-streams").partitions] == [6]
 
 
-def test_plet_serve_takes_a_separator_and_refuses_a_bad_one(tmp_path):
+def test_plet_serve_takes_a_separator_and_a_listing_bound_and_refuses_a_bad_separator(tmp_path):
     path = tmp_path / "c"
     with Cluster.open(path, name="cli") as cluster:
         cluster.create_stream("/apps/sensors")
         cluster.create_topic("/apps/sensors:t", partitions=1)
+        cluster.create_topic("/apps/sensors:u", partitions=1)
     plet = [sys.executable, "-m", "engine.cli", "serve", "--cluster", str(path)]
     bad = subprocess.run(
         [*plet, "--listen", "127.0.0.1:0", "--stream-separator", "::"],
@@ -253,7 +254,7 @@ def test_plet_serve_takes_a_separator_and_refuses_a_bad_one(tmp_path):
     assert bad.returncode == 1
     assert "stream separator must be" in bad.stderr
     proc = subprocess.Popen(
-        [*plet, "--listen", "127.0.0.1:0", "--stream-separator", "__"],
+        [*plet, "--listen", "127.0.0.1:0", "--stream-separator", "__", "--max-listed-topics", "1"],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -265,6 +266,7 @@ def test_plet_serve_takes_a_separator_and_refuses_a_bad_one(tmp_path):
         producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{match.group(1)}")
         producer.send("apps.sensors__t", value=b"by __").get(timeout=scaled(30))
         producer.close()
+        assert _kcat_topics(f"127.0.0.1:{match.group(1)}") == {"apps.sensors__t": 1}
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=scaled(30)) == 0
     finally:
