@@ -31,8 +31,9 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 # Kafka's fetch.max.wait.ms is the client's; a listener caps it so a parked fetch ends.
 DEFAULT_MAX_FETCH_WAIT_MS = 30_000
 # A rebalance waits at most this long, and a JoinGroup's session timeout must lie within
-# these bounds (Kafka's group.max.session.timeout.ms is 30 min; ours is shorter). The same
-# values as engine.wire.coordinator's defaults (tests/engine/wire/test_serve_cli.py checks).
+# these bounds. Kafka's group.min/max.session.timeout.ms are 6 s and 30 min: our lower bound
+# is lower so tests and local tools expire members faster, the upper one lower so a member
+# that went silent holds its partitions (and a rebalance) for 5 minutes at most.
 DEFAULT_MAX_REBALANCE_TIMEOUT_MS = 300_000
 DEFAULT_MIN_SESSION_TIMEOUT_MS = 1_000
 DEFAULT_MAX_SESSION_TIMEOUT_MS = 300_000
