@@ -149,6 +149,12 @@ def _limit_options() -> list[tuple[str, Any, Any, str]]:
             _mib(limits.DEFAULT_MAX_DECOMPRESSED_BYTES),
             "What the compressed batches of one produce request may decompress to, together.",
         ),
+        (
+            "max_listed_topics",
+            click.IntRange(min=0),
+            limits.DEFAULT_MAX_LISTED_TOPICS,
+            "Topics Metadata for all topics lists at most (kcat -L, pattern subscriptions).",
+        ),
     ]
 
 
@@ -209,6 +215,14 @@ def listener_limit_options(prefix: str = "") -> Callable[[Callable[..., Any]], A
     help="Stream of plain topic names (a name starting with / is a full /stream:topic).",
 )
 @click.option(
+    "--stream-separator",
+    default="..",
+    show_default=True,
+    metavar="SEP",
+    help="Name other streams' topics as STREAM.PATH<SEP>TOPIC (apps.sensors..car-17 is "
+    "/apps/sensors:car-17), names clients that check names accept; 'none' turns it off.",
+)
+@click.option(
     "--sasl",
     is_flag=True,
     help="Clients log in as a console user (plet user add) with SASL/PLAIN, SCRAM-SHA-256 "
@@ -238,6 +252,7 @@ def serve(
     listen: tuple[str, int],
     advertise: tuple[str, int] | None,
     default_stream: str,
+    stream_separator: str,
     sasl: bool,
     tls_cert: str | None,
     tls_key: str | None,
@@ -259,6 +274,7 @@ def serve(
         listen=listen,
         advertise=advertise,
         default_stream=default_stream,
+        stream_separator=None if stream_separator == "none" else stream_separator,
         insecure=insecure,
         sasl=sasl,
         tls_cert=tls_cert,
@@ -276,7 +292,8 @@ def serve(
         host, port = server.address
         click.echo(
             f"serving the Kafka protocol on {host}:{port} for cluster {cluster.path} "
-            f"(plain topic names in {default_stream}, {security(server)}); Ctrl-C stops",
+            f"(plain topic names in {default_stream}{other_streams(stream_separator)}, "
+            f"{security(server)}); Ctrl-C stops",
             err=True,
         )
         warning = no_users_warning(server)
@@ -289,6 +306,13 @@ def serve(
         for s, handler in previous.items():
             signal.signal(s, handler)
     click.echo("stopped", err=True)
+
+
+def other_streams(separator: str) -> str:
+    """How the startup line names other streams' topics."""
+    if separator == "none":
+        return ", other streams' topics by full name /stream:topic"
+    return f", other streams' as path.of.stream{separator}topic"
 
 
 def security(server: Any) -> str:

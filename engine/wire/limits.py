@@ -55,6 +55,9 @@ DEFAULT_MAX_BYTES_PER_USER = 256 * 1024 * 1024
 # together: bounded memory per request, not only per batch (32 small batches that each
 # inflate to just under a per-batch bound would make 2 GiB).
 DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+# Metadata for all topics (and DescribeLogDirs without topics) lists at most this many
+# topics: Kafka's Metadata has no paging (engine.wire.names reads the catalog in pages).
+DEFAULT_MAX_LISTED_TOPICS = 10_000
 # How often one kind of error is logged at most (the next line says how many were dropped).
 LOG_INTERVAL_S = 10.0
 

@@ -15,6 +15,7 @@ from engine import errors, names
 from engine.auth.logins import LIMITER, LoginLimiter
 from engine.cluster import Cluster
 from engine.wire import auth, limits
+from engine.wire import names as wire_names
 from engine.wire.broker import Broker
 from engine.wire.connection import Connection, log_once
 from engine.wire.registry import load
@@ -34,7 +35,10 @@ class KafkaServer:
     console user or with an API token, and act as that user's principal; without it every
     client acts as the cluster's principal. `ssl_context`, or `tls_cert` and `tls_key` (PEM
     files), serve TLS. A non-loopback `listen` address is refused unless it has both SASL
-    and TLS, or `insecure=True` (docs/WIRE.md, Security). The limits (docs/WIRE.md,
+    and TLS, or `insecure=True` (docs/WIRE.md, Security). Topics of streams other than
+    `default_stream` have Kafka-legal names such as `apps.sensors..car-17`, with
+    `stream_separator` (None: full names only); Metadata for all topics lists at most
+    `max_listed_topics` (docs/WIRE.md, Topic names). The limits (docs/WIRE.md,
     Limits): a fetch waits at most `max_fetch_wait_ms`, a rebalance at most
     `max_rebalance_timeout_ms`; a JoinGroup's session timeout must lie within
     `min_session_timeout_ms` and `max_session_timeout_ms`; connections are capped in all
@@ -76,8 +80,18 @@ class KafkaServer:
         max_bytes_per_user: int = limits.DEFAULT_MAX_BYTES_PER_USER,
         max_decompressed_bytes: int = limits.DEFAULT_MAX_DECOMPRESSED_BYTES,
         login_limiter: LoginLimiter | None = None,
+        stream_separator: str | None = wire_names.DEFAULT_SEPARATOR,
+        max_listed_topics: int = limits.DEFAULT_MAX_LISTED_TOPICS,
     ) -> None:
-        names.validate_stream_path(default_stream)  # before binding: nothing to undo
+        # checked before binding: nothing to undo
+        names.validate_stream_path(default_stream)
+        wire_names.check_separator(stream_separator)
+        if isinstance(max_listed_topics, bool) or not isinstance(max_listed_topics, int):
+            raise errors.InvalidArgument(
+                f"max_listed_topics must be a whole number, got {max_listed_topics!r}"
+            )
+        if max_listed_topics < 0:
+            raise errors.InvalidArgument(f"max_listed_topics must be >= 0, got {max_listed_topics}")
         host, port = listen
         self.sasl_mechanisms = auth.mechanisms(sasl, sasl_mechanisms)
         if ssl_context is not None and (tls_cert or tls_key):
@@ -126,7 +140,14 @@ class KafkaServer:
         bound = self._sock.getsockname()[:2]
         self.address: tuple[str, int] = (bound[0], bound[1])
         adv_host, adv_port = advertise or self.address
-        self.broker = Broker(cluster, default_stream, adv_host, adv_port)
+        self.broker = Broker(
+            cluster,
+            default_stream,
+            adv_host,
+            adv_port,
+            stream_separator=stream_separator,
+            max_listed_topics=max_listed_topics,
+        )
         self.broker.max_fetch_wait_ms = max_fetch_wait_ms
         groups = self.broker.groups
         groups.max_rebalance_timeout_ms = max_rebalance_timeout_ms

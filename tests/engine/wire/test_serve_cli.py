@@ -188,6 +188,7 @@ def test_the_help_shows_the_listeners_defaults():
         "login_timeout_s",
         "frame_timeout_s",
         "idle_timeout_s",
+        "max_listed_topics",
     ):
         flag = "--" + name.replace("_", "-")
         assert re.search(rf"{flag} .*?\[default: {defaults[name].default}[;\]]", shown), name
