@@ -149,6 +149,11 @@ class KafkaServer:
             max_listed_topics=max_listed_topics,
         )
         self.broker.max_fetch_wait_ms = max_fetch_wait_ms
+        protocol = ("SASL_" if self.sasl_mechanisms else "") + (
+            "SSL" if ssl_context is not None else "PLAINTEXT"
+        )
+        self.broker.listeners = f"{protocol}://{self.address[0]}:{self.address[1]}"
+        self.broker.advertised_listeners = f"{protocol}://{adv_host}:{adv_port}"
         groups = self.broker.groups
         groups.max_rebalance_timeout_ms = max_rebalance_timeout_ms
         groups.min_session_timeout_ms = min_session_timeout_ms
