@@ -21,12 +21,14 @@ from kafka import KafkaProducer
 from kafka.admin import AlterConfigOp, ConfigResourceType, KafkaAdminClient
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import NewTopic as KNewTopic
+from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from engine import Cluster, kafka_configs
 from engine.wire import KafkaServer
 from tests.engine.test_kafka_configs import KAFKA_TOPIC_CONFIGS
 from tests.engine.test_topic_policies import read_all
 from tests.engine.wire.conftest import ALICE, Wire
+from tests.engine.wire.group_client import GroupClient
 from tests.timing import scaled
 
 # the keys tools read of a broker (kafka-python's suite, kafka-ui, AKHQ)
@@ -353,3 +355,47 @@ def test_the_table_is_the_one_both_frontends_answer_from(small):
     )
     # DescribeConfigs v3+'s documentation says which configs mean nothing here
     assert "no meaning here" in by_name["segment.index.bytes"].documentation
+
+
+def test_describe_configs_v4_gives_types_documentation_and_every_level(small):
+    """The raw answer: a config the topic overrides over its stream's policy has three
+    synonyms, most specific first; types and documentation (v3+) when asked."""
+    small.cluster.create_stream("/levels", ttl=3600)
+    small.cluster.create_topic("/levels:t", 1, {"ttl": 60})
+    R = DescribeConfigsRequest.DescribeConfigsResource
+    request = DescribeConfigsRequest(
+        resources=[
+            R(resource_type=2, resource_name="levels..t", configuration_keys=None),
+            R(resource_type=4, resource_name="0", configuration_keys=["log.retention.ms"]),
+        ],
+        include_synonyms=True,
+        include_documentation=True,
+    )
+    client = GroupClient(small.server.address)
+    try:
+        answer = client.call(request, DescribeConfigsResponse, 4)
+    finally:
+        client.close()
+    topic, broker = answer.results
+    assert (topic.error_code, topic.resource_name) == (0, "levels..t")  # the client's name
+    configs = {c.name: c for c in topic.configs}
+    ttl = configs["retention.ms"]
+    assert (ttl.value, ttl.config_source, ttl.read_only, ttl.config_type) == (
+        "60000",
+        1,  # DYNAMIC_TOPIC_CONFIG
+        False,
+        5,  # LONG
+    )
+    assert [(s.name, s.value, s.source) for s in ttl.synonyms] == [
+        ("retention.ms", "60000", 1),
+        ("log.retention.ms", "3600000", 3),  # the stream's: DYNAMIC_DEFAULT_BROKER_CONFIG
+        ("log.retention.ms", "604800000", 5),
+    ]
+    assert "ttl" in ttl.documentation
+    assert configs["cleanup.policy"].config_type == 7  # LIST
+    assert "no meaning here" in configs["preallocate"].documentation
+    assert configs["preallocate"].config_type == 1  # BOOLEAN
+    ((name, value, source, read_only),) = [
+        (c.name, c.value, c.config_source, c.read_only) for c in broker.configs
+    ]
+    assert (name, value, source, read_only) == ("log.retention.ms", "604800000", 5, True)
