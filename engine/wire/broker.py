@@ -15,6 +15,7 @@ from engine import Cluster, Principal, Producer, TopicPartition, errors, names
 from engine.records import TopicInfo
 from engine.wire import codes
 from engine.wire.coordinator import GroupCoordinator
+from engine.wire.fetch_sessions import FetchSessions
 from engine.wire.park import Signal
 
 NODE_ID = 0
@@ -72,6 +73,12 @@ class Broker:
         self._ids = itertools.count(int(time.time() * 1000) << 12)
         self._owned: dict[Principal | None, _Owned] = {}
         self.groups = GroupCoordinator(self.closing, self)  # Join/Sync/Heartbeat/Leave
+        self.fetch_sessions = FetchSessions()  # KIP-227 (handlers/fetch.py)
+
+    @property
+    def principal(self) -> Principal | None:
+        """The principal this view acts as (None: the listener's own, without SASL)."""
+        return self._principal
 
     # --- names ----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any
 from engine import errors, names
 from engine.auth.logins import LIMITER, LoginLimiter
 from engine.cluster import Cluster
-from engine.wire import auth, coordinator, limits
+from engine.wire import auth, coordinator, fetch_sessions, limits
 from engine.wire.broker import DEFAULT_MAX_FETCH_WAIT_MS, Broker
 from engine.wire.connection import Connection, log_once
 from engine.wire.registry import load
@@ -43,7 +43,10 @@ class KafkaServer:
     complete within `frame_timeout_s`, a connection idle for `idle_timeout_s` is closed,
     and the unfinished frames of clients not logged in share `max_bytes_before_login`.
     Failed logins are limited per client address by `login_limiter` (default: this
-    process's, engine.auth.logins)."""
+    process's, engine.auth.logins). Fetch sessions (KIP-227): at most `max_fetch_sessions`
+    in the listener (Kafka's max.incremental.fetch.session.cache.slots; 0 turns them off:
+    every fetch is a full one) and, with SASL, `max_fetch_sessions_per_user` per user
+    (engine.wire.fetch_sessions); `fetch_sessions.stats()` counts their use."""
 
     def __init__(
         self,
@@ -72,6 +75,8 @@ class KafkaServer:
         idle_timeout_s: float = limits.DEFAULT_IDLE_TIMEOUT_S,
         max_bytes_before_login: int = limits.DEFAULT_MAX_BYTES_BEFORE_LOGIN,
         login_limiter: LoginLimiter | None = None,
+        max_fetch_sessions: int = fetch_sessions.DEFAULT_MAX_FETCH_SESSIONS,
+        max_fetch_sessions_per_user: int = fetch_sessions.DEFAULT_MAX_FETCH_SESSIONS_PER_USER,
     ) -> None:
         names.validate_stream_path(default_stream)  # before binding: nothing to undo
         host, port = listen
@@ -102,6 +107,7 @@ class KafkaServer:
         if max_connections is not None:
             self.limits.max_connections = max_connections
         self.limits.check()
+        sessions = fetch_sessions.FetchSessions(max_fetch_sessions, max_fetch_sessions_per_user)
         self.cluster = cluster
         self.max_frame_bytes = max_frame_bytes
         self._listen = (host, port)
@@ -116,6 +122,9 @@ class KafkaServer:
         adv_host, adv_port = advertise or self.address
         self.broker = Broker(cluster, default_stream, adv_host, adv_port)
         self.broker.max_fetch_wait_ms = max_fetch_wait_ms
+        self.broker.fetch_sessions = sessions
+        # the fetch session cache: `fetch_sessions.stats()` counts full and incremental fetches
+        self.fetch_sessions = sessions
         groups = self.broker.groups
         groups.max_rebalance_timeout_ms = max_rebalance_timeout_ms
         groups.min_session_timeout_ms = min_session_timeout_ms
