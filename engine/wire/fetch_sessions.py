@@ -161,6 +161,11 @@ class FetchSessions:
             if session is not None and session.owner == owner:
                 self._remove(session, "closed")
 
+    def alive(self, ids: Iterable[int]) -> set[int]:
+        """Those of `ids` still in the cache."""
+        with self._lock:
+            return {i for i in ids if i in self._sessions}
+
     def drop(self, conn: object, ids: Iterable[int]) -> None:
         """The sessions `conn` made, when it closes."""
         with self._lock:

@@ -36,6 +36,8 @@ MAX_TIMESTAMP = -3  # KIP-734: the offset of the message with the largest timest
 # (appends of other processes wake nobody)
 _SLICE_MS = 500
 _POLL_RECORDS = 10000
+# a connection's list of the fetch sessions it made drops evicted ones past this size
+_PRUNE_SESSION_IDS = 16
 
 
 @dataclass(slots=True)
@@ -200,7 +202,10 @@ class _LongPoll:
                 {k: Cached(w.offset, w.max_bytes) for k, w in self.wanted.items()},
             )
             if fetch_session is not None:
-                session.fetch_session_ids.add(fetch_session.id)
+                ids = session.fetch_session_ids
+                if len(ids) >= _PRUNE_SESSION_IDS:  # a client making session after session
+                    ids.intersection_update(sessions.alive(ids))
+                ids.add(fetch_session.id)
         R = FetchResponse.FetchableTopicResponse
         P = R.PartitionData
         by_topic: dict[str, list[FetchResponse.FetchableTopicResponse.PartitionData]] = {}

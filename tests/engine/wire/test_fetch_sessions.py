@@ -355,3 +355,13 @@ def test_sessions_off_and_old_versions_answer_session_id_0(listener):
     assert (response.error_code, response.session_id) == (0, 0)
     assert server.fetch_sessions.stats()["created"] == 0
     alice.close()
+
+
+def test_a_client_making_session_after_session_holds_at_most_its_cap(listener):
+    _, server = listener(max_fetch_sessions_per_user=3)
+    alice = GroupClient(server.address, *ALICE)
+    for _ in range(40):  # a client that asks for a new session with every fetch
+        assert _fetch(alice, 0, 0, {("t", 0): 0}).session_id != 0
+    stats = server.fetch_sessions.stats()
+    assert (stats["created"], stats["evicted"], stats["sessions"]) == (40, 37, 3)
+    alice.close()
