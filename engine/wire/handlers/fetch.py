@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -93,8 +93,9 @@ def fetch(session: Session, request: FetchRequest, version: int) -> FetchRespons
             asked = {k: (c.fetch_offset, c.max_bytes) for k, c in fetch_session.partitions.items()}
     consumer = consumer_of(session)
     wanted: dict[Key, _Wanted] = {}
+    resolved: dict[str, Any] = {}  # each topic described once
     for (name, partition), (offset, max_bytes) in asked.items():
-        error, tp = broker.resolve(name, partition)
+        error, tp = broker.resolve(name, partition, resolved)
         wanted[(name, partition)] = _Wanted(error, tp, offset, max_bytes)
     live = {w.tp: w for w in wanted.values() if w.error == codes.NONE and w.tp is not None}
     begins: dict[TopicPartition, int] = {}
@@ -246,10 +247,11 @@ def list_offsets(
     R = ListOffsetsResponse.ListOffsetsTopicResponse
     P = R.ListOffsetsPartitionResponse
     topics = []
+    resolved: dict[str, Any] = {}  # each topic described once
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
-            error, tp = session.broker.resolve(topic.name, p.partition_index)
+            error, tp = session.broker.resolve(topic.name, p.partition_index, resolved)
             offset, timestamp = -1, -1
             if tp is not None:
                 try:
