@@ -220,6 +220,18 @@ CREATE TABLE IF NOT EXISTS api_tokens (
     expires_ms    INTEGER              -- NULL: never
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS api_tokens_user ON api_tokens (user);
+-- SCRAM credentials (engine.auth.scram), one per user and mechanism, written with the
+-- password (and, for users from before them, at their next login with the password): the
+-- salted keys a Kafka client's proof is checked against, never the password.
+CREATE TABLE IF NOT EXISTS scram_credentials (
+    name          TEXT NOT NULL,
+    mechanism     TEXT NOT NULL,       -- SCRAM-SHA-256, SCRAM-SHA-512
+    salt          BLOB NOT NULL,
+    iterations    INTEGER NOT NULL,
+    stored_key    BLOB NOT NULL,
+    server_key    BLOB NOT NULL,
+    PRIMARY KEY (name, mechanism)
+) WITHOUT ROWID;
 -- Web console sessions (engine.auth.users): the cookie carries a random id, this table its
 -- SHA-256 only. Every `plet web` of the cluster and the CLI see one truth, so logout, a
 -- password change or deleting a user ends the user's sessions in every process at once.

@@ -29,11 +29,10 @@ from dataclasses import dataclass, field
 
 from engine import errors
 from engine.wire import codes
+from engine.wire.limits import DEFAULT_MAX_FETCH_SESSIONS, DEFAULT_MAX_FETCH_SESSIONS_PER_USER
 
 INITIAL_EPOCH = 0  # a full fetch that asks for a session
 FINAL_EPOCH = -1  # a full fetch without a session (and the close of the one named)
-DEFAULT_MAX_FETCH_SESSIONS = 1_000
-DEFAULT_MAX_FETCH_SESSIONS_PER_USER = 100
 EVICTION_AGE_S = 120.0
 
 Key = tuple[str, int]  # (wire topic name, partition)

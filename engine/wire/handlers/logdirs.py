@@ -26,8 +26,8 @@ def describe_log_dirs(
     session: Session, request: DescribeLogDirsRequest, version: int
 ) -> DescribeLogDirsResponse:
     """Each volume's file and each archive location (a stream's `archive_uri`, the
-    cluster's archive folder by default) with the bytes of every partition asked for (all
-    of the default stream's when none is named) stored there. A cluster's layout is an
+    cluster's archive folder by default) with the bytes of every partition asked for (those
+    Metadata for all topics lists when none is named) stored there. A cluster's layout is an
     administrator's to see, as Kafka's DESCRIBE on the cluster."""
     broker = session.broker
     cluster = broker.cluster
@@ -38,7 +38,7 @@ def describe_log_dirs(
         )
     wanted: list[tuple[str, set[int] | None]]  # (topic, its partitions asked; None: all)
     if request.topics is None:
-        wanted = [(broker.shown(full), None) for full in broker.default_topics()]
+        wanted = [(name, None) for name, _, _ in broker.listing()]  # Metadata's all topics
     else:
         wanted = [(t.topic, set(t.partitions)) for t in request.topics]
     volumes = {v.id: v.path for v in cluster.volumes()}

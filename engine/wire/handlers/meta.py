@@ -34,7 +34,7 @@ def api_versions_list(version: int) -> list[ApiVersionsResponse.ApiVersion]:
     ]
 
 
-@api(ApiVersionsRequest, ApiVersionsResponse, (0, 3))
+@api(ApiVersionsRequest, ApiVersionsResponse, (0, 4))
 def api_versions(
     session: Session, request: ApiVersionsRequest, version: int
 ) -> ApiVersionsResponse:
@@ -49,16 +49,16 @@ def metadata(session: Session, request: MetadataRequest, version: int) -> Metada
     broker = session.broker
     R = MetadataResponse
     if request.topics is None or (version == 0 and not request.topics):
-        wanted: list[tuple[str, str | None]] = [
-            (broker.shown(full), full) for full in broker.default_topics()
-        ]
-        auto_create = False
+        # every stream's topics that have a Kafka-legal name, at most max_listed_topics
+        answers = [(name, codes.NONE, count) for name, _, count in broker.listing()]
     else:
-        wanted = [(t.name or "", None) for t in request.topics]  # a name up to v9
         auto_create = version < 4 or bool(request.allow_auto_topic_creation)
+        answers = [  # as the client named them (a name up to v9)
+            (t.name or "", *_describe(broker, t.name or "", None, auto_create))
+            for t in request.topics
+        ]
     topics = []
-    for name, full in wanted:
-        error, partitions = _describe(broker, name, full, auto_create)
+    for name, error, partitions in answers:
         topics.append(
             R.MetadataResponseTopic(
                 error_code=error,
@@ -149,7 +149,7 @@ _NOT_ASKED = -(2**31)  # topic_authorized_operations when not asked for
 def describe_topic_partitions(
     session: Session, request: DescribeTopicPartitionsRequest, version: int
 ) -> DescribeTopicPartitionsResponse:
-    """The topics asked for (all of the default stream's when none is named), by name, from
+    """The topics asked for (those Metadata for all topics lists when none is named), from
     the cursor on, with at most ResponsePartitionLimit partitions in all; NextCursor names
     the first partition left out, as Kafka pages them."""
     broker = session.broker
@@ -160,14 +160,15 @@ def describe_topic_partitions(
     cursor = request.cursor
     first, first_partition = (cursor.topic_name, cursor.partition_index) if cursor else ("", 0)
     listing = not request.topics
-    if listing:  # every topic of the default stream from the cursor's on, a page at most
-        broker.ensure_default_stream()
-        stream = broker.default_stream
+    if listing:  # what Metadata for all topics lists, from the cursor's on, a page at most
+        after = None
+        if first:
+            try:
+                after = broker.full_name(first)
+            except errors.PartitionletError:
+                first = ""  # no topic: from the start
         names = [first] if first else []  # `after` leaves the cursor's topic out
-        names += [
-            broker.shown(full)
-            for full in broker.cluster.topic_names(stream, limit=limit + 1, after=first or None)
-        ]
+        names += [name for name, _, _ in broker.listing(after=after, limit=limit + 1)]
     else:
         names = sorted({t.name for t in request.topics if t.name >= first})
     topics = []

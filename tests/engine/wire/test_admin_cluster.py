@@ -156,7 +156,9 @@ def test_describe_topic_partitions_pages_with_a_cursor(wire, kp):
     assert last["next_cursor"] is None
     p = rest["topics"][0]["partitions"][0]
     assert (p["leader_id"], p["replica_nodes"], p["isr_nodes"]) == (0, [0], [0])
-    # no names: every topic of the default stream, paged the same way
+    # no names: what Metadata for all topics lists (every stream's), paged the same way
+    wire.cluster.create_stream("/dtp/other")
+    wire.cluster.create_topic("/dtp/other:x", partitions=2)
     seen, cursor = [], None
     while True:
         page = kp.describe_topic_partitions([], response_partition_limit=3, cursor=cursor)
@@ -164,8 +166,9 @@ def test_describe_topic_partitions_pages_with_a_cursor(wire, kp):
         cursor = page["next_cursor"]
         if cursor is None:
             break
-    every = [(t.topic, p.partition) for t in wire.cluster.topics("/kafka") for p in t.partitions]
+    every = [(name, p) for name, _, count in wire.server.broker.listing() for p in range(count)]
     assert seen == every
+    assert {("dtp-a", 2), ("dtp.other..x", 1)} <= set(seen)
 
 
 def test_with_sasl_log_dirs_are_an_administrators_and_offset_delete_needs_delete_perm(
