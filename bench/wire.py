@@ -23,7 +23,7 @@ Two cases with more partitions (issue 24):
 - consume of 1,000 partitions (`wide` messages of 100 B spread over them, written before
   the server starts) by kafka-python, which uses fetch sessions (KIP-227), against a
   listener with fetch sessions and one without (`KafkaServer(max_fetch_sessions=0)`: every
-  fetch a full one), each in its own process started by `SERVE_WITH`; beside
+  fetch a full one; `plet serve --max-fetch-sessions 0`), each in its own process; beside
   `engine.Consumer` reading the same 1,000 partitions. librdkafka has no fetch sessions, so
   it is not the client of this case. Reported: msg/s, MB/s of values, the ratio of each wire case to the
 embedded case of the same operation and acks, and the CPU seconds the server process spent
@@ -296,29 +296,9 @@ finally:
 """
 
 
-# Run as `python -c SERVE_WITH CLUSTER STREAM MAX_FETCH_SESSIONS`: a listener as `plet serve`
-# runs it, with a `KafkaServer` argument the command has no option for.
-SERVE_WITH = """
-import signal, sys, threading
-from engine import Cluster
-from engine.wire import KafkaServer
-path, stream, sessions = sys.argv[1], sys.argv[2], int(sys.argv[3])
-stop = threading.Event()
-signal.signal(signal.SIGTERM, lambda *_: stop.set())
-with Cluster.open(path) as cluster:
-    server = KafkaServer(cluster, listen=("127.0.0.1", 0), default_stream=stream,
-                         max_fetch_sessions=sessions).start()
-    host, port = server.address
-    print(f"serving the Kafka protocol on {host}:{port}", file=sys.stderr, flush=True)
-    while not stop.wait(0.5):
-        pass
-    server.close()
-"""
-
-
 class Server:
-    """`plet serve` on a cluster, in its own process, on 127.0.0.1 and a free port; with
-    `max_fetch_sessions`, the same listener started by `SERVE_WITH` with that argument."""
+    """`plet serve` on a cluster, in its own process, on 127.0.0.1 and a free port (with
+    `--max-fetch-sessions` when `max_fetch_sessions` is given)."""
 
     def __init__(
         self,
@@ -330,16 +310,8 @@ class Server:
         args = ["serve", "--cluster", str(cluster), "--listen", "127.0.0.1:0"]
         args += ["--default-stream", STREAM]
         if max_fetch_sessions is not None:
-            self.command = [
-                sys.executable,
-                "-c",
-                SERVE_WITH,
-                str(cluster),
-                STREAM,
-                str(max_fetch_sessions),
-            ]
-            self.display = f"KafkaServer(max_fetch_sessions={max_fetch_sessions}) " + " ".join(args)
-        elif profile is None:
+            args += ["--max-fetch-sessions", str(max_fetch_sessions)]
+        if profile is None:
             self.command = [*_plet(), *args]
             self.display = " ".join(self.command)
         else:
