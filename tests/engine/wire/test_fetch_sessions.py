@@ -282,6 +282,18 @@ def test_another_user_cannot_use_or_close_a_session(listener):
     mallory.close()
 
 
+def test_the_same_user_may_go_on_with_a_session_on_another_connection(listener):
+    _, server = listener()
+    first = GroupClient(server.address, *ALICE)
+    second = GroupClient(server.address, *ALICE)
+    sid = _fetch(first, 0, 0, {("t", 0): 0}).session_id
+    assert sid != 0
+    assert _fetch(second, sid, 1).error_code == 0  # the session is the user's, as in Kafka
+    assert _fetch(first, sid, 2).error_code == 0
+    second.close()
+    first.close()
+
+
 def test_a_session_goes_with_its_connection(listener):
     _, server = listener()
     alice = GroupClient(server.address, *ALICE)
