@@ -454,8 +454,6 @@ class Synonym:
 
 def synonyms(
     entry: ConfigEntry,
-    effective: Mapping[str, Any],
-    overrides: Mapping[str, Any],
     stream_policies: Mapping[str, Any],
     context: Mapping[str, Any] | None = None,
 ) -> list[Synonym]:
@@ -472,7 +470,9 @@ def synonyms(
     ):
         shown = row.show({**policies.DEFAULTS, **stream_policies}, context)
         out.append(Synonym(broker_name, shown, STREAM))
-    out.append(Synonym(broker_name, row.default, DEFAULT))
+    # the engine's default, as the entry shows it when nobody set it
+    default = row.show(policies.DEFAULTS, context) if row.show is not None else row.default
+    out.append(Synonym(broker_name, default, DEFAULT))
     return out
 
 
@@ -488,7 +488,7 @@ class TopicConfigs:
     context: dict[str, Any]
 
     def synonyms(self, entry: ConfigEntry) -> list[Synonym]:
-        return synonyms(entry, self.effective, self.overrides, self.stream_policies, self.context)
+        return synonyms(entry, self.stream_policies, self.context)
 
 
 def cluster_context(cluster: Cluster) -> dict[str, Any]:

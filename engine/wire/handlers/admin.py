@@ -455,7 +455,10 @@ def alter_configs(
     R = AlterConfigsResponse.AlterConfigsResourceResponse
     results = []
     for resource in request.resources:
-        changes = [(c.name, kafka_configs.SET, c.value) for c in resource.configs]
+        # a null value sets nothing: the config goes, as every one not given
+        changes: list[tuple[str, int, str | None]] = [
+            (c.name, kafka_configs.SET, c.value) for c in resource.configs if c.value is not None
+        ]
         code, message = _alter(
             session.broker, resource, changes, replace=True, validate_only=request.validate_only
         )

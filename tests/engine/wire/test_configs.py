@@ -392,6 +392,11 @@ def test_describe_configs_v4_gives_types_documentation_and_every_level(small):
         ("log.retention.ms", "604800000", 5),
     ]
     assert "ttl" in ttl.documentation
+    # nobody set it: its value is the engine's default, and so is its default synonym
+    size = configs["max.message.bytes"]
+    assert [(s.name, s.value, s.source) for s in size.synonyms] == [
+        ("message.max.bytes", size.value, 5)
+    ]
     assert configs["cleanup.policy"].config_type == 7  # LIST
     assert "no meaning here" in configs["preallocate"].documentation
     assert configs["preallocate"].config_type == 1  # BOOLEAN
