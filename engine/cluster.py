@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import fcntl
+import json
 import os
 import threading
 import uuid
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine import name_search, names, policies
+from engine import policies as policy_table  # where a parameter is named `policies`
 from engine.auth import acl, effective
 from engine.auth import users as user_store
 from engine.auth.effective import EffectivePermissions
@@ -196,6 +198,9 @@ class Cluster:
         # changes them (other processes' changes arrive through the catalog's topology
         # version, which each producer's sender checks), so `send` checks nothing.
         self._watchers: weakref.WeakSet[MetadataWatcher] = weakref.WeakSet()
+        # Streams' policy sets parsed from their stored JSON, by text: a topic's row comes
+        # with its stream's text, and most streams share a few texts, so topic() parses none.
+        self._parsed_policies: dict[str, dict[str, Any]] = {}
         # Set on a view made by as_principal: the cluster whose files it shares.
         self._view_of: Cluster | None = None
         # True when opened without principal=: the library acts as whoever can write the
@@ -527,16 +532,39 @@ class Cluster:
 
     # --- topics ---------------------------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int | None = None) -> TopicInfo:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        policies: Mapping[str, Any] | None = None,
+    ) -> TopicInfo:
         """Create the topic `name` (a full name); `partitions` defaults to the stream's
-        `default_partitions`."""
+        `default_partitions`; `policies` are the topic's own overrides of its stream's
+        (those `engine.policies.TOPIC_POLICIES` names; None values are left out)."""
         self.check_open()
         stream_path, topic = names.split_full_name(name)
         row = self.catalog.stream(stream_path)
         self.authorize(row, "topic_perm")
         count = row.policies["default_partitions"] if partitions is None else partitions
         _check_partition_count(count)
-        self.catalog.create_topics(row.id, [(topic, count)], exist_ok=False)
+        own = policy_table.validate_overrides(policies or {})
+        self.catalog.create_topics(
+            row.id, [(topic, count)], exist_ok=False, overrides={topic: own} if own else None
+        )
+        self._metadata_changed()
+        return self.topic(name)
+
+    def edit_topic(self, name: str, /, **topic_policies: Any) -> TopicInfo:
+        """Change the topic's own overrides of its stream's policies; None removes one (the
+        stream's value applies again). Needs the stream's `topic_perm`, as creating does.
+        `name` is positional only, so a policy named "name" is refused as unknown."""
+        self.check_open()
+        row = self._topic_row(name)
+        self.authorize(
+            self.catalog.stream_by_id(row.stream_id), "topic_perm", what="edit topics of"
+        )
+        own = policy_table.validate_overrides(topic_policies, base=row.overrides)
+        self.catalog.set_topic_policies(row.id, own)
         self._metadata_changed()
         return self.topic(name)
 
@@ -744,6 +772,7 @@ class Cluster:
         states = self._partitionlet_states([pl for chain in chains.values() for pl in chain])
         starts = self.catalog.log_starts([r.id for r in rows])
         infos = []
+        parsed = self._parsed_policies
         for row in rows:
             parts = []
             for number in range(row.partitions):
@@ -754,7 +783,24 @@ class Cluster:
                 parts.append(
                     _partition_info(row.full_name, number, lets, starts.get((row.id, number), 0))
                 )
-            infos.append(TopicInfo(row.full_name, row.stream, row.name, parts, row.created_ms))
+            text = row.stream_policies_json
+            stream_set = parsed.get(text)
+            if stream_set is None:
+                if len(parsed) >= _PARSED_POLICIES:
+                    parsed.clear()
+                stream_set = parsed[text] = json.loads(text)
+            own = row.overrides
+            infos.append(
+                TopicInfo(
+                    row.full_name,
+                    row.stream,
+                    row.name,
+                    parts,
+                    row.created_ms,
+                    policy_table.effective(stream_set, own),  # a copy: the cache stays
+                    own,
+                )
+            )
         return infos
 
     def _partitionlet_states(self, pls: list[PartitionletRow]) -> dict[int, PartitionletState]:
@@ -1482,6 +1528,10 @@ class ReplicationHooks(Protocol):
 
 _CLOSE_HOOKS_LOCK = threading.Lock()
 _replication_hooks: ReplicationHooks | None = None
+
+
+# Parsed stream policy sets a Cluster keeps (a bound: streams may differ in every one).
+_PARSED_POLICIES = 1024
 
 
 def register_replication(hooks: ReplicationHooks) -> None:

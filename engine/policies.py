@@ -8,6 +8,10 @@ help. A stream stores all of them; `validate(...)` returns a complete, checked d
 raises `InvalidPolicy` naming the policy and the accepted values. ACE policies are stored
 as text here; their grammar is checked by `engine.auth.acl`.
 
+A topic may override the policies marked `topic` (`TOPIC_POLICIES`): `validate_overrides`
+checks a topic's own set, `effective` puts it over its stream's, and `check_stored` with
+`overrides` gives a topic's effective set as stored.
+
 The catalog runs `validate` on every policy set it stores (engine.storage.catalog), whoever sends
 it (the API, the consoles, a replicating cluster). A catalog written before that may hold
 bad values: `problem(stored)` says what is wrong with a stored set, so that maintenance
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +33,7 @@ from engine.storage.batch import CODECS, MAX_TIMESTAMP_MS
 # Upper bounds keep a typo (an extra zero or two) from becoming a policy nobody meant.
 MAX_PARTITIONS = 10_000
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_RETENTION_BYTES = 2**60
 # Times: a span in milliseconds may be as long as the range of a stored timestamp (1970 to
 # the year 9999), so `now - span` stays a number every reader and SQLite can use.
 MAX_SPAN_MS = MAX_TIMESTAMP_MS
@@ -54,6 +60,7 @@ class Policy:
     ace: bool = False
     uri: bool = False  # a str checked as an archive URI (engine.storage.archive)
     metavar: str = ""  # the value's name on the command line: SECONDS, MS, N, BYTES, ACE
+    topic: bool = False  # a topic may override it (DESIGN, "Stream policies")
 
     @property
     def kind(self) -> str:
@@ -112,6 +119,7 @@ POLICIES: tuple[Policy, ...] = (
         max=MAX_TTL_S,
         far=_YEAR_9999,
         metavar="SECONDS",
+        topic=True,
     ),
     Policy(
         "default_partitions",
@@ -130,6 +138,7 @@ POLICIES: tuple[Policy, ...] = (
         False,
         "Compact",
         "Keep only the latest message per key when compacting.",
+        topic=True,
     ),
     Policy(
         "min_compaction_lag_ms",
@@ -141,6 +150,7 @@ POLICIES: tuple[Policy, ...] = (
         max=MAX_SPAN_MS,
         far=_YEAR_9999,
         metavar="MS",
+        topic=True,
     ),
     Policy(
         "delete_retention_ms",
@@ -152,6 +162,7 @@ POLICIES: tuple[Policy, ...] = (
         max=MAX_SPAN_MS,
         far=_YEAR_9999,
         metavar="MS",
+        topic=True,
     ),
     Policy(
         "timestamp_type",
@@ -161,6 +172,7 @@ POLICIES: tuple[Policy, ...] = (
         "Whose clock stamps a message: create, the producer's; log_append, the log's.",
         choices=TIMESTAMP_TYPES,
         metavar="|".join(TIMESTAMP_TYPES),
+        topic=True,
     ),
     Policy(
         "max_message_bytes",
@@ -171,6 +183,21 @@ POLICIES: tuple[Policy, ...] = (
         min=1,
         max=MAX_MESSAGE_BYTES,
         metavar="BYTES",
+        topic=True,
+    ),
+    Policy(
+        "retention_bytes",
+        int,
+        0,
+        "Retention bytes",
+        "Bytes a partition keeps (Kafka's retention.bytes): its oldest sealed "
+        "partitionlets are removed while the rest would still hold this much; 0 keeps "
+        "all.",
+        min=0,
+        max=MAX_RETENTION_BYTES,
+        far="an exabyte",
+        metavar="BYTES",
+        topic=True,
     ),
     Policy(
         "compression",
@@ -181,6 +208,7 @@ POLICIES: tuple[Policy, ...] = (
         "stored keep theirs; every reader reads every batch.",
         choices=CODECS,
         metavar="|".join(CODECS),
+        topic=True,
     ),
     Policy(
         "archive_after",
@@ -193,6 +221,7 @@ POLICIES: tuple[Policy, ...] = (
         max=MAX_TTL_S,
         far=_YEAR_9999,
         metavar="SECONDS",
+        topic=True,
     ),
     Policy(
         "archive_uri",
@@ -221,6 +250,9 @@ _BY_NAME = {p.name: p for p in POLICIES}
 
 DEFAULTS: dict[str, Any] = {p.name: p.default for p in POLICIES}
 ACE_POLICIES = tuple(p.name for p in POLICIES if p.ace)
+# The policies a topic may override; ACEs, replication and what acts on a whole stream
+# (its auto-created topics, where its archive goes) stay the stream's, as in MapR.
+TOPIC_POLICIES = tuple(p.name for p in POLICIES if p.topic)
 
 
 def policy(name: str) -> Policy:
@@ -346,6 +378,40 @@ def validate(policies: dict[str, Any], base: dict[str, Any] | None = None) -> di
     return result
 
 
+def validate_overrides(
+    changes: Mapping[str, Any], base: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A topic's overrides: `base` (its stored ones) updated with `changes`, where None
+    removes an override; each value checked as a stream's would be. `InvalidPolicy` for
+    an unknown name or one a topic cannot override (saying where it is set instead)."""
+    if not isinstance(changes, Mapping):
+        raise InvalidPolicy(f"policies must be a mapping of names to values, not {shown(changes)}")
+    result = {k: v for k, v in (base or {}).items() if k in TOPIC_POLICIES}
+    for name, value in changes.items():
+        row = policy(name)  # InvalidPolicy naming the known ones
+        if not row.topic:
+            kind = "an ACE" if row.ace else "a policy of the whole stream"
+            raise InvalidPolicy(
+                f"policy {name!r} is {kind}: set it on the stream, not on a topic (a topic "
+                f"may override {', '.join(TOPIC_POLICIES)})"
+            )
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = _check(name, value)
+    return result
+
+
+def effective(
+    stream_policies: Mapping[str, Any], overrides: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A topic's policies: its stream's, with the topic's own overrides on top."""
+    result = dict(stream_policies)
+    if overrides:
+        result.update((k, v) for k, v in overrides.items() if k in TOPIC_POLICIES)
+    return result
+
+
 def _stored(stored: Any) -> tuple[dict[str, Any] | None, str | None]:
     """(the complete checked set, None) of a stored policy set, or (None, what is wrong).
     Names this engine does not know are ignored, as `validate` ignores them in `base`."""
@@ -369,14 +435,37 @@ def problem(stored: Any) -> str | None:
     return _stored(stored)[1]
 
 
-def check_stored(path: str, stored: Any) -> dict[str, Any]:
+def check_stored(
+    path: str, stored: Any, overrides: Mapping[str, Any] | None = None, topic: str = ""
+) -> dict[str, Any]:
     """The policies of stream `path` as the catalog holds them, complete and checked (as
-    `validate` returns them); `InvalidPolicy` saying which is bad and what to do when one
-    is (a catalog written before policies were checked on every write may hold anything)."""
+    `validate` returns them), with a topic's stored `overrides` on top when given (the
+    topic's effective policies; `topic` names it in errors); `InvalidPolicy` saying which
+    is bad and what to do when one is (a catalog written before policies were checked on
+    every write may hold anything)."""
     checked, found = _stored(stored)
     if checked is None:
         raise InvalidPolicy(
             f"stream {path} has an invalid stored policy ({found}); an administrator of "
             "the stream must edit it to a valid value"
         )
+    if overrides:
+        mine, found = stored_overrides(overrides)
+        if mine is None:
+            raise InvalidPolicy(
+                f"topic {path}:{topic} has an invalid stored policy ({found}); edit the "
+                "topic's override to a valid value"
+            )
+        checked.update(mine)
     return checked
+
+
+def stored_overrides(stored: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(a topic's stored overrides, checked, None), or (None, what is wrong with them).
+    Names a topic cannot override are ignored, as unknown names are in a stream's set."""
+    if not isinstance(stored, Mapping):
+        return None, f"the topic's stored policies are {shown(stored)}, not a mapping"
+    mine, found = _stored(effective({}, stored))
+    if mine is None:
+        return None, found
+    return {k: mine[k] for k in stored if k in TOPIC_POLICIES}, None

@@ -101,6 +101,9 @@ class TopicInfo:
     topic: str  # the name within the stream
     partitions: list[PartitionInfo]
     created_ms: int
+    # its effective policies (its stream's, with its own on top) and its own overrides
+    policies: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
     def partition_count(self) -> int:

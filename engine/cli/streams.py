@@ -4,7 +4,7 @@ of `create` and `edit`."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from typing import Any
 
@@ -47,6 +47,24 @@ def policy_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def _given_policies(options: dict[str, Any]) -> dict[str, Any]:
     # Only what the user typed: the engine owns the defaults and the validation.
     return {name: options[name] for name in _POLICY_NAMES if options.get(name) is not None}
+
+
+def policy_assignments(pairs: Iterable[str], option: str = "--policy") -> dict[str, str]:
+    """`--policy NAME=VALUE` options as {policy name: value text}: the engine converts and
+    checks the text as it does a form's ("3600", "true", "zstd"). A name may be written as
+    its option is (`min-compaction-lag-ms`)."""
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}", param_hint=option)
+        out[policy_name(name)] = value
+    return out
+
+
+def policy_name(text: str) -> str:
+    """A policy's name as typed: `min-compaction-lag-ms` or `min_compaction_lag_ms`."""
+    return text.strip().removeprefix("--").replace("-", "_")
 
 
 def stream_json(info: Any) -> dict[str, Any]:

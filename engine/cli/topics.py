@@ -9,6 +9,8 @@ import click
 
 from engine.cli.options import cluster_option, open_cluster, paging_options
 from engine.cli.output import echo_err, echo_json, echo_table, plural
+from engine.cli.streams import policy_assignments, policy_name
+from engine.policies import TOPIC_POLICIES
 from engine.times import format_ms
 from engine.units import format_bytes
 
@@ -34,20 +36,80 @@ def topic() -> None:
     """Create, delete, list and describe topics (`/apps/sensors:car-17`)."""
 
 
+_TOPIC_POLICY_HELP = (
+    "The topic's own value of one of its stream's policies, NAME=VALUE (repeatable): "
+    + ", ".join(TOPIC_POLICIES)
+    + "."
+)
+
+
 @topic.command("create")
 @cluster_option
 @click.argument("full_name")
 @click.option("--partitions", type=int, help="Partition count (default: the stream's policy).")
+@click.option(
+    "--policy", "policy_pairs", multiple=True, metavar="NAME=VALUE", help=_TOPIC_POLICY_HELP
+)
 @click.pass_context
-def topic_create(ctx: click.Context, full_name: str, partitions: int | None) -> None:
-    """Create the topic FULL_NAME (`/stream/path:topic`).
+def topic_create(
+    ctx: click.Context, full_name: str, partitions: int | None, policy_pairs: tuple[str, ...]
+) -> None:
+    """Create the topic FULL_NAME (`/stream/path:topic`), with its own policies if given
+    (the others are its stream's).
 
     \b
     Example:
-      plet topic create /apps/sensors:car-17 --partitions 3
+      plet topic create /apps/sensors:car-17 --partitions 3 --policy compact=true
     """
-    info = open_cluster(ctx).create_topic(full_name, partitions=partitions)
+    info = open_cluster(ctx).create_topic(
+        full_name, partitions=partitions, policies=policy_assignments(policy_pairs)
+    )
     click.echo(f"created topic {info.name} with {plural(info.partition_count, 'partition')}")
+
+
+@topic.command("edit")
+@cluster_option
+@click.argument("full_name")
+@click.option(
+    "--policy", "policy_pairs", multiple=True, metavar="NAME=VALUE", help=_TOPIC_POLICY_HELP
+)
+@click.option(
+    "--unset",
+    "unset",
+    multiple=True,
+    metavar="NAME",
+    help="Drop the topic's own value of policy NAME: its stream's applies again (repeatable).",
+)
+@click.pass_context
+def topic_edit(
+    ctx: click.Context, full_name: str, policy_pairs: tuple[str, ...], unset: tuple[str, ...]
+) -> None:
+    """Set or drop the topic FULL_NAME's own policies (overrides of its stream's).
+
+    \b
+    Example:
+      plet topic edit /apps/sensors:car-17 --policy ttl=3600 --unset compact
+    """
+    changes: dict[str, Any] = policy_assignments(policy_pairs)
+    for name in unset:
+        if policy_name(name) in changes:
+            raise click.BadParameter(f"{name} is both set and unset", param_hint="--unset")
+        changes[policy_name(name)] = None
+    if not changes:
+        raise click.UsageError("nothing to change: give --policy NAME=VALUE or --unset NAME")
+    info = open_cluster(ctx).edit_topic(full_name, **changes)
+    own = _own_text(info.overrides)
+    click.echo(f"edited topic {info.name}: {own}")
+
+
+def _own_text(overrides: dict[str, Any]) -> str:
+    if not overrides:
+        return "no policies of its own (all its stream's)"
+    return ", ".join(f"{k}={_value_text(v)}" for k, v in sorted(overrides.items()))
+
+
+def _value_text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 @topic.command("delete")
@@ -126,6 +188,7 @@ def topic_info(ctx: click.Context, full_name: str, as_json: bool) -> None:
             ("partitions", info.partition_count),
             ("messages", f"{info.messages:,}"),
             ("size", format_bytes(info.bytes)),
+            ("own policies", _own_text(info.overrides)),
         ),
     )
     for part in info.partitions:

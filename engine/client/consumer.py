@@ -195,7 +195,7 @@ class Consumer:
             stream = catalog.stream_by_id(row.stream_id)
             self._cluster.authorize(stream, "consume_perm", self.principal)
             # check_stored: a catalog written before policies were checked may hold anything
-            ttl = check_stored(stream.path, stream.policies)["ttl"]
+            ttl = check_stored(stream.path, stream.policies, row.overrides, row.name)["ttl"]
             meta = self._meta[full] = _TopicMeta(row.id, row.stream_id, row.partitions, ttl)
         return meta
 

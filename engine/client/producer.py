@@ -71,6 +71,7 @@ class _TopicState:
         "partitions",
         "max_bytes",
         "ts_type",
+        "codec",
         "open",
         "sticky",
         "sticky_batch",
@@ -84,6 +85,7 @@ class _TopicState:
         partitions: int,
         max_bytes: int,
         ts_type: int,
+        codec: str | None = None,
     ) -> None:
         self.full = full
         self.name = full.rpartition(":")[2]
@@ -92,6 +94,7 @@ class _TopicState:
         self.partitions = partitions
         self.max_bytes = max_bytes
         self.ts_type = ts_type
+        self.codec = codec  # the topic's own `compression`; None: its stream's
         self.open: list[_Batch | None] = [None] * partitions  # open batch per partition
         self.sticky = -1  # partition of unkeyed messages, moves on when its batch closes
         self.sticky_batch: _Batch | None = None
@@ -350,7 +353,7 @@ class Producer:
             if size > ts.max_bytes:
                 raise MessageTooLarge(
                     f"message of {size:,} bytes (key, value and headers) is larger than "
-                    f"max_message_bytes={ts.max_bytes:,} of the stream of {ts.full}"
+                    f"max_message_bytes={ts.max_bytes:,} of {ts.full}"
                 )
             if partition is None:
                 if key is None and self._partitioner is None:
@@ -445,7 +448,7 @@ class Producer:
                 raise MessageTooLarge(
                     f"message {sizes.index(size)} of the batch has {size:,} bytes (key, value "
                     f"and headers), more than max_message_bytes={ts.max_bytes:,} of the "
-                    f"stream of {ts.full}"
+                    f"topic {ts.full}"
                 )
             if partition.__class__ is not int or not 0 <= partition < ts.partitions:
                 raise InvalidPartition(
@@ -521,10 +524,16 @@ class Producer:
             # error here rather than a TypeError in the middle of a send.
             checked = policies_module.check_stored(stream.path, stream.policies)
             stream = self._streams[stream_path] = dataclasses.replace(stream, policies=checked)
-        policies = stream.policies
-        ts_type = LOG_APPEND_TIME if policies["timestamp_type"] == "log_append" else CREATE_TIME
         self._cluster.authorize(stream, "produce_perm", self.principal)
         row = catalog.topic_or_none(stream.id, name)
+        policies = stream.policies
+        codec = None
+        if row is not None and row.overrides:
+            # the topic's own policies over its stream's (max_message_bytes, timestamp_type,
+            # compression)
+            policies = policies_module.check_stored(stream.path, policies, row.overrides, row.name)
+            codec = policies["compression"]
+        ts_type = LOG_APPEND_TIME if policies["timestamp_type"] == "log_append" else CREATE_TIME
         if row is None and policies["auto_create"]:
             self._cluster.authorize(
                 stream,
@@ -534,7 +543,13 @@ class Producer:
             )
         if row is not None:
             state = _TopicState(
-                full, stream.id, row.id, row.partitions, policies["max_message_bytes"], ts_type
+                full,
+                stream.id,
+                row.id,
+                row.partitions,
+                policies["max_message_bytes"],
+                ts_type,
+                codec,
             )
         elif policies["auto_create"]:
             state = _TopicState(
@@ -711,6 +726,7 @@ class Producer:
                         b.topic.ts_type,
                         self._cluster.id,
                         b.topic.topic_id in new_ids,
+                        compression=b.topic.codec,
                     )
                 )
             appender.write(writes, sync=self.acks == "all")

@@ -216,7 +216,10 @@ class GroupAdmin:
         self._refuse_live_members(group_id, now, "resetting its offsets")
         cutoff = None
         if target.kind == "time":
-            ttl = policies.check_stored(stream.path, stream.policies)["ttl"]  # an old catalog's
+            # an old catalog's may be bad; the topic's own ttl, else its stream's
+            ttl = policies.check_stored(stream.path, stream.policies, row.overrides, row.name)[
+                "ttl"
+            ]
             cutoff = now - ttl * 1000 if ttl else None
         current = {
             (t, p): o for t, p, o, _ in self._store.committed_offsets(group_id) if t == row.id

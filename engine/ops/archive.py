@@ -1,4 +1,4 @@
-"""The archive pass: sealed partitionlets older than their stream's `archive_after` become
+"""The archive pass: sealed partitionlets older than their topic's `archive_after` become
 one Parquet file each (engine.storage.archive), read by every reader as if they were live.
 
 For each such partitionlet, under the chain lock (so that no rebalance, retention or
@@ -100,8 +100,9 @@ def archive(
     *,
     step_hook: Callable[[str, PartitionletRow], None] | None = None,
 ) -> ArchiveReport:
-    """Archive every sealed partitionlet whose newest message is older than its stream's
-    `archive_after` (of `stream`, or of every stream); see the module docstring."""
+    """Archive every sealed partitionlet whose newest message is older than its topic's
+    `archive_after` (its own, else its stream's), of `stream` or of every stream; see the
+    module docstring."""
     skipped: dict[str, str] = {}
     candidates, leftovers = _scan(cluster, stream, skipped)
     purged = _purge_leftovers(cluster, leftovers)
@@ -144,17 +145,19 @@ def _scan(
     now = cluster.clock.now_ms()
     candidates: list[_Candidate] = []
     leftovers: list[PartitionletRow] = []
-    checked: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
+    checked: dict[tuple[str, str | None], tuple[dict[str, Any] | None, str | None]] = {}
     for rows in _pages(cluster, skipped):
         topics = {}
-        for topic_id, _stream_id, path, name, text in rows:
+        for topic_id, _stream_id, path, name, text, own in rows:
             if stream is not None and path != stream:
                 continue
-            if text not in checked:
-                checked[text] = retention.checked_policies(text)
-            policies, problem = checked[text]
+            if (text, own) not in checked:
+                checked[(text, own)] = retention.checked_policies(text, own)
+            policies, problem = checked[(text, own)]
             if policies is None:
-                skipped[path] = problem or "invalid policies"
+                # the stream's set, or else the topic's own, is bad
+                bad = path if retention.checked_policies(text)[0] is None else f"{path}:{name}"
+                skipped[bad] = problem or "invalid policies"
                 continue
             if policies["archive_after"] > 0:
                 topics[topic_id] = (path, name, policies)

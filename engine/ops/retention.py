@@ -1,6 +1,9 @@
-"""Retention (the streams' `ttl`) and compaction (their `compact` policy).
+"""Retention (the `ttl` and `retention_bytes` policies) and compaction (`compact`), each
+by a topic's effective policies: its own overrides, else its stream's.
 
-`enforce_retention(cluster)` drops whole partitionlets whose messages have all expired.
+`enforce_retention(cluster)` drops whole partitionlets whose messages have all expired,
+and the oldest sealed ones of a partition larger than its `retention_bytes` (while what
+is left would still hold that much, as Kafka's retention.bytes).
 Readers hide an expired message at once (engine.storage.log); this is where its storage goes.
 A partitionlet is expired when its largest timestamp, as readers see it (create time or
 log-append time, per batch), is older than `now - ttl`. A sealed one is purged from its
@@ -140,20 +143,21 @@ class _Partition:
 
 def _pages(
     cluster: Cluster,
-    policy: str,
+    policy: str | tuple[str, ...],
     wanted: Callable[[dict[str, Any]], bool],
     skipped: dict[str, str],
     what: str,
 ) -> Iterator[list[_Partition]]:
-    """The partitions (with their chains) of the topics whose stream stores `policy` as
-    anything but 0 or false (a cheap filter inside SQLite, `Catalog.topics_with_policy`)
-    and passes `wanted` (its checked policies), a page of topics at a time. A stream whose
-    stored policies are invalid is left out and put in `skipped` (path -> problem), logged
-    once for the pass `what`.
+    """The partitions (with their chains) of the topics whose `policy` (or any of several),
+    the topic's own or else its stream's, is stored as anything but 0 or false (a cheap
+    filter inside SQLite, `Catalog.topics_with_policy`) and whose effective policies pass
+    `wanted`, a page of topics at a time. A stream (or topic) whose stored policies are
+    invalid is left out and put in `skipped` (path or topic -> problem), logged once for
+    the pass `what`.
     """
     catalog = cluster.catalog
     after = 0
-    policies: dict[int, dict[str, Any] | None] = {}  # None: not wanted, or invalid
+    policies: dict[int, dict[str, Any] | None] = {}  # stream id -> its set; None: invalid
     # Policy sets are mostly alike (the defaults): check each distinct text once a pass.
     checked: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
     while True:
@@ -162,25 +166,25 @@ def _pages(
             return
         after = rows[-1][0]
         names: dict[int, tuple[str, dict[str, Any]]] = {}
-        for topic_id, stream_id, path, name, text in rows:
+        for topic_id, stream_id, path, name, text, own in rows:
             if stream_id not in policies:
                 if text not in checked:
                     checked[text] = _checked(text)
-                valid, found = checked[text]
-                policies[stream_id] = valid if valid is not None and wanted(valid) else None
+                policies[stream_id], found = checked[text]
                 if found is not None:
-                    skipped[path] = found
-                    log.warning(
-                        "%s skips stream %s of cluster %s: its stored policies are invalid "
-                        "(%s); edit them to valid values",
-                        what,
-                        path,
-                        cluster.path,
-                        found,
-                    )
+                    _skip(cluster, skipped, what, f"stream {path}", path, found)
             stream_policies = policies[stream_id]
-            if stream_policies is not None:
-                names[topic_id] = (f"{path}:{name}", stream_policies)
+            if stream_policies is None:
+                continue
+            full = f"{path}:{name}"
+            if own is not None:
+                mine, found = _checked_overrides(own)
+                if mine is None:
+                    _skip(cluster, skipped, what, f"topic {full}", full, found or "")
+                    continue
+                stream_policies = {**stream_policies, **mine}
+            if wanted(stream_policies):
+                names[topic_id] = (full, stream_policies)
         chains: dict[tuple[int, int], list[PartitionletRow]] = defaultdict(list)
         for pl in catalog.chains(list(names)):
             chains[(pl.topic_id, pl.partition)].append(pl)
@@ -188,6 +192,29 @@ def _pages(
             _Partition(names[tid][0], tid, part, names[tid][1], chain)
             for (tid, part), chain in sorted(chains.items())
         ]
+
+
+def _skip(
+    cluster: Cluster, skipped: dict[str, str], what: str, whose: str, key: str, found: str
+) -> None:
+    skipped[key] = found
+    log.warning(
+        "%s skips %s of cluster %s: its stored policies are invalid (%s); edit them to "
+        "valid values",
+        what,
+        whose,
+        cluster.path,
+        found,
+    )
+
+
+def _checked_overrides(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(a topic's checked overrides, None) of their stored JSON, or (None, what is wrong)."""
+    try:
+        stored = json.loads(text)
+    except ValueError as exc:
+        return None, f"the topic's stored policies are not JSON: {exc}"
+    return stream_policies.stored_overrides(stored)
 
 
 def _checked(text: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -202,10 +229,17 @@ def _checked(text: str) -> tuple[dict[str, Any] | None, str | None]:
         return None, stream_policies.problem(stored)
 
 
-def checked_policies(text: str) -> tuple[dict[str, Any] | None, str | None]:
-    """(the complete checked policies, None) of a stored set as JSON text, or (None, what
-    is wrong); the archive pass walks streams as these passes do."""
-    return _checked(text)
+def checked_policies(
+    text: str, overrides: str | None = None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """(the complete checked policies, None) of a stored set as JSON text, with a topic's
+    stored overrides (JSON) on top when given, or (None, what is wrong); the archive pass
+    walks topics as these passes do."""
+    base, found = _checked(text)
+    if base is None or overrides is None:
+        return base, found
+    mine, found = _checked_overrides(overrides)
+    return (None, found) if mine is None else ({**base, **mine}, None)
 
 
 def _states(cluster: Cluster, pls: list[PartitionletRow]) -> dict[int, PartitionletState]:
@@ -222,7 +256,8 @@ def _states(cluster: Cluster, pls: list[PartitionletRow]) -> dict[int, Partition
 
 
 def enforce_retention(cluster: Cluster) -> RetentionReport:
-    """Drop every partitionlet whose messages have all expired, in streams with ttl > 0."""
+    """Drop every partitionlet whose messages have all expired, in topics with ttl > 0, and
+    the oldest of partitions larger than their `retention_bytes`."""
     with chain_lock(cluster.path, clock=cluster.clock):
         return _enforce_retention(cluster)
 
@@ -257,12 +292,21 @@ def _retention_drops(
     cluster: Cluster, skipped: dict[str, str]
 ) -> Iterator[tuple[list[tuple[str, PartitionletRow]], int]]:
     """The partitionlets to drop, a page at a time, with how many active ones were sealed:
-    the expired ones, then, whatever the ttl, those wholly below a log start that
-    DeleteRecords moved."""
+    the expired ones and those over retention_bytes, then, whatever the ttl, those wholly
+    below a log start that DeleteRecords moved."""
     # Not only ttl > 0: a stored ttl that is not a number must reach the check (and the
     # report), not be left out silently (topics_with_policy keeps all but 0).
-    for page in _pages(cluster, "ttl", lambda p: p["ttl"] > 0, skipped, "retention"):
-        yield _expired(cluster, page, cluster.clock.now_ms())
+    for page in _pages(
+        cluster,
+        ("ttl", "retention_bytes"),
+        lambda p: p["ttl"] > 0 or p["retention_bytes"] > 0,
+        skipped,
+        "retention",
+    ):
+        now = cluster.clock.now_ms()
+        drops, n_sealed = _expired(cluster, [p for p in page if p.policies["ttl"] > 0], now)
+        # then, by size, the oldest of partitions larger than their retention_bytes
+        yield drops + _oversized(cluster, page, {pl.id for _, pl in drops}), n_sealed
     yield cluster.catalog.below_log_starts(), 0
 
 
@@ -327,6 +371,43 @@ def _expired(
                 n_sealed += 1
                 drops.append((topic, replace(pl, end_offset=st.next_offset)))
     return drops, n_sealed
+
+
+def _oversized(
+    cluster: Cluster, page: list[_Partition], dropping: set[int]
+) -> list[tuple[str, PartitionletRow]]:
+    """The partitionlets to drop, oldest first, in partitions of `page` larger than their
+    `retention_bytes`: as Kafka's retention.bytes, one goes only when what is left of the
+    partition (its active partitionlet included) still holds at least that many bytes.
+    Only sealed partitionlets go, never the last of a chain; those in `dropping` (expired
+    already) are not counted."""
+    chains = [
+        (p, [pl for pl in p.chain if pl.id not in dropping])
+        for p in page
+        if p.policies["retention_bytes"] > 0
+    ]
+    if not chains:
+        return []
+    states = _states(cluster, [pl for _, chain in chains for pl in chain if not pl.archived])
+    drops: list[tuple[str, PartitionletRow]] = []
+    for p, chain in chains:
+        sizes = []
+        for pl in chain:
+            st = states.get(pl.id)
+            if pl.archived:
+                sizes.append(pl.archive_bytes or 0)
+            else:
+                sizes.append(0 if st is None or st.state == DELETED else st.bytes)
+        total = sum(sizes)
+        limit = p.policies["retention_bytes"]
+        for pl, size in zip(chain[:-1], sizes, strict=False):
+            st = states.get(pl.id)
+            sealed = pl.archived or (st is not None and st.state in (SEALED, DELETED))
+            if pl.end_offset is None or not sealed or total - size < limit:
+                break
+            drops.append((p.topic, pl))
+            total -= size
+    return drops
 
 
 def _all_expired(st: PartitionletState, cutoff: int) -> bool:

@@ -17,7 +17,13 @@ from engine.errors import (
     StreamExists,
     UnknownStream,
 )
-from engine.replication.protocol import ApplyResult, check_replica_batch, conflict_record
+from engine.policies import TOPIC_POLICIES
+from engine.replication.protocol import (
+    ApplyResult,
+    TopicSpec,
+    check_replica_batch,
+    conflict_record,
+)
 from engine.replication.reading import batch_at
 from engine.storage.appender import MAX_ROLL_RETRIES
 from engine.storage.catalog import StreamRow
@@ -88,17 +94,29 @@ class DirectoryTarget:
         """`UnknownStream` unless `stream` exists here."""
         self._stream_row(stream)
 
-    def ensure_topics(self, stream: str, topics: list[tuple[str, int]]) -> None:
+    def ensure_topics(self, stream: str, topics: list[TopicSpec]) -> None:
         catalog = self.cluster.catalog
         row = self._stream_row(stream)
         existing = {t.name: t for t in catalog.topics(row.id, None, None, 0)}
-        missing = [(n, p) for n, p in topics if n not in existing]
+        # The source's overrides, but for policies this engine does not know (nothing here
+        # could honour them; a stream's policy set is taken the same way).
+        own = {n: {k: v for k, v in o.items() if k in TOPIC_POLICIES} for n, _, o in topics}
+        missing = [(n, p) for n, p, _ in topics if n not in existing]
         if missing:
-            catalog.create_topics(row.id, missing, exist_ok=True)
-        for name, count in topics:
+            catalog.create_topics(
+                row.id,
+                missing,
+                exist_ok=True,
+                overrides={n: own[n] for n, _ in missing if own[n]} or None,
+            )
+        for name, count, _ in topics:
             t = existing.get(name)
-            if t is not None and t.partitions < count:
+            if t is None:
+                continue
+            if t.partitions < count:
                 catalog.set_partitions(t.id, count)
+            if t.overrides != own[name]:
+                catalog.set_topic_policies(t.id, own[name])
 
     def topic_partitions(self, stream: str) -> dict[str, int]:
         catalog = self.cluster.catalog

@@ -60,7 +60,7 @@ from engine.errors import (
 )
 from engine.policies import MAX_PARTITIONS
 from engine.replication.directory import DirectoryTarget
-from engine.replication.protocol import ApplyResult, check_replica_batch
+from engine.replication.protocol import ApplyResult, TopicSpec, check_replica_batch
 from engine.storage.batch import MAX_OFFSET, MAX_TIMESTAMP_MS
 from engine.storage.volume import ReplicaBatch
 
@@ -460,8 +460,10 @@ class HttpTarget:
     def check_admin(self, stream: str, user: str, groups: tuple[str, ...]) -> None:
         self._call("check_admin", {"stream": stream, "user": user, "groups": list(groups)})
 
-    def ensure_topics(self, stream: str, topics: list[tuple[str, int]]) -> None:
-        self._call("ensure_topics", {"stream": stream, "topics": [list(t) for t in topics]})
+    def ensure_topics(self, stream: str, topics: list[TopicSpec]) -> None:
+        # [name, partitions] for a topic without overrides, as servers before them read it
+        items = [[n, p, own] if own else [n, p] for n, p, own in topics]
+        self._call("ensure_topics", {"stream": stream, "topics": items})
 
     def topic_partitions(self, stream: str) -> dict[str, int]:
         got = self._call("topic_partitions", {"stream": stream})
@@ -571,6 +573,22 @@ def _topic_list(args: dict[str, Any]) -> list[tuple[str, int]]:
     return out
 
 
+def _topic_specs(args: dict[str, Any]) -> list[TopicSpec]:
+    """ensure_topics' topics: [name, partitions] or [name, partitions, {own policies}]."""
+    items = args.get("topics")
+    if not isinstance(items, list):
+        raise InvalidArgument("'topics' must be a list of [name, partitions, policies]")
+    out = []
+    for item in items:
+        own = item[2] if isinstance(item, list) and len(item) == 3 else {}
+        if not isinstance(own, dict):
+            raise InvalidArgument("a topic's policies must be an object")
+        head = item[:2] if isinstance(item, list) and len(item) == 3 else item
+        name, count = _topic_list({"topics": [head]})[0]
+        out.append((name, count, own))
+    return out
+
+
 class ReplicationService:
     """Runs replication requests against the local cluster at `path` (the web side).
 
@@ -661,7 +679,7 @@ class ReplicationService:
         return {}
 
     def _op_ensure_topics(self, stream: str, args: dict[str, Any]) -> dict[str, Any]:
-        self._target.ensure_topics(stream, _topic_list(args))
+        self._target.ensure_topics(stream, _topic_specs(args))
         return {}
 
     def _op_topic_partitions(self, stream: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,9 @@ from engine.records import CREATE_TIME, LOG_APPEND_TIME
 from engine.storage import batch as batch_codec
 from engine.storage.volume import ReplicaBatch
 
+# A topic as the replicator sends it to a target: (name, partitions, its own policies).
+TopicSpec = tuple[str, int, dict[str, Any]]
+
 
 @dataclass
 class ApplyResult:
@@ -41,7 +44,9 @@ class Target(Protocol):
 
     def check_admin(self, stream: str, user: str, groups: tuple[str, ...]) -> None: ...
 
-    def ensure_topics(self, stream: str, topics: list[tuple[str, int]]) -> None: ...
+    def ensure_topics(self, stream: str, topics: list[TopicSpec]) -> None:
+        """Create the missing topics, grow partition counts, and give each topic the
+        source's overrides of its stream's policies (an empty dict: none)."""
 
     def topic_partitions(self, stream: str) -> dict[str, int]: ...
 

@@ -205,7 +205,8 @@ class Replicator:
         wanted = [(t.name, t.partitions) for t in topics]
         if not wanted:
             return
-        tgt.ensure_topics(link.target_stream, wanted)
+        # the topics' own policies go with them (their edits too, at the next pass)
+        tgt.ensure_topics(link.target_stream, [(t.name, t.partitions, t.overrides) for t in topics])
         ends = tgt.end_offsets(link.target_stream, wanted)
         stuck = {(c["topic"], c["partition"]) for c in conflicts}
         for t in topics:

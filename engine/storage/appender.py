@@ -78,7 +78,7 @@ class Appender:
         A failure on one volume fails only the batches bound for that volume.
         """
         for w in writes:
-            codec = self.codec(w.stream_id)
+            codec = w.compression or self.codec(w.stream_id)
             if codec != "none":
                 w.payload = batch_codec.compress(w.payload, codec)
         pending = writes

@@ -61,6 +61,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("jobs", "rows_read", "INTEGER NOT NULL DEFAULT 0"),
     ("jobs", "rows_per_s", "REAL"),
     ("jobs", "first_task_ms", "INTEGER"),
+    ("topics", "policies", "TEXT"),
 )
 
 # The name search (engine/search.py): an FTS5 trigram index of every topic name (rowid: the
@@ -124,6 +125,9 @@ CREATE TABLE IF NOT EXISTS topics (
     name       TEXT NOT NULL,
     partitions INTEGER NOT NULL,
     created_ms INTEGER NOT NULL,
+    -- JSON of the topic's own overrides of its stream's policies; NULL (no bytes in the
+    -- row) when it has none, as most topics
+    policies   TEXT,
     UNIQUE (stream_id, name)
 );
 CREATE TABLE IF NOT EXISTS partitionlets (
@@ -317,6 +321,11 @@ CREATE INDEX IF NOT EXISTS metrics_by_time ON metrics (resolution, bucket_ms);
 T = TypeVar("T")
 
 
+def _overrides_json(overrides: dict[str, Any]) -> str | None:
+    """A topic's overrides as stored: NULL when it has none, so it costs nothing."""
+    return json.dumps(overrides, sort_keys=True) if overrides else None
+
+
 def _chunks(items: list[T], size: int = 500) -> list[list[T]]:
     """Pieces small enough for one statement's host parameters."""
     return [items[i : i + size] for i in range(0, len(items), size)]
@@ -340,10 +349,20 @@ class TopicRow:
     name: str
     partitions: int
     created_ms: int
+    policies_json: str | None = None  # its overrides of its stream's policies, as stored
+    stream_policies_json: str = "{}"  # its stream's policies, as stored (read in the same join)
 
     @property
     def full_name(self) -> str:
         return f"{self.stream}:{self.name}"
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        """The topic's own policies, as stored (engine.policies.check_stored checks them)."""
+        if not self.policies_json:
+            return {}
+        got = json.loads(self.policies_json)
+        return got if isinstance(got, dict) else {"": got}  # "" : refused when checked
 
 
 @dataclass(frozen=True)
@@ -730,14 +749,23 @@ class Catalog:
     # --- topics ---------------------------------------------------------------------------
 
     _TOPIC_SELECT = (
-        "SELECT t.id, t.stream_id, s.path, t.name, t.partitions, t.created_ms "
-        "FROM topics t JOIN streams s ON s.id = t.stream_id"
+        "SELECT t.id, t.stream_id, s.path, t.name, t.partitions, t.created_ms, t.policies, "
+        "s.policies FROM topics t JOIN streams s ON s.id = t.stream_id"
     )
 
     def create_topics(
-        self, stream_id: int, names_partitions: list[tuple[str, int]], *, exist_ok: bool
+        self,
+        stream_id: int,
+        names_partitions: list[tuple[str, int]],
+        *,
+        exist_ok: bool,
+        overrides: dict[str, dict[str, Any]] | None = None,
     ) -> None:
-        """Create topics in one transaction (auto-create batches them this way)."""
+        """Create topics in one transaction (auto-create batches them this way); `overrides`
+        maps a topic's name to its own policies (checked here, as set_topic_policies)."""
+        checked = {
+            name: stream_policies.validate_overrides(o) for name, o in (overrides or {}).items()
+        }
         with self.write():
             if (
                 self.conn.execute("SELECT 1 FROM streams WHERE id = ?", (stream_id,)).fetchone()
@@ -755,6 +783,25 @@ class Catalog:
                     (created, stream_id),
                 )
                 self.bump_topics()
+            for name, own in checked.items():
+                self.conn.execute(
+                    "UPDATE topics SET policies = ? WHERE stream_id = ? AND name = ?",
+                    (_overrides_json(own), stream_id, name),
+                )
+            if checked:
+                self.bump_topology()  # a writer may have cached the stream's policies for it
+
+    def set_topic_policies(self, topic_id: int, overrides: dict[str, Any]) -> None:
+        """Store a topic's own policies (all of them: those missing go), checked here as
+        every stream's are, whoever sends them (the API, a replicating cluster)."""
+        checked = stream_policies.validate_overrides(overrides)
+        with self.write():
+            cur = self.conn.execute(
+                "UPDATE topics SET policies = ? WHERE id = ?", (_overrides_json(checked), topic_id)
+            )
+            if cur.rowcount == 0:
+                raise UnknownTopic(f"topic #{topic_id} does not exist")
+            self.bump_topology()
 
     def _insert_topics(
         self,
@@ -1467,21 +1514,35 @@ class Catalog:
     # --- retention and compaction (engine.ops.retention) ------------------------------------
 
     def topics_with_policy(
-        self, policy: str, after_topic_id: int, limit: int
-    ) -> list[tuple[int, int, str, str, str]]:
-        """(topic id, stream id, stream path, topic name, stored policies JSON) of the
-        topics after `after_topic_id`, by id, whose stream's `policy` is stored as anything
-        but 0 or false (a stored value that is not a number reaches the caller's check).
+        self, policy: str | tuple[str, ...], after_topic_id: int, limit: int
+    ) -> list[tuple[int, int, str, str, str, str | None]]:
+        """(topic id, stream id, stream path, topic name, stored stream policies JSON, the
+        topic's stored overrides JSON or None) of the topics after `after_topic_id`, by id,
+        whose `policy` (or any of several) is stored as anything but 0 or false, the topic's
+        own value first, then its stream's, then the default (a stored value that is not a
+        number reaches the caller's check).
 
         The filter runs inside SQLite (json_extract), so that a catalog of many streams is
         walked without parsing every stream's policies in Python."""
-        if policy not in stream_policies.DEFAULTS:
-            raise ValueError(f"unknown policy {policy!r}")
+        wanted = (policy,) if isinstance(policy, str) else policy
+        tests, args = [], []
+        for name in wanted:
+            if name not in stream_policies.DEFAULTS:
+                raise ValueError(f"unknown policy {name!r}")
+            tests.append(
+                "coalesce(json_extract(t.policies, ?), json_extract(s.policies, ?), ?) IS NOT 0"
+            )
+            default = stream_policies.DEFAULTS[name]
+            args += [
+                f"$.{name}",
+                f"$.{name}",
+                int(default) if isinstance(default, bool) else default,
+            ]
         return self._query(
-            "SELECT t.id, s.id, s.path, t.name, s.policies FROM topics t "
-            "JOIN streams s ON s.id = t.stream_id "
-            "WHERE t.id > ? AND json_extract(s.policies, ?) IS NOT 0 ORDER BY t.id LIMIT ?",
-            (after_topic_id, f"$.{policy}", limit),
+            "SELECT t.id, s.id, s.path, t.name, s.policies, t.policies FROM topics t "
+            f"JOIN streams s ON s.id = t.stream_id WHERE t.id > ? AND ({' OR '.join(tests)}) "
+            "ORDER BY t.id LIMIT ?",
+            (after_topic_id, *args, limit),
         )
 
     def drop_partitionlets(self, pls: list[PartitionletRow]) -> list[int]:

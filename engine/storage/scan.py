@@ -150,16 +150,22 @@ def _topics(
     catalog: Catalog, topics: Iterable[str], check: ConsumeCheck, now_ms: int
 ) -> dict[str, _Topic]:
     """The named topics, after `check` passed on their streams; ttl cutoffs from `now_ms`."""
-    streams: dict[str, int] = {}
+    streams: dict[str, dict[str, Any]] = {}
     out = {}
     for full in topics:
         stream, name = names.split_full_name(full)
         if stream not in streams:
             row = catalog.stream(stream)
             check(row)
-            streams[stream] = check_stored(stream, row.policies)["ttl"]
+            streams[stream] = check_stored(stream, row.policies)
         topic = catalog.topic(stream, name)
-        ttl = streams[stream]
+        # the topic's own ttl, else its stream's
+        own = topic.overrides
+        ttl = (
+            check_stored(stream, streams[stream], own, name)["ttl"]
+            if own
+            else streams[stream]["ttl"]
+        )
         out[topic.full_name] = _Topic(
             topic.id,
             stream,

@@ -136,6 +136,7 @@ class BatchWrite:
     pl_id: int = 0  # the active partitionlet it is sent to
     pl_base_offset: int = 0
     sealed_at: int | None = None
+    compression: str | None = None  # the topic's own codec; None: its stream's policy
 
     @property
     def key(self) -> tuple[int, int]:

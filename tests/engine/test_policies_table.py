@@ -24,6 +24,7 @@ DESIGN_POLICIES = {
     "delete_retention_ms": 86400000,
     "timestamp_type": "create",
     "max_message_bytes": 1048576,
+    "retention_bytes": 0,
     "compression": "none",
     "archive_after": 0,
     "archive_uri": "",

@@ -493,8 +493,8 @@ class KafkaAdminClient:
                 continue
             with translated():
                 full = self._names.full(resource.name)
-                self._cluster.topic(full)  # UnknownTopic
-                policies = self._cluster.stream(full.rpartition(":")[0]).policies
+                # UnknownTopic; the topic's own policies over its stream's
+                policies = self._cluster.topic(full).policies
             configs = {}
             for config in topic_configs(policies, resource.configs):
                 is_default = config.is_default

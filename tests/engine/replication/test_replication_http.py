@@ -297,3 +297,20 @@ def test_a_proxy_that_drops_connections_still_delivers_everything_exactly_once(p
         got = contents(b)
         assert got == contents(a) and len(got) == 400  # whole, once each, same offsets
         assert len({(t, p, o) for t, p, o, *_ in got}) == 400
+
+
+def test_topic_overrides_and_their_edits_replicate_over_http(pair):
+    a, b = pair
+    a.edit_topic("/s:t1", compact=True, retention_bytes=4096)
+    produce(a, "t1", 5, "a")
+    with served(b.path) as port:
+        token = b.create_replication_token("/s")
+        a.add_replica("/s", f"http://{token}@127.0.0.1:{port}/")
+        settle(a)
+        assert b.topic("/s:t1").overrides == {"compact": True, "retention_bytes": 4096}
+        assert b.topic("/s:t2").overrides == {}
+        a.edit_topic("/s:t1", compact=None)
+        a.edit_topic("/s:t2", ttl=60)
+        settle(a)
+        assert b.topic("/s:t1").overrides == {"retention_bytes": 4096}
+        assert b.topic("/s:t2").overrides == {"ttl": 60}
