@@ -39,10 +39,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import policies
 from engine.errors import InvalidPolicy
+
+if TYPE_CHECKING:
+    from engine.cluster import Cluster
 
 LONG_MAX = "9223372036854775807"
 
@@ -418,3 +421,276 @@ def list_values(text: str) -> list[str]:
     """A LIST config's items ("compact,delete" -> ["compact", "delete"]), for
     IncrementalAlterConfigs' APPEND and SUBTRACT."""
     return [w.strip() for w in str(text).split(",") if w.strip()]
+
+
+# --- what the listener and the facade answer ------------------------------------------------
+
+# A topic config's broker-level name (Kafka's synonym: the cluster-wide default a topic
+# config falls back to); here that level is the stream's policy.
+BROKER_SYNONYMS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "local.retention.ms": "log.local.retention.ms",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+}
+
+
+@dataclass(frozen=True)
+class Synonym:
+    """One level a config's value may come from, most specific first (Kafka's synonyms)."""
+
+    name: str
+    value: str
+    source: str  # TOPIC, STREAM or DEFAULT
+
+
+def synonyms(
+    entry: ConfigEntry,
+    stream_policies: Mapping[str, Any],
+    context: Mapping[str, Any] | None = None,
+) -> list[Synonym]:
+    """The levels of a topic config that are set, most specific first: the topic's override,
+    its stream's policy (under the broker-level name), Kafka's default."""
+    row = BY_NAME[entry.name]
+    context = context or {}
+    out = []
+    if entry.source == TOPIC:
+        out.append(Synonym(row.name, entry.value, TOPIC))
+    broker_name = BROKER_SYNONYMS.get(row.name, row.name)
+    if row.show is not None and any(
+        stream_policies.get(p, policies.DEFAULTS[p]) != policies.DEFAULTS[p] for p in row.policies
+    ):
+        shown = row.show({**policies.DEFAULTS, **stream_policies}, context)
+        out.append(Synonym(broker_name, shown, STREAM))
+    # the engine's default, as the entry shows it when nobody set it
+    default = row.show(policies.DEFAULTS, context) if row.show is not None else row.default
+    out.append(Synonym(broker_name, default, DEFAULT))
+    return out
+
+
+@dataclass(frozen=True)
+class TopicConfigs:
+    """A topic's configs as DescribeConfigs answers them (`topic_configs`)."""
+
+    name: str  # the topic's full name
+    entries: list[ConfigEntry]
+    effective: dict[str, Any]
+    overrides: dict[str, Any]
+    stream_policies: dict[str, Any]
+    context: dict[str, Any]
+
+    def synonyms(self, entry: ConfigEntry) -> list[Synonym]:
+        return synonyms(entry, self.stream_policies, self.context)
+
+
+def cluster_context(cluster: Cluster) -> dict[str, Any]:
+    """The cluster's settings configs show (segment.bytes, segment.ms)."""
+    return {
+        "partitionlet_bytes": cluster.partitionlet_bytes,
+        "partitionlet_ms": cluster.partitionlet_ms,
+    }
+
+
+def topic_configs(cluster: Cluster, name: str, names: Iterable[str] | None = None) -> TopicConfigs:
+    """Topic `name`'s (a full name) configs, those of `names` known to the table or all,
+    as the listener's DescribeConfigs and the facade's `describe_configs` answer them.
+    Raises what `Cluster.topic` and `Cluster.stream` raise."""
+    info = cluster.topic(name)
+    stream = cluster.stream(info.stream)
+    context = cluster_context(cluster)
+    entries = describe(info.policies, info.overrides, stream.policies, names=names, context=context)
+    return TopicConfigs(
+        name, entries, dict(info.policies), dict(info.overrides), dict(stream.policies), context
+    )
+
+
+# IncrementalAlterConfigs' operations (Kafka's numbers)
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def alter(
+    current: TopicConfigs, changes: Iterable[tuple[str, int, str | None]], *, replace: bool
+) -> tuple[dict[str, Any], list[str]]:
+    """({policy: value or None} for `Cluster.edit_topic`, [config names accepted with no
+    meaning here]) of a topic's config changes: (config name, SET/DELETE/APPEND/SUBTRACT,
+    value), applied in order. `replace` (AlterConfigs): the changes are all of the topic's
+    configs, so every override they do not set is removed, as Kafka replaces a topic's
+    configs. APPEND and SUBTRACT are for LIST configs (cleanup.policy) and work on the
+    current value. Raises `InvalidPolicy` with the reason (Kafka's INVALID_CONFIG)."""
+    texts: dict[str, str | None] = {}  # None: delete
+    shown = {e.name: e.value for e in current.entries}
+    for name, op, value in changes:
+        row = config(name)
+        if op == SET:
+            if value is None:
+                raise InvalidPolicy(f"config {name}: SET needs a value")
+            texts[name] = value
+        elif op == DELETE:
+            texts[name] = None
+        elif op in (APPEND, SUBTRACT):
+            if row.kafka_type != "LIST":
+                raise InvalidPolicy(
+                    f"config {name} is not a list: {'APPEND' if op == APPEND else 'SUBTRACT'} "
+                    "works on list configs only (cleanup.policy, ...)"
+                )
+            before = texts.get(name, shown.get(name, row.default))
+            items = list_values(before or "")
+            given = list_values(value or "")
+            if op == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            texts[name] = ",".join(items)
+        else:
+            raise InvalidPolicy(f"config {name}: unknown operation {op}")
+    setting, ignored = to_policies({n: t for n, t in texts.items() if t is not None})
+    deleted = [n for n, t in texts.items() if t is None]
+    if replace:
+        edits: dict[str, Any] = {p: None for p in current.overrides}
+    else:
+        edits = dict(unset_policies(deleted, current.overrides))
+    edits.update(setting)
+    ignored += [n for n in deleted if not config(n).meaningful]
+    return edits, ignored
+
+
+# --- the broker's configs -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """A broker config as DescribeConfigs answers it: all are read-only here (the
+    stream-level ones are edited on the stream)."""
+
+    name: str
+    value: str | None
+    source: str  # STREAM, DEFAULT or STATIC (the listener's own settings)
+    kafka_type: str
+    documentation: str
+    is_sensitive: bool = False
+
+
+STATIC = "static"  # set where the listener starts (Kafka: STATIC_BROKER_CONFIG)
+
+
+def broker_configs(
+    cluster: Cluster,
+    default_stream_policies: Mapping[str, Any],
+    *,
+    node_id: int,
+    listeners: str,
+    advertised_listeners: str,
+    default_stream: str,
+    names: Iterable[str] | None = None,
+) -> list[BrokerConfig]:
+    """The keys tools read of a broker (kafka-python's, kafka-ui's, AKHQ's): its listeners,
+    and the topic configs' broker-level names with the default stream's policies (what a
+    plain topic name gets)."""
+    wanted = None if names is None else set(names)
+    stream_cfg = {
+        e.name: e
+        for e in describe(
+            default_stream_policies,
+            {},
+            default_stream_policies,
+            context=cluster_context(cluster),
+        )
+    }
+    pol = {**policies.DEFAULTS, **default_stream_policies}
+
+    def stream_key(policy: str) -> str:
+        return STREAM if pol[policy] != policies.DEFAULTS[policy] else DEFAULT
+
+    out = [
+        BrokerConfig(
+            "advertised.listeners",
+            advertised_listeners,
+            STATIC,
+            "LIST",
+            "The address given to clients (plet serve --advertise).",
+        ),
+        BrokerConfig(
+            "listeners",
+            listeners,
+            STATIC,
+            "LIST",
+            "The address the listener is bound to (plet serve --listen).",
+        ),
+        BrokerConfig("broker.id", str(node_id), STATIC, "INT", "This node's id, the only one."),
+        BrokerConfig("node.id", str(node_id), STATIC, "INT", "This node's id, the only one."),
+        BrokerConfig(
+            "process.roles",
+            "broker,controller",
+            STATIC,
+            "LIST",
+            "One node is broker and controller (Kafka's combined mode).",
+        ),
+        BrokerConfig(
+            "default.stream",
+            default_stream,
+            STATIC,
+            "STRING",
+            "The stream of plain topic names (not a Kafka config).",
+        ),
+        BrokerConfig(
+            "auto.create.topics.enable",
+            "true" if pol["auto_create"] else "false",
+            stream_key("auto_create"),
+            "BOOLEAN",
+            "The default stream's auto_create policy.",
+        ),
+        BrokerConfig(
+            "num.partitions",
+            str(pol["default_partitions"]),
+            stream_key("default_partitions"),
+            "INT",
+            "The default stream's default_partitions policy.",
+        ),
+        BrokerConfig(
+            "default.replication.factor",
+            "1",
+            STATIC,
+            "INT",
+            "One copy of each partition on this node (replication is per stream).",
+        ),
+        BrokerConfig(
+            "offsets.topic.replication.factor",
+            "1",
+            STATIC,
+            "SHORT",
+            "Committed offsets live in the catalog.",
+        ),
+        BrokerConfig(
+            "transaction.state.log.replication.factor",
+            "1",
+            STATIC,
+            "SHORT",
+            "No transactions are served.",
+        ),
+        BrokerConfig(
+            "delete.topic.enable",
+            "true",
+            STATIC,
+            "BOOLEAN",
+            "Topics are deleted with the stream's topic_perm.",
+        ),
+        BrokerConfig(
+            "log.retention.hours",
+            "168",
+            DEFAULT,
+            "INT",
+            "Kafka's default; log.retention.ms is the default stream's ttl.",
+        ),
+    ]
+    for topic_name, broker_name in BROKER_SYNONYMS.items():
+        e = stream_cfg[topic_name]
+        out.append(BrokerConfig(broker_name, e.value, e.source, e.kafka_type, e.documentation))
+    return [c for c in out if wanted is None or c.name in wanted]

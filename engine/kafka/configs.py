@@ -1,48 +1,26 @@
-"""Stream policies shown as the Kafka topic configs that mean the same thing: one table for
-the facade's `KafkaAdminClient.describe_configs` and the wire listener's DescribeConfigs and
-CreateTopics (engine.wire.handlers.admin).
-
-A topic's configs are its stream's policies: they are read here, never stored per topic, and
-changed on the stream (`Cluster.edit_stream`, `plet stream edit`).
-"""
+"""Kept for one release: the Kafka topic config table is `engine.kafka_configs` (every config
+Kafka lists, topic overrides, both directions); this module shows a stream's policies as
+the six configs it used to, read from that table."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine import policies
+from engine import kafka_configs, policies
 
-
-@dataclass(frozen=True)
-class TopicConfig:
-    """One Kafka topic config: its name, the policy it shows, how a policy value reads as the
-    config's text, and Kafka's type of it (DescribeConfigs v3+: LONG, INT, STRING, LIST)."""
-
-    name: str
-    policy: str
-    text: Callable[[Any], str]
-    kafka_type: str
-
-
-TOPIC_CONFIGS: tuple[TopicConfig, ...] = (
-    # ttl is in seconds, 0 keeping forever; Kafka's "keep forever" is -1
-    TopicConfig("retention.ms", "ttl", lambda ttl: str(ttl * 1000) if ttl else "-1", "LONG"),
-    TopicConfig(
-        "cleanup.policy", "compact", lambda compact: "compact" if compact else "delete", "LIST"
-    ),
-    TopicConfig("max.message.bytes", "max_message_bytes", str, "INT"),
-    TopicConfig(
-        "message.timestamp.type",
-        "timestamp_type",
-        lambda t: "LogAppendTime" if t == "log_append" else "CreateTime",
-        "STRING",
-    ),
-    TopicConfig("min.compaction.lag.ms", "min_compaction_lag_ms", str, "LONG"),
-    TopicConfig("delete.retention.ms", "delete_retention_ms", str, "LONG"),
+# the configs this module used to show, each one policy
+_NAMES = (
+    "retention.ms",
+    "cleanup.policy",
+    "max.message.bytes",
+    "message.timestamp.type",
+    "min.compaction.lag.ms",
+    "delete.retention.ms",
 )
-BY_NAME: dict[str, TopicConfig] = {c.name: c for c in TOPIC_CONFIGS}
+TOPIC_CONFIGS = tuple(kafka_configs.BY_NAME[n] for n in _NAMES)
+BY_NAME = {c.name: c for c in TOPIC_CONFIGS}
 
 
 @dataclass(frozen=True)
@@ -61,22 +39,14 @@ class ConfigValue:
 
 
 def topic_configs(stream_policies: Mapping[str, Any], names: Any = None) -> list[ConfigValue]:
-    """The topic configs of a stream's policies, in the table's order; `names` (an iterable of
-    config names, None for all) keeps those named (unknown names are skipped)."""
-    wanted = None if names is None else set(names)
-    out = []
-    for config in TOPIC_CONFIGS:
-        if wanted is not None and config.name not in wanted:
-            continue
-        default = policies.DEFAULTS[config.policy]
-        value = stream_policies.get(config.policy, default)
-        out.append(
-            ConfigValue(
-                config.name,
-                config.text(value),
-                value == default,
-                config.policy,
-                config.kafka_type,
-            )
+    """The topic configs of a stream's policies, in this module's order; `names` (an
+    iterable of config names, None for all) keeps those named (unknown names are skipped)."""
+    wanted = set(_NAMES) if names is None else set(names) & set(_NAMES)
+    found = {e.name: e for e in kafka_configs.describe(stream_policies, names=wanted)}
+    return [
+        ConfigValue(
+            n, found[n].value, found[n].is_default, found[n].policies[0], found[n].kafka_type
         )
-    return out
+        for n in _NAMES
+        if n in found
+    ]

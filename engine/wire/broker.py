@@ -71,6 +71,10 @@ class Broker:
         self.max_listed_topics = max_listed_topics
         self.host = host
         self.port = port
+        # Kafka's listeners and advertised.listeners configs (DescribeConfigs of the broker);
+        # the server sets them once it is bound
+        self.listeners = f"PLAINTEXT://{host}:{port}"
+        self.advertised_listeners = self.listeners
         self._stream_ready = False
         self.closing = threading.Event()  # long polls end early when set
         self.max_fetch_wait_ms = DEFAULT_MAX_FETCH_WAIT_MS

@@ -155,6 +155,11 @@ class KafkaServer:
             max_listed_topics=max_listed_topics,
         )
         self.broker.max_fetch_wait_ms = max_fetch_wait_ms
+        protocol = ("SASL_" if self.sasl_mechanisms else "") + (
+            "SSL" if ssl_context is not None else "PLAINTEXT"
+        )
+        self.broker.listeners = f"{protocol}://{self.address[0]}:{self.address[1]}"
+        self.broker.advertised_listeners = f"{protocol}://{adv_host}:{adv_port}"
         self.broker.fetch_sessions = sessions
         # the fetch session cache: `fetch_sessions.stats()` counts full and incremental fetches
         self.fetch_sessions = sessions

@@ -9,13 +9,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine import errors as engine_errors
+from engine import kafka_configs
 from engine.client.consumer import Consumer
 from engine.kafka import bootstrap
 from engine.kafka.admin.config_resource import ConfigResource
 from engine.kafka.admin.new_partitions import NewPartitions
 from engine.kafka.admin.new_topic import NewTopic
 from engine.kafka.config import configure
-from engine.kafka.configs import topic_configs
 from engine.kafka.errors import (
     BrokerResponseError,
     GroupIdNotFoundError,
@@ -42,6 +42,13 @@ from engine.policies import MAX_PARTITIONS
 from engine.records import TopicPartition
 
 log = logging.getLogger(__name__)
+
+# kafka-python's names of where a config's value comes from
+_CONFIG_SOURCES = {
+    kafka_configs.TOPIC: "DYNAMIC_TOPIC_CONFIG",
+    kafka_configs.STREAM: "DYNAMIC_DEFAULT_BROKER_CONFIG",  # the stream's policy
+    kafka_configs.DEFAULT: "DEFAULT_CONFIG",
+}
 
 __all__ = [
     "CreatePartitionsResponse",
@@ -211,16 +218,14 @@ class KafkaAdminClient:
                 f"num_partitions of {new.name!r} must be from 1 to {MAX_PARTITIONS} "
                 f"(or -1 for the stream's default), got {count!r}"
             )
-        if new.topic_configs:
-            log.info(
-                "topic configs of %s ignored (policies are set per stream): %s",
-                new.name,
-                new.topic_configs,
-            )
         with translated(InvalidPartition=InvalidPartitionsError):
             full = self._names.full(new.name)
+            # the topic's own policies (InvalidPolicy: InvalidConfigurationError)
+            overrides, ignored = kafka_configs.to_policies(new.topic_configs)
+            if ignored:
+                log.info("topic %s: configs with no meaning here: %s", new.name, ignored)
             if not validate_only:
-                self._cluster.create_topic(full, count)
+                self._cluster.create_topic(full, count, overrides)
                 return
             stream = self._cluster.stream(full.rpartition(":")[0])  # UnknownStream
             try:
@@ -476,10 +481,12 @@ class KafkaAdminClient:
         config_filter: Any = "modified",
     ) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
         """kafka-python 3.0's {'topic': {name: {config: {'value', 'read_only',
-        'config_source', ...}}}}: a topic's configs are its stream's policies under Kafka's
-        names (`engine.kafka.configs`). `config_filter` 'modified' (the default) keeps the
-        policies that differ from the defaults, 'all' every one, 'default' the others. A
-        `ConfigResource` with `configs` names the configs wanted. Brokers have none."""
+        'config_source', ...}}}}: a topic's configs are its policies (its own overrides over
+        its stream's) under Kafka's names, every config Kafka lists, as the listener's
+        DescribeConfigs answers them (`engine.kafka_configs.topic_configs`). `config_filter`
+        'modified' (the default) keeps the configs that differ from the defaults, 'all'
+        every one, 'default' the others. A `ConfigResource` with `configs` names the
+        configs wanted. Brokers have none."""
         self._check_open()
         wanted_filter = str(getattr(config_filter, "name", config_filter)).lower()
         if wanted_filter not in ("all", "modified", "default", "dynamic", "static"):
@@ -493,10 +500,10 @@ class KafkaAdminClient:
                 continue
             with translated():
                 full = self._names.full(resource.name)
-                # UnknownTopic; the topic's own policies over its stream's
-                policies = self._cluster.topic(full).policies
+                # UnknownTopic; the listener's DescribeConfigs answers from the same function
+                found_configs = kafka_configs.topic_configs(self._cluster, full, resource.configs)
             configs = {}
-            for config in topic_configs(policies, resource.configs):
+            for config in found_configs.entries:
                 is_default = config.is_default
                 if wanted_filter == "modified" and is_default:
                     continue
@@ -506,19 +513,21 @@ class KafkaAdminClient:
                     continue
                 configs[config.name] = {
                     "value": config.value,
-                    "read_only": True,  # change them on the stream (plet stream edit)
-                    "config_source": "DEFAULT_CONFIG" if is_default else "DYNAMIC_TOPIC_CONFIG",
+                    "read_only": True,  # alter them with Cluster.edit_topic or over plet serve
+                    "config_source": _CONFIG_SOURCES[config.source],
                     "is_sensitive": False,
                     "synonyms": [],
-                    "config_type": "STRING",
-                    "documentation": f"the stream's {config.policy} policy",
+                    "config_type": config.kafka_type,
+                    "documentation": config.documentation,
                 }
             found[resource.name] = configs
         return out
 
     def alter_configs(self, *args: Any, **kwargs: Any) -> Any:
         raise self._unsupported(
-            "alter_configs", "change stream policies with Cluster.edit_stream or plet"
+            "alter_configs",
+            "change a topic's policies with Cluster.edit_topic (plet topic edit), or its "
+            "configs over plet serve's Kafka listener",
         )
 
     def delete_consumer_groups(

@@ -1,8 +1,8 @@
 """kafka-python's `ConfigResource` (`kafka.admin.config_resource`).
 
-`describe_configs` shows a topic's stream policies under Kafka's config names;
-`alter_configs` raises `UnsupportedVersionError`, since a Partitionlet topic's settings
-are its stream's policies (change them on the stream).
+`describe_configs` shows a topic's policies under Kafka's config names
+(engine.kafka_configs); `alter_configs` raises `UnsupportedVersionError` (change a topic's
+policies with `Cluster.edit_topic`, or its configs over plet serve's listener).
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ __all__ = ["NewTopic"]
 
 class NewTopic:
     """A topic for `KafkaAdminClient.create_topics`. -1 partitions takes the stream's
-    `default_partitions`; the replication factor and topic configs are accepted and
-    ignored (a stream's policies apply to all its topics)."""
+    `default_partitions`; the replication factor is accepted and ignored; topic configs
+    are the topic's own policies (engine.kafka_configs), those with no meaning here
+    accepted."""
 
     def __init__(
         self,

@@ -1,9 +1,11 @@
-"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and DeleteRecords.
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs and DeleteRecords.
 
 Topics are the engine's (`Cluster.create_topic`, `delete_topic`, `add_partitions`), named as
 everywhere on the listener (`/s:t`, or a plain name in the default stream), with the ACEs of
-their stream (topic_perm). A topic's configs are its stream's policies under Kafka's names
-(engine.kafka.configs): a create may name them only with the values the stream has.
+their stream (topic_perm). A topic's Kafka configs are its policies under Kafka's names
+(engine.kafka_configs, the one table): CreateTopics and the alters set the topic's own
+overrides of its stream's policies; configs with no meaning here are accepted.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
+from typing import Any
 
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -23,12 +28,13 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 
-from engine import errors
-from engine.kafka.configs import BY_NAME, topic_configs
+from engine import errors, kafka_configs, policies
 from engine.policies import MAX_PARTITIONS
-from engine.records import PartitionInfo, StreamInfo
+from engine.records import PartitionInfo
 from engine.wire import codes
 from engine.wire.broker import NODE_ID, Broker
 from engine.wire.connection import Session
@@ -44,10 +50,23 @@ INVALID_CONFIG = 40
 TOPIC_ALREADY_EXISTS = 36
 UNKNOWN_TOPIC_ID = 100
 
-# DescribeConfigs' resource types, config sources and config types (Kafka's numbers)
+# Config resource types, config sources and config types (Kafka's numbers)
 _TOPIC, _BROKER = 2, 4
-_DYNAMIC_TOPIC_CONFIG, _STATIC_BROKER_CONFIG, _DEFAULT_CONFIG = 1, 4, 5
-_CONFIG_TYPES = {"STRING": 2, "INT": 3, "LONG": 5, "LIST": 7}
+_SOURCES = {
+    kafka_configs.TOPIC: 1,  # DYNAMIC_TOPIC_CONFIG
+    kafka_configs.STREAM: 3,  # DYNAMIC_DEFAULT_BROKER_CONFIG: the stream's policy, edited live
+    kafka_configs.STATIC: 4,  # STATIC_BROKER_CONFIG: the listener's own settings
+    kafka_configs.DEFAULT: 5,  # DEFAULT_CONFIG
+}
+_CONFIG_TYPES = {
+    "BOOLEAN": 1,
+    "STRING": 2,
+    "INT": 3,
+    "SHORT": 4,
+    "LONG": 5,
+    "DOUBLE": 6,
+    "LIST": 7,
+}
 
 
 class _Refused(Exception):
@@ -63,6 +82,8 @@ def _code(exc: errors.PartitionletError) -> int:
         return TOPIC_ALREADY_EXISTS
     if isinstance(exc, errors.InvalidPartition):
         return INVALID_PARTITIONS  # a count out of range, or fewer than now
+    if isinstance(exc, errors.InvalidPolicy):
+        return INVALID_CONFIG  # a topic config's bad value, with the reason
     return codes.of(exc)
 
 
@@ -105,11 +126,11 @@ def create_topics(
                     R.CreatableTopicConfigs(
                         name=c.name,
                         value=c.value,
-                        read_only=True,
-                        config_source=_DEFAULT_CONFIG if c.is_default else _DYNAMIC_TOPIC_CONFIG,
+                        read_only=False,
+                        config_source=_SOURCES[c.source],
                         is_sensitive=False,
                     )
-                    for c in topic_configs(broker.cluster.stream(_stream_of(full)).policies)
+                    for c in _created_configs(broker, full, topic)
                 ]
         results.append(result)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
@@ -155,41 +176,46 @@ def _create(
         )
     full = broker.full_name(topic.name)
     stream = cluster.stream(_stream_of(full))
-    _check_configs(topic.configs or [], stream)
+    overrides = _create_overrides(topic)
     partitions = stream.policies["default_partitions"] if count == -1 else count
     if validate_only:
         cluster.authorize(stream, "topic_perm")
+        policies.validate_overrides(overrides)
         try:
             cluster.topic(full)
         except errors.UnknownTopic:
             return full, partitions
         raise errors.TopicExists(f"topic {full} already exists")
-    return full, len(cluster.create_topic(full, partitions).partitions)
+    return full, len(cluster.create_topic(full, partitions, overrides).partitions)
 
 
-def _check_configs(
-    configs: list[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig], stream: StreamInfo
-) -> None:
-    """A topic config may be given with its stream's value only: configs are the stream's
-    policies, so another value could not be honoured for one topic. Configs that have no
-    policy (segment.bytes, ...) mean nothing to the engine and are ignored."""
-    current = {c.name: c.value for c in topic_configs(stream.policies)}
-    ignored = []
-    for config in configs:
-        if config.name not in BY_NAME:
-            ignored.append(config.name)
-            continue
-        if config.value is not None and config.value != current[config.name]:
-            policy = BY_NAME[config.name].policy
-            raise _Refused(
-                INVALID_CONFIG,
-                f"{config.name}={config.value}: topic configs are the stream's policies, and "
-                f"stream {stream.path} has {config.name}={current[config.name]} (its {policy} "
-                f"policy); change it with plet stream edit, or create the topic in a stream "
-                "with that policy",
-            )
+def _create_overrides(topic: CreateTopicsRequest.CreatableTopic) -> dict[str, Any]:
+    """The topic's policy overrides of its CreateTopics configs (engine.kafka_configs);
+    `INVALID_CONFIG` with the reason for a bad one. Configs with no meaning here are
+    accepted (and shown with Kafka's default)."""
+    given = {c.name: c.value for c in topic.configs or [] if c.value is not None}
+    overrides, ignored = kafka_configs.to_policies(given)  # InvalidPolicy: INVALID_CONFIG
     if ignored:
-        log.info("topic configs ignored (they have no stream policy): %s", ", ".join(ignored))
+        log.info("topic %s: configs with no meaning here: %s", topic.name, ", ".join(ignored))
+    return overrides
+
+
+def _created_configs(
+    broker: Broker, full: str, topic: CreateTopicsRequest.CreatableTopic
+) -> list[kafka_configs.ConfigEntry]:
+    """The configs CreateTopics v5+ answers: the topic's (for validate_only, its stream's
+    with the request's overrides on top)."""
+    try:
+        return kafka_configs.topic_configs(broker.cluster, full).entries
+    except errors.UnknownTopic:
+        stream = broker.cluster.stream(_stream_of(full))
+        overrides = _create_overrides(topic)
+        return kafka_configs.describe(
+            {**stream.policies, **overrides},
+            overrides,
+            stream.policies,
+            context=kafka_configs.cluster_context(broker.cluster),
+        )
 
 
 # --- DeleteTopics ---------------------------------------------------------------------------
@@ -306,56 +332,70 @@ def describe_configs(
             configs=[],
         )
         try:
-            entries = _configs_of(session.broker, resource)
+            result.configs = _configs_of(session.broker, request, version, resource)
         except _Refused as exc:
             result.error_code, result.error_message = exc.code, str(exc)
         except errors.PartitionletError as exc:
             result.error_code, result.error_message = _code(exc), str(exc)
-        else:
-            result.configs = [_config_entry(request, version, *entry) for entry in entries]
         results.append(result)
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
+_Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+
+
 def _configs_of(
-    broker: Broker, resource: DescribeConfigsRequest.DescribeConfigsResource
-) -> list[tuple[str, str, int, str, str]]:
-    """(name, value, source, Kafka type, documentation) of each config of a resource."""
+    broker: Broker,
+    request: DescribeConfigsRequest,
+    version: int,
+    resource: DescribeConfigsRequest.DescribeConfigsResource,
+) -> list[_Entry]:
+    """The answer's entries of one resource: a topic's configs (engine.kafka_configs, the
+    facade's too) or the broker's."""
     keys = resource.configuration_keys
     if resource.resource_type == _TOPIC:
-        full = broker.full_name(resource.resource_name)
-        broker.cluster.topic(full)  # UnknownTopic
-        stream = broker.cluster.stream(_stream_of(full))
+        found = kafka_configs.topic_configs(
+            broker.cluster, broker.full_name(resource.resource_name), keys
+        )
         return [
-            (
+            _entry(
+                request,
+                version,
                 c.name,
                 c.value,
-                _DEFAULT_CONFIG if c.is_default else _DYNAMIC_TOPIC_CONFIG,
+                c.source,
                 c.kafka_type,
                 c.documentation,
+                read_only=False,
+                synonyms=[(s.name, s.value, s.source) for s in found.synonyms(c)],
             )
-            for c in topic_configs(stream.policies, keys)
+            for c in found.entries
         ]
     if resource.resource_type == _BROKER:
-        if resource.resource_name not in ("", str(NODE_ID)):
-            raise _Refused(
-                codes.INVALID_REQUEST,
-                f"no broker {resource.resource_name}: this cluster has one node, {NODE_ID}",
-            )
-        # What a broker can say of itself; the configs that matter are per stream (topic).
-        static = [
-            ("broker.id", str(NODE_ID), "INT", "The id of this node, the only one."),
-            (
-                "default.stream",
-                broker.default_stream,
-                "STRING",
-                "The stream of topic names without a leading '/' (not a Kafka config).",
-            ),
-        ]
+        _check_broker(resource.resource_name)
+        broker.ensure_default_stream()
+        configs = kafka_configs.broker_configs(
+            broker.cluster,
+            broker.cluster.stream(broker.default_stream).policies,
+            node_id=NODE_ID,
+            listeners=broker.listeners,
+            advertised_listeners=broker.advertised_listeners,
+            default_stream=broker.default_stream,
+            names=keys,
+        )
         return [
-            (name, value, _STATIC_BROKER_CONFIG, kind, doc)
-            for name, value, kind, doc in static
-            if keys is None or name in keys
+            _entry(
+                request,
+                version,
+                c.name,
+                c.value,
+                c.source,
+                c.kafka_type,
+                c.documentation,
+                read_only=True,
+                synonyms=[(c.name, c.value, c.source)],
+            )
+            for c in configs
         ]
     raise _Refused(
         codes.INVALID_REQUEST,
@@ -364,31 +404,141 @@ def _configs_of(
     )
 
 
-def _config_entry(
+def _check_broker(name: str) -> None:
+    # "" is the cluster-wide default resource, which is this node's here
+    if name not in ("", str(NODE_ID)):
+        raise _Refused(
+            codes.INVALID_REQUEST, f"no broker {name}: this cluster has one node, {NODE_ID}"
+        )
+
+
+def _entry(
     request: DescribeConfigsRequest,
     version: int,
     name: str,
-    value: str,
-    source: int,
+    value: str | None,
+    source: str,
     kind: str,
     doc: str,
-) -> DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult:
-    E = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
-    entry = E(
+    *,
+    read_only: bool,
+    synonyms: list[tuple[str, str | None, str]],
+) -> _Entry:
+    entry = _Entry(
         name=name,
         value=value,
-        # not alterable over the wire: they are the stream's policies (plet stream edit)
-        read_only=True,
-        config_source=source,
+        read_only=read_only,
+        config_source=_SOURCES[source],
         is_sensitive=False,
         synonyms=[],
     )
     if request.include_synonyms:
-        entry.synonyms = [E.DescribeConfigsSynonym(name=name, value=value, source=source)]
+        entry.synonyms = [
+            _Entry.DescribeConfigsSynonym(name=n, value=v, source=_SOURCES[s])
+            for n, v, s in synonyms
+        ]
     if version >= 3:
         entry.config_type = _CONFIG_TYPES[kind]
         entry.documentation = doc if request.include_documentation else None
     return entry
+
+
+# --- AlterConfigs and IncrementalAlterConfigs ----------------------------------------------
+
+
+# v0 to v2 (flexible from v2)
+@api(AlterConfigsRequest, AlterConfigsResponse, (0, 2))
+def alter_configs(
+    session: Session, request: AlterConfigsRequest, version: int
+) -> AlterConfigsResponse:
+    """A topic's configs replaced by those given, as Kafka does: overrides not given go."""
+    R = AlterConfigsResponse.AlterConfigsResourceResponse
+    results = []
+    for resource in request.resources:
+        # a null value sets nothing: the config goes, as every one not given
+        changes: list[tuple[str, int, str | None]] = [
+            (c.name, kafka_configs.SET, c.value) for c in resource.configs if c.value is not None
+        ]
+        code, message = _alter(
+            session.broker, resource, changes, replace=True, validate_only=request.validate_only
+        )
+        results.append(
+            R(
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return AlterConfigsResponse(throttle_time_ms=0, responses=results)
+
+
+# v0 to v1 (flexible from v1)
+@api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, (0, 1))
+def incremental_alter_configs(
+    session: Session, request: IncrementalAlterConfigsRequest, version: int
+) -> IncrementalAlterConfigsResponse:
+    """SET, DELETE, APPEND and SUBTRACT on a topic's configs, the others kept."""
+    R = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    results = []
+    for resource in request.resources:
+        changes = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        code, message = _alter(
+            session.broker, resource, changes, replace=False, validate_only=request.validate_only
+        )
+        results.append(
+            R(
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
+
+
+def _alter(
+    broker: Broker,
+    resource: Any,
+    changes: list[tuple[str, int, str | None]],
+    *,
+    replace: bool,
+    validate_only: bool,
+) -> tuple[int, str | None]:
+    """(error code, message) of altering one resource's configs."""
+    try:
+        if resource.resource_type == _BROKER:
+            _check_broker(resource.resource_name)
+            # Kafka's answer for configs it cannot update while running
+            raise _Refused(
+                codes.INVALID_REQUEST,
+                "Cannot update these configs dynamically: "
+                f"{', '.join(sorted({n for n, _, _ in changes})) or '(none)'}; the broker's "
+                "configs are read-only here: topic-level defaults are the stream's policies "
+                "(plet stream edit), a topic's own configs are altered on the topic",
+            )
+        if resource.resource_type != _TOPIC:
+            raise _Refused(
+                codes.INVALID_REQUEST,
+                f"configs of resource type {resource.resource_type} cannot be altered: "
+                "topics (2) can",
+            )
+        cluster = broker.cluster
+        full = broker.full_name(resource.resource_name)
+        current = kafka_configs.topic_configs(cluster, full)
+        cluster.authorize(_stream_of(full), "topic_perm", what="alter the configs of topics of")
+        edits, ignored = kafka_configs.alter(current, changes, replace=replace)
+        if ignored:
+            log.info("topic %s: configs with no meaning here: %s", full, ", ".join(ignored))
+        if validate_only:
+            policies.validate_overrides(edits, base=current.overrides)
+        else:
+            cluster.edit_topic(full, **edits)
+    except _Refused as exc:
+        return exc.code, str(exc)
+    except errors.PartitionletError as exc:
+        return _code(exc), str(exc)
+    return codes.NONE, None
 
 
 # --- DeleteRecords --------------------------------------------------------------------------

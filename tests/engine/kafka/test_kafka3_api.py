@@ -18,8 +18,13 @@ from engine.kafka import (
     Serializer,
     TopicPartition,
 )
-from engine.kafka.admin import ConfigResource, ConfigResourceType, OffsetTimestamp
-from engine.kafka.errors import KafkaConfigurationError, NoError, TopicAlreadyExistsError
+from engine.kafka.admin import ConfigResource, ConfigResourceType, NewTopic, OffsetTimestamp
+from engine.kafka.errors import (
+    InvalidConfigurationError,
+    KafkaConfigurationError,
+    NoError,
+    TopicAlreadyExistsError,
+)
 from tests.engine.kafka.conftest import drain
 
 # Settings a kafka-python 3.0 program may pass that only a networked client uses.
@@ -192,9 +197,11 @@ def test_admin_describe_configs_shows_the_stream_policies(cluster, servers):
     shown = {name: c["value"] for name, c in configs["/apps:t"].items()}
     assert shown == {
         "retention.ms": "3600000",
-        "cleanup.policy": "compact",
+        "cleanup.policy": "compact,delete",  # compacted, and deleted by age (its ttl)
         "message.timestamp.type": "LogAppendTime",
     }
+    source = configs["/apps:t"]["retention.ms"]["config_source"]
+    assert source == "DYNAMIC_DEFAULT_BROKER_CONFIG"  # the stream's policy
     assert configs["plain"] == {}  # nothing differs from the defaults
     everything = admin.describe_configs(
         [ConfigResource("topic", "plain", {"max.message.bytes": None})], config_filter="all"
@@ -253,4 +260,30 @@ def test_admin_group_calls_of_3_0(servers):
     }
     live.close()
     assert [g["group_id"] for g in admin.list_groups()] == ["busy"]
+    admin.close()
+
+
+def test_admin_create_topics_with_configs_sets_the_topics_own_policies(cluster, servers):
+    cluster.create_stream("/kafka")  # not compacted
+    admin = KafkaAdminClient(bootstrap_servers=servers)
+    admin.create_topics(
+        [
+            NewTopic(
+                "changelog",
+                1,
+                1,
+                topic_configs={"cleanup.policy": "compact", "preallocate": "true"},
+            )
+        ]
+    )
+    assert cluster.topic("/kafka:changelog").overrides == {
+        "compact": True,
+        "ttl": 0,
+        "retention_bytes": 0,
+    }
+    configs = admin.describe_configs([ConfigResource("topic", "changelog")])["topic"]
+    assert configs["changelog"]["cleanup.policy"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    with pytest.raises(InvalidConfigurationError, match="retention.ms"):
+        admin.create_topics([NewTopic("bad", 1, 1, topic_configs={"retention.ms": "soon"})])
+    assert [t.topic for t in cluster.topics("/kafka")] == ["changelog"]
     admin.close()

@@ -1,7 +1,7 @@
 // kafkajs against the listener, driven by tests/engine/wire/test_kafkajs.py: one scenario
 // per run (argv: broker, scenario, topic), its findings printed as one JSON line.
 "use strict";
-const { Kafka, logLevel } = require("kafkajs");
+const { Kafka, logLevel, ConfigResourceTypes } = require("kafkajs");
 
 const [broker, scenario, topic] = process.argv.slice(2);
 const kafka = new Kafka({ clientId: "plet-test", brokers: [broker], logLevel: logLevel.ERROR });
@@ -82,6 +82,65 @@ const scenarios = {
     const started = Date.now();
     await consumer.disconnect();
     return { values, disconnectMs: Date.now() - started };
+  },
+  // topic configs: createTopics with configEntries, describeConfigs of the topic and the
+  // broker, alterConfigs (which replaces the topic's configs), a bad value refused
+  async configs() {
+    const admin = kafka.admin();
+    await admin.connect();
+    await admin.createTopics({
+      topics: [
+        {
+          topic,
+          numPartitions: 1,
+          configEntries: [
+            { name: "cleanup.policy", value: "compact" },
+            { name: "segment.index.bytes", value: "4096" }, // no meaning here: accepted
+          ],
+        },
+      ],
+    });
+    const describe = async (type, name) => {
+      const found = await admin.describeConfigs({
+        includeSynonyms: false,
+        resources: [{ type, name }],
+      });
+      const out = {};
+      for (const e of found.resources[0].configEntries) {
+        out[e.configName] = [e.configValue, e.configSource, e.readOnly];
+      }
+      return out;
+    };
+    const created = await describe(ConfigResourceTypes.TOPIC, topic);
+    await admin.alterConfigs({
+      validateOnly: false,
+      resources: [
+        {
+          type: ConfigResourceTypes.TOPIC,
+          name: topic,
+          configEntries: [{ name: "retention.bytes", value: "5000" }],
+        },
+      ],
+    });
+    const altered = await describe(ConfigResourceTypes.TOPIC, topic);
+    const broker = await describe(ConfigResourceTypes.BROKER, "0");
+    let refused = null;
+    try {
+      await admin.alterConfigs({
+        validateOnly: false,
+        resources: [
+          {
+            type: ConfigResourceTypes.TOPIC,
+            name: topic,
+            configEntries: [{ name: "retention.ms", value: "soon" }],
+          },
+        ],
+      });
+    } catch (error) {
+      refused = { type: error.type, message: error.message };
+    }
+    await admin.disconnect();
+    return { created, altered, broker, refused };
   },
 };
 

@@ -40,7 +40,7 @@ EDITED = {
 }
 EDITED_CONFIGS = {
     "retention.ms": "3600000",
-    "cleanup.policy": "compact",
+    "cleanup.policy": "compact,delete",  # compacted, and deleted by age (the ttl)
     "max.message.bytes": "2048",
     "message.timestamp.type": "LogAppendTime",
     "min.compaction.lag.ms": "5000",
@@ -112,13 +112,16 @@ def test_confluent_creates_describes_grows_and_deletes_topics(wire, ck):
     assert len(wire.cluster.topic("/kafka:ck-plain").partitions) == 5
 
     configs = _ck_configs(ck, "/ck-adm:full")
-    assert {k: v.value for k, v in configs.items()} == DEFAULT_CONFIGS
+    assert {k: configs[k].value for k in DEFAULT_CONFIGS} == DEFAULT_CONFIGS
     assert {v.source for v in configs.values()} == {ConfigSource.DEFAULT_CONFIG.value}
 
     wire.cluster.edit_stream("/ck-adm", **EDITED)
     configs = _ck_configs(ck, "/ck-adm:full")
-    assert {k: v.value for k, v in configs.items()} == EDITED_CONFIGS
-    assert {v.source for v in configs.values()} == {ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+    assert {k: configs[k].value for k in EDITED_CONFIGS} == EDITED_CONFIGS
+    # the stream's policies are the topic's broker-level defaults
+    assert {configs[k].source for k in EDITED_CONFIGS} == {
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    }
     wire.cluster.edit_stream("/ck-adm", ttl=0)  # kept forever: Kafka's -1
     assert _ck_configs(ck, "/ck-adm:full")["retention.ms"].value == "-1"
 
@@ -147,16 +150,15 @@ def test_confluent_errors(wire, ck, locked):
             NewTopic("bad!name", 1, 1),
             NewTopic("ck-three-copies", 1, 3),
             NewTopic(f"{locked}:t", 1, 1),
-            NewTopic("ck-compacted", 1, 1, config={"cleanup.policy": "compact"}),
+            NewTopic("ck-shredded", 1, 1, config={"cleanup.policy": "shred"}),
         ]
     )
     assert _code(futures["ck-exists"]) == KafkaError.TOPIC_ALREADY_EXISTS
     assert _code(futures["bad!name"]) == KafkaError.TOPIC_EXCEPTION  # 17
     assert _code(futures["ck-three-copies"]) == KafkaError.INVALID_REPLICATION_FACTOR
     assert _code(futures[f"{locked}:t"]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    # /kafka is not compacted: the config cannot be honoured for one topic
-    assert _code(futures["ck-compacted"]) == KafkaError.INVALID_CONFIG
-    for full in ("/kafka:ck-three-copies", f"{locked}:t", "/kafka:ck-compacted"):
+    assert _code(futures["ck-shredded"]) == KafkaError.INVALID_CONFIG
+    for full in ("/kafka:ck-three-copies", f"{locked}:t", "/kafka:ck-shredded"):
         with pytest.raises(errors.UnknownTopic):
             wire.cluster.topic(full)
 
@@ -309,10 +311,10 @@ def test_kafka_python_creates_describes_grows_and_deletes_topics(wire, kp):
         [KConfigResource(ConfigResourceType.TOPIC, "/kp-adm:full")], config_filter="all"
     )
     configs = found["topic"]["/kp-adm:full"]
-    assert {k: v["value"] for k, v in configs.items()} == EDITED_CONFIGS
-    # the default filter keeps what differs from Kafka's defaults: here, all of them
+    assert {k: configs[k]["value"] for k in EDITED_CONFIGS} == EDITED_CONFIGS
+    # the default filter keeps the topic's own configs: none, its stream's are broker-level
     modified = kp.describe_configs([KConfigResource(ConfigResourceType.TOPIC, "/kp-adm:full")])
-    assert set(modified["topic"]["/kp-adm:full"]) == set(EDITED_CONFIGS)
+    assert modified["topic"]["/kp-adm:full"] == {}
     broker = kp.describe_configs(
         [KConfigResource(ConfigResourceType.BROKER, "0")], config_filter="all"
     )

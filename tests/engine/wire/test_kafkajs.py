@@ -72,3 +72,23 @@ def test_an_idle_member_disconnects_within_its_fetch_wait(wire):
     # time and LeaveGroup at once
     assert got["disconnectMs"] < scaled(2) * 1000
     assert time.monotonic() - started < scaled(30)
+
+
+def test_admin_creates_describes_and_alters_topic_configs(wire):
+    got = kafkajs(wire, "configs", "js-configs")
+    # created compacted in /kafka (not compacted): the topic's own configs
+    assert got["created"]["cleanup.policy"] == ["compact", 1, False]  # DYNAMIC_TOPIC_CONFIG
+    assert got["created"]["retention.ms"] == ["-1", 1, False]  # compact keeps every key
+    # accepted with no meaning here: not kept, shown with Kafka's default
+    assert got["created"]["segment.index.bytes"] == ["10485760", 5, False]
+    # alterConfigs replaces the topic's configs: cleanup.policy goes back to the stream's
+    assert got["altered"]["retention.bytes"] == ["5000", 1, False]
+    assert got["altered"]["cleanup.policy"][0] == "delete"
+    assert wire.cluster.topic("/kafka:js-configs").overrides == {"retention_bytes": 5000}
+    host, port = wire.server.address
+    assert got["broker"]["advertised.listeners"][0] == f"PLAINTEXT://{host}:{port}"
+    assert got["broker"]["log.retention.ms"][0] == "604800000"
+    assert got["broker"]["num.partitions"][0] == "1"
+    assert got["refused"]["type"] == "INVALID_CONFIG"
+    # (kafkajs shows the code's own text; the listener's reason is in test_configs.py)
+    assert wire.cluster.topic("/kafka:js-configs").overrides == {"retention_bytes": 5000}
