@@ -198,6 +198,9 @@ class Cluster:
         # changes them (other processes' changes arrive through the catalog's topology
         # version, which each producer's sender checks), so `send` checks nothing.
         self._watchers: weakref.WeakSet[MetadataWatcher] = weakref.WeakSet()
+        # Streams' policy sets parsed from their stored JSON, by text: a topic's row comes
+        # with its stream's text, and most streams share a few texts, so topic() parses none.
+        self._parsed_policies: dict[str, dict[str, Any]] = {}
         # Set on a view made by as_principal: the cluster whose files it shares.
         self._view_of: Cluster | None = None
         # True when opened without principal=: the library acts as whoever can write the
@@ -769,7 +772,7 @@ class Cluster:
         states = self._partitionlet_states([pl for chain in chains.values() for pl in chain])
         starts = self.catalog.log_starts([r.id for r in rows])
         infos = []
-        stream_sets: dict[str, dict[str, Any]] = {}  # a stream's stored policies, parsed
+        parsed = self._parsed_policies
         for row in rows:
             parts = []
             for number in range(row.partitions):
@@ -781,8 +784,11 @@ class Cluster:
                     _partition_info(row.full_name, number, lets, starts.get((row.id, number), 0))
                 )
             text = row.stream_policies_json
-            if text not in stream_sets:
-                stream_sets[text] = json.loads(text)
+            stream_set = parsed.get(text)
+            if stream_set is None:
+                if len(parsed) >= _PARSED_POLICIES:
+                    parsed.clear()
+                stream_set = parsed[text] = json.loads(text)
             own = row.overrides
             infos.append(
                 TopicInfo(
@@ -791,7 +797,7 @@ class Cluster:
                     row.name,
                     parts,
                     row.created_ms,
-                    policy_table.effective(stream_sets[text], own),
+                    policy_table.effective(stream_set, own),  # a copy: the cache stays
                     own,
                 )
             )
@@ -1522,6 +1528,10 @@ class ReplicationHooks(Protocol):
 
 _CLOSE_HOOKS_LOCK = threading.Lock()
 _replication_hooks: ReplicationHooks | None = None
+
+
+# Parsed stream policy sets a Cluster keeps (a bound: streams may differ in every one).
+_PARSED_POLICIES = 1024
 
 
 def register_replication(hooks: ReplicationHooks) -> None:
