@@ -38,7 +38,7 @@ from engine.records import TopicInfo
 from web import messages as msgs
 from web.messages import BadInput
 from web.pages import cluster, principal, render, wants_partial
-from web.streams import BOOL_POLICIES, _error_policy, _policy_errors, _policy_values
+from web.streams import TOPIC_POLICY_FIELDS, _override_error, _override_values, _policy_form
 
 topics = Blueprint("topics", __name__)
 
@@ -346,13 +346,6 @@ def produce(name: str):
 
 # --- policies: the topic's effective values, where each comes from, its overrides --------
 
-# The policies a topic may override, in the engine table's order.
-TOPIC_POLICY_FIELDS = tuple(p for p in policy_table.POLICIES if p.topic)
-
-
-def _shown(name: str, value: Any) -> str:
-    return ("true" if value else "false") if name in BOOL_POLICIES else str(value)
-
 
 def _policies_context(
     info: TopicInfo,
@@ -368,8 +361,7 @@ def _policies_context(
         may_edit = acl.check(stream.policies.get("topic_perm"), principal(), stream.creator)
     except errors.InvalidPolicy:
         may_edit = principal().superuser  # an unreadable stored ACE passes super users only
-    form = {p.name: _shown(p.name, info.policies.get(p.name)) for p in TOPIC_POLICY_FIELDS}
-    form.update(values or {})
+    form = {k: v for k, v in _policy_form(info, values).items() if k in policy_table.TOPIC_POLICIES}
     return {
         "policy_fields": TOPIC_POLICY_FIELDS,
         "policy_sources": policy_table.sources(stream.policies, info.overrides),
@@ -387,10 +379,8 @@ def edit_policies(name: str):
     """Set the overrides ticked in the form (`override`, with each one's value) and remove
     the others; each value is checked as a stream's policy is, every error at once."""
     info = _topic(name)  # 404 before anything else
-    overridden = {n for n in request.form.getlist("override") if n}
-    values = _policy_values(request.form)
-    wanted = {n: values.get(n, request.form.get(n, "")) for n in overridden}
-    found = _policy_errors({n: v for n, v in wanted.items() if n in policy_table.DEFAULTS})
+    wanted, values, found = _override_values(request.form)
+    overridden = set(wanted)
     denied = False
     if not found:
         changes: dict[str, Any] = {p.name: None for p in TOPIC_POLICY_FIELDS}
@@ -398,7 +388,7 @@ def edit_policies(name: str):
         try:
             info = cluster().edit_topic(info.name, **changes)
         except errors.InvalidPolicy as exc:
-            found[_error_policy(exc, wanted)] = str(exc)
+            found[_override_error(exc, wanted, "form")] = str(exc)
         except errors.AccessDenied as exc:
             found["form"] = str(exc)
             denied = True

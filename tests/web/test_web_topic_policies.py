@@ -104,3 +104,36 @@ def test_a_post_without_the_csrf_token_is_refused(client, cluster):
     answer = client.post("/topics/apps:t/policies", data={"override": "ttl", "ttl": "1"})
     assert answer.status_code in (400, 403)
     assert cluster.topic("/apps:t").overrides == {}
+
+
+def test_the_create_topic_form_sets_overrides_with_the_same_widget(client, cluster):
+    cluster.create_stream("/apps", ttl=90)
+    html = _text(client.get("/streams/apps"))
+    form = re.search(r'<form id="create-topic".*?</form>', html, re.S).group(0)
+    assert re.findall(r'name="override" value="([a-z_]+)"', form) == list(TOPIC_POLICIES)
+    assert 'id="create-topic-ttl" name="ttl" value="90"' in form  # the stream's, to start from
+    data = {"csrf_token": client.csrf, "name": "t", "override": ["compact"], "compact": "true"}
+    answer = client.post("/streams/apps/~/topics", data={**data, "ttl": "5"})
+    assert answer.status_code == 303
+    assert cluster.topic("/apps:t").overrides == {"compact": True}  # ttl: not ticked
+    # bad values and names: 400 inline, nothing created
+    answer = client.post(
+        "/streams/apps/~/topics", data={**data, "name": "u", "override": ["ttl"], "ttl": "-1"}
+    )
+    assert answer.status_code == 400
+    assert 'id="create-topic-ttl-error">policy &#39;ttl&#39; must be at least 0' in _text(answer)
+    answer = client.post(
+        "/streams/apps/~/topics",
+        data={**data, "name": "u", "override": ["default_partitions"], "default_partitions": "2"},
+    )
+    assert answer.status_code == 400
+    assert "is a policy of the whole stream" in unescape(_text(answer))
+    html = _text(
+        client.post(
+            "/streams/apps/~/topics",
+            data={**data, "name": "u", "override": ["ttl"], "ttl": "soon"},
+            headers=HTMX,
+        )
+    )
+    assert 'id="create-topic-ttl-error"' in html and 'value="soon"' in html
+    assert [t.topic for t in cluster.topics("/apps")] == ["t"]
