@@ -292,8 +292,8 @@ def _retention_drops(
     cluster: Cluster, skipped: dict[str, str]
 ) -> Iterator[tuple[list[tuple[str, PartitionletRow]], int]]:
     """The partitionlets to drop, a page at a time, with how many active ones were sealed:
-    the expired ones and those over a partition's retention_bytes, then, whatever the ttl,
-    those wholly below a log start that DeleteRecords moved."""
+    the expired ones and those over retention_bytes, then, whatever the ttl, those wholly
+    below a log start that DeleteRecords moved."""
     # Not only ttl > 0: a stored ttl that is not a number must reach the check (and the
     # report), not be left out silently (topics_with_policy keeps all but 0).
     for page in _pages(
@@ -305,8 +305,8 @@ def _retention_drops(
     ):
         now = cluster.clock.now_ms()
         drops, n_sealed = _expired(cluster, [p for p in page if p.policies["ttl"] > 0], now)
-        drops += _oversized(cluster, page, {pl.id for _, pl in drops})
-        yield drops, n_sealed
+        # then, by size, the oldest of partitions larger than their retention_bytes
+        yield drops + _oversized(cluster, page, {pl.id for _, pl in drops}), n_sealed
     yield cluster.catalog.below_log_starts(), 0
 
 
