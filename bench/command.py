@@ -290,7 +290,9 @@ def _problems(run: Run) -> list[str]:
     metavar="N",
     callback=_param(parse_count),
     help="Also run the Kafka wire case: N 100-B messages through confluent-kafka and kcat "
-    "to a `plet serve` process on loopback, beside the embedded API; msg/s, the ratios and "
+    "to a `plet serve` process on loopback, beside the embedded API, then N/5 1-KiB messages "
+    "over 16 partitions (confluent-kafka) and a kafka-python read of 1,000 partitions with "
+    "and without fetch sessions; msg/s, the ratios and "
     f"the server's CPU time (${wire_listener.PROFILE_ENV}=FILE profiles the server). "
     "[default: not run]",
 )

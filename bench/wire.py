@@ -14,7 +14,18 @@ send them as lines) go through:
 - kcat: `kcat -P -l FILE` (N lines) and `kcat -C -e -o beginning`, as subprocesses, wall
   time from start to exit.
 Each topic has one partition and is made before the server starts, so no case times a
-topic's creation. Reported: msg/s, MB/s of values, the ratio of each wire case to the
+topic's creation.
+
+Two cases with more partitions (issue 24):
+- 16 partitions of 1 KiB values (`multi` messages, sent round robin): confluent-kafka's
+  producer at acks=1 and its consumer (all 16 assigned), beside `engine.Producer` (acks=1,
+  linger_ms=0) and `engine.Consumer` doing the same through the embedded API;
+- consume of 1,000 partitions (`wide` messages of 100 B spread over them, written before
+  the server starts) by kafka-python, which uses fetch sessions (KIP-227), against a
+  listener with fetch sessions and one without (`KafkaServer(max_fetch_sessions=0)`: every
+  fetch a full one; `plet serve --max-fetch-sessions 0`), each in its own process; beside
+  `engine.Consumer` reading the same 1,000 partitions. librdkafka has no fetch sessions, so
+  it is not the client of this case. Reported: msg/s, MB/s of values, the ratio of each wire case to the
 embedded case of the same operation and acks, and the CPU seconds the server process spent
 in each case (utime + stime from /proc/<pid>/stat). After the server stops, the wire
 cluster's log end offsets are checked against the messages the clients said were delivered.
@@ -23,7 +34,8 @@ The client settings are what a user tuning for throughput would set (`PRODUCER_S
 `CONSUMER_SETTINGS`, `KCAT_SETTINGS`). Targets (issue 14): confluent-kafka produce at acks=1
 >= 250,000 msg/s and consume >= 500,000 msg/s, with one server process on two cores.
 
-Run it with `plet bench --wire N` or on its own with `python -m bench.wire N`;
+Run it with `plet bench --wire N` or on its own with `python -m bench.wire N` (`--multi M`,
+`--wide W`, `--wide-partitions P` size the cases with more partitions; 0 leaves one out);
 `python -m bench.wire N --profile FILE` (or PLET_BENCH_WIRE_PROFILE=FILE for `plet bench`)
 runs the server under cProfile, every thread of it, and writes the merged pstats to FILE
 (the numbers of such a run are not comparable: the profiler slows the server down).
@@ -97,6 +109,20 @@ KCAT_SETTINGS = {
     "queue.buffering.max.messages": 2_000_000,
 }
 EMBEDDED_MAX_RECORDS = 500  # the Consumer's default max_poll_records, as the main suite
+# the cases with more partitions (issue 24)
+MULTI_PARTITIONS = 16
+MULTI_VALUE = bytes(VALUE * 11)[:1024]  # 1 KiB
+MULTI_OP = {
+    "produce": f"produce {MULTI_PARTITIONS}x1KiB",
+    "consume": f"consume {MULTI_PARTITIONS}x1KiB",
+}
+WIDE_PARTITIONS = 1_000
+# kafka-python's consumer as a user reading many partitions sets it: long polls of 100 ms
+WIDE_SETTINGS: dict[str, Any] = {
+    "fetch_max_wait_ms": 100,
+    "max_poll_records": 10_000,
+    "enable_auto_commit": False,
+}
 
 
 @dataclass
@@ -189,6 +215,7 @@ class WireRun:
                 "producer": PRODUCER_SETTINGS,
                 "consumer": {**CONSUMER_SETTINGS, "consume(num_messages)": CONSUME_BATCH},
                 "kcat": KCAT_SETTINGS,
+                "kafka-python (wide)": WIDE_SETTINGS,
                 "embedded": {
                     "acks=1": "linger_ms=0",
                     "acks=all": "linger_ms=5",
@@ -270,11 +297,20 @@ finally:
 
 
 class Server:
-    """`plet serve` on a cluster, in its own process, on 127.0.0.1 and a free port."""
+    """`plet serve` on a cluster, in its own process, on 127.0.0.1 and a free port (with
+    `--max-fetch-sessions` when `max_fetch_sessions` is given)."""
 
-    def __init__(self, cluster: Path, log: Path, profile: Path | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Path,
+        log: Path,
+        profile: Path | None = None,
+        max_fetch_sessions: int | None = None,
+    ) -> None:
         args = ["serve", "--cluster", str(cluster), "--listen", "127.0.0.1:0"]
         args += ["--default-stream", STREAM]
+        if max_fetch_sessions is not None:
+            args += ["--max-fetch-sessions", str(max_fetch_sessions)]
         if profile is None:
             self.command = [*_plet(), *args]
             self.display = " ".join(self.command)
@@ -396,7 +432,17 @@ def embedded_cases(workdir: Path, n: int) -> list[WireResult]:
     return results
 
 
-def confluent_produce(server: Server, topic: str, n: int, acks: str) -> WireResult:
+def confluent_produce(
+    server: Server,
+    topic: str,
+    n: int,
+    acks: str,
+    *,
+    partitions: int = 1,
+    value: bytes = VALUE,
+    op: str = "produce",
+) -> WireResult:
+    """n copies of `value` to partition 0, or round robin over `partitions`."""
     from confluent_kafka import Producer
 
     failed: list[str] = []
@@ -408,15 +454,22 @@ def confluent_produce(server: Server, topic: str, n: int, acks: str) -> WireResu
     config = {"bootstrap.servers": server.bootstrap, "acks": acks, **PRODUCER_SETTINGS}
     producer = Producer({**config, "on_delivery": on_delivery})
     produce, poll = producer.produce, producer.poll
-    value = VALUE
     error = None
     with measure(server) as m:
-        for _ in range(n):
-            try:
-                produce(topic, value, partition=0)
-            except BufferError:  # the local queue is full: wait for room, then send again
-                poll(0.05)
-                produce(topic, value, partition=0)
+        if partitions == 1:
+            for _ in range(n):
+                try:
+                    produce(topic, value, partition=0)
+                except BufferError:  # the local queue is full: wait for room, then send again
+                    poll(0.05)
+                    produce(topic, value, partition=0)
+        else:
+            for i in range(n):
+                try:
+                    produce(topic, value, partition=i % partitions)
+                except BufferError:
+                    poll(0.05)
+                    produce(topic, value, partition=i % partitions)
         left = producer.flush(300)
     if left:
         error = f"{left:,} messages still unacknowledged after flush(300)"
@@ -425,12 +478,12 @@ def confluent_produce(server: Server, topic: str, n: int, acks: str) -> WireResu
     delivered = n - left - len(failed)
     return WireResult(
         "confluent-kafka",
-        "produce",
+        op,
         acks,
         n,
         delivered,
         m["seconds"],
-        delivered * len(VALUE),
+        delivered * len(value),
         m["server_cpu"],
         m["client_cpu"],
         _settings({"acks": acks, **PRODUCER_SETTINGS}),
@@ -438,7 +491,10 @@ def confluent_produce(server: Server, topic: str, n: int, acks: str) -> WireResu
     )
 
 
-def confluent_consume(server: Server, topic: str, n: int) -> WireResult:
+def confluent_consume(
+    server: Server, topic: str, n: int, *, partitions: int = 1, op: str = "consume"
+) -> WireResult:
+    """Partitions 0 to `partitions` - 1 of `topic` read from the beginning."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     config = {"bootstrap.servers": server.bootstrap, "group.id": "plet-bench-wire"}
@@ -453,7 +509,7 @@ def confluent_consume(server: Server, topic: str, n: int) -> WireResult:
         # rate of the server.
         consumer.list_topics(topic, timeout=10)
         with measure(server) as m:
-            consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
             idle_since = time.monotonic()
             while count < n:
                 batch = consume(CONSUME_BATCH, 1.0)
@@ -477,7 +533,7 @@ def confluent_consume(server: Server, topic: str, n: int) -> WireResult:
         error = f"read {count:,} of {n:,} messages, then nothing for {IDLE_S:.0f} s"
     return WireResult(
         "confluent-kafka",
-        "consume",
+        op,
         "",
         n,
         count,
@@ -487,6 +543,149 @@ def confluent_consume(server: Server, topic: str, n: int) -> WireResult:
         m["client_cpu"],
         _settings({**CONSUMER_SETTINGS, "consume(num_messages)": CONSUME_BATCH}),
         error,
+    )
+
+
+def embedded_partition_cases(
+    workdir: Path, multi: int, wide: int, wide_partitions: int
+) -> list[WireResult]:
+    """The embedded side of the cases with more partitions, on its own cluster: 1 KiB values
+    round robin over 16 partitions (acks=1, linger_ms=0) and read back; a read of
+    `wide_partitions` partitions holding `wide` messages."""
+    from engine import Cluster, Producer
+
+    results = []
+    with Cluster.open(str(workdir / "embedded-partitions"), name="embedded") as cluster:
+        cluster.create_stream(STREAM, ttl=0, default_partitions=1)
+        if multi:
+            topic = f"{STREAM}:multi"
+            cluster.create_topic(topic, partitions=MULTI_PARTITIONS)
+            producer = Producer(cluster, acks=1, linger_ms=0)
+            try:
+                send, value, last = producer.send, MULTI_VALUE, None
+                with measure(None) as m:
+                    for i in range(multi):
+                        last = send(topic, value=value, partition=i % MULTI_PARTITIONS)
+                    producer.flush()
+                if last is not None:
+                    last.get(timeout=60)
+            finally:
+                producer.close()
+            written = sum(p.log_end_offset for p in cluster.topic(topic).partitions)
+            results.append(
+                WireResult(
+                    "embedded",
+                    MULTI_OP["produce"],
+                    "1",
+                    multi,
+                    written,
+                    m["seconds"],
+                    written * len(MULTI_VALUE),
+                    client_cpu_s=m["client_cpu"],
+                    settings="engine.Producer acks=1, linger_ms=0",
+                )
+            )
+            results.append(
+                _embedded_read(cluster, topic, MULTI_PARTITIONS, multi, MULTI_OP["consume"])
+            )
+        if wide:
+            topic = f"{STREAM}:wide"
+            _fill_wide(cluster, topic, wide, wide_partitions)
+            results.append(
+                _embedded_read(cluster, topic, wide_partitions, wide, _wide_op(wide_partitions))
+            )
+    return results
+
+
+def _embedded_read(
+    cluster: Any, topic: str, partitions: int, n: int, op: str, acks: str = ""
+) -> WireResult:
+    from engine import Consumer, TopicPartition
+
+    consumer = Consumer(cluster, group_id=None, auto_offset_reset="earliest")
+    count = nbytes = 0
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        idle_since = time.monotonic()
+        with measure(None) as m:
+            while count < n and time.monotonic() - idle_since < IDLE_S:
+                got = consumer.poll(timeout_ms=100, max_records=EMBEDDED_MAX_RECORDS)
+                for records in got.values():
+                    idle_since = time.monotonic()
+                    count += len(records)
+                    nbytes += sum(len(r.value) for r in records)
+    finally:
+        consumer.close()
+    return WireResult(
+        "embedded",
+        op,
+        acks,
+        n,
+        count,
+        m["seconds"],
+        nbytes,
+        client_cpu_s=m["client_cpu"],
+        settings=f"engine.Consumer poll(max_records={EMBEDDED_MAX_RECORDS})",
+        error=None if count == n else f"read {count:,} of {n:,} messages",
+    )
+
+
+def _wide_op(partitions: int) -> str:
+    return f"consume {partitions}p"
+
+
+def _fill_wide(cluster: Any, topic: str, n: int, partitions: int) -> None:
+    """`n` 100-B messages round robin over a new topic of `partitions` partitions."""
+    from engine import Producer
+
+    cluster.create_topic(topic, partitions=partitions)
+    with Producer(cluster, acks=1, linger_ms=5) as producer:
+        for i in range(n):
+            producer.send(topic, value=VALUE, partition=i % partitions)
+
+
+def kafka_python_consume_wide(
+    server: Server, topic: str, n: int, partitions: int, sessions: bool
+) -> WireResult:
+    """kafka-python reading every partition of `topic` (a plain name of the default stream:
+    kafka-python refuses `/stream:topic`) from the beginning, timed from its seek."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=server.bootstrap,
+        fetch_max_wait_ms=WIDE_SETTINGS["fetch_max_wait_ms"],
+        max_poll_records=WIDE_SETTINGS["max_poll_records"],
+        enable_auto_commit=WIDE_SETTINGS["enable_auto_commit"],
+    )
+    count = nbytes = 0
+    try:
+        consumer.partitions_for_topic(topic)  # metadata first, as a running consumer has it
+        with measure(server) as m:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+            consumer.seek_to_beginning()
+            idle_since = time.monotonic()
+            while count < n and time.monotonic() - idle_since < IDLE_S:
+                for records in consumer.poll(timeout_ms=1000).values():
+                    idle_since = time.monotonic()
+                    count += len(records)
+                    nbytes += sum(len(r.value) for r in records)
+    finally:
+        consumer.close()
+    label = "fetch sessions" if sessions else "no fetch sessions (max_fetch_sessions=0)"
+    return WireResult(
+        "kafka-python (sessions)" if sessions else "kafka-python (no sessions)",
+        _wide_op(partitions),
+        "",
+        n,
+        count,
+        m["seconds"],
+        nbytes,
+        m["server_cpu"],
+        m["client_cpu"],
+        f"{label}; " + _settings(WIDE_SETTINGS),
+        None
+        if count == n
+        else f"read {count:,} of {n:,} messages, then nothing for {IDLE_S:.0f} s",
     )
 
 
@@ -576,8 +775,13 @@ def run(
     profile: Path | None = None,
     kcat: bool = True,
     progress: Callable[[str], None] | None = None,
+    multi: int | None = None,
+    wide: int | None = None,
+    wide_partitions: int = WIDE_PARTITIONS,
 ) -> WireRun:
-    """Every case in one run, in `workdir` (made if missing)."""
+    """Every case in one run, in `workdir` (made if missing). `multi` (default: a fifth of
+    `messages`) 1 KiB messages go over 16 partitions, `wide` (default: a tenth) 100-B
+    messages are read from `wide_partitions` partitions; 0 leaves a case out."""
     from engine import Cluster
 
     say = progress or (lambda line: None)
@@ -588,8 +792,15 @@ def run(
     if profile is not None:
         out.notes.append("The server ran under cProfile: its numbers are not comparable.")
 
+    multi = messages // 5 if multi is None else multi
+    wide = messages // 10 if wide is None else wide
+    if wide and wide < wide_partitions:
+        wide = wide_partitions  # a message in every partition at least
     say("wire: embedded API ...")
     out.results += embedded_cases(workdir, messages)
+    if multi or wide:
+        say("wire: embedded API, more partitions ...")
+        out.results += embedded_partition_cases(workdir, multi, wide, wide_partitions)
 
     topics = {
         "produce-1": "produce-acks1",
@@ -601,6 +812,8 @@ def run(
         cluster.create_stream(STREAM, ttl=0, default_partitions=1)
         for topic in topics.values():
             cluster.create_topic(f"{STREAM}:{topic}", partitions=1)
+        if multi:
+            cluster.create_topic(f"{STREAM}:multi", partitions=MULTI_PARTITIONS)
     use_kcat = kcat and shutil.which("kcat") is not None
     if kcat and not use_kcat:
         out.notes.append("kcat is not installed: its cases were not run.")
@@ -645,6 +858,31 @@ def run(
                     WireResult("kcat", "consume", "", messages, 0, 0.0, 0),
                 )
             )
+        if multi:
+            say(f"wire: confluent-kafka {MULTI_OP['produce']} ...")
+            out.results.append(
+                _guard(
+                    lambda: confluent_produce(
+                        server,
+                        "multi",
+                        multi,
+                        "1",
+                        partitions=MULTI_PARTITIONS,
+                        value=MULTI_VALUE,
+                        op=MULTI_OP["produce"],
+                    ),
+                    WireResult("confluent-kafka", MULTI_OP["produce"], "1", multi, 0, 0.0, 0),
+                )
+            )
+            say(f"wire: confluent-kafka {MULTI_OP['consume']} ...")
+            out.results.append(
+                _guard(
+                    lambda: confluent_consume(
+                        server, "multi", multi, partitions=MULTI_PARTITIONS, op=MULTI_OP["consume"]
+                    ),
+                    WireResult("confluent-kafka", MULTI_OP["consume"], "", multi, 0, 0.0, 0),
+                )
+            )
     finally:
         server.stop()
     if server.process is not None and server.process.returncode not in (0, None):
@@ -655,7 +893,16 @@ def run(
         for topic in topics.values():
             info = cluster.topic(f"{STREAM}:{topic}")
             out.log_end_offsets[topic] = info.partitions[0].log_end_offset
+        if multi:
+            parts = cluster.topic(f"{STREAM}:multi").partitions
+            out.log_end_offsets["multi"] = sum(p.log_end_offset for p in parts)
     for r in out.results:
+        if r.client == "confluent-kafka" and r.op == MULTI_OP["produce"] and r.error is None:
+            if out.log_end_offsets["multi"] != r.messages:
+                r.error = (
+                    f"multi holds {out.log_end_offsets['multi']:,} messages, "
+                    f"the client reported {r.messages:,} delivered"
+                )
         if r.client != "embedded" and r.op == "produce" and r.error is None:
             topic = topics["kcat"] if r.client == "kcat" else topics[f"produce-{r.acks}"]
             if out.log_end_offsets[topic] != r.messages:
@@ -663,7 +910,52 @@ def run(
                     f"{topic} holds {out.log_end_offsets[topic]:,} messages, "
                     f"the client reported {r.messages:,} delivered"
                 )
+    if wide:
+        out.results += wide_cases(workdir, wide, wide_partitions, say)
     return out
+
+
+def wide_cases(
+    workdir: Path, n: int, partitions: int, say: Callable[[str], None]
+) -> list[WireResult]:
+    """kafka-python reading `partitions` partitions from a listener with fetch sessions and
+    from one without, each a process of its own on the same cluster (written first)."""
+    from engine import Cluster
+
+    cluster_path = workdir / "served-wide"
+    with Cluster.open(str(cluster_path), name="served") as cluster:
+        cluster.create_stream(STREAM, ttl=0, default_partitions=1)
+        _fill_wide(cluster, f"{STREAM}:wide", n, partitions)
+    results = []
+    for sessions in (True, False):
+        label = "with" if sessions else "without"
+        server = Server(
+            cluster_path,
+            workdir / f"serve-wide-{label}.log",
+            max_fetch_sessions=1_000 if sessions else 0,
+        )
+        say(f"wire: kafka-python {_wide_op(partitions)} {label} fetch sessions ...")
+        server.start()
+        try:
+            results.append(
+                _guard(
+                    functools.partial(
+                        kafka_python_consume_wide, server, "wide", n, partitions, sessions
+                    ),
+                    WireResult(
+                        f"kafka-python ({'' if sessions else 'no '}sessions)",
+                        _wide_op(partitions),
+                        "",
+                        n,
+                        0,
+                        0.0,
+                        0,
+                    ),
+                )
+            )
+        finally:
+            server.stop()
+    return results
 
 
 # --------------------------------------------------------------------------- the report
@@ -764,6 +1056,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", type=Path, help="run the server under cProfile, write here")
     parser.add_argument("--dir", type=Path, default=Path("/var/tmp"), help="where to work")
     parser.add_argument("--no-kcat", action="store_true")
+    parser.add_argument(
+        "--multi", type=int, help="1 KiB messages over 16 partitions (default: a fifth of N)"
+    )
+    parser.add_argument(
+        "--wide", type=int, help="messages read from --wide-partitions (default: a tenth of N)"
+    )
+    parser.add_argument("--wide-partitions", type=int, default=WIDE_PARTITIONS)
     args = parser.parse_args(argv)
     before = _load()
     with tempfile.TemporaryDirectory(prefix="plet-bench-wire-", dir=args.dir) as tmp:
@@ -773,6 +1072,9 @@ def main(argv: list[str] | None = None) -> None:
             profile=args.profile,
             kcat=not args.no_kcat,
             progress=lambda line: print(line, file=sys.stderr, flush=True),
+            multi=args.multi,
+            wide=args.wide,
+            wide_partitions=args.wide_partitions,
         )
     if before:
         got.load = f"{before} before, {_load()} after (1-minute average)"

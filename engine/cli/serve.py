@@ -155,6 +155,19 @@ def _limit_options() -> list[tuple[str, Any, Any, str]]:
             limits.DEFAULT_MAX_LISTED_TOPICS,
             "Topics Metadata for all topics lists at most (kcat -L, pattern subscriptions).",
         ),
+        (
+            "max_fetch_sessions",
+            click.IntRange(min=0),
+            limits.DEFAULT_MAX_FETCH_SESSIONS,
+            "Fetch sessions (KIP-227) the listener keeps, all clients together (0: none, "
+            "every fetch a full one).",
+        ),
+        (
+            "max_fetch_sessions_per_user",
+            count,
+            limits.DEFAULT_MAX_FETCH_SESSIONS_PER_USER,
+            "Fetch sessions of one SASL user.",
+        ),
     ]
 
 

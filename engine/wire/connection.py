@@ -85,6 +85,7 @@ class Session:
         self.scram: ScramLogin | None = None  # a SCRAM login between its two messages
         self.user: UserInfo | None = None  # the console user logged in
         self.close_after = False  # close once the response is sent (a refused login)
+        self.fetch_session_ids: set[int] = set()  # the fetch sessions it made (KIP-227)
         # held while a request is served: a connection closed mid-request (the server
         # stopping) closes its consumer after that request, not under it
         self.lock = threading.Lock()
@@ -94,6 +95,9 @@ class Session:
             self._close()
 
     def _close(self) -> None:
+        if self.fetch_session_ids:
+            self.broker.fetch_sessions.drop(self, self.fetch_session_ids)
+            self.fetch_session_ids.clear()
         if self.consumer is not None:
             self.consumer.close(autocommit=False)
             self.consumer = None

@@ -37,6 +37,10 @@ DEFAULT_MAX_FETCH_WAIT_MS = 30_000
 DEFAULT_MAX_REBALANCE_TIMEOUT_MS = 300_000
 DEFAULT_MIN_SESSION_TIMEOUT_MS = 1_000
 DEFAULT_MAX_SESSION_TIMEOUT_MS = 300_000
+# Fetch sessions (KIP-227, engine.wire.fetch_sessions): Kafka's
+# max.incremental.fetch.session.cache.slots, and a bound per SASL user
+DEFAULT_MAX_FETCH_SESSIONS = 1_000
+DEFAULT_MAX_FETCH_SESSIONS_PER_USER = 100
 DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 1_000
 DEFAULT_MAX_CONNECTIONS_PER_USER = 1_000
 # A SASL listener closes a connection that has not logged in after this many seconds.

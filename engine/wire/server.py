@@ -14,7 +14,7 @@ from typing import Any
 from engine import errors, names
 from engine.auth.logins import LIMITER, LoginLimiter
 from engine.cluster import Cluster
-from engine.wire import auth, limits
+from engine.wire import auth, fetch_sessions, limits
 from engine.wire import names as wire_names
 from engine.wire.broker import Broker
 from engine.wire.connection import Connection, log_once
@@ -49,7 +49,10 @@ class KafkaServer:
     one logged-in user's connections `max_bytes_per_user`; the batches of one produce
     request decompress to at most `max_decompressed_bytes`.
     Failed logins are limited per client address by `login_limiter` (default: this
-    process's, engine.auth.logins)."""
+    process's, engine.auth.logins). Fetch sessions (KIP-227): at most `max_fetch_sessions`
+    in the listener (Kafka's max.incremental.fetch.session.cache.slots; 0 turns them off:
+    every fetch is a full one) and, with SASL, `max_fetch_sessions_per_user` per user
+    (engine.wire.fetch_sessions); `fetch_sessions.stats()` counts their use."""
 
     def __init__(
         self,
@@ -82,6 +85,8 @@ class KafkaServer:
         login_limiter: LoginLimiter | None = None,
         stream_separator: str | None = wire_names.DEFAULT_SEPARATOR,
         max_listed_topics: int = limits.DEFAULT_MAX_LISTED_TOPICS,
+        max_fetch_sessions: int = limits.DEFAULT_MAX_FETCH_SESSIONS,
+        max_fetch_sessions_per_user: int = limits.DEFAULT_MAX_FETCH_SESSIONS_PER_USER,
     ) -> None:
         # checked before binding: nothing to undo
         names.validate_stream_path(default_stream)
@@ -128,6 +133,7 @@ class KafkaServer:
             min_session_timeout_ms,
             max_session_timeout_ms,
         )
+        sessions = fetch_sessions.FetchSessions(max_fetch_sessions, max_fetch_sessions_per_user)
         self.cluster = cluster
         self.max_frame_bytes = max_frame_bytes
         self._listen = (host, port)
@@ -149,6 +155,9 @@ class KafkaServer:
             max_listed_topics=max_listed_topics,
         )
         self.broker.max_fetch_wait_ms = max_fetch_wait_ms
+        self.broker.fetch_sessions = sessions
+        # the fetch session cache: `fetch_sessions.stats()` counts full and incremental fetches
+        self.fetch_sessions = sessions
         groups = self.broker.groups
         groups.max_rebalance_timeout_ms = max_rebalance_timeout_ms
         groups.min_session_timeout_ms = min_session_timeout_ms

@@ -28,7 +28,7 @@ CASES = [
 
 def test_wire_case_delivers_and_reads_back_every_message(tmp_path):
     lines = []
-    run = wire.run(tmp_path, MESSAGES, progress=lines.append)
+    run = wire.run(tmp_path, MESSAGES, progress=lines.append, multi=0, wide=0)
 
     assert [r.name for r in run.results] == CASES
     for r in run.results:
@@ -76,6 +76,43 @@ def test_wire_case_delivers_and_reads_back_every_message(tmp_path):
     ]
 
 
+# the cases with more partitions (issue 24), after the single-partition ones
+PARTITION_CASES = [
+    "embedded produce 16x1KiB acks=1",
+    "embedded consume 16x1KiB",
+    "embedded consume 1000p",
+]
+WIRE_PARTITION_CASES = [
+    "confluent-kafka produce 16x1KiB acks=1",
+    "confluent-kafka consume 16x1KiB",
+    "kafka-python (sessions) consume 1000p",
+    "kafka-python (no sessions) consume 1000p",
+]
+
+
+def test_cases_with_more_partitions_deliver_and_read_back_every_message(tmp_path):
+    run = wire.run(tmp_path, 1000, kcat=False, multi=3000, wide=2000)
+
+    names = [r.name for r in run.results]
+    assert names == [*CASES[:3], *PARTITION_CASES, *CASES[3:6], *WIRE_PARTITION_CASES]
+    by_name = {r.name: r for r in run.results}
+    for name in PARTITION_CASES + WIRE_PARTITION_CASES:
+        r = by_name[name]
+        assert r.error is None, f"{name}: {r.error}"
+        size = 1024 if "16x1KiB" in name else wire.SIZE
+        expected = 3000 if "16x1KiB" in name else 2000
+        assert r.expected == r.messages == expected, name
+        assert r.value_bytes == expected * size, name
+        if r.client != "embedded":
+            assert r.server_cpu_s is not None and r.server_cpu_s > 0, name
+            assert run.ratio(r) is not None and run.ratio(r) > 0, name
+    assert run.log_end_offsets["multi"] == 3000  # over 16 partitions, as acknowledged
+    sessions = by_name["kafka-python (sessions) consume 1000p"].settings
+    assert sessions.startswith("fetch sessions;")
+    without = by_name["kafka-python (no sessions) consume 1000p"].settings
+    assert without.startswith("no fetch sessions (max_fetch_sessions=0);")
+
+
 def test_plet_bench_wire_option_adds_the_case_to_every_output(tmp_path):
     out_json = tmp_path / "run.json"
     out_md = tmp_path / "run.md"
@@ -106,8 +143,14 @@ def test_plet_bench_wire_option_adds_the_case_to_every_output(tmp_path):
     data = json.loads(out_json.read_text())["wire"]
     assert data["messages"] == 2000
     assert [r["client"] + " " + r["op"] for r in data["results"]] == [
-        " ".join(name.split()[:2]) for name in CASES
+        name.removesuffix(" acks=1").removesuffix(" acks=all")
+        for name in [*CASES[:3], *PARTITION_CASES, *CASES[3:], *WIRE_PARTITION_CASES]
     ]
-    assert all(r["messages"] == 2000 and r["ok"] for r in data["results"])
+    # N messages of 100 B, N/5 of 1 KiB over 16 partitions, a read of 1,000 partitions
+    # holding N/10 (at least one each)
+    assert [r["messages"] for r in data["results"]] == [2000] * 3 + [400, 400, 1000] + [
+        2000
+    ] * 5 + [400, 400, 1000, 1000]
+    assert all(r["ok"] for r in data["results"])
     assert "| confluent-kafka consume | 2,000 |" in out_md.read_text()
     assert list(work.iterdir()) == []  # the work directory is removed after the run

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -22,6 +22,7 @@ from kafka.protocol.consumer import (
 from engine import Consumer, TopicPartition, errors
 from engine.wire import codec, codes
 from engine.wire.connection import Session
+from engine.wire.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, Cached, FetchSession, Key
 from engine.wire.park import Park
 from engine.wire.registry import api
 
@@ -41,6 +42,8 @@ LATEST_TIERED = -5
 # (appends of other processes wake nobody)
 _SLICE_MS = 500
 _POLL_RECORDS = 10000
+# a connection's list of the fetch sessions it made drops evicted ones past this size
+_PRUNE_SESSION_IDS = 16
 
 
 @dataclass(slots=True)
@@ -66,14 +69,40 @@ def consumer_of(session: Session) -> Consumer:
 # from v4 (record batch v2) to v12 (flexible); v13 and later name topics by id
 @api(FetchRequest, FetchResponse, (4, 12))
 def fetch(session: Session, request: FetchRequest, version: int) -> FetchResponse | Park:
-    consumer = consumer_of(session)
-    wanted: dict[tuple[str, int], _Wanted] = {}  # by (topic name, partition)
+    broker = session.broker
+    sessions = broker.fetch_sessions
+    asked: dict[Key, tuple[int, int]] = {}  # (fetch offset, partition max bytes)
     for topic in request.topics:
         for p in topic.partitions:
-            error, tp = session.broker.resolve(topic.topic, p.partition)
-            wanted[(topic.topic, p.partition)] = _Wanted(
-                error, tp, p.fetch_offset, max(p.partition_max_bytes, 1)
-            )
+            asked[(topic.topic, p.partition)] = (p.fetch_offset, max(p.partition_max_bytes, 1))
+    # sessions came with v7 (KIP-227); before, every fetch is a full one without a session
+    session_id, epoch = (request.session_id, request.session_epoch) if version >= 7 else (0, -1)
+    fetch_session: FetchSession | None = None
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if session_id != 0:  # a full fetch closes the session it names, as in Kafka
+            sessions.close(broker.principal, session_id)
+            session.fetch_session_ids.discard(session_id)
+        create = epoch == INITIAL_EPOCH
+        sessions.count("full" if create else "sessionless")
+    else:
+        forgotten = [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions]
+        error, fetch_session = sessions.update(
+            broker.principal, session_id, epoch, asked, forgotten
+        )
+        if error != codes.NONE:
+            return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
+        create = False
+        if fetch_session is None:  # every partition forgotten: the session is closed
+            session.fetch_session_ids.discard(session_id)
+            sessions.count("sessionless")
+        else:  # the session's partitions, not only those the request names
+            asked = {k: (c.fetch_offset, c.max_bytes) for k, c in fetch_session.partitions.items()}
+    consumer = consumer_of(session)
+    wanted: dict[Key, _Wanted] = {}
+    resolved: dict[str, Any] = {}  # each topic described once
+    for (name, partition), (offset, max_bytes) in asked.items():
+        error, tp = broker.resolve(name, partition, resolved)
+        wanted[(name, partition)] = _Wanted(error, tp, offset, max_bytes)
     live = {w.tp: w for w in wanted.values() if w.error == codes.NONE and w.tp is not None}
     begins: dict[TopicPartition, int] = {}
     if live:
@@ -87,17 +116,18 @@ def fetch(session: Session, request: FetchRequest, version: int) -> FetchRespons
     for tp, w in live.items():
         consumer.seek(tp, w.offset)
     # the wait is capped by the listener (a client may ask for days)
-    wait_ms = min(max(request.max_wait_ms, 0), session.broker.max_fetch_wait_ms)
+    wait_ms = min(max(request.max_wait_ms, 0), broker.max_fetch_wait_ms)
     return _LongPoll(
         session,
         consumer,
         wanted,
         live,
         begins,
-        version,
         deadline=time.monotonic() + wait_ms / 1000,
         min_bytes=max(request.min_bytes, 0),
         max_bytes=request.max_bytes if version >= 3 and request.max_bytes > 0 else 1 << 31,
+        fetch_session=fetch_session,
+        create_session=create,
     ).step()
 
 
@@ -109,13 +139,14 @@ class _LongPoll:
 
     session: Session
     consumer: Consumer
-    wanted: dict[tuple[str, int], _Wanted]
+    wanted: dict[Key, _Wanted]
     live: dict[TopicPartition, _Wanted]
     begins: dict[TopicPartition, int]
-    version: int
     deadline: float
     min_bytes: int
     max_bytes: int
+    fetch_session: FetchSession | None  # an incremental fetch's session
+    create_session: bool  # a full fetch that asks for a session (epoch 0)
     total: int = 0
 
     def step(self) -> FetchResponse | Park:
@@ -161,39 +192,56 @@ class _LongPoll:
         if live:
             consumer.resume(*live)
             ends = consumer.end_offsets(live)
-        return _fetch_response(self.wanted, self.begins, ends, self.version)
+        return self._response(ends)
 
-
-def _fetch_response(
-    wanted: dict[tuple[str, int], _Wanted],
-    begins: dict[TopicPartition, int],
-    ends: dict[TopicPartition, int],
-    version: int,
-) -> FetchResponse:
-    R = FetchResponse.FetchableTopicResponse
-    P = R.PartitionData
-    by_topic: dict[str, list[FetchResponse.FetchableTopicResponse.PartitionData]] = {}
-    for (name, partition), w in wanted.items():
-        error, tp, records = w.error, w.tp, w.records
-        high = ends.get(tp, -1) if tp is not None else -1
-        by_topic.setdefault(name, []).append(
-            P(
-                partition_index=partition,
-                error_code=error,
-                high_watermark=high,
-                last_stable_offset=high,
-                log_start_offset=begins.get(tp, -1) if tp is not None else -1,
-                aborted_transactions=[],
-                preferred_read_replica=-1,
-                records=b"".join(map(codec.encode_arrow, records)) if records else b"",
+    def _response(self, ends: dict[TopicPartition, int]) -> FetchResponse:
+        """The answer: every partition for a full fetch; for an incremental one only those
+        with records, an error, or a high watermark or log start that changed since the
+        session's last answer (Kafka's IncrementalFetchContext)."""
+        session, fetch_session = self.session, self.fetch_session
+        sessions = session.broker.fetch_sessions
+        incremental = fetch_session is not None
+        if self.create_session:
+            fetch_session = sessions.create(
+                session.broker.principal,
+                session,
+                session.broker.principal is not None,
+                {k: Cached(w.offset, w.max_bytes) for k, w in self.wanted.items()},
             )
+            if fetch_session is not None:
+                ids = session.fetch_session_ids
+                if len(ids) >= _PRUNE_SESSION_IDS:  # a client making session after session
+                    ids.intersection_update(sessions.alive(ids))
+                ids.add(fetch_session.id)
+        R = FetchResponse.FetchableTopicResponse
+        P = R.PartitionData
+        by_topic: dict[str, list[FetchResponse.FetchableTopicResponse.PartitionData]] = {}
+        for key, w in self.wanted.items():
+            error, tp, records = w.error, w.tp, w.records
+            high = ends.get(tp, -1) if tp is not None else -1
+            log_start = self.begins.get(tp, -1) if tp is not None else -1
+            if fetch_session is not None:
+                changed = sessions.sent(fetch_session, key, high, log_start)
+                if incremental and not (records or error or changed):
+                    continue
+            by_topic.setdefault(key[0], []).append(
+                P(
+                    partition_index=key[1],
+                    error_code=error,
+                    high_watermark=high,
+                    last_stable_offset=high,
+                    log_start_offset=log_start,
+                    aborted_transactions=[],
+                    preferred_read_replica=-1,
+                    records=b"".join(map(codec.encode_arrow, records)) if records else b"",
+                )
+            )
+        return FetchResponse(
+            throttle_time_ms=0,
+            error_code=codes.NONE,
+            session_id=fetch_session.id if fetch_session is not None else 0,
+            responses=[R(topic=name, partitions=parts) for name, parts in by_topic.items()],
         )
-    return FetchResponse(
-        throttle_time_ms=0,
-        error_code=codes.NONE,
-        session_id=0,  # no fetch sessions: every fetch names its partitions in full
-        responses=[R(topic=name, partitions=parts) for name, parts in by_topic.items()],
-    )
 
 
 # from v1 to v7 (flexible from v6); v8 and later add tiered storage lookups
@@ -206,10 +254,11 @@ def list_offsets(
     R = ListOffsetsResponse.ListOffsetsTopicResponse
     P = R.ListOffsetsPartitionResponse
     topics = []
+    resolved: dict[str, Any] = {}  # each topic described once
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
-            error, tp = session.broker.resolve(topic.name, p.partition_index)
+            error, tp = session.broker.resolve(topic.name, p.partition_index, resolved)
             offset, timestamp = -1, -1
             if tp is not None:
                 try:

@@ -131,10 +131,34 @@ def test_plet_serve_limits_reach_the_listener(tmp_path):
         proc.wait(timeout=scaled(30))
 
 
+@pytest.mark.parametrize("sessions", [0, 1])
+def test_plet_serve_max_fetch_sessions_reaches_the_listener(tmp_path, sessions):
+    """`--max-fetch-sessions 0` turns fetch sessions off: a full fetch asking for one is
+    answered session id 0; with room for one, it gets one."""
+    from tests.engine.wire.group_client import GroupClient
+    from tests.engine.wire.test_fetch_sessions import _fetch
+
+    path = tmp_path / "c"
+    with Cluster.open(path, name="cli") as cluster:
+        cluster.create_stream("/kafka")
+        cluster.create_topic("/kafka:t", partitions=1)
+    proc, port = _serving(path, "--max-fetch-sessions", str(sessions))
+    try:
+        client = GroupClient(("127.0.0.1", port))
+        answer = _fetch(client, 0, 0, {("t", 0): 0})
+        client.close()
+        assert answer.error_code == 0
+        assert (answer.session_id != 0) == bool(sessions)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=scaled(30))
+
+
 @pytest.mark.parametrize(
     ("options", "code", "message"),
     [
         (("--max-connections", "0"), 2, "0 is not in the range x>=1"),
+        (("--max-fetch-sessions", "-1"), 2, "-1 is not in the range x>=0"),
         (("--frame-timeout-s", "-1"), 2, "x>0"),
         (("--max-bytes-per-user", "12XB"), 2, "expected a size like"),
         (("--max-frame-bytes", "100"), 2, "at least 1,024 bytes"),
@@ -189,6 +213,8 @@ def test_the_help_shows_the_listeners_defaults():
         "frame_timeout_s",
         "idle_timeout_s",
         "max_listed_topics",
+        "max_fetch_sessions",
+        "max_fetch_sessions_per_user",
     ):
         flag = "--" + name.replace("_", "-")
         assert re.search(rf"{flag} .*?\[default: {defaults[name].default}[;\]]", shown), name
