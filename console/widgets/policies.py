@@ -21,6 +21,8 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from console.widgets.pane import Pane, note
 from engine import StreamInfo, TopicInfo
+from engine.auth import acl
+from engine.errors import InvalidPolicy
 from engine.policies import POLICIES, Policy, policy, sources, validate
 from engine.times import format_ms
 from engine.units import format_bytes
@@ -91,6 +93,7 @@ class PoliciesPane(Pane):
         super().__init__(id=id)
         self.info: StreamInfo | None = None
         self.topic_info: TopicInfo | None = None
+        self.may_edit_topic = False  # the console's user satisfies the stream's topic_perm
         self.saves = 0  # successful saves, for tests
 
     def compose(self) -> ComposeResult:
@@ -125,9 +128,18 @@ class PoliciesPane(Pane):
         self.info, self.topic_info = info, topic
         summary = self.query_one("#policy-summary", Static)
         topic_part = self.query_one("#topic-policies", Static)
-        topic_part.display = self.query_one("#topic-policy-edit").display = topic is not None
+        topic_part.display = topic is not None
+        self.may_edit_topic = info is not None and self._may_edit_topics(info)
+        self.query_one("#topic-policy-edit").display = topic is not None and self.may_edit_topic
         if info is not None and topic is not None:
-            topic_part.update(topic_policies_text(topic, info.policies))
+            text = topic_policies_text(topic, info.policies)
+            if not self.may_edit_topic:
+                text.append(
+                    f"You do not satisfy this stream's topic permission "
+                    f"({info.policies.get('topic_perm')}): you cannot change these.",
+                    style="dim",
+                )
+            topic_part.update(text)
         if info is None:
             note(summary, "Pick a stream (or one of its topics) to see its policies.")
             return
@@ -143,6 +155,15 @@ class PoliciesPane(Pane):
                 continue
             set_control(self.query_one(f"#{_field_id(name)}"), value)
             self._field_note(name, None)
+
+    def _may_edit_topics(self, info: StreamInfo) -> bool:
+        """Whether the console's user satisfies topic_perm (to offer the edit; the engine
+        decides when saving)."""
+        who = self.cluster.principal
+        try:
+            return acl.check(info.policies.get("topic_perm"), who, info.creator)
+        except InvalidPolicy:
+            return who.superuser  # an unreadable stored ACE passes super users only (engine)
 
     def _field_note(self, name: str, error: str | None) -> None:
         widget = self.query_one(f"#{_field_id(name)}-error", Static)

@@ -78,15 +78,21 @@ async def test_the_tab_shows_sources_and_the_dialog_edits_overrides(
         assert pane.saves == 1
 
 
-async def test_a_refused_edit_is_shown_and_changes_nothing(cluster, cluster_path, until, click):
+async def test_without_topic_perm_no_edit_is_offered_and_the_engine_refuses_one(
+    cluster, cluster_path, until, click
+):
     cluster.add_user("alice", "a-long-password-1")
     cluster.create_stream("/guarded", consume_perm="p")  # topic_perm: the creator
     cluster.create_topic("/guarded:t", 1)
     alice = cluster.as_principal(Principal("alice"))
     app = ConsoleApp(cluster_path, topic="/guarded:t", cluster=alice, refresh_s=60)
     async with app.run_test(size=(160, 60)) as pilot:
-        await _open(app, pilot, until)
-        await click(pilot, "#topic-policy-edit")
+        pane = await _open(app, pilot, until)
+        # the edit is not offered, and says why
+        assert pane.query_one("#topic-policy-edit").display is False
+        assert "You do not satisfy this stream's topic permission" in _text(app, "#topic-policies")
+        # offered anyway (as when the ACE changed meanwhile), the engine refuses it
+        app.push_screen(TopicPoliciesScreen(pane.topic_info, pane.info.policies))
         await until(pilot, lambda: isinstance(app.screen, TopicPoliciesScreen))
         screen = app.screen
         screen.query_one("#topic-policy-ttl-own", Checkbox).value = True
