@@ -469,3 +469,21 @@ def stored_overrides(stored: Any) -> tuple[dict[str, Any] | None, str | None]:
     if mine is None:
         return None, found
     return {k: mine[k] for k in stored if k in TOPIC_POLICIES}, None
+
+
+# Where a topic's policy comes from (`sources`), as the consoles and DescribeConfigs show it.
+TOPIC, STREAM, DEFAULT = "topic", "stream", "default"
+
+
+def sources(stream_policies: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, str]:
+    """Where each of a topic's `TOPIC_POLICIES` comes from: TOPIC (its own override),
+    STREAM (its stream's value, set away from the default) or DEFAULT."""
+    out = {}
+    for name in TOPIC_POLICIES:
+        if name in overrides:
+            out[name] = TOPIC
+        elif stream_policies.get(name, DEFAULTS[name]) != DEFAULTS[name]:
+            out[name] = STREAM
+        else:
+            out[name] = DEFAULT
+    return out

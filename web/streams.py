@@ -51,6 +51,8 @@ POLICY_FIELDS = stream_policies.POLICIES
 BOOL_POLICIES = tuple(p.name for p in POLICY_FIELDS if p.type is bool)
 # The policies the create form offers (the rest take their defaults).
 CREATE_FIELDS = ("ttl", "default_partitions", "auto_create", "compact")
+# The policies a topic may override, in the table's order (the topic forms).
+TOPIC_POLICY_FIELDS = tuple(p for p in POLICY_FIELDS if p.topic)
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -102,6 +104,24 @@ def _policy_errors(values: dict[str, Any]) -> dict[str, str]:
         except errors.InvalidPolicy as exc:
             found[name] = str(exc)
     return found
+
+
+def _override_values(form: MultiDict) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """A topic's overrides as a form sends them: a ticked `override` box per policy with
+    its value (the stream form's controls). (the ticked ones by name, as text; every policy
+    value sent, to show again; the errors, checked as a stream's policies are). Names that
+    are no policy, or not one a topic may override, are left to the engine to refuse."""
+    values = _policy_values(form)
+    wanted = {n: values.get(n, form.get(n, "")) for n in form.getlist("override") if n}
+    found = _policy_errors({n: v for n, v in wanted.items() if n in stream_policies.TOPIC_POLICIES})
+    return wanted, values, found
+
+
+def _override_error(exc: errors.InvalidPolicy, wanted: dict[str, str], other: str) -> str:
+    """The field of a topic form an engine error belongs to: the override it names, else
+    `other` (a name no topic may override has no field of its own)."""
+    key = _error_policy(exc, wanted)
+    return key if key in stream_policies.TOPIC_POLICIES else other
 
 
 def _error_policy(exc: errors.InvalidPolicy, values: dict[str, Any]) -> str:
@@ -324,6 +344,13 @@ def _policy_form(info, values: dict[str, Any] | None = None) -> dict[str, Any]:
     return shown
 
 
+def _topic_policy_form(info, values: dict[str, str] | None = None) -> dict[str, str]:
+    """The create form's override controls: the stream's values, or those sent."""
+    shown = {k: v for k, v in _policy_form(info).items() if k in stream_policies.TOPIC_POLICIES}
+    shown.update({k: v for k, v in (values or {}).items() if k in shown})
+    return shown
+
+
 def _stream_context(path: str, **overrides: Any) -> dict[str, Any]:
     info = cluster().stream(path)
     context = {
@@ -333,9 +360,12 @@ def _stream_context(path: str, **overrides: Any) -> dict[str, Any]:
         "policy_values": _policy_form(info),
         "policy_errors": {},
         "policy_saved": False,
+        "topic_policy_fields": TOPIC_POLICY_FIELDS,
         "may_admin": _may_admin(info),
         "stored_problem": stream_policies.problem(info.policies),
         "topic_form": {"name": "", "partitions": ""},
+        "topic_policy_form": _topic_policy_form(info),
+        "topic_overridden": set(),
         "topic_errors": {},
         "topic_message": None,
         "create_defaults": {},
@@ -377,6 +407,7 @@ def edit_policies(stream: str):
         "policy_values": _policy_form(info, values if found else None),
         "policy_errors": found,
         "policy_saved": not found,
+        "topic_policy_fields": TOPIC_POLICY_FIELDS,
         "may_admin": _may_admin(info),
         "stored_problem": stream_policies.problem(info.policies),
     }
@@ -395,8 +426,8 @@ def create_topic(stream: str):
     c = cluster()
     name = request.form.get("name", "").strip()
     raw_partitions = request.form.get("partitions", "").strip()
-    found: dict[str, str] = {}
     partitions: int | None = None
+    overrides, sent, found = _override_values(request.form)
     if raw_partitions:
         try:
             partitions = int(raw_partitions)
@@ -411,9 +442,11 @@ def create_topic(stream: str):
             found["name"] = str(exc)
     if not found:
         try:
-            c.create_topic(f"{path}:{name}", partitions)
+            c.create_topic(f"{path}:{name}", partitions, overrides)
         except (errors.InvalidName, errors.TopicExists) as exc:
             found["name"] = str(exc)
+        except errors.InvalidPolicy as exc:
+            found[_override_error(exc, overrides, "policies")] = str(exc)
         except errors.InvalidPartition as exc:
             found["partitions"] = str(exc)
         except errors.AccessDenied as exc:
@@ -422,6 +455,9 @@ def create_topic(stream: str):
     context = {
         "stream_path": path,
         "topic_form": {"name": name, "partitions": raw_partitions} if found else {},
+        "topic_policy_form": _topic_policy_form(c.stream(path), sent if found else None),
+        "topic_overridden": set(overrides) if found else set(),
+        "topic_policy_fields": TOPIC_POLICY_FIELDS,
         "topic_errors": found,
         "topic_message": message,
         "topic_created": None if found else name,

@@ -14,9 +14,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from flask import Blueprint, Response, abort, request, stream_with_context
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    flash,
+    redirect,
+    request,
+    stream_with_context,
+    url_for,
+)
 
 from engine import errors, times
+from engine import policies as policy_table
+from engine.auth import acl
 from engine.client import browse
 from engine.client.browse import FORWARD, NEWEST, BadQuery, Browser
 from engine.client.producer import produce_one
@@ -26,7 +37,8 @@ from engine.headers import parse_headers
 from engine.records import TopicInfo
 from web import messages as msgs
 from web.messages import BadInput
-from web.pages import cluster, render, wants_partial
+from web.pages import cluster, principal, render, wants_partial
+from web.streams import TOPIC_POLICY_FIELDS, _override_error, _override_values, _policy_form
 
 topics = Blueprint("topics", __name__)
 
@@ -110,6 +122,7 @@ def _value_schema(info: TopicInfo) -> RegisteredSchema | None:
 def _page_context(info: TopicInfo) -> dict[str, Any]:
     return {
         "topic": info,
+        **_policies_context(info),
         "produce": {
             "form": {},
             "errors": {},
@@ -329,3 +342,69 @@ def produce(name: str):
     browse_ctx = _browse(info, {})
     browse_ctx.pop("status")
     return render("topics/topic.html", None, **context, **browse_ctx), status
+
+
+# --- policies: the topic's effective values, where each comes from, its overrides --------
+
+
+def _policies_context(
+    info: TopicInfo,
+    values: dict[str, str] | None = None,
+    overridden: set[str] | None = None,
+    found: dict[str, str] | None = None,
+    saved: bool = False,
+) -> dict[str, Any]:
+    """The Policies part: each policy a topic may override with its effective value and
+    source, and the form of its overrides (as sent, when `found` has errors)."""
+    stream = cluster().stream(info.stream)
+    try:
+        may_edit = acl.check(stream.policies.get("topic_perm"), principal(), stream.creator)
+    except errors.InvalidPolicy:
+        may_edit = principal().superuser  # an unreadable stored ACE passes super users only
+    form = {k: v for k, v in _policy_form(info, values).items() if k in policy_table.TOPIC_POLICIES}
+    return {
+        "policy_fields": TOPIC_POLICY_FIELDS,
+        "policy_sources": policy_table.sources(stream.policies, info.overrides),
+        "policy_form": form,
+        "policy_overridden": set(info.overrides) if overridden is None else overridden,
+        "policy_errors": found or {},
+        "policy_saved": saved,
+        "may_edit_policies": may_edit,
+        "topic_perm": stream.policies.get("topic_perm"),
+    }
+
+
+@topics.route("/topics/<path:name>/policies", methods=["POST"])
+def edit_policies(name: str):
+    """Set the overrides ticked in the form (`override`, with each one's value) and remove
+    the others; each value is checked as a stream's policy is, every error at once."""
+    info = _topic(name)  # 404 before anything else
+    wanted, values, found = _override_values(request.form)
+    overridden = set(wanted)
+    denied = False
+    if not found:
+        changes: dict[str, Any] = {p.name: None for p in TOPIC_POLICY_FIELDS}
+        changes.update(wanted)
+        try:
+            info = cluster().edit_topic(info.name, **changes)
+        except errors.InvalidPolicy as exc:
+            found[_override_error(exc, wanted, "form")] = str(exc)
+        except errors.AccessDenied as exc:
+            found["form"] = str(exc)
+            denied = True
+    context = _policies_context(
+        info,
+        values if found else None,
+        overridden if found else None,
+        found,
+        saved=not found,
+    )
+    if wants_partial():
+        return render("topics/_policies.html", None, topic=info, **context)
+    if not found:
+        flash(f"Saved the policies of {info.name}.")
+        return redirect(url_for("topics.topic", name=info.name.lstrip("/")), code=303)
+    page = _page_context(info) | context
+    browse_ctx = _browse(info, {})
+    browse_ctx.pop("status")
+    return render("topics/topic.html", None, **page, **browse_ctx), (403 if denied else 400)

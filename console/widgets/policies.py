@@ -1,26 +1,84 @@
 """The Policies tab: the stream's policies in a form. Each changed field is checked with the
 engine's own validation before anything is saved; saving calls `edit_stream`, which checks
-the admin ACE (an `AccessDenied` is shown and nothing changes)."""
+the admin ACE (an `AccessDenied` is shown and nothing changes).
+
+With a topic open, the tab also shows each policy the topic may override with its
+effective value and where it comes from (topic, stream, default), and a button that opens
+the dialog editing the topic's overrides (console/screens/topic_policies.py), whose fields
+are these same controls with the same checks (`policy_control`, `check_value`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from console.widgets.pane import Pane, note
-from engine import StreamInfo
-from engine.policies import POLICIES, policy, validate
+from engine import StreamInfo, TopicInfo
+from engine.auth import acl
+from engine.errors import InvalidPolicy
+from engine.policies import POLICIES, Policy, policy, sources, validate
 from engine.times import format_ms
 from engine.units import format_bytes
 
 
 def _field_id(name: str) -> str:
     return f"policy-{name.replace('_', '-')}"
+
+
+def policy_control(row: Policy, field: str) -> Widget:
+    """The control a policy's kind asks for (the stream's form and the topic's dialog)."""
+    if row.kind == "bool":
+        return Checkbox("", id=field, compact=True)
+    if row.kind == "choice":
+        return Select([(t, t) for t in row.choices], allow_blank=False, id=field, compact=True)
+    return Input(id=field, compact=True)
+
+
+def set_control(widget: Widget, value: Any) -> None:
+    if isinstance(widget, Checkbox):
+        widget.value = bool(value)
+    elif isinstance(widget, Select):
+        widget.value = value
+    elif isinstance(widget, Input):
+        widget.value = str(value)
+
+
+def control_value(widget: Widget) -> Any:
+    if isinstance(widget, Checkbox | Select):
+        return widget.value
+    if isinstance(widget, Input):
+        return widget.value.strip()
+    return None
+
+
+def check_value(name: str, value: Any, base: dict[str, Any]) -> Any:
+    """`value` of policy `name` as the engine stores it; `InvalidPolicy` (a ValueError)
+    saying what is wrong, in the engine's words."""
+    return validate({name: value}, base=base)[name]
+
+
+def shown(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def topic_policies_text(info: TopicInfo, stream_policies: dict[str, Any]) -> Text:
+    """Each policy a topic may override: label, effective value, source (a table's lines)."""
+    where = sources(stream_policies, info.overrides)
+    text = Text()
+    text.append(f"Topic {info.name}: effective policies (source)\n", style="bold")
+    for name, source in where.items():
+        style = "bold green" if source == "topic" else "" if source == "stream" else "dim"
+        text.append(f"  {policy(name).label:<28} ")
+        text.append(f"{shown(info.policies.get(name)):<16} ", style=style)
+        text.append(f"{source}\n", style=style)
+    return text
 
 
 class PoliciesPane(Pane):
@@ -34,27 +92,24 @@ class PoliciesPane(Pane):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.info: StreamInfo | None = None
+        self.topic_info: TopicInfo | None = None
+        self.may_edit_topic = False  # the console's user satisfies the stream's topic_perm
         self.saves = 0  # successful saves, for tests
 
     def compose(self) -> ComposeResult:
         yield Static(id="policy-summary")
+        topic_part = Static(id="topic-policies")
+        edit = Button("Edit topic overrides", id="topic-policy-edit", compact=True)
+        topic_part.display = edit.display = False  # shown with a topic open
+        yield topic_part
+        yield edit
         with VerticalScroll(id="policy-form"):
             # the engine's table: its labels, help and controls, in its order
             for row in POLICIES:
                 field = _field_id(row.name)
                 with Horizontal(classes="policy-row"):
                     yield Label(row.label, classes="policy-name", markup=False)
-                    if row.kind == "bool":
-                        yield Checkbox("", id=field, compact=True)
-                    elif row.kind == "choice":
-                        yield Select(
-                            [(t, t) for t in row.choices],
-                            allow_blank=False,
-                            id=field,
-                            compact=True,
-                        )
-                    else:
-                        yield Input(id=field, compact=True)
+                    yield policy_control(row, field)
                     yield Static(row.hint, id=f"{field}-error", classes="policy-help", markup=False)
         yield Static(id="policy-error", classes="error")
         with Horizontal(classes="dialog-buttons"):
@@ -64,12 +119,27 @@ class PoliciesPane(Pane):
     def context_changed(self) -> None:
         note(self.query_one("#policy-error", Static), "")
 
-    def fetch(self) -> StreamInfo | None:
-        return self.cluster.stream(self.stream) if self.stream else None
+    def fetch(self) -> tuple[StreamInfo | None, TopicInfo | None]:
+        stream = self.cluster.stream(self.stream) if self.stream else None
+        return stream, self.cluster.topic(self.topic) if self.topic and stream else None
 
-    def show(self, info: StreamInfo | None) -> None:
-        self.info = info
+    def show(self, data: tuple[StreamInfo | None, TopicInfo | None]) -> None:
+        info, topic = data
+        self.info, self.topic_info = info, topic
         summary = self.query_one("#policy-summary", Static)
+        topic_part = self.query_one("#topic-policies", Static)
+        topic_part.display = topic is not None
+        self.may_edit_topic = info is not None and self._may_edit_topics(info)
+        self.query_one("#topic-policy-edit").display = topic is not None and self.may_edit_topic
+        if info is not None and topic is not None:
+            text = topic_policies_text(topic, info.policies)
+            if not self.may_edit_topic:
+                text.append(
+                    f"You do not satisfy this stream's topic permission "
+                    f"({info.policies.get('topic_perm')}): you cannot change these.",
+                    style="dim",
+                )
+            topic_part.update(text)
         if info is None:
             note(summary, "Pick a stream (or one of its topics) to see its policies.")
             return
@@ -83,14 +153,17 @@ class PoliciesPane(Pane):
         for name, value in info.policies.items():
             if name not in known:
                 continue
-            widget = self.query_one(f"#{_field_id(name)}")
-            if isinstance(widget, Checkbox):
-                widget.value = bool(value)
-            elif isinstance(widget, Select):
-                widget.value = value
-            elif isinstance(widget, Input):
-                widget.value = str(value)
+            set_control(self.query_one(f"#{_field_id(name)}"), value)
             self._field_note(name, None)
+
+    def _may_edit_topics(self, info: StreamInfo) -> bool:
+        """Whether the console's user satisfies topic_perm (to offer the edit; the engine
+        decides when saving)."""
+        who = self.cluster.principal
+        try:
+            return acl.check(info.policies.get("topic_perm"), who, info.creator)
+        except InvalidPolicy:
+            return who.superuser  # an unreadable stored ACE passes super users only (engine)
 
     def _field_note(self, name: str, error: str | None) -> None:
         widget = self.query_one(f"#{_field_id(name)}-error", Static)
@@ -98,14 +171,9 @@ class PoliciesPane(Pane):
         note(widget, error if error is not None else policy(name).hint)
 
     def form_values(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for row in POLICIES:
-            widget = self.query_one(f"#{_field_id(row.name)}")
-            if isinstance(widget, Checkbox | Select):
-                out[row.name] = widget.value
-            elif isinstance(widget, Input):
-                out[row.name] = widget.value.strip()
-        return out
+        return {
+            row.name: control_value(self.query_one(f"#{_field_id(row.name)}")) for row in POLICIES
+        }
 
     def changes(self) -> tuple[dict[str, Any], dict[str, str]]:
         """The changed policies, checked; and an error per field that fails its check."""
@@ -115,7 +183,7 @@ class PoliciesPane(Pane):
         errors: dict[str, str] = {}
         for name, value in self.form_values().items():
             try:
-                checked = validate({name: value}, base=current)[name]
+                checked = check_value(name, value, current)
             except ValueError as exc:
                 errors[name] = str(exc)
                 continue
@@ -158,4 +226,19 @@ class PoliciesPane(Pane):
 
     @on(Button.Pressed, "#policy-revert")
     def action_revert(self) -> None:
-        self.show(self.info)
+        self.show((self.info, self.topic_info))
+
+    @on(Button.Pressed, "#topic-policy-edit")
+    def edit_topic(self) -> None:
+        """The dialog editing the open topic's overrides; the tab reloads once it saved."""
+        from console.screens.topic_policies import TopicPoliciesScreen
+
+        if self.info is None or self.topic_info is None:
+            return
+
+        def done(saved: bool | None) -> None:
+            if saved:
+                self.saves += 1
+                self.reload()
+
+        self.app.push_screen(TopicPoliciesScreen(self.topic_info, self.info.policies), done)

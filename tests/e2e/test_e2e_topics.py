@@ -211,3 +211,35 @@ def test_hostile_content_shows_as_text_and_runs_nothing(admin_page, live_server,
         expect(_rows(page)).to_have_count(3)
     assert rows.locator("img, script, svg").count() == 0
     _shot(page, "topic-hostile")
+
+
+def test_topic_policy_overrides_round_trip_and_bad_values_show_inline(admin_page, live_server):
+    page = admin_page
+    name = _unique_topic(live_server.cluster)  # its stream: ttl 0
+    page.goto(live_server.url + "/topics/" + name[1:])
+    policies = page.get_by_role("region", name="Policies")
+    ttl_row = policies.locator('tr[data-policy="ttl"]')
+    expect(ttl_row.locator("td.source")).to_have_text("stream")
+
+    policies.get_by_role("checkbox", name="Override TTL (seconds)").check()
+    policies.get_by_label("TTL (seconds)", exact=True).fill("3600")
+    policies.get_by_role("button", name="Save topic policies").click()
+    expect(policies.get_by_role("status")).to_have_text("Saved the topic's policies.")
+    expect(ttl_row.locator("td.effective")).to_have_text("3600")
+    expect(ttl_row.locator("td.source")).to_have_text("topic")
+    page.reload()
+    expect(policies.get_by_role("checkbox", name="Override TTL (seconds)")).to_be_checked()
+    assert live_server.cluster.topic(name).overrides == {"ttl": 3600}
+
+    policies.get_by_label("TTL (seconds)", exact=True).fill("-5")
+    policies.get_by_role("button", name="Save topic policies").click()
+    expect(policies.locator("#topic-policy-ttl-error")).to_contain_text("must be at least 0")
+    expect(policies.get_by_role("alert")).to_contain_text("nothing was changed")
+    shot(page, "topic-policy-errors")
+    assert live_server.cluster.topic(name).overrides == {"ttl": 3600}
+
+    policies.get_by_role("checkbox", name="Override TTL (seconds)").uncheck()
+    policies.get_by_role("button", name="Save topic policies").click()
+    expect(policies.get_by_role("status")).to_have_text("Saved the topic's policies.")
+    expect(ttl_row.locator("td.source")).to_have_text("stream")
+    assert live_server.cluster.topic(name).overrides == {}

@@ -214,6 +214,38 @@ def test_create_topic_and_add_partitions(api, data):
     assert api.patch("/topics/ops/logs:api", json={"partitions": 1}).status_code == 400
 
 
+def test_topic_policies_are_shown_created_and_edited_as_overrides(api, alice, data):
+    got = api.post("/topics", json={"name": "/ops/logs:own", "policies": {"compact": True}})
+    assert got.status_code == 201
+    assert got.json["overrides"] == {"compact": True} and got.json["policies"]["compact"] is True
+    stream_ttl = data.stream("/ops/logs").policies["ttl"]
+    edited = api.patch("/topics/ops/logs:own", json={"policies": {"ttl": 60, "compact": None}})
+    assert edited.status_code == 200
+    assert edited.json["overrides"] == {"ttl": 60} and edited.json["policies"]["ttl"] == 60
+    shown = api.get("/topics/ops/logs:own").json
+    assert shown["overrides"] == {"ttl": 60} and shown["policies"]["compact"] is False
+    assert (
+        api.patch("/topics/ops/logs:own", json={"policies": {"ttl": None}}).json["policies"]["ttl"]
+        == stream_ttl
+    )
+    # the stream's own validation: a bad value, an unknown name, a policy of the stream
+    for bad in ({"ttl": -5}, {"nope": 1}, {"default_partitions": 2}, {"compact": "maybe"}):
+        got = api.patch("/topics/ops/logs:own", json={"policies": bad})
+        assert got.status_code == 400, bad
+        assert got.json["error"]
+    assert api.patch("/topics/ops/logs:own", json={"policies": "ttl=1"}).status_code == 400
+    assert api.patch("/topics/ops/logs:own", json={}).status_code == 400
+    assert (
+        api.post("/topics", json={"name": "/ops/logs:bad", "policies": {"ttl": "x"}}).status_code
+        == 400
+    )
+    # topic_perm decides
+    got = alice.patch("/topics/apps/sensors:t0", json={"policies": {"ttl": 5}})
+    assert got.status_code == 403
+    assert data.topic("/ops/logs:own").overrides == {}
+    assert data.topic("/apps/sensors:t0").overrides == {}
+
+
 def test_messages_text_binary_headers_and_paging(api):
     got = api.get("/topics/apps/sensors:car-17/messages?partition=0&limit=3")
     assert got.status_code == 200

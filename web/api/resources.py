@@ -95,6 +95,9 @@ def topic_json(info: TopicInfo, *, partitions: bool = True) -> dict[str, Any]:
         "partition_count": info.partition_count,
         "messages": info.messages,
         "bytes": info.bytes,
+        # effective (the stream's, with the topic's own on top) and the topic's own
+        "policies": info.policies,
+        "overrides": info.overrides,
     }
     if partitions:
         data["partitions"] = [partition_json(p) for p in info.partitions]
@@ -280,11 +283,13 @@ def stream_replicas(stream: str) -> Response:
 
 @api.route("/topics", methods=["POST"])
 def create_topic() -> Response:
-    """`{"name": "/apps/x:t", "partitions": 3}` -> the topic (201); needs topic_perm."""
+    """`{"name": "/apps/x:t", "partitions": 3, "policies": {...}}` -> the topic (201);
+    `policies` are its own overrides of its stream's; needs topic_perm."""
     body = json_body()
     name = field(body, "name", str, required=True)
     partitions = field(body, "partitions", int)
-    return json_response(topic_json(cluster().create_topic(name, partitions)), 201)
+    policies = field(body, "policies", dict)
+    return json_response(topic_json(cluster().create_topic(name, partitions, policies)), 201)
 
 
 @api.route("/topics/<path:name>")
@@ -295,10 +300,20 @@ def topic(name: str) -> Response:
 
 @api.route("/topics/<path:name>", methods=["PATCH"])
 def edit_topic(name: str) -> Response:
-    """`{"partitions": N}`: grow the topic to N partitions (never fewer); topic_perm."""
+    """`{"partitions": N}`: grow the topic to N partitions (never fewer); `{"policies":
+    {...}}`: change those overrides (null removes one; the others stay). topic_perm."""
     body = json_body()
-    count = field(body, "partitions", int, required=True)
-    return json_response(topic_json(cluster().add_partitions(topic_name(name), count)))
+    count = field(body, "partitions", int)
+    policies = field(body, "policies", dict)
+    if count is None and policies is None:
+        raise errors.InvalidArgument("send 'partitions', 'policies' or both")
+    c = cluster()
+    full = topic_name(name)
+    if policies is not None:
+        info = c.edit_topic(full, **policies)
+    if count is not None:
+        info = c.add_partitions(full, count)
+    return json_response(topic_json(info))
 
 
 @api.route("/topics/<path:name>", methods=["DELETE"])
