@@ -50,9 +50,9 @@ if TYPE_CHECKING:
 LONG_MAX = "9223372036854775807"
 
 # Where a config's value comes from (DescribeConfigs' config source, in the engine's words).
-TOPIC = "topic"  # the topic's own override (Kafka: DYNAMIC_TOPIC_CONFIG)
-STREAM = "stream"  # its stream's policy, set on the stream (Kafka: a broker-level config)
-DEFAULT = "default"  # nobody set it (Kafka: DEFAULT_CONFIG)
+# Where a value comes from (engine.policies' rule): the topic's own override (Kafka:
+# DYNAMIC_TOPIC_CONFIG), its stream's policy (a broker-level config) or nobody (DEFAULT_CONFIG)
+TOPIC, STREAM, DEFAULT = policies.TOPIC, policies.STREAM, policies.DEFAULT
 
 
 @dataclass(frozen=True)
@@ -395,6 +395,7 @@ def describe(
     stream_policies = stream_policies if stream_policies is not None else effective
     context = context or {}
     full = {**policies.DEFAULTS, **effective}
+    where = policies.sources(stream_policies, overrides)
     wanted = None if names is None else set(names)
     out = []
     for row in CONFIGS:
@@ -404,15 +405,9 @@ def describe(
             out.append(ConfigEntry(row.name, row.default, DEFAULT, row.kafka_type, (), row.note))
             continue
         value = row.show(full, context)
-        if any(p in overrides for p in row.policies):
-            source = TOPIC
-        elif any(
-            stream_policies.get(p, policies.DEFAULTS[p]) != policies.DEFAULTS[p]
-            for p in row.policies
-        ):
-            source = STREAM
-        else:
-            source = DEFAULT
+        # a config made of several policies comes from the nearest source of any of them
+        found = {where.get(p, DEFAULT) for p in row.policies}
+        source = TOPIC if TOPIC in found else STREAM if STREAM in found else DEFAULT
         out.append(ConfigEntry(row.name, value, source, row.kafka_type, row.policies, row.note))
     return out
 
