@@ -6,6 +6,7 @@
 # Set-up is idempotent: the virtual environment lives in .venv, and stamp files in it
 # record what was installed, so pip runs again only when pyproject.toml is newer than
 # its stamp, and npm only when package.json or package-lock.json is newer than its stamp.
+# Quix Streams, for one test, has a virtual environment of its own, .venv-quix.
 
 PYTHON ?= python3
 VENV := .venv
@@ -29,6 +30,11 @@ PIP_INSTALL := $(VPY) -m pip install --disable-pip-version-check $(if $(CI),--pr
 STAMP_RUN := $(VENV)/.stamp-run
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_NPM := node_modules/.stamp-npm
+# Quix Streams, which tests/engine/wire/test_quixstreams.py runs against plet serve, has a
+# virtual environment of its own: it pins confluent-kafka below the version in .venv
+QUIX_VENV := .venv-quix
+QUIX_VERSION := 3.28.1
+STAMP_QUIX := $(QUIX_VENV)/.stamp-quix-$(QUIX_VERSION)
 
 .DEFAULT_GOAL := help
 .PHONY: help run test lint fmt setup setup-test system-run system-test web-assets clean distclean
@@ -36,7 +42,7 @@ STAMP_NPM := node_modules/.stamp-npm
 help:
 	@echo "make run         set up (.venv, Spark extra, Java, web assets), then seed a demo in $(DEMO_CLUSTER)"
 	@echo "                 and serve its web console: plet web --demo --cluster $(DEMO_CLUSTER)"
-	@echo "make test        set up for tests (+ Java, Chromium, redis-server, kcat), lint, run pytest"
+	@echo "make test        set up for tests (+ Java, Chromium, redis-server, kcat, .venv-quix), lint, run pytest"
 	@echo "                 in TEST_WORKERS=2 processes (TEST_WORKERS=1: one)"
 	@echo "make lint        ruff check + ruff format --check over $(LINT_PATHS), then mypy"
 	@echo "                 (its packages and strictness: [tool.mypy] in pyproject.toml)"
@@ -71,7 +77,7 @@ fmt: $(STAMP_TEST)
 
 setup: system-run $(STAMP_RUN) $(STAMP_NPM)
 
-setup-test: system-test $(STAMP_TEST) $(STAMP_NPM)
+setup-test: system-test $(STAMP_TEST) $(STAMP_NPM) $(STAMP_QUIX)
 
 # System programs: each run only looks for files unless something is missing.
 system-run:
@@ -100,6 +106,14 @@ $(STAMP_TEST): pyproject.toml | $(VPY)
 	$(PIP_INSTALL) -e '.[test]'
 	@touch $@ $(STAMP_RUN)
 
+# Quix Streams, pinned, in its own virtual environment (made anew when the pin changes:
+# the stamp's name carries the version)
+$(STAMP_QUIX):
+	@echo "setup: creating $(QUIX_VENV) with quixstreams==$(QUIX_VERSION)"
+	$(PYTHON) -m venv --clear $(QUIX_VENV)
+	$(QUIX_VENV)/bin/python -m pip install --disable-pip-version-check $(if $(CI),--progress-bar off,) 'quixstreams==$(QUIX_VERSION)'
+	@touch $@
+
 # Web assets (htmx, pinned in package-lock.json), served from node_modules by the
 # web console; node_modules is never committed. npm ci empties node_modules first,
 # so the stamp inside it goes with it.
@@ -112,7 +126,7 @@ $(STAMP_NPM): package.json package-lock.json
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .mypy_cache .hypothesis tests/artifacts bench/results
-	find . -path ./.venv -prune -o -path ./node_modules -prune -o -name __pycache__ -type d -exec rm -rf {} +
+	find . -path ./.venv -prune -o -path ./$(QUIX_VENV) -prune -o -path ./node_modules -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) node_modules data *.egg-info
+	rm -rf $(VENV) $(QUIX_VENV) node_modules data *.egg-info

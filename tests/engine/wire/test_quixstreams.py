@@ -1,0 +1,129 @@
+"""A Quix Streams application against the listener, as its users run it: a stateful count per
+key (a State store, so Quix creates its changelog topic with cleanup.policy=compact), run
+twice; the second run has an empty state directory and restores its counts from the
+changelog. Quix pins confluent-kafka below the version of .venv, so it runs from a virtual
+environment of its own, .venv-quix (`make setup-test` makes it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+from engine import Consumer, Producer, TopicPartition
+from tests.timing import scaled
+
+ROOT = Path(__file__).resolve().parents[3]
+QUIX_PYTHON = ROOT / ".venv-quix" / "bin" / "python"
+
+# The application: counts the messages of each key of `words` in its state and sends the
+# running count to `counts`. It stops after `count` outputs, or when no message came for
+# `timeout` seconds (a bound, should the listener lose one), and prints what it sent.
+APP = """
+import json
+import sys
+
+from quixstreams import Application
+
+bootstrap, state_dir, count, timeout = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+app = Application(
+    broker_address=bootstrap,
+    consumer_group="quix-count",
+    auto_offset_reset="earliest",
+    state_dir=state_dir,
+)
+words = app.topic("words", key_deserializer="str", value_deserializer="str")
+counts = app.topic("counts", key_serializer="str", value_serializer="json")
+
+
+def count_key(value, key, timestamp, headers, state):
+    total = state.get("total", 0) + 1
+    state.set("total", total)
+    return {"key": key, "total": total}
+
+
+sdf = app.dataframe(words).apply(count_key, stateful=True, metadata=True)
+sdf.to_topic(counts)
+sent = app.run(count=count, timeout=timeout)
+print(json.dumps(sent))
+"""
+
+
+def _run_app(tmp_path: Path, bootstrap: str, state_dir: Path, count: int) -> list[dict]:
+    script = tmp_path / "count_app.py"
+    script.write_text(APP)
+    done = subprocess.run(
+        [str(QUIX_PYTHON), str(script), bootstrap, str(state_dir), str(count), str(scaled(30))],
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# the partition of each key: Quix keeps a store (and a changelog partition) per input
+# partition, and the two runs use both
+PARTITION = {"a": 0, "b": 0, "c": 1, "d": 1}
+
+
+def _produce(cluster, words: list[str]) -> None:
+    producer = Producer(cluster)
+    for word in words:
+        producer.send(
+            "/kafka:words", key=word.encode(), value=word.encode(), partition=PARTITION[word]
+        )
+    producer.flush()
+    producer.close()
+
+
+def _last_totals(cluster, expected: int) -> dict[str, int]:
+    """The last count of each key in `counts`, read once it holds `expected` messages."""
+    topic = cluster.topic("/kafka:counts")
+    consumer = Consumer(cluster, enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer.assign([TopicPartition("/kafka:counts", p.partition) for p in topic.partitions])
+    got = []
+    deadline = time.monotonic() + scaled(20)
+    while len(got) < expected and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            got.extend(records)
+    consumer.close()
+    assert len(got) == expected
+    totals: dict[str, int] = {}
+    for record in sorted(got, key=lambda r: (r.partition, r.offset)):
+        value = json.loads(record.value)
+        assert record.key.decode() == value["key"]
+        totals[value["key"]] = value["total"]
+    return totals
+
+
+def test_a_stateful_count_restores_its_state_from_the_changelog(wire, tmp_path):
+    assert QUIX_PYTHON.exists(), "quixstreams is missing: run make setup-test"
+    wire.cluster.create_topic("/kafka:words", partitions=2)
+    first = ["a", "b", "a", "c", "a", "b"]
+    _produce(wire.cluster, first)
+    sent = _run_app(tmp_path, wire.bootstrap, tmp_path / "state-1", len(first))
+    assert Counter(first) == Counter(v["key"] for v in sent)
+    assert _last_totals(wire.cluster, len(first)) == {"a": 3, "b": 2, "c": 1}
+
+    # the changelog: a topic of its own in /kafka, compacted although /kafka is not
+    changelogs = [t for t in wire.cluster.topics("/kafka") if t.topic.startswith("changelog__")]
+    assert len(changelogs) == 1
+    assert changelogs[0].overrides["compact"] is True
+    assert wire.cluster.stream("/kafka").policies["compact"] is False
+
+    # a second run on an empty state directory: its counts start from the changelog's
+    second = ["a", "c", "d", "c"]
+    _produce(wire.cluster, second)
+    sent = _run_app(tmp_path, wire.bootstrap, tmp_path / "state-2", len(second))
+    assert Counter(second) == Counter(v["key"] for v in sent)
+    assert _last_totals(wire.cluster, len(first) + len(second)) == {
+        "a": 4,
+        "b": 2,
+        "c": 3,
+        "d": 1,
+    }
