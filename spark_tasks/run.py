@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 import traceback
-import urllib.error
 import urllib.request
 import warnings
 from contextlib import redirect_stdout
@@ -140,13 +139,14 @@ class Monitor(threading.Thread):
 
 
 def _get_json(url: str) -> list[dict[str, Any]]:
-    # Generous, and tried again: the UI answers slowly on a busy machine (its first REST
-    # request also starts the REST servlet), and only the monitor waits for it.
+    # Generous, and tried again: the UI answers slowly on a busy machine, above all its
+    # first REST request, which starts the REST servlet (14 s beside two busy loops, then
+    # 0.06 s; a request that timed out leaves it starting). Only the monitor waits.
     for attempt in range(UI_ATTEMPTS):
         try:
             with urllib.request.urlopen(url, timeout=UI_TIMEOUT_S) as answer:
                 return json.loads(answer.read())
-        except (TimeoutError, urllib.error.URLError):  # a socket timeout is a TimeoutError
+        except OSError:  # timed out, refused or reset (URLError and TimeoutError are OSErrors)
             if attempt == UI_ATTEMPTS - 1:
                 raise
             time.sleep(POLL_S)
@@ -268,8 +268,8 @@ def _run(argv: list[str]) -> int:
         fields: dict[str, Any] = {}
         if monitor is not None:
             monitor.stop()
-            # the progress, and the rows read (from the UI) apart: without a UI the
-            # record still gets its final progress
+            # the progress first: a UI read that fails after it leaves the record its
+            # final progress
             try:
                 done, total = monitor.progress()
                 if state == jobs.SUCCEEDED:
