@@ -742,6 +742,7 @@ class Cluster:
         for pl in self.catalog.chains([r.id for r in rows]):
             chains[(pl.topic_id, pl.partition)].append(pl)
         states = self._partitionlet_states([pl for chain in chains.values() for pl in chain])
+        starts = self.catalog.log_starts([r.id for r in rows])
         infos = []
         for row in rows:
             parts = []
@@ -750,7 +751,9 @@ class Cluster:
                     self._partitionlet_info(row.full_name, pl, states.get(pl.id))
                     for pl in chains.get((row.id, number), ())
                 ]
-                parts.append(_partition_info(row.full_name, number, lets))
+                parts.append(
+                    _partition_info(row.full_name, number, lets, starts.get((row.id, number), 0))
+                )
             infos.append(TopicInfo(row.full_name, row.stream, row.name, parts, row.created_ms))
         return infos
 
@@ -1027,6 +1030,15 @@ class Cluster:
         wire listener; needs admin_perm on every stream it has offsets in."""
         GroupAdmin(self).delete(group_id)
 
+    def delete_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, bool]:
+        """Remove the group's committed offsets of these partitions (Kafka's OffsetDelete),
+        except in topics its live members read: {partition: True if removed (or there was
+        none), False if kept because a live member reads its topic}. Needs the group's
+        delete_perm; an unknown group raises UnknownGroup."""
+        return GroupAdmin(self).delete_offsets(group_id, partitions)
+
     def group_permissions(self, group_id: str) -> GroupPermissions:
         """Who may join, commit into, describe, reset and delete the group: its creator,
         each permission's ACE and where it comes from, and what this cluster's principal
@@ -1130,11 +1142,13 @@ class Cluster:
         return retention.compact(self)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
-        """Drop the messages of a partition below `before_offset` where whole partitionlets
-        lie below it (sealed ones, live or archived: what retention drops, chosen by offset
-        rather than by age); returns the partition's log start offset after it, which is
-        below `before_offset` when a partitionlet straddles it. Needs the stream's
-        `topic_perm`, as deleting its topics does (Kafka's DeleteRecords)."""
+        """Delete the messages of a partition below `before_offset` (Kafka's DeleteRecords):
+        its log start moves to exactly that offset, and every reader (consumers, the wire
+        listener, scans, `topic()`) starts there. Storage goes a partitionlet at a time:
+        the sealed ones, live or archived, that lie wholly below it are dropped now, one
+        that straddles it when it is sealed and retention runs. Returns the log start
+        after it (never lower than before); an offset past the log end offset is refused.
+        Needs the stream's `topic_perm`, as deleting its topics does."""
         self.check_open()
         row = self._topic_row(topic)
         self.authorize(
@@ -1152,6 +1166,12 @@ class Cluster:
             or before_offset < 0
         ):
             raise InvalidOffset(f"before_offset must be an offset >= 0, got {before_offset!r}")
+        end = self.partition_log(row.id, partition, row.full_name).end_offset()
+        if before_offset > end:
+            raise InvalidOffset(
+                f"{row.full_name} partition {partition} ends at offset {end}: cannot delete "
+                f"records below {before_offset}"
+            )
         return retention.delete_records(self, row.id, row.full_name, partition, before_offset)
 
     def archive(self, stream: str | None = None) -> ArchiveReport:
@@ -1542,15 +1562,18 @@ def _check_paging(limit: object, offset: object) -> None:
         raise InvalidArgument(f"offset must be a non-negative integer, got {offset!r}")
 
 
-def _partition_info(topic: str, number: int, lets: list[PartitionletInfo]) -> PartitionInfo:
+def _partition_info(
+    topic: str, number: int, lets: list[PartitionletInfo], moved_start: int = 0
+) -> PartitionInfo:
+    """A partition's info; `moved_start` is where DeleteRecords moved its log start."""
     if not lets:
-        return PartitionInfo(topic, number, 0, 0, None, None, 0, [])
+        return PartitionInfo(topic, number, moved_start, moved_start, None, None, 0, [])
     firsts = [p.first_timestamp for p in lets if p.first_timestamp is not None]
     lasts = [p.last_timestamp for p in lets if p.last_timestamp is not None]
     return PartitionInfo(
         topic,
         number,
-        lets[0].base_offset,
+        max(lets[0].base_offset, moved_start),
         lets[-1].last_offset + 1,
         min(firsts) if firsts else None,
         max(lasts) if lasts else None,

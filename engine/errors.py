@@ -122,7 +122,8 @@ class LoginThrottled(TryLater):
 
 
 class Busy(TryLater):
-    """Too many password hashes running at once in this process (engine.auth.users)."""
+    """Too much of one costly kind of work running at once in this process: password
+    hashes (engine.auth.users), protoc runs (engine.client.schemas)."""
 
 
 # --- state and time ----------------------------------------------------------------------

@@ -171,7 +171,8 @@ class GroupPartitionInfo:
 
     @property
     def lag(self) -> int:
-        return self.log_end_offset - (self.committed or 0)
+        # a negative committed offset (Kafka's earliest/latest markers) counts from 0
+        return self.log_end_offset - max(self.committed or 0, 0)
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,7 @@ class OffsetResetPlan:
 
     @property
     def lag_before(self) -> int:
-        return self.log_end_offset - (self.current or 0)
+        return self.log_end_offset - max(self.current or 0, 0)
 
     @property
     def lag_after(self) -> int:

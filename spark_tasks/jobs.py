@@ -40,7 +40,14 @@ from engine import names, times
 from engine.auth.principal import Principal
 from engine.clock import now_ms
 from engine.cluster import CATALOG_FILE, Cluster, JobTable
-from engine.errors import AccessDenied, InvalidArgument, NotFound, PartitionletError, UnknownTopic
+from engine.errors import (
+    AccessDenied,
+    InvalidArgument,
+    NotFound,
+    PartitionletError,
+    TryLater,
+    UnknownTopic,
+)
 
 KINDS = ("copy", "materialize", "window-counts", "custom")
 
@@ -366,6 +373,19 @@ _children: builtins.list[subprocess.Popen] = []
 # runner ignores it. That submitter may cancel the job, besides administrators.
 SUBMITTED_BY = "submitted_by"
 ADMIN_KINDS = frozenset({"custom"})
+# A job is a process of some 160 MB from its start (a Python and a Spark JVM): unfinished
+# jobs (queued or running) of one cluster at most, and of one user who is no administrator.
+MAX_JOBS = 4
+MAX_JOBS_PER_USER = 2
+# held from the count of unfinished jobs to the new job's record, so that concurrent
+# submits of one process cannot all pass the caps
+_SUBMITTING = threading.Lock()
+
+
+class TooManyJobs(TryLater):
+    """A job refused because its user, or the cluster, has as many unfinished as allowed."""
+
+
 ADMIN_PARAMS: dict[str, str] = {
     "file": "it runs a Python file on the server",
     "function": "it names what a custom job runs on the server",
@@ -378,8 +398,8 @@ ADMIN_PARAMS: dict[str, str] = {
 @dataclass(frozen=True)
 class Refusal:
     """One reason a job may not be submitted: the parameter at fault ("kind" for the job
-    as a whole) and the engine's error that says why (AccessDenied, NotFound or
-    InvalidArgument)."""
+    as a whole) and the engine's error that says why (AccessDenied, NotFound,
+    InvalidArgument, or TooManyJobs: not now, try later)."""
 
     param: str
     error: PartitionletError
@@ -398,6 +418,9 @@ def refusals(cluster: Cluster, kind: str, params: Mapping[str, Any]) -> builtins
             "server, as the server's user."
         )
         return [Refusal("kind", denied)]
+    too_many = _too_many_jobs(cluster)
+    if too_many is not None:
+        return [Refusal("kind", too_many)]
     found = [
         Refusal(name, AccessDenied(f"Only administrators may set {name}: {why}."))
         for name, why in ADMIN_PARAMS.items()
@@ -430,6 +453,35 @@ def refusals(cluster: Cluster, kind: str, params: Mapping[str, Any]) -> builtins
         except PartitionletError as exc:
             found.append(Refusal("target", exc))
     return found
+
+
+def _too_many_jobs(cluster: Cluster) -> TooManyJobs | None:
+    """Why the principal of `cluster` may not start one more job now (MAX_JOBS unfinished
+    in the cluster, or MAX_JOBS_PER_USER of theirs for a user who is no administrator),
+    or None. A job whose process is known to have died does not count."""
+    here = socket.gethostname()
+    unfinished = [
+        row
+        for row in cluster.jobs.in_states((QUEUED, RUNNING))
+        if not (row.pid and row.host == here and not _pid_alive(row.pid))
+    ]
+    if len(unfinished) >= MAX_JOBS:
+        return TooManyJobs(
+            f"{len(unfinished)} replay jobs are queued or running, as many as the server "
+            "runs at once: try again when one has finished",
+            retry_after=30,
+        )
+    if cluster.is_administrator:
+        return None
+    user = cluster.principal.user
+    mine = sum(1 for row in unfinished if json.loads(row.params).get(SUBMITTED_BY) == user)
+    if mine >= MAX_JOBS_PER_USER:
+        return TooManyJobs(
+            f"you have {mine} replay jobs queued or running, as many as a user may: try "
+            "again when one has finished (or cancel one)",
+            retry_after=30,
+        )
+    return None
 
 
 def may_see(cluster: Cluster, job: Job) -> bool:
@@ -467,21 +519,22 @@ def submit(
     master (default local[*]); `conf` is a dict of extra Spark settings.
 
     The job is submitted as `principal` (default: this process's own, a cluster
-    administrator, as for any library call): its ACEs are checked (`refusals`) and the
-    first refusal is raised before anything is recorded; the job records who asked
+    administrator, as for any library call): its ACEs and the caps of unfinished jobs
+    (MAX_JOBS, MAX_JOBS_PER_USER: `TooManyJobs`) are checked (`refusals`) and the first
+    refusal is raised before anything is recorded or started; the job records who asked
     (`SUBMITTED_BY`)."""
     global _last_cluster
     cluster = str(Path(cluster_path).resolve())
     _catalog(cluster)  # never create a cluster where there is none
-    with Cluster.open(cluster, principal=principal) as opened:
+    with _SUBMITTING, Cluster.open(cluster, principal=principal) as opened:
         refused = refusals(opened, kind, params)
-    if refused:
-        raise refused[0].error
-    if principal is not None:
-        params.setdefault(SUBMITTED_BY, principal.user)
-    p = check_params(kind, params)
-    check_sqlite_output(cluster, p)
-    with _jobs(cluster) as table:
+        if refused:
+            raise refused[0].error
+        if principal is not None:
+            params.setdefault(SUBMITTED_BY, principal.user)
+        p = check_params(kind, params)
+        check_sqlite_output(cluster, p)
+        table = opened.jobs
         job_id = table.add(kind, json.dumps(p), QUEUED, now_ms())
         log_dir = Path(cluster) / LOG_DIR
         log_dir.mkdir(exist_ok=True)

@@ -17,11 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from requests.adapters import HTTPAdapter
 
 ADMIN = "admin"
 ADMIN_PASSWORD = "admin-password-1"
 USER = "alice"
 USER_PASSWORD = "alice-password-1"
+
+# The documented login throttles (docs/WEB.md, "Security model"): 5 wrong passwords per user
+# name, then a wait of 60 s that doubles; 20 wrong passwords per client address per minute
+# (the console's LOGIN_ADDRESS_LIMIT), on every login path.
+USER_FAILURES, USER_LOCK_S, ADDRESS_FAILURES = 5, 60, 20
 
 _CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
 
@@ -31,6 +37,25 @@ def csrf_of(html: str) -> str:
     found = _CSRF_FIELD.search(html)
     assert found is not None, "the page carries no CSRF token"
     return found.group(1)
+
+
+class FromAddress(HTTPAdapter):
+    """Connect from a given local address (another client, as the server sees it: Linux
+    routes all of 127/8 to lo)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["source_address"] = (self.address, 0)
+        super().init_poolmanager(*args, **kwargs)
+
+
+def from_address(client: requests.Session, address: str) -> requests.Session:
+    """`client`, connecting from `address` from now on."""
+    client.mount("http://", FromAddress(address))
+    return client
 
 
 class Browser(requests.Session):

@@ -20,3 +20,14 @@ def write_policies(cluster: Any, path: str, **bad: object) -> None:
             )
     finally:
         conn.close()
+
+
+def drop_scram_credentials(catalog_file: Any) -> None:
+    """Remove the SCRAM credentials' table, as a catalog from before SCRAM lacks it (the
+    cluster must be closed: opening it again adds the table back, empty)."""
+    conn = sqlite3.connect(catalog_file)
+    try:
+        with conn:
+            conn.execute("DROP TABLE scram_credentials")
+    finally:
+        conn.close()

@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from engine.cli import cluster_option
+from engine.cli.serve import listener_limit_options
 
 
 class _ReplicatorThread:
@@ -73,7 +74,8 @@ def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None
 @click.option(
     "--kafka-sasl",
     is_flag=True,
-    help="Kafka clients log in with SASL/PLAIN as console users (or an API token).",
+    help="Kafka clients log in as console users with SASL/PLAIN (or an API token) or "
+    "SCRAM-SHA-256/512.",
 )
 @click.option("--kafka-tls-cert", type=click.Path(exists=True, dir_okay=False))
 @click.option("--kafka-tls-key", type=click.Path(exists=True, dir_okay=False))
@@ -82,6 +84,7 @@ def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None
     is_flag=True,
     help="Allow a non-loopback --kafka address without both --kafka-sasl and TLS.",
 )
+@listener_limit_options("kafka-")
 @click.option(
     "--max-request-bytes",
     type=click.IntRange(1024),
@@ -104,6 +107,7 @@ def web_command(
     kafka_tls_key: str | None,
     kafka_insecure: bool,
     max_request_bytes: int | None,
+    listener_limits: dict[str, Any],
 ) -> None:
     """Serve the web console and its JSON API, and run the replicator and maintenance in the
     background. Without users yet, the first administrator 'admin' is made, with the
@@ -117,6 +121,8 @@ def web_command(
     from engine.replication import Replicator
     from web import close_app, create_app, state
 
+    if listener_limits and kafka is None:
+        raise click.UsageError("the --kafka-... limits need --kafka HOST:PORT")
     prepared = None
     if demo:
         from web import demo as web_demo
@@ -167,6 +173,7 @@ def web_command(
                 tls_key=kafka_tls_key,
                 # one limiter of failed logins per address with the console's and registry's
                 login_limiter=login_guard_of(app).limiter,
+                **listener_limits,
             ).start()
     except BaseException:
         if kafka_server is not None:

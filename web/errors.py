@@ -10,6 +10,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from engine import errors
 from engine.client.message_search import TooManySearches
+from spark_tasks.jobs import TooManyJobs
 from web.pages import wants_partial
 
 _STATUS = (
@@ -20,6 +21,7 @@ _STATUS = (
     (errors.IllegalState, 409),
     (errors.LoginThrottled, 429),
     (TooManySearches, 429),
+    (TooManyJobs, 429),
     (errors.TokenExpired, 401),
     (errors.PartitionletError, 503),  # Busy, storage trouble
 )

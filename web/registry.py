@@ -100,8 +100,10 @@ def _engine_error(exc: errors.PartitionletError) -> Response:
         return _error(404, exc.code, str(exc))  # Confluent answers this one with 404
     if isinstance(exc, errors.IllegalState):
         return _error(409, 409, str(exc))
-    if isinstance(exc, errors.TryLater):
-        return _error(503, 50003, str(exc))
+    if isinstance(exc, errors.TryLater):  # busy (protoc runs, password hashes): come back
+        response = _error(503, 50003, str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
     return _error(500, 50001, f"Error in the backend data store: {exc}")
 
 

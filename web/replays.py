@@ -92,6 +92,7 @@ class JobForm:
     values: dict[str, str] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     denied: bool = False  # refused for who the user is, not for what they typed
+    busy: bool = False  # refused for now: too many unfinished jobs (try later)
 
     @property
     def fields(self) -> tuple[Field, ...]:
@@ -166,7 +167,10 @@ def _refuse(form: JobForm, params: dict[str, Any]) -> None:
     for refusal in jobs.refusals(cluster(), form.kind, params):
         if refusal.param == "kind":  # for who the user is, not for what they typed
             form.errors["form"] = str(refusal.error)
-            form.denied = True
+            if isinstance(refusal.error, errors.TryLater):
+                form.busy = True
+            else:
+                form.denied = True
             return
         shown = refusal.param if refusal.param in {f.name for f in form.fields} else "form"
         form.errors.setdefault(shown, str(refusal.error))
@@ -272,7 +276,7 @@ def submit(kind: str):
         return render("replays/index.html", "replays/_form.html", form=form)
     found = jobs.list(cluster=cluster_path(), limit=LIST_LIMIT)
     forms = [form if f.kind == kind else f for f in blank_forms()]
-    status = 403 if form.denied else 400
+    status = 403 if form.denied else 429 if form.busy else 400
     return render("replays/index.html", jobs=found, live=_live(found), forms=forms), status
 
 

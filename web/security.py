@@ -13,8 +13,9 @@
   `SESSION_ABSOLUTE_LIFETIME` seconds from login, and after `PERMANENT_SESSION_LIFETIME`
   seconds unused, in every process serving the cluster at once.
 - Logins are throttled per user name in the catalog (engine.auth.users), and per client address
-  in this process (`LoginGuard`, engine.auth.logins' limiter, which the schema registry's
-  Basic auth, API tokens and the wire listener `plet web --kafka` starts use too):
+  in this process (`LoginGuard`, engine.auth.logins' limiter, which the Users page's
+  current password, the schema registry's Basic auth, API and replication tokens and the
+  wire listener `plet web --kafka` starts use too):
   `LOGIN_ADDRESS_LIMIT` wrong passwords per address.
 """
 

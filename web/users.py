@@ -17,9 +17,11 @@ from flask import Blueprint, abort, flash, redirect, request, url_for
 
 from engine import errors
 from engine import policies as stream_policies
+from engine.auth import logins
 from engine.auth.users import MIN_PASSWORD_LENGTH
 from web.auth import start_session
 from web.pages import cluster, render, user
+from web.security import login_guard
 
 users = Blueprint("users", __name__)
 
@@ -115,7 +117,11 @@ def change_password():
     forms = Forms()
     me = user()
     try:
-        if not current or cluster().authenticate(me.name, current) is None:
+        # checked as a login is, on the limiter every login path shares: a stolen session
+        # cannot guess the password here faster than at the login form
+        address = request.remote_addr or "unknown"
+        limiter = login_guard().limiter
+        if not current or not logins.password_ok(cluster(), me.name, current, address, limiter):
             forms.errors["current_password"] = "This is not your current password."
     except errors.TryLater as exc:  # too many wrong passwords, or too many hashes at once
         message = str(exc)

@@ -1,6 +1,7 @@
-"""The one limiter of every login path (SASL/PLAIN on the wire, the schema registry's Basic
-auth, the web console's login form, API tokens): wrong passwords or unknown tokens counted
-per client address in a moving window, and a few logins per address checked at once.
+"""The one limiter of every login path (SASL/PLAIN and SCRAM on the wire, the schema
+registry's Basic auth, the web console's login form and its Users page's current password,
+API tokens, replication tokens): wrong passwords or unknown tokens counted per client
+address in a moving window, and a few logins per address checked at once.
 
 It complements the per user name throttle of engine.auth.users (in the catalog, for every
 process): that one stops guesses at one name from anywhere, this one guesses at many names
@@ -11,13 +12,15 @@ flood cannot refuse other clients' logins). It lives in this process's memory.
 from __future__ import annotations
 
 import math
+import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from engine.auth import scram, users
 from engine.errors import Busy, LoginThrottled
 
 if TYPE_CHECKING:
@@ -138,6 +141,28 @@ def login(
     return user
 
 
+def password_ok(
+    cluster: Cluster, name: str, password: str, address: str, limiter: LoginLimiter = LIMITER
+) -> bool:
+    """Whether `password` is user `name`'s, asked again of a logged-in user (the Users
+    page's current password before a change): checked and counted as a `login`, so a
+    stolen session cannot guess the password faster than a login could."""
+    return login(cluster, name, password, address, limiter) is not None
+
+
+def replication_stream(
+    find: Callable[[str], str | None], token: str, address: str, limiter: LoginLimiter = LIMITER
+) -> str | None:
+    """The stream a replication token opens (`find` looks it up: ReplicationService),
+    None for an unknown one (counted against the address). Raises `LoginThrottled` while
+    the address must wait, even with a good token."""
+    limiter.check(address)
+    stream = find(token)
+    if stream is None:
+        limiter.failed(address)
+    return stream
+
+
 def token_user(
     cluster: Cluster, token: str, address: str, limiter: LoginLimiter = LIMITER
 ) -> UserInfo | None:
@@ -149,3 +174,95 @@ def token_user(
     if user is None:
         limiter.failed(address)
     return user
+
+
+class ScramFailed(Exception):
+    """A SCRAM login was refused; the message is what the client is told."""
+
+
+# Kafka's words for a refused SCRAM login, with the one reason a right password fails here.
+_SCRAM_FAILED = (
+    "Authentication failed: Invalid username or password (a user whose password was set "
+    "before SCRAM credentials were kept logs in once with PLAIN or on the web console, or "
+    "sets the password again)"
+)
+# The decoys' salts (engine.auth.scram.decoy): the same for one name while this process runs.
+_DECOY_SECRET = secrets.token_bytes(32)
+
+
+class ScramLogin:
+    """One SCRAM login from `address` (RFC 5802: client-first, server-first, client-final,
+    server-final): `first` answers the client's first message, `final` its proof with the
+    user, or raises `ScramFailed`. A wrong proof counts as a failed login of the address
+    (`limiter`) and of the name (engine.auth.users' throttle), as a wrong PLAIN password.
+    Checking a proof costs two HMACs and a hash, no password hash: the PBKDF2 rounds are
+    the client's."""
+
+    def __init__(
+        self, cluster: Cluster, mechanism: str, address: str, limiter: LoginLimiter = LIMITER
+    ) -> None:
+        self.cluster = cluster
+        self.mechanism = mechanism
+        self.address = address
+        self.limiter = limiter
+        self._client: scram.ClientFirst | None = None
+        self._server_first = ""
+        self._credential: scram.Credential | None = None
+        self._user: UserInfo | None = None
+
+    @property
+    def name(self) -> str | None:
+        """The user name the client gave (after `first`)."""
+        return None if self._client is None else self._client.name
+
+    def first(self, message: bytes) -> bytes:
+        """The server-first message answering the client-first `message`."""
+        if self._client is not None:
+            raise ScramFailed("Authentication failed: the client-first message came twice")
+        try:
+            self.limiter.check(self.address)
+            client = scram.parse_client_first(message)
+        except (LoginThrottled, scram.ScramError) as exc:
+            raise ScramFailed(f"Authentication failed: {exc}") from None
+        if client.authzid and client.authzid != client.name:
+            raise ScramFailed(
+                "Authentication failed: Client requested an authorization id that is "
+                "different from username"
+            )
+        if client.token_auth:
+            raise ScramFailed("Authentication failed: delegation tokens are not supported")
+        wait = users.login_wait(self.cluster, client.name)
+        if wait:
+            raise ScramFailed(
+                f"Authentication failed: too many wrong passwords for {client.name!r}: try "
+                f"again in {wait} seconds"
+            )
+        found = users.scram_credential(self.cluster, client.name, self.mechanism)
+        if found is None:  # unknown, or no credential yet: answered alike
+            credential = scram.decoy(self.mechanism, client.name, _DECOY_SECRET)
+        else:
+            credential, self._user = found
+        self._client, self._credential = client, credential
+        self._server_first = scram.server_first(client, credential)
+        return self._server_first.encode("ascii")
+
+    def final(self, message: bytes) -> tuple[bytes, UserInfo]:
+        """The server-final message answering the client's proof, and the user logged in."""
+        client, credential = self._client, self._credential
+        if client is None or credential is None:
+            raise ScramFailed("Authentication failed: the client-final message came first")
+        self._client = None  # one proof per login
+        try:
+            answer = scram.check_client_final(message, client, self._server_first, credential)
+        except scram.ScramError as exc:
+            raise ScramFailed(f"Authentication failed: {exc}") from None
+        correct = answer is not None and self._user is not None
+        if not correct:
+            self.limiter.failed(self.address)
+        try:
+            users.proof_checked(self.cluster, client.name, correct)
+        except LoginThrottled as exc:
+            raise ScramFailed(f"Authentication failed: {exc}") from None
+        if answer is None or self._user is None:
+            raise ScramFailed(_SCRAM_FAILED)
+        return answer.encode("ascii"), self._user

@@ -54,6 +54,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from engine import times
+from engine.auth import scram
 from engine.auth.principal import Principal
 from engine.errors import (
     AlreadyExists,
@@ -65,7 +66,7 @@ from engine.errors import (
     UnknownUser,
     WeakPassword,
 )
-from engine.storage.accounts import Accounts, UserRow
+from engine.storage.accounts import Accounts, ScramRow, UserRow
 
 if TYPE_CHECKING:
     from engine.cluster import Cluster
@@ -297,9 +298,18 @@ def add_user(
     group_names = _check_groups(groups)
     password_hash = hash_password(check_password(password, name))
     _accounts(cluster).add_user(
-        name, password_hash, group_names, bool(admin), cluster.clock.now_ms()
+        name,
+        password_hash,
+        group_names,
+        bool(admin),
+        cluster.clock.now_ms(),
+        _scram_rows(password),
     )
     return user(cluster, name)
+
+
+def _scram_rows(password: str) -> list[ScramRow]:
+    return [ScramRow(*c) for c in scram.credentials(password)]
 
 
 def user(cluster: Cluster, name: str) -> UserInfo:
@@ -314,12 +324,13 @@ def users(cluster: Cluster) -> list[UserInfo]:
 
 
 def set_password(cluster: Cluster, name: str, password: str) -> None:
-    """Set `name`'s password; every session of theirs ends (a thief's copy of a cookie
-    with them), and a wait for wrong passwords is lifted. API tokens stay."""
+    """Set `name`'s password (and SCRAM credentials); every session of theirs ends (a
+    thief's copy of a cookie with them), and a wait for wrong passwords is lifted. API
+    tokens stay."""
     if not isinstance(name, str):
         raise UnknownUser(f"no user {name!r}")
     password_hash = hash_password(check_password(password, name))
-    _accounts(cluster).set_password_hash(name, password_hash)
+    _accounts(cluster).set_password_hash(name, password_hash, _scram_rows(password))
 
 
 def edit_user(
@@ -374,8 +385,46 @@ def authenticate(cluster: Cluster, name: str, password: str) -> UserInfo | None:
         if not _verify_password(password, found[0]):
             return None
     _VERIFIED.add(name, found[0], password)
-    _accounts(cluster).forget_login_failures(name)
+    accounts = _accounts(cluster)
+    accounts.forget_login_failures(name)
+    if accounts.scram_mechanisms(name) != set(scram.MECHANISMS):
+        # a user from before SCRAM credentials: the password is known now, once
+        accounts.add_scram(name, found[0], _scram_rows(password))
     return _info(found[1])
+
+
+def scram_credential(
+    cluster: Cluster, name: str, mechanism: str
+) -> tuple[scram.Credential, UserInfo] | None:
+    """`name`'s SCRAM credential for `mechanism` and the user; None for an unknown user or
+    one without credentials yet (their password was set before they were kept: the next
+    password change or login with the password makes them)."""
+    if not isinstance(name, str) or not _USER_NAME.fullmatch(name):
+        return None
+    found = _accounts(cluster).scram_credential(name, mechanism)
+    if found is None:
+        return None
+    return scram.Credential(*found[0]), _info(found[1])
+
+
+def proof_checked(cluster: Cluster, name: str, correct: bool) -> None:
+    """Count a SCRAM proof (checked without a password hash) as the throttle per name
+    counts passwords: a wrong one as a failure, a right one ends the run of failures.
+    Raises `LoginThrottled` while the name must wait, right proof or not."""
+    if not isinstance(name, str) or not _USER_NAME.fullmatch(name):
+        return  # such names can never log in: nothing to guess, nothing to count
+    if not correct:
+        _count_attempt(cluster, name)
+        return
+    wait = login_wait(cluster, name)
+    if wait:
+        raise LoginThrottled(
+            f"too many wrong passwords for {name!r}: try again in {wait} seconds",
+            retry_after=wait,
+        )
+    accounts = _accounts(cluster)
+    if accounts.has_login_failures(name):  # a read: a fleet's logins write nothing
+        accounts.forget_login_failures(name)
 
 
 def _remembered(cluster: Cluster, name: str, row: UserRow) -> UserInfo:
@@ -667,7 +716,9 @@ __all__ = [
     "ensure_admin",
     "login_wait",
     "parse_lifetime",
+    "proof_checked",
     "revoke_api_token",
+    "scram_credential",
     "session_user",
     "set_password",
     "user",

@@ -64,6 +64,7 @@ _GROUP_CHECK_S = 0.1
 # Longest sleep between two looks at the volumes while waiting for messages written by
 # another process (in-process writers wake the consumer at once).
 _IDLE_WAIT_S = 0.02
+_INT64 = range(-(2**63), 2**63)  # what a committed offset may be (Kafka's int64)
 
 
 class ConsumerRebalanceListener:
@@ -446,7 +447,9 @@ class Consumer:
             committed = self._cluster.catalog.groups.committed(
                 self.group_id, state.meta.topic_id, tp.partition
             )
-            if committed is not None:
+            # a negative committed offset (Kafka stores any: kafkajs's resetOffsets commits
+            # -2 for earliest, -1 for latest) is no position: the reset policy applies
+            if committed is not None and committed[0] >= 0:
                 return committed[0]
         if self.auto_offset_reset == "earliest":
             return state.log.start_offset()
@@ -521,6 +524,7 @@ class Consumer:
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         self._check_open()
+        self._refresh_metadata()  # a log start moved (retention, DeleteRecords) shows now
         result = {}
         for tp in partitions:
             full, log, _ = self._log_for(tp)
@@ -623,8 +627,9 @@ class Consumer:
                 offset, metadata = value.offset, value.metadata or ""
             else:
                 offset, metadata = value, ""
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise InvalidOffset(f"offset for {tp!r} must be a non-negative int")
+            # any int64, as Kafka stores it (negative ones too: a client resolves them)
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset not in _INT64:
+                raise InvalidOffset(f"offset for {tp!r} must be a 64-bit int, got {offset!r}")
             rows.append((self._topic_meta(full.topic).topic_id, full.partition, offset, metadata))
         if rows:
             self._enter_group("commit_perm", [r[0] for r in rows], claim=True)

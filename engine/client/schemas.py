@@ -298,10 +298,31 @@ def _proto_files(text: str) -> list[Any]:
     return []
 
 
+# protoc runs of this process at once (a child of some 40 MB and a CPU each: 30 concurrent
+# registrations ran 25); more wait up to PROTOC_WAIT_S for a turn, then get `Busy`.
+PROTOC_RUNS = 2
+PROTOC_WAIT_S = 10.0
+_PROTOC_TURNS = threading.BoundedSemaphore(PROTOC_RUNS)
+
+
 def _compile_proto_text(text: str, refs: Sequence[tuple[SchemaReference, _Compiled]]) -> list[Any]:
     """.proto text -> FileDescriptorProtos (dependencies first), compiled by grpcio-tools'
     protoc in a child process (protoc writes its diagnostics to file descriptor 2 and keeps
-    global state, neither of which a threaded server should share)."""
+    global state, neither of which a threaded server should share), at most PROTOC_RUNS at
+    once; raises `errors.Busy` when no turn came within PROTOC_WAIT_S."""
+    if not _PROTOC_TURNS.acquire(timeout=PROTOC_WAIT_S):
+        raise errors.Busy(
+            f"the server is compiling {PROTOC_RUNS} other .proto schemas: try again in a few"
+            " seconds",
+            retry_after=2,
+        )
+    try:
+        return _run_protoc(text, refs)
+    finally:
+        _PROTOC_TURNS.release()
+
+
+def _run_protoc(text: str, refs: Sequence[tuple[SchemaReference, _Compiled]]) -> list[Any]:
     import subprocess
     import sys
 

@@ -338,6 +338,31 @@ class GroupAdmin:
             self._refuse_live_members(group_id, now, "deleting it")
             store.delete_group(group_id)
 
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, bool]:
+        """Kafka's OffsetDelete: remove the group's committed offsets of `partitions`,
+        except in topics its live members read (False for those, Kafka's
+        GROUP_SUBSCRIBED_TO_TOPIC); needs the group's delete_perm."""
+        cluster = self._cluster
+        cluster.check_open()
+        _check_group_id(group_id)
+        rows = {}
+        for tp in partitions:
+            if not isinstance(tp, TopicPartition):
+                raise InvalidArgument(f"partitions must be TopicPartitions, got {tp!r}")
+            row = self._topic_row(tp.topic)
+            check_partitions([tp.partition], row.partitions, row.full_name)
+            rows[tp] = row
+        self._exists(group_id)
+        self.access.check(group_id, "delete_perm")
+        store = self._store
+        with store.write():
+            busy = store.live_topics(group_id, self._now())
+            free = [tp for tp, row in rows.items() if row.id not in busy]
+            store.delete_offsets(group_id, [(rows[tp].id, tp.partition) for tp in free])
+        return {tp: tp in free for tp in rows}
+
     def _refuse_live_members(self, group_id: str, now: int, doing: str) -> None:
         if self._store.live_kinds(group_id, now):
             count = len(self._store.live_members(group_id, now))

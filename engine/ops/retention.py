@@ -8,7 +8,9 @@ volume and then removed from the catalog; the active one is first sealed in its 
 write transaction (`Volume.seal_expired`, so no append slips in) and given a successor
 at its end offset, so the partition's offsets go on where they stopped. The last
 partitionlet of a chain is never dropped: it carries the log end offset. The partition's
-`log_start_offset`, the base offset of its first partitionlet, moves up by itself.
+`log_start_offset`, the base offset of its first partitionlet, moves up by itself. A
+partitionlet that lies wholly below a log start moved by DeleteRecords (`delete_records`)
+is dropped too, whatever the ttl.
 
 Volume first, catalog second: a crash in between leaves a catalog row whose volume row
 is a DELETED tombstone; readers skip it (engine.storage.log) and the next run removes the row.
@@ -229,11 +231,7 @@ def _enforce_retention(cluster: Cluster) -> RetentionReport:
     dropped = messages = nbytes = sealed = 0
     by_topic: dict[str, list[int]] = {}
     skipped: dict[str, str] = {}
-    # Not only ttl > 0: a stored ttl that is not a number must reach the check (and the
-    # report), not be left out silently (topics_with_policy keeps all but 0).
-    for page in _pages(cluster, "ttl", lambda p: p["ttl"] > 0, skipped, "retention"):
-        now = cluster.clock.now_ms()
-        drops, n_sealed = _expired(cluster, page, now)
+    for drops, n_sealed in _retention_drops(cluster, skipped):
         sealed += n_sealed
         if not drops:
             continue
@@ -253,6 +251,19 @@ def _enforce_retention(cluster: Cluster) -> RetentionReport:
         {t: TopicRetention(*v) for t, v in sorted(by_topic.items())},
         dict(sorted(skipped.items())),
     )
+
+
+def _retention_drops(
+    cluster: Cluster, skipped: dict[str, str]
+) -> Iterator[tuple[list[tuple[str, PartitionletRow]], int]]:
+    """The partitionlets to drop, a page at a time, with how many active ones were sealed:
+    the expired ones, then, whatever the ttl, those wholly below a log start that
+    DeleteRecords moved."""
+    # Not only ttl > 0: a stored ttl that is not a number must reach the check (and the
+    # report), not be left out silently (topics_with_policy keeps all but 0).
+    for page in _pages(cluster, "ttl", lambda p: p["ttl"] > 0, skipped, "retention"):
+        yield _expired(cluster, page, cluster.clock.now_ms())
+    yield cluster.catalog.below_log_starts(), 0
 
 
 def _expired(
@@ -350,21 +361,19 @@ def _drop(
 
 
 def delete_records(cluster: Cluster, topic_id: int, full: str, partition: int, offset: int) -> int:
-    """Drop the sealed partitionlets of a partition that lie wholly below `offset` (what
-    retention drops, by offset rather than by age); returns the partition's log start
-    after it. Messages below `offset` that share a partitionlet with later ones stay:
-    the engine drops whole partitionlets only."""
+    """Move a partition's log start up to `offset` (the catalog's logical start: readers
+    begin there at once), then drop the sealed partitionlets that lie wholly below it
+    (what retention drops, by offset rather than by age); returns the log start after it.
+    A partitionlet that straddles `offset` keeps its bytes until it lies wholly below the
+    start (sealed) and retention drops it (`_below_log_start`)."""
     with chain_lock(cluster.path, clock=cluster.clock):
         chain = cluster.catalog.chain(topic_id, partition)
-        drops = [
-            (full, pl) for pl in chain if pl.end_offset is not None and pl.end_offset <= offset
-        ]
+        first = chain[0].base_offset if chain else 0
+        start = max(first, cluster.catalog.raise_log_start(topic_id, partition, offset))
+        drops = [(full, pl) for pl in chain if pl.end_offset is not None and pl.end_offset <= start]
         if drops:
             _drop(cluster, drops)
-        chain = cluster.catalog.chain(topic_id, partition)
-    if not chain:
-        return offset
-    return chain[0].base_offset
+    return start
 
 
 # --- compaction ------------------------------------------------------------------------------

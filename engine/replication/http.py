@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine import errors, names
+from engine.auth import logins
+from engine.auth.logins import LoginLimiter
 from engine.errors import (
     AccessDenied,
     InvalidArgument,
@@ -584,15 +586,31 @@ class ReplicationService:
     def close(self) -> None:
         self._target.close()
 
-    def authenticate(self, token: str | None) -> str:
-        """The stream a token opens; `Unauthorized` for a missing or unknown token."""
+    def authenticate(
+        self, token: str | None, address: str | None = None, limiter: LoginLimiter | None = None
+    ) -> str:
+        """The stream a token opens; `Unauthorized` for a missing or unknown token. With
+        the client's `address`, an unknown token counts against it in `limiter` (default:
+        this process's, engine.auth.logins), and `LoginThrottled` is raised while the
+        address must wait: tokens are guessed no faster than passwords."""
         if not token:
             raise Unauthorized("a replication token is required (Authorization: Bearer ...)")
+        if address is None:
+            stream = self._stream_of(token)
+        else:
+            stream = logins.replication_stream(
+                self._stream_of, token, address, limiter or logins.LIMITER
+            )
+        if stream is None:
+            raise Unauthorized("unknown replication token")
+        return stream
+
+    def _stream_of(self, token: str) -> str | None:
         token_hash = hash_token(token)
         catalog = self.cluster.catalog
         found = catalog.replication_token(token_hash)
         if found is None:
-            raise Unauthorized("unknown replication token")
+            return None
         stream, last_used = found
         now = self.cluster.clock.now_ms()
         if last_used is None or now - last_used >= LAST_USED_RESOLUTION_MS:

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import Closed, InvalidArgument, PartitionletError
+from engine.errors import AccessDenied, Closed, InvalidArgument, PartitionletError, TryLater
 from engine.replication.protocol import Target
 from engine.replication.reading import batch_at, source_batches, source_end
 from engine.replication.status import Link, load_links, open_link_target
@@ -23,6 +23,11 @@ log = logging.getLogger(__name__)
 
 # Batches read from the source and applied to the target per transaction.
 DEFAULT_MAX_BATCHES = 64
+# A link to a remote target that refused its token (401, 403) or throttled it (429) rests
+# this long before `run_once` tries it again: a target counts refused tokens against the
+# source's address (engine.auth.logins), and a revoked link retried every pass would soon
+# throttle this cluster's other links to that target.
+REFUSED_REST_S = 30.0
 
 
 class Replicator:
@@ -52,6 +57,7 @@ class Replicator:
         # was last found in step: a partition still at both ends needs no look this time.
         self._settled: dict[tuple[str, str, int, int], tuple[int, int]] = {}
         self._sent_offsets: dict[tuple[str, str], set[tuple[Any, ...]]] = {}
+        self._resting: dict[str, float] = {}  # target key -> monotonic time it may go again
         cluster.on_close(self.halt)  # a pass in any thread ends before the files close
 
     def __enter__(self) -> Replicator:
@@ -105,8 +111,9 @@ class Replicator:
             # under the lock: once close() has begun, no pass starts (see `halt`)
             self.cluster.check_open()
             total = 0
+            now = time.monotonic()
             for link in load_links(self.cluster):
-                if link.paused:
+                if link.paused or self._resting.get(self._target_key(link), 0.0) > now:
                     continue
                 total += self.run_link(link)
             self.runs += 1
@@ -143,7 +150,10 @@ class Replicator:
             tgt = self._target(link)
             self._pass(link, tgt, stats, conflicts)
         except PartitionletError as exc:
-            bad = self._targets.pop(self._target_key(link), None)
+            key = self._target_key(link)
+            if is_url(link.target) and isinstance(exc, AccessDenied | TryLater):
+                self._resting[key] = time.monotonic() + REFUSED_REST_S
+            bad = self._targets.pop(key, None)
             # Whatever this replicator believed about the target is to be read again.
             self._settled = {k: v for k, v in self._settled.items() if k[0] != link.target}
             self._sent_offsets = {
@@ -164,6 +174,7 @@ class Replicator:
             if stats[0]:
                 catalog.count_replicated(link.stream_id, link.target, stats[0], stats[1])
             return stats[0]
+        self._resting.pop(self._target_key(link), None)
         elapsed = max(time.monotonic() - started, 1e-6)
         fields: dict[str, Any] = {
             "error": None,

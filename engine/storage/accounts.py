@@ -8,7 +8,8 @@ secret, naming its user, with a last use and an optional expiry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sqlite3
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.errors import AlreadyExists, PartitionletError, UnknownUser
@@ -32,6 +33,16 @@ class CredentialRow(NamedTuple):
     user: UserRow
 
 
+class ScramRow(NamedTuple):
+    """A user's SCRAM credential for one mechanism (engine.auth.scram.Credential)."""
+
+    mechanism: str
+    salt: bytes
+    iterations: int
+    stored_key: bytes
+    server_key: bytes
+
+
 class TokenRow(NamedTuple):
     token_hash: str
     user: str
@@ -45,6 +56,17 @@ _USER = "name, groups, admin, created_ms"
 # Credential tables: (table, key column, last-use column). Nothing else reaches the SQL.
 _SESSIONS = ("web_sessions", "id_hash", "last_seen_ms")
 _TOKENS = ("api_tokens", "token_hash", "last_used_ms")
+
+
+def _put_scram(
+    conn: sqlite3.Connection, name: str, scram: Iterable[ScramRow], replace: bool = True
+) -> None:
+    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+    conn.executemany(
+        f"{verb} INTO scram_credentials "
+        "(name, mechanism, salt, iterations, stored_key, server_key) VALUES (?, ?, ?, ?, ?, ?)",
+        [(name, *row) for row in scram],
+    )
 
 
 def _user(row: tuple[Any, ...]) -> UserRow:
@@ -81,9 +103,16 @@ class Accounts:
         return (rows[0][0], _user(rows[0][1:])) if rows else None
 
     def add_user(
-        self, name: str, password_hash: str, groups: tuple[str, ...], admin: bool, now: int
+        self,
+        name: str,
+        password_hash: str,
+        groups: tuple[str, ...],
+        admin: bool,
+        now: int,
+        scram: Iterable[ScramRow] = (),
     ) -> None:
-        """Insert a user; `AlreadyExists` when the name is taken."""
+        """Insert a user with their SCRAM credentials; `AlreadyExists` when the name is
+        taken."""
         catalog = self._catalog
         with catalog.write():
             conn = catalog.conn
@@ -94,10 +123,14 @@ class Accounts:
                 "VALUES (?, ?, ?, ?, ?)",
                 (name, password_hash, ",".join(groups), int(bool(admin)), now),
             )
+            _put_scram(conn, name, scram)
 
-    def set_password_hash(self, name: str, password_hash: str) -> None:
-        """Replace the hash, end every session of the user and forget their failed logins,
-        in one transaction; `UnknownUser` when there is no such user."""
+    def set_password_hash(
+        self, name: str, password_hash: str, scram: Iterable[ScramRow] = ()
+    ) -> None:
+        """Replace the hash and the SCRAM credentials (those of the old password go), end
+        every session of the user and forget their failed logins, in one transaction;
+        `UnknownUser` when there is no such user."""
         catalog = self._catalog
         with catalog.write():
             conn = catalog.conn
@@ -106,6 +139,8 @@ class Accounts:
             )
             if cursor.rowcount == 0:
                 raise UnknownUser(f"no user {name!r}")
+            conn.execute("DELETE FROM scram_credentials WHERE name = ?", (name,))
+            _put_scram(conn, name, scram)
             conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,))
             conn.execute("DELETE FROM login_failures WHERE name = ?", (name,))
 
@@ -133,6 +168,43 @@ class Accounts:
                 raise UnknownUser(f"no user {name!r}")
             conn.execute("DELETE FROM api_tokens WHERE user = ?", (name,))
             conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,))
+            conn.execute("DELETE FROM scram_credentials WHERE name = ?", (name,))
+
+    # --- SCRAM credentials ----------------------------------------------------------------
+
+    def scram_credential(self, name: str, mechanism: str) -> tuple[ScramRow, UserRow] | None:
+        """`name`'s credential for `mechanism` with the user, or None (no such user, or a
+        user whose password was set before SCRAM credentials were kept)."""
+        columns = ", ".join(f"u.{c.strip()}" for c in _USER.split(","))
+        rows = self._catalog.query(
+            f"SELECT s.mechanism, s.salt, s.iterations, s.stored_key, s.server_key, {columns} "
+            "FROM scram_credentials s JOIN users u ON u.name = s.name "
+            "WHERE s.name = ? AND s.mechanism = ?",
+            (name, mechanism),
+        )
+        if not rows:
+            return None
+        return ScramRow(*rows[0][:5]), _user(rows[0][5:])
+
+    def scram_mechanisms(self, name: str) -> set[str]:
+        """The mechanisms `name` has a SCRAM credential for."""
+        rows = self._catalog.query(
+            "SELECT mechanism FROM scram_credentials WHERE name = ?", (name,)
+        )
+        return {r[0] for r in rows}
+
+    def add_scram(self, name: str, password_hash: str, scram: Iterable[ScramRow]) -> bool:
+        """Store SCRAM credentials derived from the password whose hash is `password_hash`,
+        only while it is still `name`'s (a password changed meanwhile wins); False when it
+        is not. Credentials the user has already are kept."""
+        catalog = self._catalog
+        with catalog.write():
+            conn = catalog.conn
+            row = conn.execute("SELECT password_hash FROM users WHERE name = ?", (name,)).fetchone()
+            if row is None or row[0] != password_hash:
+                return False
+            _put_scram(conn, name, scram, replace=False)
+        return True
 
     # --- login failures -------------------------------------------------------------------
 
@@ -180,6 +252,9 @@ class Accounts:
     def forget_login_failures(self, name: str) -> None:
         with self._catalog.write():
             self._catalog.conn.execute("DELETE FROM login_failures WHERE name = ?", (name,))
+
+    def has_login_failures(self, name: str) -> bool:
+        return bool(self._catalog.query("SELECT 1 FROM login_failures WHERE name = ?", (name,)))
 
     def locked_until(self, name: str) -> int:
         """When `name` may try again (ms since the epoch; 0: no wait was ever set)."""

@@ -147,6 +147,15 @@ CREATE INDEX IF NOT EXISTS partitionlets_chain
     ON partitionlets (topic_id, partition, base_offset);
 CREATE UNIQUE INDEX IF NOT EXISTS partitionlets_one_active
     ON partitionlets (topic_id, partition) WHERE end_offset IS NULL;
+-- A partition's log start moved by DeleteRecords (Cluster.delete_records) inside a
+-- partitionlet: readers start there; a row only for partitions where it was moved, never
+-- below the first partitionlet's base (the start is the larger of the two).
+CREATE TABLE IF NOT EXISTS log_starts (
+    topic_id  INTEGER NOT NULL,
+    partition INTEGER NOT NULL,
+    log_start INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, partition)
+) WITHOUT ROWID;
 -- Replication (engine.replication). A link out of a stream of this cluster: its target
 -- (a directory, or later an http(s) address), the stream there, and what the last run
 -- of a replicator found. How far each partition got is not stored: it is the target's log
@@ -211,6 +220,18 @@ CREATE TABLE IF NOT EXISTS api_tokens (
     expires_ms    INTEGER              -- NULL: never
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS api_tokens_user ON api_tokens (user);
+-- SCRAM credentials (engine.auth.scram), one per user and mechanism, written with the
+-- password (and, for users from before them, at their next login with the password): the
+-- salted keys a Kafka client's proof is checked against, never the password.
+CREATE TABLE IF NOT EXISTS scram_credentials (
+    name          TEXT NOT NULL,
+    mechanism     TEXT NOT NULL,       -- SCRAM-SHA-256, SCRAM-SHA-512
+    salt          BLOB NOT NULL,
+    iterations    INTEGER NOT NULL,
+    stored_key    BLOB NOT NULL,
+    server_key    BLOB NOT NULL,
+    PRIMARY KEY (name, mechanism)
+) WITHOUT ROWID;
 -- Web console sessions (engine.auth.users): the cookie carries a random id, this table its
 -- SHA-256 only. Every `plet web` of the cluster and the CLI see one truth, so logout, a
 -- password change or deleting a user ends the user's sessions in every process at once.
@@ -693,6 +714,11 @@ class Catalog:
                 "(SELECT id FROM topics WHERE stream_id = ?)",
                 (stream_id,),
             )
+            self.conn.execute(
+                "DELETE FROM log_starts WHERE topic_id IN "
+                "(SELECT id FROM topics WHERE stream_id = ?)",
+                (stream_id,),
+            )
             self.groups.forget_topics(
                 "topic_id IN (SELECT id FROM topics WHERE stream_id = ?)", (stream_id,)
             )
@@ -957,6 +983,7 @@ class Catalog:
                 )
             ]
             self.conn.execute("DELETE FROM partitionlets WHERE topic_id = ?", (topic.id,))
+            self.conn.execute("DELETE FROM log_starts WHERE topic_id = ?", (topic.id,))
             self.groups.forget_topics("topic_id = ?", (topic.id,))
             self.conn.execute("DELETE FROM topics WHERE id = ?", (topic.id,))
             self.conn.execute(
@@ -975,6 +1002,64 @@ class Catalog:
                 f"SELECT {_PL_COLUMNS} FROM partitionlets WHERE topic_id = ? AND partition = ? "
                 "ORDER BY base_offset, id",
                 (topic_id, partition),
+            )
+        ]
+
+    def log_start(self, topic_id: int, partition: int) -> int:
+        """Where DeleteRecords moved the partition's log start (0: never moved); readers
+        start at the larger of it and the first partitionlet's base offset."""
+        rows = self._query(
+            "SELECT log_start FROM log_starts WHERE topic_id = ? AND partition = ?",
+            (topic_id, partition),
+        )
+        return int(rows[0][0]) if rows else 0
+
+    def log_starts(self, topic_ids: list[int]) -> dict[tuple[int, int], int]:
+        """{(topic id, partition): log start} of the partitions of these topics whose log
+        start DeleteRecords moved."""
+        out: dict[tuple[int, int], int] = {}
+        for i in range(0, len(topic_ids), 500):  # within one statement's host parameters
+            chunk = topic_ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for topic_id, partition, start in self._query(
+                "SELECT topic_id, partition, log_start FROM log_starts "
+                f"WHERE topic_id IN ({marks})",
+                tuple(chunk),
+            ):
+                out[(topic_id, partition)] = start
+        return out
+
+    def raise_log_start(self, topic_id: int, partition: int, offset: int) -> int:
+        """Move the partition's log start up to `offset` (never down); returns the stored
+        start. Bumps the topology version, so readers re-read their chains and start."""
+        with self.write():
+            self.conn.execute(
+                "INSERT INTO log_starts (topic_id, partition, log_start) VALUES (?, ?, ?) "
+                "ON CONFLICT (topic_id, partition) DO UPDATE SET "
+                "log_start = max(log_start, excluded.log_start)",
+                (topic_id, partition, offset),
+            )
+            self.bump_topology()
+            (start,) = self.conn.execute(
+                "SELECT log_start FROM log_starts WHERE topic_id = ? AND partition = ?",
+                (topic_id, partition),
+            ).fetchone()
+        return int(start)
+
+    def below_log_starts(self) -> list[tuple[str, PartitionletRow]]:
+        """(full topic name, row) of the sealed partitionlets that lie wholly below their
+        partition's moved log start and have a successor: storage retention may free."""
+        columns = ", ".join(f"p.{c.strip()}" for c in _PL_COLUMNS.split(","))
+        return [
+            (f"{r[0]}:{r[1]}", PartitionletRow(*r[2:]))
+            for r in self._query(
+                f"SELECT s.path, t.name, {columns} FROM log_starts l "
+                "JOIN partitionlets p ON p.topic_id = l.topic_id AND p.partition = l.partition "
+                "JOIN topics t ON t.id = l.topic_id JOIN streams s ON s.id = t.stream_id "
+                "WHERE p.end_offset IS NOT NULL AND p.end_offset <= l.log_start "
+                "AND EXISTS (SELECT 1 FROM partitionlets n WHERE n.topic_id = p.topic_id "
+                "AND n.partition = p.partition AND n.base_offset >= p.end_offset AND n.id != p.id) "
+                "ORDER BY p.topic_id, p.partition, p.base_offset"
             )
         ]
 

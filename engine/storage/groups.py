@@ -226,6 +226,18 @@ class GroupStore:
             (group_id, now),
         )
 
+    def live_topics(self, group_id: str, now: int) -> set[int]:
+        """The topic ids the group's live members read (subscribed, or assigned for a
+        wire listener's members)."""
+        return {
+            t
+            for (topics,) in self._conn.execute(
+                f"SELECT topics FROM group_members WHERE group_id = ? AND {_LIVE}",
+                (group_id, now),
+            )
+            for t in json.loads(topics)
+        }
+
     def live_kinds(self, group_id: str, now: int) -> set[str]:
         """The kinds ("engine", "wire") of the group's live members."""
         return {
@@ -522,6 +534,17 @@ class GroupStore:
                 "UNION SELECT group_id FROM group_creators ORDER BY 1"
             )
         ]
+
+    def delete_offsets(self, group_id: str, parts: Sequence[TopicPart]) -> int:
+        """Remove the group's committed offsets of these partitions, in the caller's
+        transaction; returns how many there were."""
+        return sum(
+            self._conn.execute(
+                "DELETE FROM group_offsets WHERE group_id = ? AND topic_id = ? AND partition = ?",
+                (group_id, topic_id, partition),
+            ).rowcount
+            for topic_id, partition in parts
+        )
 
     def delete_group(self, group_id: str) -> int:
         """Remove every row of the group (offsets, assignment, owners, expired members), in

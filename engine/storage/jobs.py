@@ -95,3 +95,15 @@ class JobTable:
                 f"SELECT {_COLUMNS} FROM jobs ORDER BY id DESC LIMIT ?", (limit,)
             )
         ]
+
+    def in_states(self, states: tuple[str, ...]) -> list[JobRow]:
+        """The jobs whose state is one of `states`, oldest first."""
+        if not states or not self._catalog.query(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"
+        ):
+            return []
+        marks = ", ".join("?" * len(states))
+        rows = self._catalog.query(
+            f"SELECT {_COLUMNS} FROM jobs WHERE state IN ({marks}) ORDER BY id", states
+        )
+        return [_row(r) for r in rows]

@@ -152,6 +152,7 @@ class PartitionLog:
         self.partition = partition
         self.topic = topic
         self._chain: list[PartitionletRow] = []
+        self._start = 0  # the log start DeleteRecords moved (0: never), read with the chain
         self._loaded = False
         self._decoded: _Decoded | None = None
         self._ahead: list[StoredBatch] = []  # fetched rows not yet decoded, of _ahead_pl
@@ -163,6 +164,7 @@ class PartitionLog:
         """Re-read the chain (the consumer calls it when the topology version moved)."""
         self._loaded = True
         self._chain = self._catalog.chain(self.topic_id, self.partition)
+        self._start = self._catalog.log_start(self.topic_id, self.partition)
         self._ahead = []
         self._decoded = None
 
@@ -171,8 +173,10 @@ class PartitionLog:
             self.refresh()
 
     def start_offset(self) -> int:
+        """The log start offset: the first partitionlet's base, or where DeleteRecords
+        moved it inside a partitionlet (Kafka's logical log start)."""
         self._ensure_chain()
-        return self._chain[0].base_offset if self._chain else 0
+        return max(self._chain[0].base_offset if self._chain else 0, self._start)
 
     def end_offset(self) -> int:
         """The log end offset: the next offset to be written."""
@@ -199,8 +203,9 @@ class PartitionLog:
 
         Records older than `cutoff_ms` (expired by the stream's ttl) are skipped.
         """
+        self._ensure_chain()
         with bulk_records(max_records):
-            return self._read(position, max_records, cutoff_ms)
+            return self._read(max(position, self._start), max_records, cutoff_ms)
 
     def _read(
         self, position: int, max_records: int, cutoff_ms: int | None
@@ -269,6 +274,8 @@ class PartitionLog:
         expired records, which the caller drops."""
         out: list[Columns] = []
         taken = 0
+        self._ensure_chain()
+        position = max(position, self._start)  # below the log start: deleted records
         while taken < max_records:
             d = self._decoded
             if d is None or not d.base <= position <= d.last:
@@ -384,5 +391,19 @@ class PartitionLog:
             b = batch_codec.decode(row[5], row[0])
             for offset, ts in zip(b.offsets, b.timestamps, strict=True):
                 if ts >= target:
+                    if offset < self._start:
+                        return self._first_at_time_from(self._start, target)
                     return OffsetAndTimestamp(offset, ts)
         return None
+
+    def _first_at_time_from(self, position: int, target: int) -> OffsetAndTimestamp | None:
+        """The first record at or after `position` whose timestamp is >= `target`, read
+        in order: the time index found one below the log start DeleteRecords moved."""
+        while True:
+            records, next_position = self.read(position, 1000, None)
+            for r in records:
+                if r.timestamp >= target:
+                    return OffsetAndTimestamp(r.offset, r.timestamp)
+            if next_position <= position:
+                return None
+            position = next_position

@@ -1,11 +1,16 @@
-"""Who a wire client is: SASL/PLAIN logins against the console's users and API tokens, the
-TLS context of the listener, and which addresses it may listen on (docs/WIRE.md, Security).
+"""Who a wire client is: SASL/PLAIN and SCRAM logins against the console's users and API
+tokens, the TLS context of the listener, and which addresses it may listen on (docs/WIRE.md,
+Security).
 
 A PLAIN login is either a console user's name and password (`cluster.authenticate`, so the
 web console's login throttle and scrypt gate apply to the wire too), or an API token as the
 password with, as the user name, the token owner's name or `TOKEN_USER`. Tokens are checked
 as the web API checks its bearer tokens (`cluster.user_for_token`): a token carries 256
 random bits, so it is not throttled, and a name that does not match its owner is refused.
+
+A SCRAM login (SCRAM-SHA-256, SCRAM-SHA-512) is a console user's name and password, proved
+against the credentials stored with the password (engine.auth.scram, engine.auth.logins'
+`ScramLogin`); API tokens have none (Kafka's delegation tokens are not served).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from engine import errors
-from engine.auth import logins
+from engine.auth import logins, scram
 
 if TYPE_CHECKING:
     from engine.auth.users import UserInfo
@@ -25,9 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# SCRAM would need credentials derived from the password at the time it is set (salted
-# PBKDF2 keys), which the catalog does not keep: it stores scrypt hashes only.
-SUPPORTED_MECHANISMS = ("PLAIN",)
+SCRAM_MECHANISMS = tuple(scram.MECHANISMS)
+SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 # The user name that says "the password is an API token, whoever owns it". A console user
 # of this name logs in over the wire with a token only: a wrong token with it is not
 # counted against the name, so nobody can lock every token login out by guessing.
@@ -43,10 +47,10 @@ class AuthenticationFailed(Exception):
 
 
 def mechanisms(sasl: bool, sasl_mechanisms: Iterable[str] | None) -> tuple[str, ...]:
-    """The mechanisms a listener offers: `sasl_mechanisms` when given, ("PLAIN",) for
-    `sasl=True`, none otherwise (no authentication)."""
+    """The mechanisms a listener offers: `sasl_mechanisms` when given, every supported one
+    for `sasl=True`, none otherwise (no authentication)."""
     if sasl_mechanisms is None:
-        return ("PLAIN",) if sasl else ()
+        return SUPPORTED_MECHANISMS if sasl else ()
     if isinstance(sasl_mechanisms, str):
         sasl_mechanisms = (sasl_mechanisms,)
     chosen = tuple(dict.fromkeys(m.upper() for m in sasl_mechanisms))
@@ -54,8 +58,7 @@ def mechanisms(sasl: bool, sasl_mechanisms: Iterable[str] | None) -> tuple[str, 
         if mechanism not in SUPPORTED_MECHANISMS:
             raise errors.InvalidArgument(
                 f"SASL mechanism {mechanism!r} is not supported; supported: "
-                f"{', '.join(SUPPORTED_MECHANISMS)} (SCRAM needs credentials the catalog "
-                "does not keep)"
+                f"{', '.join(SUPPORTED_MECHANISMS)}"
             )
     return chosen
 

@@ -15,6 +15,8 @@ from engine import Cluster, Principal, Producer, TopicPartition, errors, names
 from engine.records import TopicInfo
 from engine.wire import codes
 from engine.wire.coordinator import GroupCoordinator
+from engine.wire.limits import DEFAULT_MAX_FETCH_WAIT_MS, DEFAULT_MAX_LISTED_TOPICS
+from engine.wire.names import DEFAULT_SEPARATOR, WireNames
 from engine.wire.park import Signal
 
 NODE_ID = 0
@@ -27,8 +29,6 @@ _REMEMBERED_BATCHES = 5
 # client asks for a new one); a (producer, partition) sequence that went starts anew.
 _MAX_PRODUCER_IDS = 10_000
 _MAX_SEQUENCES = 100_000
-# Kafka's fetch.max.wait.ms is the client's; a listener caps it so a parked fetch ends
-DEFAULT_MAX_FETCH_WAIT_MS = 30_000
 
 
 @dataclass
@@ -52,10 +52,20 @@ class _Sequence:
 class Broker:
     """Node 0 of a one-node Kafka cluster backed by an engine cluster."""
 
-    def __init__(self, cluster: Cluster, default_stream: str, host: str, port: int) -> None:
-        names.validate_stream_path(default_stream)
+    def __init__(
+        self,
+        cluster: Cluster,
+        default_stream: str,
+        host: str,
+        port: int,
+        *,
+        stream_separator: str | None = DEFAULT_SEPARATOR,
+        max_listed_topics: int = DEFAULT_MAX_LISTED_TOPICS,
+    ) -> None:
+        self.naming = WireNames(default_stream, stream_separator)
         self.cluster = cluster
         self.default_stream = default_stream
+        self.max_listed_topics = max_listed_topics
         self.host = host
         self.port = port
         self._stream_ready = False
@@ -76,14 +86,12 @@ class Broker:
     # --- names ----------------------------------------------------------------------------
 
     def full_name(self, name: str) -> str:
-        """The engine's full name of a wire topic name (engine.kafka's rules); raises
+        """The engine's full name of a wire topic name (engine.wire.names); raises
         errors.InvalidName."""
-        if not isinstance(name, str):
-            raise errors.InvalidName(f"topic name must be a string, got {name!r}")
-        full = names.resolve(name, self.default_stream)
-        if not name.startswith("/"):
+        stream, topic = self.naming.split(name)
+        if stream == self.default_stream and not name.startswith("/"):
             self.ensure_default_stream()
-        return full
+        return names.full_name(stream, topic)
 
     def ensure_default_stream(self) -> None:
         """The default stream is created on first use with default policies, as the
@@ -114,14 +122,21 @@ class Broker:
             return codes.of(exc), None
         return codes.NONE, TopicPartition(full, partition)
 
-    def default_topics(self) -> list[str]:
+    def listing(
+        self, after: str | None = None, limit: int | None = None
+    ) -> list[tuple[str, str, int]]:
+        """(wire name, full name, partition count) of the topics Metadata for all topics
+        lists, after the full name `after`, at most `limit` (default and cap:
+        `max_listed_topics`; engine.wire.names.WireNames.listing). Names are not secret
+        (as in the consoles): every stream's topics are listed to every user."""
         self.ensure_default_stream()
-        return [t.name for t in self.cluster.topics(self.default_stream)]
+        bound = self.max_listed_topics if limit is None else min(limit, self.max_listed_topics)
+        return list(self.naming.listing(self.cluster, bound, after))
 
     def shown(self, full: str) -> str:
-        """A full name as a wire client sees it when it asks for all topics."""
-        stream, _, topic = full.rpartition(":")
-        return topic if stream == self.default_stream else full
+        """A full name as the listener names it to a client that did not name it: its
+        Kafka-legal name where it has one, else the full name."""
+        return self.naming.shown(full)
 
     # --- producing ------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from engine.bulk import bulk_records
 from engine.records import LOG_APPEND_TIME
+from engine.wire.limits import DEFAULT_MAX_DECOMPRESSED_BYTES
 
 _HEAD = struct.Struct(">hhi")  # api key, api version, correlation id: the same in every version
 _BASE_OFFSET = struct.Struct(">q")
@@ -102,21 +103,21 @@ CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
-# The batches of one produce request (all its partitions) may decompress to at most this
-# much together: bounded memory per request, not only per batch (32 small batches that each
-# inflate to just under a per-batch bound would make 2 GiB).
-MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+# The default of what the batches of one produce request may decompress to together (a
+# listener's `max_decompressed_bytes`, engine.wire.limits).
+MAX_DECOMPRESSED_BYTES = DEFAULT_MAX_DECOMPRESSED_BYTES
 
 
 class TooLarge(ValueError):
-    """A request whose batches decompress to more than MAX_DECOMPRESSED_BYTES."""
+    """A request whose batches decompress to more than its budget."""
 
 
 class Budget:
-    """The bytes of records one produce request may still decompress."""
+    """The bytes of records one produce request may still decompress, of `limit`."""
 
-    def __init__(self, left: int = MAX_DECOMPRESSED_BYTES) -> None:
-        self.left = left
+    def __init__(self, limit: int = MAX_DECOMPRESSED_BYTES) -> None:
+        self.limit = limit
+        self.left = limit
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,13 @@ def _decompressed(batch: memoryview, codec: int, budget: Budget) -> bytes:
     """The batch with its records decompressed (and its codec bits cleared), at most
     what `budget` has left, which it then spends."""
     head = bytearray(batch[:_V2_SIZE])
-    records = _decompress(codec, bytes(batch[_V2_SIZE:]), budget.left)
+    try:
+        records = _decompress(codec, bytes(batch[_V2_SIZE:]), budget.left)
+    except TooLarge:
+        raise TooLarge(
+            f"a produce request decompresses to more than {budget.limit:,} bytes"
+            " (max_decompressed_bytes)"
+        ) from None
     budget.left -= len(records)
     attributes = int.from_bytes(head[_ATTRIBUTES_AT : _ATTRIBUTES_AT + 2], "big", signed=True)
     head[_ATTRIBUTES_AT : _ATTRIBUTES_AT + 2] = (attributes & ~CODEC_MASK).to_bytes(
@@ -229,11 +236,8 @@ def _decompress(codec: int, data: bytes, limit: int) -> bytes:
     else:
         raise ValueError(f"unknown compression codec {codec}")
     if len(out) > limit:
-        raise TooLarge(_TOO_LARGE)
+        raise TooLarge
     return out
-
-
-_TOO_LARGE = f"a produce request decompresses to more than {MAX_DECOMPRESSED_BYTES:,} bytes"
 
 
 def _snappy(data: bytes, limit: int) -> bytes:
@@ -248,12 +252,12 @@ def _snappy(data: bytes, limit: int) -> bytes:
             if size < 0 or len(block) != size:
                 raise ValueError("truncated snappy block")
             if len(out) + _snappy_length(block) > limit:
-                raise TooLarge(_TOO_LARGE)
+                raise TooLarge
             out += snappy.decompress(block)
             pos += 4 + size
         return bytes(out)
     if _snappy_length(data) > limit:
-        raise TooLarge(_TOO_LARGE)
+        raise TooLarge
     return snappy.decompress(data)
 
 

@@ -25,6 +25,7 @@ from engine.wire.park import Park
 from engine.wire.registry import APIS
 
 if TYPE_CHECKING:
+    from engine.auth.logins import ScramLogin
     from engine.auth.users import UserInfo
     from engine.client.consumer import Consumer
 
@@ -39,8 +40,8 @@ _BEFORE_LOGIN = frozenset({API_VERSIONS, 17, 36})  # ApiVersions, SaslHandshake,
 # nobody knows yet cannot make the listener hold max_frame_bytes for it.
 MAX_FRAME_BEFORE_LOGIN = 512 * 1024
 # A frame is read in pieces of at most this size, so its memory grows with the bytes that
-# came (a declared size is no allocation) and a connection that has not logged in counts
-# each piece against the listener's budget before it reads it.
+# came (a declared size is no allocation), and each piece counts against a budget before it
+# is read (the listener's before the login, the user's after it).
 _PIECE_BEFORE_LOGIN = 64 * 1024
 _PIECE = 1024 * 1024
 # A parked request looks this often whether its connection closed (then it is cancelled).
@@ -80,6 +81,8 @@ class Session:
         self.sasl_mechanisms = sasl_mechanisms
         self.authenticated = not sasl_mechanisms
         self.sasl_stage: str | None = None  # set by a SaslHandshake
+        self.sasl_mechanism: str | None = None  # the one the handshake chose
+        self.scram: ScramLogin | None = None  # a SCRAM login between its two messages
         self.user: UserInfo | None = None  # the console user logged in
         self.close_after = False  # close once the response is sent (a refused login)
         # held while a request is served: a connection closed mid-request (the server
@@ -234,48 +237,64 @@ class Connection:
             return None
         try:
             async with asyncio.timeout(limits.frame_timeout_s):
-                if self.session.authenticated:
-                    return await self._read_pieces(size, _PIECE)
-                return await self._read_before_login(size)
+                return await self._read_counted(size)
         except TimeoutError:
             raise TimeoutError(
                 f"a frame of {size} bytes not complete within {limits.frame_timeout_s:g} s"
             ) from None
 
-    async def _read_pieces(self, size: int, piece: int) -> bytes:
-        if size <= piece:
-            return await self.reader.readexactly(size)
-        pieces = []
-        while size > 0:
-            pieces.append(await self.reader.readexactly(min(size, piece)))
-            size -= len(pieces[-1])
-        return b"".join(pieces)
-
-    async def _read_before_login(self, size: int) -> bytes | None:
-        """A frame of a connection not logged in: its pieces count against the listener's
-        budget for all such connections while it is read (Kafka bounds these frames by
-        sasl.server.max.receive.size only)."""
+    async def _read_counted(self, size: int) -> bytes | None:
+        """A frame, read in pieces that each count against a budget while it is read:
+        before the login, the listener's for all connections not logged in (Kafka bounds
+        these frames by sasl.server.max.receive.size only); after it, the logged-in user's
+        (without SASL, the one of every connection). None when the budget is spent."""
         limits = self.limits
+        user = self.session.user
+        if not self.session.authenticated:
+            piece = _PIECE_BEFORE_LOGIN
+            budget, name = limits.max_bytes_before_login, "max_bytes_before_login"
+            whose = "clients not logged in"
+
+            def reserve(n: int) -> bool:
+                return limits.reserve_before_login(n)
+
+            def release(n: int) -> None:
+                limits.release_before_login(n)
+
+        else:
+            piece = _PIECE
+            key = user.name if user is not None else ""
+            budget, name = limits.max_bytes_per_user, "max_bytes_per_user"
+            whose = f"user {key}" if user is not None else "all clients"
+
+            def reserve(n: int) -> bool:
+                return limits.reserve_frame(key, n)
+
+            def release(n: int) -> None:
+                limits.release_frame(key, n)
+
         pieces: list[bytes] = []
         taken = 0
         try:
             while taken < size:
-                n = min(size - taken, _PIECE_BEFORE_LOGIN)
-                if not limits.reserve_before_login(n):
+                n = min(size - taken, piece)
+                if not reserve(n):
                     log_once(
                         logging.WARNING,
-                        "budget before login",
-                        "closing connection from %s: the %d bytes for frames of clients"
-                        " not logged in are in use (max_bytes_before_login)",
+                        name,
+                        "closing connection from %s: the %d bytes for unfinished frames of"
+                        " %s are in use (%s)",
                         self.session.peer,
-                        limits.max_bytes_before_login,
+                        budget,
+                        whose,
+                        name,
                     )
                     return None
                 taken += n
                 pieces.append(await self.reader.readexactly(n))
-            return b"".join(pieces)
+            return pieces[0] if len(pieces) == 1 else b"".join(pieces)
         finally:
-            limits.release_before_login(taken)
+            release(taken)
 
     def answer(self, frame: bytes) -> bytes | codec.FramingError | _Parked | None:
         """The framed response to one request frame (in a worker thread); a FramingError

@@ -49,7 +49,7 @@ from engine import errors
 from engine.clock import SYSTEM_CLOCK, Clock
 from engine.groups.states import COMPLETING, EMPTY, PREPARING, STABLE, session_live
 from engine.records import MemberInfo, TopicPartition
-from engine.wire import codes
+from engine.wire import codes, limits
 from engine.wire.park import Signal
 
 if TYPE_CHECKING:
@@ -58,14 +58,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-# Kafka's group.min/max.session.timeout.ms are 6 s and 30 min; the lower bound here is
-# lower so that tests and local tools can expire members faster, the upper one lower so a
-# member that went silent holds its partitions (and a rebalance) for 5 minutes at most.
-MIN_SESSION_TIMEOUT_MS = 1_000
-MAX_SESSION_TIMEOUT_MS = 300_000
-# A client's rebalance timeout (its max.poll.interval.ms, 5 min by default) is cut to this:
-# how long a JoinGroup waits for the members that did not rejoin.
-MAX_REBALANCE_TIMEOUT_MS = 300_000
+# The listener's bounds on sessions and rebalances (why these values: engine.wire.limits)
+MIN_SESSION_TIMEOUT_MS = limits.DEFAULT_MIN_SESSION_TIMEOUT_MS
+MAX_SESSION_TIMEOUT_MS = limits.DEFAULT_MAX_SESSION_TIMEOUT_MS
+MAX_REBALANCE_TIMEOUT_MS = limits.DEFAULT_MAX_REBALANCE_TIMEOUT_MS
 # How often waiting requests and the reaper look again: bounds how late an expiry or a
 # closing listener is noticed.
 _TICK = 0.1

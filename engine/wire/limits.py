@@ -1,6 +1,7 @@
 """What one listener lets its clients hold (docs/WIRE.md, Limits): connections in all, per
 address and per logged-in user; the bytes of unfinished frames of connections that have not
-logged in yet; and log lines, so a flood of one error writes one line per interval with a
+logged in yet, and of each user's connections once logged in; the bytes one produce
+request may decompress to; and log lines, so a flood of one error writes one line per interval with a
 count, not a traceback per occurrence."""
 
 from __future__ import annotations
@@ -23,6 +24,19 @@ def _default_max_connections() -> int:
     return max(64, min(10_000, soft // 2))
 
 
+# Every default of a listener's limits is here (KafkaServer's arguments, `plet serve`'s
+# options), in a module that loads fast: the CLI shows them in its help.
+# The largest frame after the login.
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+# Kafka's fetch.max.wait.ms is the client's; a listener caps it so a parked fetch ends.
+DEFAULT_MAX_FETCH_WAIT_MS = 30_000
+# A rebalance waits at most this long, and a JoinGroup's session timeout must lie within
+# these bounds. Kafka's group.min/max.session.timeout.ms are 6 s and 30 min: our lower bound
+# is lower so tests and local tools expire members faster, the upper one lower so a member
+# that went silent holds its partitions (and a rebalance) for 5 minutes at most.
+DEFAULT_MAX_REBALANCE_TIMEOUT_MS = 300_000
+DEFAULT_MIN_SESSION_TIMEOUT_MS = 1_000
+DEFAULT_MAX_SESSION_TIMEOUT_MS = 300_000
 DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 1_000
 DEFAULT_MAX_CONNECTIONS_PER_USER = 1_000
 # A SASL listener closes a connection that has not logged in after this many seconds.
@@ -33,6 +47,17 @@ DEFAULT_FRAME_TIMEOUT_S = 30.0
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 # The unfinished frames of all connections that have not logged in, together.
 DEFAULT_MAX_BYTES_BEFORE_LOGIN = 32 * 1024 * 1024
+# The unfinished frames of one logged-in user's connections together (without SASL: of
+# every connection, all acting as the cluster's principal). Per user, not per listener, so
+# a user who holds half frames spends only their own budget: other users' frames are read.
+DEFAULT_MAX_BYTES_PER_USER = 256 * 1024 * 1024
+# The batches of one produce request (all its partitions) decompress to at most this much
+# together: bounded memory per request, not only per batch (32 small batches that each
+# inflate to just under a per-batch bound would make 2 GiB).
+DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+# Metadata for all topics (and DescribeLogDirs without topics) lists at most this many
+# topics: Kafka's Metadata has no paging (engine.wire.names reads the catalog in pages).
+DEFAULT_MAX_LISTED_TOPICS = 10_000
 # How often one kind of error is logged at most (the next line says how many were dropped).
 LOG_INTERVAL_S = 10.0
 
@@ -71,6 +96,8 @@ class Limits:
     frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     max_bytes_before_login: int = DEFAULT_MAX_BYTES_BEFORE_LOGIN
+    max_bytes_per_user: int = DEFAULT_MAX_BYTES_PER_USER
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
     # failed logins per client address (engine.auth.logins), shared with the web console
     logins: LoginLimiter = LIMITER
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -78,6 +105,7 @@ class Limits:
     _by_address: dict[str, int] = field(default_factory=dict, repr=False)
     _by_user: dict[str, int] = field(default_factory=dict, repr=False)
     _before_login: int = 0
+    _frames_by_user: dict[str, int] = field(default_factory=dict, repr=False)
 
     def check(self) -> None:
         from engine import errors
@@ -87,6 +115,8 @@ class Limits:
             "max_connections_per_address",
             "max_connections_per_user",
             "max_bytes_before_login",
+            "max_bytes_per_user",
+            "max_decompressed_bytes",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -141,3 +171,18 @@ class Limits:
     def release_before_login(self, n: int) -> None:
         with self._lock:
             self._before_login -= n
+
+    def reserve_frame(self, user: str, n: int) -> bool:
+        """Take `n` bytes of the budget of `user`'s unfinished frames; False when spent."""
+        with self._lock:
+            held = self._frames_by_user.get(user, 0)
+            if held + n > self.max_bytes_per_user:
+                return False
+            self._frames_by_user[user] = held + n
+            return True
+
+    def release_frame(self, user: str, n: int) -> None:
+        with self._lock:
+            held = self._frames_by_user.pop(user, 0) - n
+            if held > 0:
+                self._frames_by_user[user] = held

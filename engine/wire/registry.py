@@ -74,6 +74,15 @@ def api(
 
 def load() -> dict[int, Api]:
     """Every API, its handler module imported (each registers itself on import)."""
-    from engine.wire.handlers import admin, fetch, groups, meta, offsets, produce, sasl  # noqa: F401
+    from engine.wire.handlers import (  # noqa: F401
+        admin,
+        fetch,
+        groups,
+        logdirs,
+        meta,
+        offsets,
+        produce,
+        sasl,
+    )
 
     return APIS

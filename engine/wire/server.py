@@ -14,14 +14,15 @@ from typing import Any
 from engine import errors, names
 from engine.auth.logins import LIMITER, LoginLimiter
 from engine.cluster import Cluster
-from engine.wire import auth, coordinator, limits
-from engine.wire.broker import DEFAULT_MAX_FETCH_WAIT_MS, Broker
+from engine.wire import auth, limits
+from engine.wire import names as wire_names
+from engine.wire.broker import Broker
 from engine.wire.connection import Connection, log_once
 from engine.wire.registry import load
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+DEFAULT_MAX_FRAME_BYTES = limits.DEFAULT_MAX_FRAME_BYTES
 # Worker threads: engine work only (a long poll or a held JoinGroup waits on the event
 # loop, engine.wire.park); each connection uses at most one at a time.
 DEFAULT_WORKERS = 64
@@ -34,14 +35,19 @@ class KafkaServer:
     console user or with an API token, and act as that user's principal; without it every
     client acts as the cluster's principal. `ssl_context`, or `tls_cert` and `tls_key` (PEM
     files), serve TLS. A non-loopback `listen` address is refused unless it has both SASL
-    and TLS, or `insecure=True` (docs/WIRE.md, Security). The limits (docs/WIRE.md,
+    and TLS, or `insecure=True` (docs/WIRE.md, Security). Topics of streams other than
+    `default_stream` have Kafka-legal names such as `apps.sensors..car-17`, with
+    `stream_separator` (None: full names only); Metadata for all topics lists at most
+    `max_listed_topics` (docs/WIRE.md, Topic names). The limits (docs/WIRE.md,
     Limits): a fetch waits at most `max_fetch_wait_ms`, a rebalance at most
     `max_rebalance_timeout_ms`; a JoinGroup's session timeout must lie within
     `min_session_timeout_ms` and `max_session_timeout_ms`; connections are capped in all
     (`max_connections`, default half the file limit), per client address and per SASL
     user; a SASL client must log in within `login_timeout_s`, a frame once begun must be
-    complete within `frame_timeout_s`, a connection idle for `idle_timeout_s` is closed,
-    and the unfinished frames of clients not logged in share `max_bytes_before_login`.
+    complete within `frame_timeout_s`, a connection idle for `idle_timeout_s` is closed;
+    the unfinished frames of clients not logged in share `max_bytes_before_login`, those of
+    one logged-in user's connections `max_bytes_per_user`; the batches of one produce
+    request decompress to at most `max_decompressed_bytes`.
     Failed logins are limited per client address by `login_limiter` (default: this
     process's, engine.auth.logins)."""
 
@@ -60,10 +66,10 @@ class KafkaServer:
         ssl_context: ssl.SSLContext | None = None,
         tls_cert: str | None = None,
         tls_key: str | None = None,
-        max_fetch_wait_ms: int = DEFAULT_MAX_FETCH_WAIT_MS,
-        max_rebalance_timeout_ms: int = coordinator.MAX_REBALANCE_TIMEOUT_MS,
-        min_session_timeout_ms: int = coordinator.MIN_SESSION_TIMEOUT_MS,
-        max_session_timeout_ms: int = coordinator.MAX_SESSION_TIMEOUT_MS,
+        max_fetch_wait_ms: int = limits.DEFAULT_MAX_FETCH_WAIT_MS,
+        max_rebalance_timeout_ms: int = limits.DEFAULT_MAX_REBALANCE_TIMEOUT_MS,
+        min_session_timeout_ms: int = limits.DEFAULT_MIN_SESSION_TIMEOUT_MS,
+        max_session_timeout_ms: int = limits.DEFAULT_MAX_SESSION_TIMEOUT_MS,
         max_connections: int | None = None,
         max_connections_per_address: int = limits.DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
         max_connections_per_user: int = limits.DEFAULT_MAX_CONNECTIONS_PER_USER,
@@ -71,9 +77,21 @@ class KafkaServer:
         frame_timeout_s: float = limits.DEFAULT_FRAME_TIMEOUT_S,
         idle_timeout_s: float = limits.DEFAULT_IDLE_TIMEOUT_S,
         max_bytes_before_login: int = limits.DEFAULT_MAX_BYTES_BEFORE_LOGIN,
+        max_bytes_per_user: int = limits.DEFAULT_MAX_BYTES_PER_USER,
+        max_decompressed_bytes: int = limits.DEFAULT_MAX_DECOMPRESSED_BYTES,
         login_limiter: LoginLimiter | None = None,
+        stream_separator: str | None = wire_names.DEFAULT_SEPARATOR,
+        max_listed_topics: int = limits.DEFAULT_MAX_LISTED_TOPICS,
     ) -> None:
-        names.validate_stream_path(default_stream)  # before binding: nothing to undo
+        # checked before binding: nothing to undo
+        names.validate_stream_path(default_stream)
+        wire_names.check_separator(stream_separator)
+        if isinstance(max_listed_topics, bool) or not isinstance(max_listed_topics, int):
+            raise errors.InvalidArgument(
+                f"max_listed_topics must be a whole number, got {max_listed_topics!r}"
+            )
+        if max_listed_topics < 0:
+            raise errors.InvalidArgument(f"max_listed_topics must be >= 0, got {max_listed_topics}")
         host, port = listen
         self.sasl_mechanisms = auth.mechanisms(sasl, sasl_mechanisms)
         if ssl_context is not None and (tls_cert or tls_key):
@@ -97,11 +115,19 @@ class KafkaServer:
             frame_timeout_s=frame_timeout_s,
             idle_timeout_s=idle_timeout_s,
             max_bytes_before_login=max_bytes_before_login,
+            max_bytes_per_user=max_bytes_per_user,
+            max_decompressed_bytes=max_decompressed_bytes,
             logins=login_limiter if login_limiter is not None else LIMITER,
         )
         if max_connections is not None:
             self.limits.max_connections = max_connections
         self.limits.check()
+        _check_waits(
+            max_fetch_wait_ms,
+            max_rebalance_timeout_ms,
+            min_session_timeout_ms,
+            max_session_timeout_ms,
+        )
         self.cluster = cluster
         self.max_frame_bytes = max_frame_bytes
         self._listen = (host, port)
@@ -114,7 +140,14 @@ class KafkaServer:
         bound = self._sock.getsockname()[:2]
         self.address: tuple[str, int] = (bound[0], bound[1])
         adv_host, adv_port = advertise or self.address
-        self.broker = Broker(cluster, default_stream, adv_host, adv_port)
+        self.broker = Broker(
+            cluster,
+            default_stream,
+            adv_host,
+            adv_port,
+            stream_separator=stream_separator,
+            max_listed_topics=max_listed_topics,
+        )
         self.broker.max_fetch_wait_ms = max_fetch_wait_ms
         groups = self.broker.groups
         groups.max_rebalance_timeout_ms = max_rebalance_timeout_ms
@@ -224,6 +257,27 @@ class KafkaServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_waits(
+    fetch_ms: int, rebalance_ms: int, min_session_ms: int, max_session_ms: int
+) -> None:
+    """Refuse wait caps that are not positive whole milliseconds, or session bounds whose
+    minimum lies above their maximum."""
+    given = {
+        "max_fetch_wait_ms": fetch_ms,
+        "max_rebalance_timeout_ms": rebalance_ms,
+        "min_session_timeout_ms": min_session_ms,
+        "max_session_timeout_ms": max_session_ms,
+    }
+    for name, value in given.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise errors.InvalidArgument(f"{name} must be a positive integer, got {value!r}")
+    if min_session_ms > max_session_ms:
+        raise errors.InvalidArgument(
+            f"min_session_timeout_ms ({min_session_ms}) is above max_session_timeout_ms"
+            f" ({max_session_ms})"
+        )
 
 
 def _log_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from requests.adapters import HTTPAdapter
 
 from engine import errors
 from engine.auth import users as user_store
@@ -36,9 +35,12 @@ live = live_module()
 ADMIN, ADMIN_PASSWORD = live.ADMIN, live.ADMIN_PASSWORD
 USER, USER_PASSWORD = live.USER, live.USER_PASSWORD
 COOKIE = "plet_session"
-# The documented throttles (docs/WEB.md, "Security model"): 5 wrong passwords per user name,
-# then a wait of 60 s that doubles; 20 wrong passwords per client address per minute.
-USER_FAILURES, USER_LOCK_S, ADDRESS_FAILURES = 5, 60, 20
+USER_FAILURES, USER_LOCK_S, ADDRESS_FAILURES = (
+    live.USER_FAILURES,
+    live.USER_LOCK_S,
+    live.ADDRESS_FAILURES,
+)
+from_address = live.from_address
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -74,23 +76,6 @@ def assert_out(client: requests.Session) -> None:
     )
     got = page(client, headers={"HX-Request": "true"})
     assert got.status_code == 401 and "/login" in got.headers["HX-Redirect"]
-
-
-class FromAddress(HTTPAdapter):
-    """Connect from a given local address (another client, as the server sees it)."""
-
-    def __init__(self, address: str) -> None:
-        self.address = address
-        super().__init__()
-
-    def init_poolmanager(self, *args, **kwargs):
-        kwargs["source_address"] = (self.address, 0)
-        return super().init_poolmanager(*args, **kwargs)
-
-
-def from_address(client: requests.Session, address: str) -> requests.Session:
-    client.mount("http://", FromAddress(address))
-    return client
 
 
 def try_login(client, name: str, password: str) -> requests.Response:

@@ -6,35 +6,18 @@ from __future__ import annotations
 
 import pytest
 
-from engine import Consumer, OffsetAndMetadata, Principal, Producer, TopicPartition
+from engine import Principal
+from tests.group_streams import commit, two_streams
 
 MALLORY, MALLORY_PASSWORD = "mallory", "mallory-password-1"
-
-
-def _commit(cluster, user, group, topic, offset):
-    consumer = Consumer(
-        cluster.as_principal(Principal(user)), group_id=group, enable_auto_commit=False
-    )
-    consumer.assign([TopicPartition(topic, 0)])
-    consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(offset)})
-    consumer.close()
 
 
 @pytest.fixture
 def dash(live_web):
     cluster = live_web.cluster
     cluster.add_user(MALLORY, MALLORY_PASSWORD)
-    cluster.create_stream("/a", produce_perm="p", consume_perm="u:alice")
-    cluster.create_stream("/m", produce_perm="p", consume_perm="u:mallory")
-    cluster.create_topic("/a:t", 1)
-    cluster.create_topic("/m:x", 1)
-    producer = Producer(cluster)
-    for topic in ("/a:t", "/m:x"):
-        for _ in range(10):
-            producer.send(topic, value=b"v", partition=0)
-    producer.flush()
-    producer.close()
-    _commit(cluster, "alice", "dash", "/a:t", 6)
+    two_streams(cluster)
+    commit(cluster, "alice", "dash", 6)
     return live_web
 
 

@@ -80,6 +80,10 @@ def hostile(cluster):
     consumer.poll(timeout_ms=300, max_records=1)
     consumer.commit()
     consumer.close()
+    # the committing user owns the group: make it public as its stream is, so that alice's
+    # pages show it too
+    perms = ("join_perm", "commit_perm", "describe_perm", "reset_perm", "delete_perm")
+    cluster.set_group_permissions(GROUP, **dict.fromkeys(perms, "p"))
     cluster.create_api_token(ADMIN, SCRIPT)
     cluster.create_api_token(USER, ATTRIBUTE)
     return {"job_id": _hostile_job(cluster)}

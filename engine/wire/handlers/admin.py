@@ -399,10 +399,9 @@ def _config_entry(
 def delete_records(
     session: Session, request: DeleteRecordsRequest, version: int
 ) -> DeleteRecordsResponse:
-    """Kafka moves a partition's log start to the offset given. The engine drops whole
-    partitionlets only (`Cluster.delete_records`, as retention does), so the low watermark
-    answered is where the log starts after it: the offset asked for when a partitionlet
-    ends there, below it when one straddles it, as Kafka's answer carries the truth."""
+    """The partition's log start moves to the offset given, as Kafka's
+    (`Cluster.delete_records`: every reader starts there; storage goes a partitionlet at a
+    time); the low watermark answered is that offset (-1: the high watermark)."""
     broker = session.broker
     R = DeleteRecordsResponse.DeleteRecordsTopicResult
     P = R.DeleteRecordsPartitionResult

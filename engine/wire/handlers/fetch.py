@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3  # KIP-734: the offset of the message with the largest timestamp
+# KIP-405 (v8): the log start on local storage, and KIP-1005 (v9): the last offset in tiered
+# storage. Archived partitionlets stay part of the log every reader reads (no offset lives
+# only remotely), so, as a Kafka broker without remote storage answers: the log start, and
+# -1 (nothing tiered).
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 # a parked fetch polls again after this many milliseconds even without an in-process append
 # (appends of other processes wake nobody)
 _SLICE_MS = 500
@@ -191,7 +197,8 @@ def _fetch_response(
 
 
 # from v1 to v7 (flexible from v6); v8 and later add tiered storage lookups
-@api(ListOffsetsRequest, ListOffsetsResponse, (1, 7))
+# v10 adds a timeout for remote lookups (KIP-1075): every answer here is at once
+@api(ListOffsetsRequest, ListOffsetsResponse, (1, 10))
 def list_offsets(
     session: Session, request: ListOffsetsRequest, version: int
 ) -> ListOffsetsResponse:
@@ -208,8 +215,13 @@ def list_offsets(
                 try:
                     if p.timestamp == LATEST:
                         offset = consumer.end_offsets([tp])[tp]
-                    elif p.timestamp == EARLIEST:
+                    elif p.timestamp == EARLIEST or (
+                        p.timestamp == EARLIEST_LOCAL and version >= 8
+                    ):
                         offset = consumer.beginning_offsets([tp])[tp]
+                    elif p.timestamp == LATEST_TIERED and version >= 9:
+                        consumer.beginning_offsets([tp])  # the checks of a read
+                        offset = -1
                     elif p.timestamp >= 0:
                         found = consumer.offsets_for_times({tp: p.timestamp})[tp]
                         if found is not None:

@@ -142,8 +142,9 @@ def _subscribed(session: Any, protocol_type: str, protocols: list[tuple[str, byt
     return sorted(out)
 
 
-# v8 adds a reason, v9 skip_assignment (KIP-814, for server-side assignors): not needed
-@api(JoinGroupRequest, JoinGroupResponse, (0, 7))
+# from v2 (Kafka 4.0 removed v0-1, KIP-896) to v9: v8 adds a reason (logged by Kafka, not
+# here), v9 skip_assignment (KIP-814, for server-side assignors: always false here)
+@api(JoinGroupRequest, JoinGroupResponse, (2, 9))
 def join_group(session: Any, request: Any, version: int) -> Any:
     protocols = [(p.name, _bytes(p.metadata)) for p in request.protocols]
     denied = None

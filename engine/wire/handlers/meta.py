@@ -1,7 +1,16 @@
-"""ApiVersions and Metadata: what the node serves and which topics and partitions it leads."""
+"""ApiVersions, Metadata, DescribeCluster and DescribeTopicPartitions: what the node serves,
+the one-node cluster, and which topics and partitions it leads."""
 
 from __future__ import annotations
 
+import uuid
+
+from kafka.protocol.admin import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+)
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -25,7 +34,7 @@ def api_versions_list(version: int) -> list[ApiVersionsResponse.ApiVersion]:
     ]
 
 
-@api(ApiVersionsRequest, ApiVersionsResponse, (0, 3))
+@api(ApiVersionsRequest, ApiVersionsResponse, (0, 4))
 def api_versions(
     session: Session, request: ApiVersionsRequest, version: int
 ) -> ApiVersionsResponse:
@@ -40,16 +49,16 @@ def metadata(session: Session, request: MetadataRequest, version: int) -> Metada
     broker = session.broker
     R = MetadataResponse
     if request.topics is None or (version == 0 and not request.topics):
-        wanted: list[tuple[str, str | None]] = [
-            (broker.shown(full), full) for full in broker.default_topics()
-        ]
-        auto_create = False
+        # every stream's topics that have a Kafka-legal name, at most max_listed_topics
+        answers = [(name, codes.NONE, count) for name, _, count in broker.listing()]
     else:
-        wanted = [(t.name or "", None) for t in request.topics]  # a name up to v9
         auto_create = version < 4 or bool(request.allow_auto_topic_creation)
+        answers = [  # as the client named them (a name up to v9)
+            (t.name or "", *_describe(broker, t.name or "", None, auto_create))
+            for t in request.topics
+        ]
     topics = []
-    for name, full in wanted:
-        error, partitions = _describe(broker, name, full, auto_create)
+    for name, error, partitions in answers:
         topics.append(
             R.MetadataResponseTopic(
                 error_code=error,
@@ -103,3 +112,109 @@ def _describe(broker: Broker, name: str, full: str | None, auto_create: bool) ->
                 return codes.NONE, len(cluster.topic(full).partitions)
     except errors.PartitionletError as exc:
         return codes.of(exc), 0
+
+
+# v0 to v2 (flexible): the one node; v1 may ask for controllers, which a one-node cluster
+# answers with the same node (Kafka's combined mode)
+@api(DescribeClusterRequest, DescribeClusterResponse, (0, 2))
+def describe_cluster(
+    session: Session, request: DescribeClusterRequest, version: int
+) -> DescribeClusterResponse:
+    broker = session.broker
+    R = DescribeClusterResponse
+    return R(
+        throttle_time_ms=0,
+        error_code=codes.NONE,
+        error_message=None,
+        endpoint_type=request.endpoint_type if version >= 1 else 1,
+        cluster_id=broker.cluster.id,
+        controller_id=NODE_ID,
+        brokers=[
+            R.DescribeClusterBroker(
+                broker_id=NODE_ID, host=broker.host, port=broker.port, rack=None, is_fenced=False
+            )
+        ],
+        authorized_operations=None,  # type: ignore[arg-type]  # INT32_MIN, "not asked for", as in Metadata
+    )
+
+
+# Kafka's default and largest ResponsePartitionLimit
+_PARTITION_LIMIT = 2000
+_NO_TOPIC_ID = uuid.UUID(int=0)  # the engine's topics have no ids: Kafka's ZERO_UUID
+_NOT_ASKED = -(2**31)  # topic_authorized_operations when not asked for
+
+
+# v0 (flexible), KIP-966: Metadata's topic answer, paged by a cursor
+@api(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, (0, 0))
+def describe_topic_partitions(
+    session: Session, request: DescribeTopicPartitionsRequest, version: int
+) -> DescribeTopicPartitionsResponse:
+    """The topics asked for (those Metadata for all topics lists when none is named), from
+    the cursor on, with at most ResponsePartitionLimit partitions in all; NextCursor names
+    the first partition left out, as Kafka pages them."""
+    broker = session.broker
+    R = DescribeTopicPartitionsResponse
+    T = R.DescribeTopicPartitionsResponseTopic
+    limit = request.response_partition_limit
+    limit = limit if 0 < limit <= _PARTITION_LIMIT else _PARTITION_LIMIT
+    cursor = request.cursor
+    first, first_partition = (cursor.topic_name, cursor.partition_index) if cursor else ("", 0)
+    listing = not request.topics
+    if listing:  # what Metadata for all topics lists, from the cursor's on, a page at most
+        after = None
+        if first:
+            try:
+                after = broker.full_name(first)
+            except errors.PartitionletError:
+                first = ""  # no topic: from the start
+        names = [first] if first else []  # `after` leaves the cursor's topic out
+        names += [name for name, _, _ in broker.listing(after=after, limit=limit + 1)]
+    else:
+        names = sorted({t.name for t in request.topics if t.name >= first})
+    topics = []
+    next_cursor = None
+    left = limit
+    for name in names:
+        error, count = _describe(broker, name, None, False)
+        if error != codes.NONE:
+            if not listing:  # a topic asked for by name is answered, with its error
+                topics.append(
+                    T(error_code=error, name=name, topic_id=_NO_TOPIC_ID, is_internal=False,
+                      partitions=[], topic_authorized_operations=_NOT_ASKED)
+                )  # fmt: skip
+            continue
+        start = first_partition if name == first else 0
+        if start >= count:
+            continue
+        if left == 0:
+            next_cursor = R.Cursor(topic_name=name, partition_index=start)
+            break
+        end = min(count, start + left)
+        left -= end - start
+        topics.append(
+            T(
+                error_code=codes.NONE,
+                name=name,
+                topic_id=_NO_TOPIC_ID,
+                is_internal=False,
+                partitions=[
+                    T.DescribeTopicPartitionsResponsePartition(
+                        error_code=codes.NONE,
+                        partition_index=p,
+                        leader_id=NODE_ID,
+                        leader_epoch=0,
+                        replica_nodes=[NODE_ID],
+                        isr_nodes=[NODE_ID],
+                        eligible_leader_replicas=[],
+                        last_known_elr=[],
+                        offline_replicas=[],
+                    )
+                    for p in range(start, end)
+                ],
+                topic_authorized_operations=_NOT_ASKED,
+            )
+        )
+        if end < count:
+            next_cursor = R.Cursor(topic_name=name, partition_index=end)
+            break
+    return R(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)

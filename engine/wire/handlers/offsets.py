@@ -1,5 +1,5 @@
-"""FindCoordinator, OffsetCommit and OffsetFetch: a group's committed offsets are the
-engine's (what `cluster.group()`, `plet group describe` and the consoles show). Members
+"""FindCoordinator, OffsetCommit, OffsetFetch and OffsetDelete: a group's committed offsets
+are the engine's (what `cluster.group()`, `plet group describe` and the consoles show). Members
 of a wire group (handlers/groups.py) commit with their generation and member id, checked
 by the group coordinator."""
 
@@ -8,12 +8,14 @@ from __future__ import annotations
 from kafka.protocol.consumer import (
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
-from engine import Consumer, OffsetAndMetadata, errors
+from engine import Consumer, OffsetAndMetadata, TopicPartition, errors
 from engine.wire import codes
 from engine.wire.broker import NODE_ID
 from engine.wire.connection import Session
@@ -182,3 +184,61 @@ def offset_fetch(
         if consumer is not None:
             consumer.close(autocommit=False)
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=codes.NONE)
+
+
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+
+# v0 (the only one)
+@api(OffsetDeleteRequest, OffsetDeleteResponse, (0, 0))
+def offset_delete(
+    session: Session, request: OffsetDeleteRequest, version: int
+) -> OffsetDeleteResponse:
+    """The engine's `delete_group_offsets`, with the group's delete_perm and each topic's
+    consume permission (Kafka's DELETE on the group, READ on the topic): a partition of a
+    topic the group's live members read keeps its offset and gets GROUP_SUBSCRIBED_TO_TOPIC,
+    as Kafka answers; an unknown group is GROUP_ID_NOT_FOUND."""
+    broker = session.broker
+    R = OffsetDeleteResponse.OffsetDeleteResponseTopic
+    P = R.OffsetDeleteResponsePartition
+    errors_of: dict[tuple[str, int], int] = {}
+    wanted: dict[TopicPartition, tuple[str, int]] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            error, tp = broker.resolve(topic.name, p.partition_index)
+            errors_of[(topic.name, p.partition_index)] = error
+            if tp is not None:
+                wanted[tp] = (topic.name, p.partition_index)
+    group_error = codes.NONE
+    if not request.group_id:
+        group_error = codes.INVALID_GROUP_ID
+    else:
+        try:
+            deleted = broker.cluster.delete_group_offsets(request.group_id, list(wanted))
+        except errors.UnknownGroup:
+            group_error = codes.GROUP_ID_NOT_FOUND
+        except errors.PartitionletError as exc:
+            group_error = codes.of(exc)
+        else:
+            for tp, done in deleted.items():
+                if not done:
+                    errors_of[wanted[tp]] = GROUP_SUBSCRIBED_TO_TOPIC
+    if group_error != codes.NONE:
+        return OffsetDeleteResponse(error_code=group_error, throttle_time_ms=0, topics=[])
+    return OffsetDeleteResponse(
+        error_code=codes.NONE,
+        throttle_time_ms=0,
+        topics=[
+            R(
+                name=topic.name,
+                partitions=[
+                    P(
+                        partition_index=p.partition_index,
+                        error_code=errors_of[(topic.name, p.partition_index)],
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )

@@ -24,7 +24,8 @@ from engine.wire.registry import api
 _MAX_WAIT_S = 60.0
 
 
-@api(InitProducerIdRequest, InitProducerIdResponse, (0, 4))
+# v5 only adds a transaction error (KIP-890); v6 two-phase commit (KIP-939)
+@api(InitProducerIdRequest, InitProducerIdResponse, (0, 5))
 def init_producer_id(
     session: Session, request: InitProducerIdRequest, version: int
 ) -> InitProducerIdResponse:
@@ -44,8 +45,10 @@ def init_producer_id(
     )
 
 
-# from v3 (record batch v2 only) to v9 (flexible); v10 and later are Kafka 3.7+'s
-@api(ProduceRequest, ProduceResponse, (3, 9))
+# from v3 (record batch v2 only; Kafka 4.0 removed v0-2) to v12: v10 adds leader hints as
+# tagged fields (KIP-951, none here: node 0 leads all), v11-12 transaction errors (no
+# transactions here); v13 names topics by id, which the engine has not
+@api(ProduceRequest, ProduceResponse, (3, 12))
 def produce(session: Session, request: ProduceRequest, version: int) -> ProduceResponse | None:
     broker = session.broker
     acks = request.acks
@@ -53,7 +56,8 @@ def produce(session: Session, request: ProduceRequest, version: int) -> ProduceR
     R = ProduceResponse.TopicProduceResponse
     P = R.PartitionProduceResponse
     topics = []
-    budget = codec.Budget()  # decompressed bytes, for the whole request
+    # decompressed bytes, for the whole request (the listener's max_decompressed_bytes)
+    budget = codec.Budget(session.limits.max_decompressed_bytes)
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:

@@ -591,6 +591,26 @@ def test_group_commit_and_committed(stream):
     assert sorted((r.partition, r.offset) for r in records) == [(0, 2), (0, 3), (0, 4), (0, 5)]
 
 
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+def test_a_negative_committed_offset_is_stored_and_means_no_offset(stream, reset):
+    # Kafka stores any committed offset (kafkajs's resetOffsets commits -2 for earliest);
+    # a consumer of the group then applies its auto_offset_reset
+    stream.create_topic(T)
+    produce(stream, T, [b"a", b"b", b"c"])
+    tp = TopicPartition(T, 0)
+    setter = Consumer(stream, group_id="neg", enable_auto_commit=False)
+    setter.commit({tp: OffsetAndMetadata(-2, "earliest")})
+    assert setter.committed(tp, metadata=True) == OffsetAndMetadata(-2, "earliest")
+    with pytest.raises(errors.InvalidOffset):
+        setter.commit({tp: 2**63})
+    setter.close()
+    [partition] = stream.group("neg").partitions
+    assert (partition.committed, partition.lag) == (-2, 3)
+    reader = Consumer(stream, T, group_id="neg", auto_offset_reset=reset, enable_auto_commit=False)
+    assert reader.position(tp) == (0 if reset == "earliest" else 3)
+    reader.close()
+
+
 def test_other_group_is_independent(stream):
     stream.create_topic(T)
     produce(stream, T, [b"a", b"b"])

@@ -8,8 +8,9 @@ import sqlite3
 
 import pytest
 
-from engine import Cluster, Consumer, OffsetAndMetadata, Producer, TopicPartition, errors
+from engine import Cluster, Consumer, TopicPartition, errors
 from engine.auth.principal import Principal
+from tests.group_streams import commit, two_streams
 
 ALICE = Principal("alice", ("etl",))
 BOB = Principal("bob", ("etl",))
@@ -20,27 +21,7 @@ ADMIN = Principal("root", superuser=True)
 @pytest.fixture
 def setup(cluster):
     """/a (alice's, bob may consume too) and /m (mallory's), one partition of 10 each."""
-    cluster.create_stream("/a", consume_perm="u:alice | u:bob", produce_perm="p")
-    cluster.create_stream("/m", consume_perm="u:mallory", produce_perm="p")
-    cluster.create_topic("/a:t", 1)
-    cluster.create_topic("/m:x", 1)
-    producer = Producer(cluster)
-    for topic in ("/a:t", "/m:x"):
-        for _ in range(10):
-            producer.send(topic, value=b"v", partition=0)
-    producer.flush()
-    producer.close()
-    return cluster
-
-
-def commit(cluster, who, group, offset, topic="/a:t"):
-    consumer = Consumer(cluster.as_principal(who), group_id=group, enable_auto_commit=False)
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        consumer.commit({tp: OffsetAndMetadata(offset)})
-    finally:
-        consumer.close()
+    return two_streams(cluster, consumers_of_a="u:alice | u:bob")
 
 
 def test_the_first_committer_creates_the_group_and_holds_every_permission(setup):

@@ -15,15 +15,18 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kafka import KafkaConsumer
 from kafka import TopicPartition as KTP
 from kafka import errors as kerrors
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.admin import NewPartitions as KNewPartitions
 from kafka.admin import NewTopic as KNewTopic
+from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
 from engine.wire import KafkaServer
+from tests.engine.wire.group_client import GroupClient
 from tests.timing import scaled
 
 # The policies under test and the Kafka configs they must show as
@@ -172,10 +175,11 @@ def test_confluent_errors(wire, ck, locked):
     assert _code(missing) == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
-def test_confluent_delete_records_drops_whole_partitionlets(tmp_path):
-    """DeleteRecords drops the partitionlets that lie wholly below the offset (what retention
-    drops); the low watermark answered is where the log then starts, also when a
-    partitionlet straddles the offset."""
+def test_confluent_delete_records_moves_the_log_start_to_the_offset(tmp_path):
+    """DeleteRecords moves the log start to exactly the offset asked, inside a partitionlet
+    too (the low watermark answered is that offset); every reader starts there: an engine
+    consumer, a kafka-python consumer over the wire, ListOffsets earliest, and a fetch
+    below it is OFFSET_OUT_OF_RANGE, as Kafka answers."""
     with Cluster.open(tmp_path / "c", partitionlet_bytes=250) as cluster:
         cluster.create_stream("/kafka")
         cluster.create_topic("/kafka:records")
@@ -193,21 +197,75 @@ def test_confluent_delete_records_drops_whole_partitionlets(tmp_path):
         ]
         with KafkaServer(cluster, listen=("127.0.0.1", 0)) as server:
             host, port = server.address
-            ck = AdminClient({"bootstrap.servers": f"{host}:{port}"})
+            bootstrap = f"{host}:{port}"
+            ck = AdminClient({"bootstrap.servers": bootstrap})
             (done,) = ck.delete_records([CKTP("records", 0, 0)]).values()
             assert done.result(timeout=scaled(30)).low_watermark == 0  # nothing below offset 0
             (done,) = ck.delete_records([CKTP("records", 0, 4)]).values()
             assert done.result(timeout=scaled(30)).low_watermark == 4  # a partitionlet ends there
             (done,) = ck.delete_records([CKTP("records", 0, 7)]).values()
-            assert done.result(timeout=scaled(30)).low_watermark == 6  # 6 shares one with 7: stays
+            assert done.result(timeout=scaled(30)).low_watermark == 7  # inside [6, 7]
             (past,) = ck.delete_records([CKTP("records", 0, 9)]).values()
             assert _code(past) == KafkaError.OFFSET_OUT_OF_RANGE
+
+            ktp = KTP("records", 0)
+            reader = KafkaConsumer(
+                bootstrap_servers=bootstrap,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                consumer_timeout_ms=int(scaled(3000)),
+            )
+            reader.assign([ktp])
+            assert reader.beginning_offsets([ktp]) == {ktp: 7}  # ListOffsets earliest
+            assert [r.offset for r in reader] == [7]
+            reader.close()
+            # a fetch below the log start: OFFSET_OUT_OF_RANGE, and the client resets
+            assert _raw_fetch_error(host, port, "records", 0, 6) == 1  # OFFSET_OUT_OF_RANGE
+            assert _raw_fetch_error(host, port, "records", 0, 7) == 0
         part = cluster.topic("/kafka:records").partitions[0]
-        assert (part.log_start_offset, part.log_end_offset) == (6, 8)
+        assert (part.log_start_offset, part.log_end_offset) == (7, 8)
+        assert part.partitionlets[0].base_offset == 6  # [6, 7] straddles: its bytes stay
         consumer = Consumer(cluster, enable_auto_commit=False, auto_offset_reset="earliest")
         consumer.assign([TopicPartition("/kafka:records", 0)])
-        assert [r.offset for rs in consumer.poll(timeout_ms=2000).values() for r in rs] == [6, 7]
+        assert [r.offset for rs in consumer.poll(timeout_ms=2000).values() for r in rs] == [7]
         consumer.close()
+
+
+def _raw_fetch_error(host: str, port: int, topic: str, partition: int, offset: int) -> int:
+    """The error code of one partition of a Fetch v12 sent as raw frames."""
+    Topic, Part = FetchRequest.FetchTopic, FetchRequest.FetchTopic.FetchPartition
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            Topic(
+                topic=topic,
+                partitions=[
+                    Part(
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    client = GroupClient((host, port))  # its `call` sends any request as raw frames
+    try:
+        response = client.call(request, FetchResponse, 12)
+    finally:
+        client.close()
+    return response.responses[0].partitions[0].error_code
 
 
 def test_delete_records_is_refused_without_topic_perm(wire, ck, locked):
@@ -291,6 +349,6 @@ def test_kafka_python_errors(wire, kp, locked):
     producer.send("/kafka:kp-exists", value=b"x", partition=0)
     producer.flush()
     producer.close()
-    # offset 1 is inside the active partitionlet, which stays: the log still starts at 0
+    # offset 1 is the end of the active partitionlet, which stays: the log starts at 1
     kp.delete_records({KTP("kp-exists", 0): 1})
-    assert wire.cluster.topic("/kafka:kp-exists").partitions[0].log_start_offset == 0
+    assert wire.cluster.topic("/kafka:kp-exists").partitions[0].log_start_offset == 1

@@ -144,8 +144,8 @@ def test_api_versions_too_new_gets_error_35_and_a_v0_list(raw):
     response = ApiVersionsResponse.decode(frame[4:], version=0)
     assert response.error_code == UNSUPPORTED_VERSION
     versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert versions[18] == (0, 3)
-    assert versions[0] == (3, 9) and versions[1] == (4, 12)
+    assert versions[18] == (0, 4)
+    assert versions[0] == (3, 12) and versions[1] == (4, 12)
     _still_answers(raw)
 
 

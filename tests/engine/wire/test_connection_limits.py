@@ -141,3 +141,29 @@ def test_a_user_has_at_most_its_cap_of_connections(make_server):
     finally:
         for raw in raws:
             raw.close()
+
+
+def test_unfinished_frames_of_one_user_share_its_budget(make_server):
+    """Five logged-in connections of alice each hold most of a 1 MiB frame: her 2 MiB
+    budget holds two, the others are closed, and another user's requests are still read."""
+    server = make_server(sasl=True, max_bytes_per_user=2 * 1024 * 1024)
+    server.cluster.add_user("bob", "bob's long password")
+    attackers = [Raw(server.address) for _ in range(5)]
+    bob = Raw(server.address)
+    try:
+        for raw in attackers:
+            assert _login(raw)[0] == 0
+        for raw in attackers:
+            try:
+                raw.send_bytes(struct.pack(">i", 1024 * 1024) + b"\0" * (512 * 1024))
+            except OSError:
+                pass  # closed by the server while we wrote: what this test wants
+        closed = sum(_closed_by_server(raw.sock, 2) for raw in attackers)
+        assert closed == 3
+        assert _login(bob, ("bob", "bob's long password"))[0] == 0
+        bob.correlation = 2
+        bob.sock.settimeout(scaled(2))
+        assert bob.call(ApiVersionsRequest(), 0, ApiVersionsResponse).error_code == 0
+    finally:
+        for raw in [*attackers, bob]:
+            raw.close()

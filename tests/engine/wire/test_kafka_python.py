@@ -223,6 +223,29 @@ def test_commit_and_fetch_offsets_are_the_engines(wire):
     again.close()
 
 
+def test_a_negative_commit_is_stored_as_kafka_stores_it(wire):
+    wire.cluster.create_topic("/kafka:negative", partitions=1)
+    with Producer(wire.cluster) as producer:
+        for i in range(3):
+            producer.send("/kafka:negative", value=b"%d" % i, partition=0)
+    tp = KTP("negative", 0)
+    setter = KafkaConsumer(
+        bootstrap_servers=wire.bootstrap, group_id="negative", enable_auto_commit=False
+    )
+    setter.assign([tp])
+    setter.commit({tp: KOffsetAndMetadata(-1, "latest", -1)})
+    assert setter.committed(tp) is None  # OffsetFetch's -1 is "none" to every client
+    setter.close()
+    assert [p.committed for p in wire.cluster.group("negative").partitions] == [-1]
+    # an engine member of the group applies its reset policy
+    engine_consumer = Consumer(
+        wire.cluster, group_id="negative", enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    engine_consumer.assign([TopicPartition("/kafka:negative", 0)])
+    assert engine_consumer.position(TopicPartition("/kafka:negative", 0)) == 0
+    engine_consumer.close()
+
+
 def test_wire_traffic_counts_as_heat(wire):
     producer = KafkaProducer(bootstrap_servers=wire.bootstrap)
     for _ in range(7):
