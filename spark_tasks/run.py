@@ -33,6 +33,8 @@ from engine import clock
 from spark_tasks import jobs
 
 POLL_S = 0.5
+UI_TIMEOUT_S = 20  # each read of Spark's status REST API
+UI_ATTEMPTS = 3
 
 
 class Monitor(threading.Thread):
@@ -48,6 +50,9 @@ class Monitor(threading.Thread):
         self.finished = threading.Event()
         self._stages: dict[int, tuple[int, int]] = {}  # stage id -> (done, total)
         self.first_task_ms: int | None = None  # when a task was first seen begun
+        # held while the thread writes the record, so that none of its writes lands after
+        # `stop` (the runner's final record)
+        self._writing = threading.Lock()
 
     def progress(self) -> tuple[int, int]:
         tracker = self.spark.sparkContext.statusTracker()
@@ -60,11 +65,17 @@ class Monitor(threading.Thread):
                 if stage is not None:
                     self._stages[stage_id] = (stage.numCompletedTasks, stage.numTasks)
                     begun = stage.numActiveTasks + stage.numCompletedTasks + stage.numFailedTasks
-                    if begun and self.first_task_ms is None:
-                        self.first_task_ms = clock.now_ms()
+                    if begun:
+                        self._first_task_seen()
         done = sum(d for d, _ in self._stages.values())
         total = sum(t for _, t in self._stages.values())
         return done, total
+
+    def _first_task_seen(self) -> None:
+        with self._writing:  # the runner's final read may run beside the thread's tick
+            if self.first_task_ms is None:
+                self.first_task_ms = clock.now_ms()
+                print("Spark started: its first task is running", flush=True)
 
     def rows(self) -> tuple[int, float | None]:
         """(rows read, rows per second) of the replay: of the group's Spark job that read
@@ -98,24 +109,26 @@ class Monitor(threading.Thread):
         return best, rate
 
     def tick(self) -> None:
-        starting = self.first_task_ms is None
+        """Record the progress and look for a cancel request, then record the rows read:
+        the status tracker answers at once, the UI's REST API slowly on a busy machine."""
         done, total = self.progress()
-        if starting and self.first_task_ms is not None:
-            print("Spark started: its first task is running", flush=True)
-        rows, rate = self.rows()
-        jobs.update(
-            self.cluster,
-            self.job_id,
-            tasks_done=done,
-            tasks_total=total,
-            rows_read=rows,
-            rows_per_s=rate,
-            first_task_ms=self.first_task_ms,
-        )
+        self._record(tasks_done=done, tasks_total=total, first_task_ms=self.first_task_ms)
         if not self.cancelled and jobs.cancel_requested(self.cluster, self.job_id):
             self.cancelled = True
             print(f"cancel requested: cancelling Spark job group {self.group}", flush=True)
             self.spark.sparkContext.cancelJobGroup(self.group)
+        rows, rate = self.rows()
+        self._record(rows_read=rows, rows_per_s=rate)
+
+    def _record(self, **fields: Any) -> None:
+        with self._writing:
+            if not self.finished.is_set():
+                jobs.update(self.cluster, self.job_id, **fields)
+
+    def stop(self) -> None:
+        """End the thread's ticks; it writes nothing more to the record after this."""
+        with self._writing:
+            self.finished.set()
 
     def run(self) -> None:
         while not self.finished.wait(POLL_S):
@@ -126,9 +139,18 @@ class Monitor(threading.Thread):
 
 
 def _get_json(url: str) -> list[dict[str, Any]]:
-    # generous: the UI answers slowly on a loaded machine, and only this thread waits
-    with urllib.request.urlopen(url, timeout=20) as answer:
-        return json.loads(answer.read())
+    # Generous, and tried again: the UI answers slowly on a busy machine, above all its
+    # first REST request, which starts the REST servlet (14 s beside two busy loops, then
+    # 0.06 s; a request that timed out leaves it starting). Only the monitor waits.
+    for attempt in range(UI_ATTEMPTS):
+        try:
+            with urllib.request.urlopen(url, timeout=UI_TIMEOUT_S) as answer:
+                return json.loads(answer.read())
+        except OSError:  # timed out, refused or reset (URLError and TimeoutError are OSErrors)
+            if attempt == UI_ATTEMPTS - 1:
+                raise
+            time.sleep(POLL_S)
+    raise AssertionError("unreachable")
 
 
 def _ui_ms(text: str | None) -> int | None:
@@ -245,7 +267,9 @@ def _run(argv: list[str]) -> int:
     finally:
         fields: dict[str, Any] = {}
         if monitor is not None:
-            monitor.finished.set()
+            monitor.stop()
+            # the progress first: a UI read that fails after it leaves the record its
+            # final progress
             try:
                 done, total = monitor.progress()
                 if state == jobs.SUCCEEDED:
@@ -254,8 +278,8 @@ def _run(argv: list[str]) -> int:
                 fields.update(first_task_ms=monitor.first_task_ms)
                 rows, rate = monitor.rows()
                 fields.update(rows_read=rows, rows_per_s=rate)
-            except Exception:
-                pass
+            except Exception as exc:
+                print(f"progress monitor: {exc}", flush=True)
         if spark is not None:
             try:
                 spark.stop()

@@ -107,6 +107,7 @@ LAST_GROUPS = ("e2e",)
 LONG_GROUPS = FIRST_GROUPS + LAST_GROUPS
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups from the markers
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test` runs two workers, `--dist loadgroup`): a file's tests
     stay in one worker, and so do all end-to-end tests and all Spark tests, so that their

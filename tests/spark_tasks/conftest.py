@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
-os.environ["PYSPARK_PYTHON"] = sys.executable
+# Spark's Python workers (and those of the replay jobs the tests start): this Python, with
+# pyspark imported from its installed package (worker_python.sh says why)
+os.environ["PLET_WORKER_PYTHON"] = sys.executable
+os.environ["PYSPARK_PYTHON"] = str(Path(__file__).with_name("worker_python.sh"))
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 # Fake credentials for the local S3 server (moto) of the s3:// archive tests, set before
 # Spark starts: its Python workers get the environment the JVM started with.

@@ -14,8 +14,9 @@ from spark_tasks import history, jobs, replays
 from spark_tasks.run import Monitor
 from spark_tasks.scan import OptionError
 from tests.local_s3 import local_s3
+from tests.timing import scaled
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(scaled(600))
 
 T = "/h:t"
 E = "/e:t"  # a stream with a ttl: part of its archive has expired

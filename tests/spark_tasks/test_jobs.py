@@ -17,7 +17,7 @@ from engine import Cluster, Principal, Producer, errors
 from spark_tasks import jobs
 from tests.timing import scaled
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(scaled(600))
 
 T0 = 1_700_000_000_000
 # Job processes on the small test machine: one core and little memory each.
@@ -133,7 +133,7 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert cli.returncode == 0, cli.stderr
     counts_id = json.loads(cli.stdout)["id"]
@@ -150,11 +150,11 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
     listed = {j.id: j for j in jobs.list(cluster=history)}
     assert {copy_id, slow_id, counts_id} <= set(listed)
     jobs.cancel(slow_id, cluster=history)
-    cancelled = jobs.wait(slow_id, cluster=history, timeout=120)
+    cancelled = jobs.wait(slow_id, cluster=history, timeout=scaled(120))
     assert cancelled.state == jobs.CANCELLED, cancelled.log_tail
     assert cancelled.ended_ms and cancelled.result is None
 
-    copied = jobs.wait(copy_id, cluster=history, timeout=300)
+    copied = jobs.wait(copy_id, cluster=history, timeout=scaled(300))
     assert copied.state == jobs.SUCCEEDED, copied.log_tail
     assert copied.result == {"messages": 100, "target": "/h:copy"}
     assert copied.tasks_total and copied.tasks_done == copied.tasks_total
@@ -174,7 +174,7 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
         info = c.topic("/h:copy")
         assert [p.log_end_offset for p in info.partitions] == [50, 50]
 
-    counted = jobs.wait(counts_id, cluster=history, timeout=300)
+    counted = jobs.wait(counts_id, cluster=history, timeout=scaled(300))
     assert counted.state == jobs.SUCCEEDED, counted.log_tail
     assert sum(r["messages"] for r in counted.result["rows"]) == 200
     assert Path(tmp_path / "counts").is_dir()

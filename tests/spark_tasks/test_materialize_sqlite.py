@@ -16,8 +16,9 @@ import pytest
 from engine import Cluster, Producer
 from engine.errors import InvalidArgument
 from spark_tasks import jobs
+from tests.timing import scaled
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(scaled(600))
 
 T0 = 1_700_000_000_000
 TOPIC = "/state:users"
@@ -223,7 +224,7 @@ def test_plet_replay_materialize_to_sqlite_end_to_end(history, tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=540,
+        timeout=scaled(540),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     job = json.loads(done.stdout)
