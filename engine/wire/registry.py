@@ -82,6 +82,7 @@ def load() -> dict[int, Api]:
         meta,
         offsets,
         produce,
+        replicas,
         sasl,
     )
 

@@ -1,5 +1,5 @@
 """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
-IncrementalAlterConfigs and DeleteRecords.
+IncrementalAlterConfigs, ListConfigResources and DeleteRecords.
 
 Topics are the engine's (`Cluster.create_topic`, `delete_topic`, `add_partitions`), named as
 everywhere on the listener (`/s:t`, or a plain name in the default stream), with the ACEs of
@@ -30,6 +30,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
 )
 
 from engine import errors, kafka_configs, policies
@@ -45,13 +47,12 @@ log = logging.getLogger(__name__)
 # Kafka's codes met only here
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
 TOPIC_ALREADY_EXISTS = 36
 UNKNOWN_TOPIC_ID = 100
 
 # Config resource types, config sources and config types (Kafka's numbers)
-_TOPIC, _BROKER = 2, 4
+_TOPIC, _BROKER, _BROKER_LOGGER, _CLIENT_METRICS, _GROUP = 2, 4, 8, 16, 32
 _SOURCES = {
     kafka_configs.TOPIC: 1,  # DYNAMIC_TOPIC_CONFIG
     kafka_configs.STREAM: 3,  # DYNAMIC_DEFAULT_BROKER_CONFIG: the stream's policy, edited live
@@ -153,13 +154,13 @@ def _create(
         for a in assignments:
             if list(a.broker_ids) != [NODE_ID]:
                 raise _Refused(
-                    INVALID_REPLICA_ASSIGNMENT,
+                    codes.INVALID_REPLICA_ASSIGNMENT,
                     f"partition {a.partition_index} assigned to brokers {list(a.broker_ids)}: "
                     f"this cluster has one node, {NODE_ID}, holding the one copy",
                 )
         if sorted(a.partition_index for a in assignments) != list(range(len(assignments))):
             raise _Refused(
-                INVALID_REPLICA_ASSIGNMENT, "assigned partitions must be 0 to N-1, each once"
+                codes.INVALID_REPLICA_ASSIGNMENT, "assigned partitions must be 0 to N-1, each once"
             )
         count = len(assignments)
     elif topic.replication_factor not in (1, -1):
@@ -298,13 +299,13 @@ def _grow(
     for brokers in topic.assignments or []:
         if list(brokers.broker_ids) != [NODE_ID]:
             raise _Refused(
-                INVALID_REPLICA_ASSIGNMENT,
+                codes.INVALID_REPLICA_ASSIGNMENT,
                 f"new partitions assigned to brokers {list(brokers.broker_ids)}: this cluster "
                 f"has one node, {NODE_ID}, holding the one copy",
             )
     if topic.assignments is not None and len(topic.assignments) != topic.count - current:
         raise _Refused(
-            INVALID_REPLICA_ASSIGNMENT,
+            codes.INVALID_REPLICA_ASSIGNMENT,
             f"{len(topic.assignments)} assignments for {topic.count - current} new partitions",
         )
     if validate_only:
@@ -539,6 +540,40 @@ def _alter(
     except errors.PartitionletError as exc:
         return _code(exc), str(exc)
     return codes.NONE, None
+
+
+# --- ListConfigResources --------------------------------------------------------------------
+
+# the resource types ListConfigResources v1 takes (Kafka's supportedResourceTypes)
+_LISTABLE = {_TOPIC, _BROKER, _BROKER_LOGGER, _CLIENT_METRICS, _GROUP}
+
+
+# v0 (KIP-714: client metrics subscriptions only) and v1 (KIP-1142: every resource type)
+@api(ListConfigResourcesRequest, ListConfigResourcesResponse, (0, 1))
+def list_config_resources(
+    session: Session, request: ListConfigResourcesRequest, version: int
+) -> ListConfigResourcesResponse:
+    """The resources DescribeConfigs answers for: the broker (this node) and the topics
+    Metadata for all topics lists (every stream's, bounded), in Kafka's order; broker
+    loggers, client metrics subscriptions and group configs have none here. No types asked:
+    all; a type Kafka does not know: UNSUPPORTED_VERSION, as Kafka answers. As DescribeConfigs
+    and Metadata here, open to every user (names are not secret)."""
+    R = ListConfigResourcesResponse.ConfigResource
+    wanted = set(request.resource_types or _LISTABLE) if version >= 1 else {_CLIENT_METRICS}
+    if not wanted <= _LISTABLE:
+        return ListConfigResourcesResponse(
+            throttle_time_ms=0, error_code=codes.UNSUPPORTED_VERSION, config_resources=[]
+        )
+    found: list[ListConfigResourcesResponse.ConfigResource] = []
+    if _BROKER in wanted:
+        found.append(R(resource_name=str(NODE_ID), resource_type=_BROKER))
+    if _TOPIC in wanted:
+        found += [
+            R(resource_name=name, resource_type=_TOPIC) for name, _, _ in session.broker.listing()
+        ]
+    return ListConfigResourcesResponse(
+        throttle_time_ms=0, error_code=codes.NONE, config_resources=found
+    )
 
 
 # --- DeleteRecords --------------------------------------------------------------------------

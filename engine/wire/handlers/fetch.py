@@ -32,12 +32,24 @@ if TYPE_CHECKING:
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3  # KIP-734: the offset of the message with the largest timestamp
-# KIP-405 (v8): the log start on local storage, and KIP-1005 (v9): the last offset in tiered
-# storage. Archived partitionlets stay part of the log every reader reads (no offset lives
-# only remotely), so, as a Kafka broker without remote storage answers: the log start, and
-# -1 (nothing tiered).
+# KIP-405 (v8): the log start on local storage, KIP-1005 (v9): the last offset in tiered
+# storage, and KIP-1023 (v11): the first offset not yet copied there. Archived partitionlets
+# stay part of the log every reader reads (no offset lives only remotely), so, as a Kafka
+# broker without remote storage answers: the log start, -1 (nothing tiered) and -1 (nothing
+# pending, UnifiedLog.fetchEarliestPendingUploadOffset), the last two with leader epoch -1.
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+# the first version that carries each negative timestamp (Kafka's
+# ReplicaManager.isListOffsetsTimestampUnsupported: another one is UNSUPPORTED_VERSION)
+_SPEC_SINCE = {
+    LATEST: 0,
+    EARLIEST: 0,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
 # a parked fetch polls again after this many milliseconds even without an in-process append
 # (appends of other processes wake nobody)
 _SLICE_MS = 500
@@ -244,9 +256,9 @@ class _LongPoll:
         )
 
 
-# from v1 to v7 (flexible from v6); v8 and later add tiered storage lookups
-# v10 adds a timeout for remote lookups (KIP-1075): every answer here is at once
-@api(ListOffsetsRequest, ListOffsetsResponse, (1, 10))
+# from v1 to v7 (flexible from v6); v8, v9 and v11 add tiered storage lookups, v10 a
+# timeout for remote lookups (KIP-1075): every answer here is at once
+@api(ListOffsetsRequest, ListOffsetsResponse, (1, 11))
 def list_offsets(
     session: Session, request: ListOffsetsRequest, version: int
 ) -> ListOffsetsResponse:
@@ -259,26 +271,24 @@ def list_offsets(
         parts = []
         for p in topic.partitions:
             error, tp = session.broker.resolve(topic.name, p.partition_index, resolved)
-            offset, timestamp = -1, -1
+            offset, timestamp, epoch = -1, -1, 0
+            if tp is not None and not _supported(p.timestamp, version):
+                error, tp = codes.UNSUPPORTED_VERSION, None
             if tp is not None:
                 try:
                     if p.timestamp == LATEST:
                         offset = consumer.end_offsets([tp])[tp]
-                    elif p.timestamp == EARLIEST or (
-                        p.timestamp == EARLIEST_LOCAL and version >= 8
-                    ):
+                    elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
                         offset = consumer.beginning_offsets([tp])[tp]
-                    elif p.timestamp == LATEST_TIERED and version >= 9:
+                    elif p.timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
                         consumer.beginning_offsets([tp])  # the checks of a read
-                        offset = -1
-                    elif p.timestamp >= 0:
-                        found = consumer.offsets_for_times({tp: p.timestamp})[tp]
-                        if found is not None:
-                            offset, timestamp = found.offset, found.timestamp
+                        epoch = -1
                     elif p.timestamp == MAX_TIMESTAMP:
                         offset, timestamp = _max_timestamp(session, consumer, tp)
                     else:
-                        error = codes.INVALID_REQUEST
+                        found = consumer.offsets_for_times({tp: p.timestamp})[tp]
+                        if found is not None:
+                            offset, timestamp = found.offset, found.timestamp
                 except errors.PartitionletError as exc:
                     error = codes.of(exc)
             parts.append(
@@ -287,11 +297,17 @@ def list_offsets(
                     error_code=error,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=0,
+                    leader_epoch=epoch,
                 )
             )
         topics.append(R(name=topic.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _supported(timestamp: int, version: int) -> bool:
+    """Whether ListOffsets `version` carries `timestamp`: any time, and the negative specs
+    from their version on (Kafka's ReplicaManager.isListOffsetsTimestampUnsupported)."""
+    return timestamp >= 0 or version >= _SPEC_SINCE.get(timestamp, version + 1)
 
 
 def _max_timestamp(session: Session, consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:

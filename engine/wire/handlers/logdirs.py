@@ -16,7 +16,6 @@ from engine.wire import codes
 from engine.wire.connection import Session
 from engine.wire.registry import api
 
-CLUSTER_AUTHORIZATION_FAILED = 31
 _ARCHIVE = "archive"  # a partitionlet's tier once archived (PartitionletInfo.tier)
 
 
@@ -34,7 +33,7 @@ def describe_log_dirs(
     R = DescribeLogDirsResponse.DescribeLogDirsResult
     if not cluster.is_administrator:
         return DescribeLogDirsResponse(
-            throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED, results=[]
+            throttle_time_ms=0, error_code=codes.CLUSTER_AUTHORIZATION_FAILED, results=[]
         )
     wanted: list[tuple[str, set[int] | None]]  # (topic, its partitions asked; None: all)
     if request.topics is None:

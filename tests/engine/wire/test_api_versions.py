@@ -18,6 +18,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from tests.timing import scaled
 
 KAFKA_4_0 = BROKER_API_VERSIONS[(4, 0)]
+KAFKA_4_2 = BROKER_API_VERSIONS[(4, 2)]
 NEWEST = BROKER_API_VERSIONS[max(BROKER_API_VERSIONS)]
 
 
@@ -46,20 +47,21 @@ def test_every_range_lies_within_kafkas(advertised):
         assert high <= NEWEST[key][1], (key, high)
 
 
-def test_kip_896_floors_and_the_4_0_maxima(advertised):
+def test_kip_896_floors_and_the_4_x_maxima(advertised):
     assert advertised[0] == (3, 12)  # Produce: 13 names topics by id
     assert advertised[1] == (4, 12)  # Fetch: 13 names topics by id
-    assert advertised[2] == KAFKA_4_0[2] == (1, 10)  # ListOffsets
+    assert advertised[2] == KAFKA_4_2[2] == (1, 11)  # ListOffsets
     assert advertised[3] == (0, 9)  # Metadata: 10 gives topic ids
     assert advertised[11] == KAFKA_4_0[11] == (2, 9)  # JoinGroup
     assert advertised[18] == KAFKA_4_0[18] == (0, 4)  # ApiVersions
     assert advertised[22] == KAFKA_4_0[22] == (0, 5)  # InitProducerId
 
 
-def test_kafka_python_infers_a_4_x_broker(wire):
+def test_kafka_python_infers_a_4_2_broker(wire):
+    """From ListOffsets v11 (kafka-python's test for 4.2; 4.3's is DescribeLogDirs v5)."""
     client = KafkaNetClient(bootstrap_servers=wire.bootstrap)
     try:
-        assert client.check_version() >= (4, 0)
+        assert client.check_version() == (4, 2)
     finally:
         client.close()
     admin = KafkaAdminClient(bootstrap_servers=wire.bootstrap)
@@ -69,7 +71,7 @@ def test_kafka_python_infers_a_4_x_broker(wire):
     finally:
         admin.close()
     consumer = KafkaConsumer(bootstrap_servers=wire.bootstrap)
-    assert consumer.config["api_version"] >= (4, 0)
+    assert consumer.config["api_version"] == (4, 2)
     consumer.close()
 
 
@@ -95,21 +97,48 @@ def test_list_offsets_v10_earliest_local_and_latest_tiered(wire):
     for i in range(4):
         producer.send("tiers", value=b"%d" % i).get(timeout=scaled(30))
     producer.close()
+    request = _list_offsets("tiers", -1, -2, -4, -5)
+    response = _call(wire.server.address, request, 10, ListOffsetsResponse)
+    got = [(p.error_code, p.offset) for p in response.topics[0].partitions]
+    assert got == [(0, 4), (0, 0), (0, 0), (0, -1)]
+
+
+def _list_offsets(topic: str, *timestamps: int) -> ListOffsetsRequest:
     P = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
-    request = ListOffsetsRequest(
+    return ListOffsetsRequest(
         replica_id=-1,
         isolation_level=0,
         topics=[
             ListOffsetsRequest.ListOffsetsTopic(
-                name="tiers",
+                name=topic,
                 partitions=[
-                    P(partition_index=0, current_leader_epoch=-1, timestamp=ts)
-                    for ts in (-1, -2, -4, -5)
+                    P(partition_index=0, current_leader_epoch=-1, timestamp=ts) for ts in timestamps
                 ],
             )
         ],
         timeout_ms=1000,
     )
-    response = _call(wire.server.address, request, 10, ListOffsetsResponse)
-    got = [(p.error_code, p.offset) for p in response.topics[0].partitions]
-    assert got == [(0, 4), (0, 0), (0, 0), (0, -1)]
+
+
+def test_list_offsets_v11_earliest_pending_upload(wire):
+    """-6 (KIP-1023) is -1 with leader epoch -1, as a Kafka broker without remote storage
+    answers (nothing waits for an upload: archived partitionlets stay in the log); a version
+    before a spec's (v11 for -6, v9 for -5), or a negative timestamp that is no spec, is
+    UNSUPPORTED_VERSION, as Kafka answers."""
+    wire.cluster.create_topic("/kafka:pending", 1)
+    producer = KafkaProducer(bootstrap_servers=wire.bootstrap)
+    for i in range(3):
+        producer.send("pending", value=b"%d" % i).get(timeout=scaled(30))
+    producer.close()
+    address = wire.server.address
+    v11 = _call(address, _list_offsets("pending", -6, -5, -2, -1), 11, ListOffsetsResponse)
+    got = [(p.error_code, p.offset, p.timestamp, p.leader_epoch) for p in v11.topics[0].partitions]
+    assert got == [(0, -1, -1, -1), (0, -1, -1, -1), (0, 0, -1, 0), (0, 3, -1, 0)]
+    v10 = _call(address, _list_offsets("pending", -6, -7, -1), 10, ListOffsetsResponse)
+    assert [(p.error_code, p.offset) for p in v10.topics[0].partitions] == [
+        (35, -1),
+        (35, -1),
+        (0, 3),
+    ]
+    v8 = _call(address, _list_offsets("pending", -5, -4), 8, ListOffsetsResponse)
+    assert [(p.error_code, p.offset) for p in v8.topics[0].partitions] == [(35, -1), (0, 0)]
