@@ -6,6 +6,7 @@ inflate to), the scan plan Spark reads. A corrupt compressed batch is a StorageE
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import struct
@@ -299,8 +300,10 @@ def test_a_mixed_stream_reads_in_order_after_the_policy_changes(cluster):
     produce(cluster, "/m:t", 200, 100)
     cluster.edit_stream("/m", compression="none")
     produce(cluster, "/m:t", 300, 100)
+    # each batch in the codec of its time; how many batches 100 sends make depends on the
+    # producer's timing (a busy machine makes more), so compare the runs of codecs
     codecs = codecs_of(cluster, "/m:t")
-    assert codecs == ["none"] * 2 + ["zstd"] * 2 + ["lz4"] * 2 + ["none"] * 2
+    assert [codec for codec, _ in itertools.groupby(codecs)] == ["none", "zstd", "lz4", "none"]
     assert as_tuples(consume(cluster, "/m:t")[0]) == expected(0, 400)[0]
 
 
