@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -453,24 +454,16 @@ def alter_configs(
     session: Session, request: AlterConfigsRequest, version: int
 ) -> AlterConfigsResponse:
     """A topic's configs replaced by those given, as Kafka does: overrides not given go."""
-    R = AlterConfigsResponse.AlterConfigsResourceResponse
-    results = []
-    for resource in request.resources:
+
+    def changes(resource: Any) -> list[tuple[str, int, str | None]]:
         # a null value sets nothing: the config goes, as every one not given
-        changes: list[tuple[str, int, str | None]] = [
+        return [
             (c.name, kafka_configs.SET, c.value) for c in resource.configs if c.value is not None
         ]
-        code, message = _alter(
-            session.broker, resource, changes, replace=True, validate_only=request.validate_only
-        )
-        results.append(
-            R(
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
+
+    results = _alter_resources(
+        session, request, AlterConfigsResponse.AlterConfigsResourceResponse, changes, True
+    )
     return AlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 
@@ -480,22 +473,41 @@ def incremental_alter_configs(
     session: Session, request: IncrementalAlterConfigsRequest, version: int
 ) -> IncrementalAlterConfigsResponse:
     """SET, DELETE, APPEND and SUBTRACT on a topic's configs, the others kept."""
+
+    def changes(resource: Any) -> list[tuple[str, int, str | None]]:
+        return [(c.name, c.config_operation, c.value) for c in resource.configs]
+
     R = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    results = _alter_resources(session, request, R, changes, False)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
+
+
+def _alter_resources(
+    session: Session,
+    request: Any,
+    result: Any,
+    changes: Callable[[Any], list[tuple[str, int, str | None]]],
+    replace: bool,
+) -> list[Any]:
+    """One `result` (the response's resource class) per resource of either AlterConfigs."""
     results = []
     for resource in request.resources:
-        changes = [(c.name, c.config_operation, c.value) for c in resource.configs]
         code, message = _alter(
-            session.broker, resource, changes, replace=False, validate_only=request.validate_only
+            session.broker,
+            resource,
+            changes(resource),
+            replace=replace,
+            validate_only=request.validate_only,
         )
         results.append(
-            R(
+            result(
                 error_code=code,
                 error_message=message,
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
             )
         )
-    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
+    return results
 
 
 def _alter(
