@@ -7,14 +7,13 @@ and administrators change it (a refusal is shown, nothing changes)."""
 
 from __future__ import annotations
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from console.events import Loaded
+from console.screens.saving import SavingDialog
 from console.widgets.pane import note
 from engine.groups import GroupPermissions
 from engine.groups.perms import PERMS, ace_errors
@@ -24,9 +23,10 @@ def _field(perm: str) -> str:
     return f"perm-{perm.replace('_', '-')}"
 
 
-class GroupPermsScreen(ModalScreen[bool]):
+class GroupPermsScreen(SavingDialog):
     """Dismissed with True once saved, False when cancelled."""
 
+    ERROR_ID = "perms-error"
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
     #perms-dialog .perm-row { height: auto; }
@@ -38,7 +38,6 @@ class GroupPermsScreen(ModalScreen[bool]):
     def __init__(self, perms: GroupPermissions) -> None:
         super().__init__()
         self.perms = perms
-        self._seq = 0
 
     def compose(self) -> ComposeResult:
         perms = self.perms
@@ -85,25 +84,5 @@ class GroupPermsScreen(ModalScreen[bool]):
         if found:
             note(error, f"fix {len(found)} field(s) first; nothing was saved")
             return
-        note(error, "saving …")
-        self._seq += 1
-        self._save(self._seq, values)
-
-    @work(thread=True, group="perms")
-    def _save(self, seq: int, values: dict[str, str]) -> None:
         cluster = self.app.cluster  # type: ignore[attr-defined]  # Screen.app is an App; here a ConsoleApp
-        try:
-            cluster.set_group_permissions(self.perms.group_id, **values)
-        except Exception as exc:  # shown in the dialog: a refusal, a group deleted meanwhile
-            self.post_message(Loaded(seq, error=exc))
-        else:
-            self.post_message(Loaded(seq, True))
-
-    def on_loaded(self, message: Loaded) -> None:
-        message.stop()
-        if message.seq != self._seq:
-            return
-        if message.error is not None:
-            note(self.query_one("#perms-error", Static), f"error: {message.error}")
-            return
-        self.dismiss(True)
+        self.save_in_worker(lambda: cluster.set_group_permissions(self.perms.group_id, **values))

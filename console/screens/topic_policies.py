@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Label, Static
 
-from console.events import Loaded
+from console.screens.saving import SavingDialog
 from console.widgets.pane import note
 from console.widgets.policies import check_value, control_value, policy_control, set_control
 from engine import TopicInfo
@@ -27,9 +26,10 @@ def _field(name: str) -> str:
     return f"topic-policy-{name.replace('_', '-')}"
 
 
-class TopicPoliciesScreen(ModalScreen[bool]):
+class TopicPoliciesScreen(SavingDialog):
     """Dismissed with True once saved, False when cancelled."""
 
+    ERROR_ID = "topic-policies-error"
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
     #topic-policies-dialog { height: auto; max-height: 90%; }
@@ -46,7 +46,6 @@ class TopicPoliciesScreen(ModalScreen[bool]):
         super().__init__()
         self.info = info
         self.stream_policies = stream_policies
-        self._seq = 0
 
     def compose(self) -> ComposeResult:
         with Vertical(id="topic-policies-dialog", classes="dialog"):
@@ -112,25 +111,5 @@ class TopicPoliciesScreen(ModalScreen[bool]):
         if found:
             note(error, f"fix {len(found)} field(s) first; nothing was saved")
             return
-        note(error, "saving …")
-        self._seq += 1
-        self._save(self._seq, changes)
-
-    @work(thread=True, group="topic-policies")
-    def _save(self, seq: int, changes: dict[str, Any]) -> None:
         cluster = self.app.cluster  # type: ignore[attr-defined]  # Screen.app is an App; here a ConsoleApp
-        try:
-            cluster.edit_topic(self.info.name, **changes)
-        except Exception as exc:  # shown in the dialog: a refusal, a topic deleted meanwhile
-            self.post_message(Loaded(seq, error=exc))
-        else:
-            self.post_message(Loaded(seq, True))
-
-    def on_loaded(self, message: Loaded) -> None:
-        message.stop()
-        if message.seq != self._seq:
-            return
-        if message.error is not None:
-            note(self.query_one("#topic-policies-error", Static), f"error: {message.error}")
-            return
-        self.dismiss(True)
+        self.save_in_worker(lambda: cluster.edit_topic(self.info.name, **changes))
