@@ -180,21 +180,23 @@ def web_command(
             kafka_server.close()
         close_app(app)
         raise
-    url = f"http://{_url_host(host)}:{server.server_port}/"
-    if prepared is not None:
-        _print_demo(prepared)
-    _print_login(url, path, admin, prepared)
-    if kafka_server is not None:
-        _print_kafka(kafka_server)
     # `kill PID` (SIGTERM, what service managers send) stops as cleanly as Ctrl+C: the
     # workers are stopped and the clusters closed instead of the threads dying mid-write.
+    # Set before the address is printed: whoever read it may signal at once, and an
+    # interrupt outside the `try` would leave the workers running and the process alive.
     main = threading.current_thread() is threading.main_thread()  # signals need it
     previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
-    # What start-up made (modules, templates, the app) lives as long as the server: out of
-    # the collector's sight, a full collection scans only what requests made (on the heat
-    # page, 100 ms pauses became 2 ms; docs/BENCHMARKS.md).
-    gc.freeze()
     try:
+        url = f"http://{_url_host(host)}:{server.server_port}/"
+        if prepared is not None:
+            _print_demo(prepared)
+        _print_login(url, path, admin, prepared)
+        if kafka_server is not None:
+            _print_kafka(kafka_server)
+        # What start-up made (modules, templates, the app) lives as long as the server: out
+        # of the collector's sight, a full collection scans only what requests made (on the
+        # heat page, 100 ms pauses became 2 ms; docs/BENCHMARKS.md).
+        gc.freeze()
         server.serve_forever()
     except KeyboardInterrupt:
         pass

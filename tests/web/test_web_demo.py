@@ -206,6 +206,7 @@ class _Served:
     def __init__(self, args: list[str], cwd: Path) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("PLET_ADMIN_PASSWORD",)}
         env.pop("PLET_CLUSTER", None)
+        env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT on a stuck stop dumps every thread
         self.proc = subprocess.Popen(
             [*_plet(), "web", *args],
             cwd=cwd,
@@ -238,6 +239,11 @@ class _Served:
             self.proc.send_signal(signum)  # Ctrl+C (or kill): either way out is clean
         try:
             return self.proc.wait(timeout=scaled(60))
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)  # faulthandler prints where it is stuck
+            self.proc.wait(timeout=scaled(10))
+            self.reader.join(5)
+            raise AssertionError(f"plet web did not stop:\n{self.output}") from None
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
