@@ -86,6 +86,8 @@ if TYPE_CHECKING:  # engine.replication imports this module
     from engine.replication.http import ReplicationTokenInfo
 
 CATALOG_FILE = "catalog.db"
+# A producer id unused this long is forgotten (Kafka's producer.id.expiration.ms, 1 day).
+PRODUCER_ID_EXPIRY_MS = 86_400_000
 VOLUME_DIR = "volumes"
 LOCK_FILE = ".open.lock"
 
@@ -294,6 +296,8 @@ class Cluster:
                                 "open the cluster again"
                             )
                         vol.initialize(settings["cluster_id"])
+                    else:
+                        vol.ensure_schema()
             except BaseException:
                 if "catalog" in locals():
                     catalog.close()
@@ -1116,6 +1120,36 @@ class Cluster:
     def set_group_limit(self, limit: int) -> None:
         """How many groups one user may create (an administrator's setting; default 1,000)."""
         GroupAdmin(self).access.set_limit(limit)
+
+    # --- idempotent producers (engine.storage.producers; docs/ARCHITECTURE.md) ------------
+
+    def init_producer_id(self) -> tuple[int, int]:
+        """A new producer id, and its epoch (0), issued to this cluster's principal: what
+        an idempotent producer (`Producer.send_batch(idempotent=...)`, Kafka's
+        InitProducerId) writes its batches with. Every process that opens the cluster
+        knows it, until it is unused for `PRODUCER_ID_EXPIRY_MS`."""
+        self.check_open()
+        row = self.catalog.producers.issue(self.principal.user, self.clock.now_ms())
+        return row.id, row.epoch
+
+    def producer_epoch(self, producer_id: int) -> int | None:
+        """The epoch of a producer id that this cluster issued to this principal; None when
+        it did not (made up, another user's, or expired). Using it counts as a use for its
+        expiry, recorded at most once a minute."""
+        self.check_open()
+        row = self.catalog.producers.get(producer_id)
+        if row is None or row.principal != self.principal.user:
+            return None
+        now = self.clock.now_ms()
+        if now - row.last_used_ms > 60_000:
+            self.catalog.producers.touch(producer_id, now)
+        return row.epoch
+
+    def expire_producer_ids(self) -> int:
+        """Forget the producer ids unused for `PRODUCER_ID_EXPIRY_MS` (Kafka's
+        `producer.id.expiration.ms`); returns how many. Maintenance calls it."""
+        self.check_open()
+        return self.catalog.producers.expire(self.clock.now_ms() - PRODUCER_ID_EXPIRY_MS)
 
     # --- scan plans (engine.storage.scan; docs/SPARK.md) -----------------------------------
 

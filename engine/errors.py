@@ -149,6 +149,28 @@ class CommitFailed(IllegalState):
     """A group member committed a partition that the group has given to another member."""
 
 
+# --- idempotent and transactional producers (Kafka's names) --------------------------------
+
+
+class UnknownProducerId(IllegalState):
+    """A batch names a producer id the cluster did not issue to this principal, or one that
+    expired: the producer asks for a new id."""
+
+
+class InvalidProducerEpoch(IllegalState):
+    """A batch's producer epoch is older than one already written to the partition: a newer
+    producer with the same id (or transactional id) fenced this one."""
+
+
+class ProducerFenced(InvalidProducerEpoch):
+    """A newer `init_transactions()` of the same transactional id fenced this producer."""
+
+
+class OutOfOrderSequence(IllegalState):
+    """A batch's sequence number does not follow the last one the partition holds from its
+    producer: a batch in between was lost, so writing this one would reorder the log."""
+
+
 # --- files -------------------------------------------------------------------------------
 
 

@@ -120,6 +120,7 @@ class _Batch:
         "callbacks",
         "finished",
         "append_ts",
+        "ids",
     )
 
     def __init__(self, producer: Producer, topic: _TopicState, partition: int) -> None:
@@ -135,6 +136,8 @@ class _Batch:
         self.callbacks: list[tuple[int, Callable[..., Any], tuple[Any, ...], bool]] = []
         self.finished = False  # resolved and its callbacks have run (Producer._finished)
         self.append_ts = 0
+        # an idempotent producer's batch, written alone: (producer id, epoch, base sequence)
+        self.ids: tuple[int, int, int] | None = None
 
 
 class FutureRecordMetadata(tuple[Any, ...]):
@@ -389,6 +392,8 @@ class Producer:
         keys: Sequence[Any] | None = None,
         headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
         timestamps_ms: Sequence[int] | None = None,
+        *,
+        idempotent: tuple[int, int, int] | None = None,
     ) -> FutureRecordMetadata | _DoneFuture:
         """Queue a run of messages for one partition; returns the future of the first one's
         `RecordMetadata` (the others follow at consecutive offsets).
@@ -398,6 +403,12 @@ class Producer:
         `headers` and `timestamps_ms`, when given, are parallel to `values`. This is how
         the wire listener appends a client's batch without a `send()` and a future per
         message.
+
+        `idempotent` makes it an idempotent producer's batch, (producer id from
+        `Cluster.init_producer_id`, epoch, base sequence): it is stored alone with those
+        fields, and a resend of a batch the partition holds is not written again (the
+        future gives the stored batch's offset). A sequence that does not follow the last
+        one fails with `OutOfOrderSequence`, an older epoch with `InvalidProducerEpoch`.
         """
         count = len(values)
         if not count:
@@ -454,11 +465,19 @@ class Producer:
                 raise InvalidPartition(
                     f"topic {ts.full} has partitions 0 to {ts.partitions - 1}, not {partition!r}"
                 )
-            b = ts.open[partition] or self._new_batch(ts, partition)
+            if idempotent is not None:
+                # its own stored batch: what is merged with it must be its producer's
+                before = ts.open[partition]
+                if before is not None:
+                    self._close_full(before)
+                b = self._new_batch(ts, partition)
+                b.ids = idempotent
+            else:
+                b = ts.open[partition] or self._new_batch(ts, partition)
             first = len(b.records)
             b.records.extend(zip(values, keys, headers, stamps, strict=True))
             b.nbytes += sum(sizes)
-            if b.nbytes >= self.batch_size:
+            if b.nbytes >= self.batch_size or idempotent is not None:
                 self._close_full(b)
             if self.acks == 0:
                 return _DoneFuture(
@@ -727,6 +746,7 @@ class Producer:
                         self._cluster.id,
                         b.topic.topic_id in new_ids,
                         compression=b.topic.codec,
+                        producer=b.ids,
                     )
                 )
             appender.write(writes, sync=self.acks == "all")

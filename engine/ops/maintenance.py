@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def _expire_producer_ids(cluster: Cluster) -> int:
+    return cluster.expire_producer_ids()
+
+
 def _archive(cluster: Cluster) -> Any:
     from engine.ops import archive  # pyarrow: loaded by the first pass, not at import
 
@@ -130,6 +134,7 @@ class Maintenance:
                     self.last_archive = archived
             # copies left by a rebalance that died midway: they only cost disk space
             self._guarded("orphan clean-up", balance.clean_orphans)
+            self._guarded("producer id expiry", _expire_producer_ids)
             self.runs += 1
             return kept, compacted
 

@@ -111,7 +111,9 @@ class Appender:
                         w.error = exc
                     continue
                 for w in batch_writes:
-                    if w.offset is None:
+                    if w.needs_history:
+                        w.history = self._history(w)
+                    if w.offset is None and w.error is None:
                         retry.append(w)
                     if w.sealed_at is not None:
                         sealed[w.key] = (w.pl_id, w.sealed_at, volume_id)
@@ -125,6 +127,16 @@ class Appender:
                 f"partition {w.partition} of topic #{w.topic_id} kept rolling under this "
                 f"writer ({MAX_ROLL_RETRIES} tries); try again"
             )
+
+    def _history(self, w: BatchWrite) -> list[tuple[int, int, int, int]]:
+        """An idempotent producer's last batches in the partitionlet before `w`'s: sealed,
+        so read outside the append's transaction (a resend that crossed a roll)."""
+        assert w.producer is not None
+        before = self._catalog.partitionlet_before(w.topic_id, w.partition, w.pl_base_offset)
+        volume = self._volumes.get(before.volume_id) if before is not None else None
+        if before is None or volume is None:
+            return []
+        return volume.producer_batches(before.id, w.producer[0])
 
     def _load_active(self, keys: set[tuple[int, int]], new: set[tuple[int, int]]) -> None:
         """Learn (or make) the active partitionlet of each key; `new` are partitions of

@@ -43,6 +43,7 @@ from engine.storage.connection import (
 from engine.storage.groups import GROUP_SCHEMA, GroupStore
 from engine.storage.jobs import JobTable
 from engine.storage.metrics import MetricsTable
+from engine.storage.producers import PRODUCER_SCHEMA, ProducerIds
 
 FORMAT = "partitionlet-catalog"
 SCHEMA_VERSION = 1
@@ -101,7 +102,8 @@ CREATE INDEX IF NOT EXISTS partitionlets_archived
     ON partitionlets (topic_id) WHERE archive_file IS NOT NULL;
 """
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -316,6 +318,8 @@ CREATE TABLE IF NOT EXISTS metrics (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS metrics_by_time ON metrics (resolution, bucket_ms);
 """
+    + PRODUCER_SCHEMA
+)
 
 
 T = TypeVar("T")
@@ -453,6 +457,11 @@ class Catalog:
     def jobs(self) -> JobTable:
         """Replay job records (engine.storage.jobs)."""
         return JobTable(self)
+
+    @property
+    def producers(self) -> ProducerIds:
+        """Producer ids issued to idempotent producers (engine.storage.producers)."""
+        return ProducerIds(self)
 
     @property
     def metrics(self) -> MetricsTable:
@@ -1122,6 +1131,18 @@ class Catalog:
                 tuple(topic_ids),
             )
         ]
+
+    def partitionlet_before(
+        self, topic_id: int, partition: int, base_offset: int
+    ) -> PartitionletRow | None:
+        """The sealed partitionlet of a partition that ends where `base_offset` begins (the
+        one before it in the chain), or None (the first, or dropped by retention)."""
+        rows = self._query(
+            f"SELECT {_PL_COLUMNS} FROM partitionlets WHERE topic_id = ? AND partition = ? "
+            "AND end_offset = ? ORDER BY base_offset DESC LIMIT 1",
+            (topic_id, partition, base_offset),
+        )
+        return PartitionletRow(*rows[0]) if rows else None
 
     def all_partitionlets(self) -> list[PartitionletRow]:
         return [

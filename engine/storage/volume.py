@@ -67,7 +67,10 @@ CREATE TABLE IF NOT EXISTS batches (
     append_ms    INTEGER NOT NULL,
     origin       TEXT NOT NULL,        -- uuid of the cluster where the messages were written
     bytes        INTEGER NOT NULL,
-    payload      BLOB NOT NULL
+    payload      BLOB NOT NULL,
+    producer_id    INTEGER,            -- an idempotent producer's batch (ADDED_COLUMNS)
+    producer_epoch INTEGER,
+    base_seq       INTEGER
 );
 CREATE UNIQUE INDEX IF NOT EXISTS batches_by_offset ON batches (partitionlet, last_offset);
 CREATE INDEX IF NOT EXISTS batches_by_time ON batches (partitionlet, ts_high);
@@ -89,6 +92,25 @@ CREATE TABLE IF NOT EXISTS heat (
     PRIMARY KEY (bucket, partitionlet)
 ) WITHOUT ROWID;
 """
+# Columns added to SCHEMA's tables after volumes were written without them (table, column,
+# declaration), and indexes on them; `Volume.ensure_schema` adds them to an older volume.
+# An idempotent producer's batch carries Kafka's batch fields (NULL for other batches): the
+# log itself is the producer state, so a resent batch is recognised by any process, after
+# any crash (`_Sequences`).
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("batches", "producer_id", "INTEGER"),
+    ("batches", "producer_epoch", "INTEGER"),
+    ("batches", "base_seq", "INTEGER"),
+)
+# The last batches of one producer in a partitionlet (the idempotence check); partial, so
+# batches without a producer cost no index entry.
+ADDED_INDEXES = """
+CREATE INDEX IF NOT EXISTS batches_by_producer ON batches (partitionlet, producer_id)
+    WHERE producer_id IS NOT NULL;
+"""
+# How many of a producer's last batches per partition a resend is compared with: Kafka's
+# (a producer has at most five requests in flight).
+PRODUCER_WINDOW = 5
 HEAT_BUCKET_S = 10
 # Heat older than this is deleted now and then by the writer (it only feeds recent views).
 HEAT_KEEP_S = 86400
@@ -137,6 +159,13 @@ class BatchWrite:
     pl_base_offset: int = 0
     sealed_at: int | None = None
     compression: str | None = None  # the topic's own codec; None: its stream's policy
+    # an idempotent producer's batch: (producer id, epoch, base sequence)
+    producer: tuple[int, int, int] | None = None
+    duplicate: bool = False  # a resend of a batch stored before: `offset` is that one's
+    # the producer's last batches in the partitionlet before this one, [(epoch, base
+    # sequence, count, base offset)], when the volume asked (`needs_history`)
+    history: list[tuple[int, int, int, int]] | None = None
+    needs_history: bool = False
 
     @property
     def key(self) -> tuple[int, int]:
@@ -178,9 +207,10 @@ def is_full(pl: _Partitionlet, roll_bytes: int) -> bool:
 
 _INSERT_BATCHES = (
     "INSERT INTO batches (partitionlet, base_offset, last_offset, count, first_ts, max_ts, "
-    "ts_high, ts_type, append_ms, origin, bytes, payload) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "ts_high, ts_type, append_ms, origin, bytes, payload, producer_id, producer_epoch, "
+    "base_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_NO_PRODUCER = (None, None, None)
 _SELECT_PARTITIONLET = (
     "SELECT id, next_offset, state, bytes, created_ms, base_offset, first_ts, max_ts, batches, "
     "messages FROM partitionlets "
@@ -224,6 +254,7 @@ class _Appending:
         ts_type: int,
         origin: str,
         payload: bytes,
+        producer: tuple[int, int, int] | None = None,
     ) -> None:
         size = len(payload)
         # ts_high, the running max of max_ts, is the time index of `first_batch_at_time`.
@@ -242,6 +273,7 @@ class _Appending:
                 origin,
                 size,
                 payload,
+                *(producer or _NO_PRODUCER),
             )
         )
         pl.next_offset = last_offset + 1
@@ -326,6 +358,85 @@ class BatchRewrite:
     tombstones: int = 0  # tombstones among the removed messages (for reports)
 
 
+def _producer_batches(
+    conn: sqlite3.Connection, pl_id: int, producer_id: int
+) -> list[tuple[int, int, int, int]]:
+    """A producer's last PRODUCER_WINDOW batches in a partitionlet, oldest first: [(epoch,
+    base sequence, count, base offset)]."""
+    rows = conn.execute(
+        "SELECT producer_epoch, base_seq, count, base_offset FROM batches "
+        "WHERE partitionlet = ? AND producer_id = ? ORDER BY id DESC LIMIT ?",
+        (pl_id, producer_id, PRODUCER_WINDOW),
+    ).fetchall()
+    return [(r[0], r[1], r[2], r[3]) for r in reversed(rows)]
+
+
+class _Sequences:
+    """Kafka's idempotence check inside one append transaction: each idempotent batch is
+    compared with its producer's last batches in the partition (read from the stored batch
+    rows, then those this transaction appended). A resend of one of them is not written
+    again (its stored offset answers it); an older epoch is fenced; a sequence that does not
+    follow the last one is refused. The state is the log, so it holds in every process and
+    after any crash."""
+
+    def __init__(self) -> None:
+        # (partitionlet, producer id) -> [(epoch, base sequence, count, base offset)]
+        self._recent: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+
+    def recent(
+        self, conn: sqlite3.Connection, w: BatchWrite, pl: _Partitionlet
+    ) -> list[tuple[int, int, int, int]] | None:
+        """The producer's last batches, oldest first; None when this partitionlet holds none
+        of them but its partition began before it (the caller looks in the one before)."""
+        assert w.producer is not None
+        key = (w.pl_id, w.producer[0])
+        recent = self._recent.get(key)
+        if recent is None:
+            recent = _producer_batches(conn, w.pl_id, w.producer[0])
+            if not recent:
+                if w.history is None and pl.base_offset > 0:
+                    return None
+                recent = list(w.history or ())
+            self._recent[key] = recent
+        return recent
+
+    @staticmethod
+    def admit(w: BatchWrite, recent: list[tuple[int, int, int, int]]) -> bool:
+        """Whether `w` is to be appended; else it is marked a `duplicate` (with the stored
+        offset) or given its `error`."""
+        from engine.errors import InvalidProducerEpoch, OutOfOrderSequence
+
+        assert w.producer is not None
+        producer_id, epoch, base_seq = w.producer
+        if not recent:
+            return True  # a new producer (or one whose batches are gone): any sequence
+        last_epoch, last_base, last_count, _ = recent[-1]
+        if epoch < last_epoch:
+            w.error = InvalidProducerEpoch(
+                f"producer {producer_id} epoch {epoch} is older than epoch {last_epoch}, "
+                "which already wrote to this partition: a newer producer fenced it"
+            )
+            return False
+        for seen_epoch, seen_base, seen_count, seen_offset in recent:
+            if (seen_epoch, seen_base, seen_count) == (epoch, base_seq, w.count):
+                w.offset, w.duplicate = seen_offset, True
+                return False
+        expected = (last_base + last_count) & 0x7FFFFFFF if epoch == last_epoch else 0
+        if base_seq != expected:
+            w.error = OutOfOrderSequence(
+                f"producer {producer_id} sent sequence {base_seq} where {expected} was "
+                "expected (a batch in between was lost)"
+            )
+            return False
+        return True
+
+    def appended(self, w: BatchWrite, offset: int) -> None:
+        assert w.producer is not None
+        recent = self._recent[(w.pl_id, w.producer[0])]
+        recent.append((w.producer[1], w.producer[2], w.count, offset))
+        del recent[:-PRODUCER_WINDOW]
+
+
 class Volume:
     """One volume file: the batches of the partitionlets placed on it, their states, and
     their heat. A partitionlet's next offset lives here and moves only in the transaction
@@ -385,6 +496,7 @@ class Volume:
     def initialize(self, cluster_id: str) -> None:
         try:
             self.conn.executescript(SCHEMA)
+            self.conn.executescript(ADDED_INDEXES)
             with write_transaction(self.conn, self.path, "volume"):
                 self.conn.execute(
                     "INSERT OR IGNORE INTO volume_meta (key, value) VALUES ('cluster_id', ?)",
@@ -394,6 +506,26 @@ class Volume:
                     "INSERT OR IGNORE INTO volume_meta (key, value) VALUES ('volume_id', ?)",
                     (str(self.id),),
                 )
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+
+    def ensure_schema(self) -> None:
+        """Add the columns and indexes a newer engine introduced (cheap when present). Runs
+        under Cluster.open's lock file, so two processes never alter one table at once."""
+        try:
+            for table, column, decl in ADDED_COLUMNS:
+                have = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
+                if column not in have:
+                    self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+            self.conn.executescript(ADDED_INDEXES)
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+
+    def producer_batches(self, pl_id: int, producer_id: int) -> list[tuple[int, int, int, int]]:
+        """A producer's last batches in a partitionlet, oldest first: [(epoch, base sequence,
+        count, base offset)] (the idempotence check's history, read from a sealed one)."""
+        try:
+            return _producer_batches(self.conn, pl_id, producer_id)
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
 
@@ -427,8 +559,10 @@ class Volume:
         with self._writing(sync) as conn:
             pls = self._partitionlets(sorted({w.pl_id for w in writes}))
             appending = _Appending(now)
+            sequences = _Sequences()
             for w in writes:
                 w.offset = w.sealed_at = None
+                w.needs_history = w.duplicate = False
                 pl = pls.get(w.pl_id)
                 if pl is None:  # its first append: the row is made at the end
                     base = w.pl_base_offset
@@ -446,11 +580,20 @@ class Volume:
                     pl.changed = True
                     w.sealed_at = pl.next_offset
                     continue
+                if w.producer is not None:
+                    recent = sequences.recent(conn, w, pl)
+                    if recent is None:  # the appender looks in the partitionlet before
+                        w.needs_history = True
+                        continue
+                    if not sequences.admit(w, recent):
+                        continue  # a resend (`duplicate`) or refused (`error`)
                 w.offset = offset = pl.next_offset
                 appending.add(
                     w.pl_id, pl, w.stream_id, offset, offset + w.count - 1, w.count,
-                    w.first_ts, w.max_ts, w.ts_type, w.origin, w.payload,
+                    w.first_ts, w.max_ts, w.ts_type, w.origin, w.payload, w.producer,
                 )  # fmt: skip
+                if w.producer is not None:
+                    sequences.appended(w, offset)
                 if is_full(pl, roll_bytes):
                     pl.state = SEALED
                     w.sealed_at = pl.next_offset
@@ -913,7 +1056,8 @@ class Volume:
                     # no write, so it adds no heat.
                     cursor = src.execute(
                         "SELECT ?, base_offset, last_offset, count, first_ts, max_ts, ts_high, "
-                        "ts_type, append_ms, origin, bytes, payload FROM batches "
+                        "ts_type, append_ms, origin, bytes, payload, producer_id, "
+                        "producer_epoch, base_seq FROM batches "
                         "WHERE partitionlet = ? ORDER BY last_offset",
                         (pl_id, pl_id),
                     )

@@ -1,15 +1,14 @@
 """What the listener's connections share: the cluster, topic names, the engine producers
-(one per durability), producer ids and the idempotence table."""
+(one per durability) and the producer ids it has checked (the sequences are the stored
+batches', engine.storage.volume)."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import itertools
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 
 from engine import Cluster, Principal, Producer, TopicPartition, errors, names
 from engine.records import TopicInfo
@@ -21,35 +20,15 @@ from engine.wire.names import DEFAULT_SEPARATOR, WireNames
 from engine.wire.park import Signal
 
 NODE_ID = 0
-# The last few batches per producer and partition, as Kafka keeps (a producer has at most
-# five requests in flight): a resend of any of them is answered from here.
-_REMEMBERED_BATCHES = 5
-# Bounds of the idempotence state, per principal (a SASL user, or the listener's own for
-# every client without SASL), so one user's producers never push out another's: the least
-# recently used go first. A producer id that went is refused (UNKNOWN_PRODUCER_ID: the
-# client asks for a new one); a (producer, partition) sequence that went starts anew.
+# Producer ids this listener has checked, per principal, the least recently used going
+# first; one is looked up in the catalog again after a minute (it may have expired).
 _MAX_PRODUCER_IDS = 10_000
-_MAX_SEQUENCES = 100_000
+_PRODUCER_ID_TTL_S = 60.0
+# Batches of one producer to one partition are appended one at a time, in the order their
+# requests arrive (each waits for its append): a lock per (producer, partition), striped.
+_SEQUENCE_LOCKS = 256
 # a topic's (error, full name, partition count, consume permission's error)
 _Resolved = tuple[int, str, int, int]
-
-
-@dataclass
-class _Owned:
-    """The idempotence state of one principal: the producer ids the listener issued to it
-    (with their epoch) and its sequences by (producer id, topic, partition)."""
-
-    ids: OrderedDict[int, int] = field(default_factory=OrderedDict)
-    sequences: OrderedDict[tuple[int, str, int], _Sequence] = field(default_factory=OrderedDict)
-
-
-@dataclass
-class _Sequence:
-    epoch: int
-    last_seq: int = -1
-    # (base sequence, last sequence, base offset) of the last batches written
-    recent: list[tuple[int, int, int]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class Broker:
@@ -85,9 +64,11 @@ class Broker:
         # engine producers by (principal, durability): a SASL user's are theirs (ACEs)
         self._producers: dict[tuple[Principal | None, object], Producer] = {}
         self._principal: Principal | None = None  # None: the cluster's own
-        # producer ids: unique across restarts of the listener (epoch milliseconds, shifted)
-        self._ids = itertools.count(int(time.time() * 1000) << 12)
-        self._owned: dict[Principal | None, _Owned] = {}
+        # (principal, producer id) -> (its epoch, when looked up): the catalog issues them
+        self._producer_ids: OrderedDict[tuple[Principal | None, int], tuple[int, float]] = (
+            OrderedDict()
+        )
+        self._sequence_locks = [threading.Lock() for _ in range(_SEQUENCE_LOCKS)]
         self.groups = GroupCoordinator(self.closing, self)  # Join/Sync/Heartbeat/Leave
         self.fetch_sessions = FetchSessions()  # KIP-227 (handlers/fetch.py)
 
@@ -196,54 +177,46 @@ class Broker:
         view._principal = principal
         return view
 
-    def _owned_state(self) -> _Owned:
-        """This view's principal's idempotence state (under `_lock`)."""
-        owned = self._owned.get(self._principal)
-        if owned is None:
-            owned = self._owned[self._principal] = _Owned()
-        return owned
-
-    def new_producer_id(self) -> int:
-        """A producer id for InitProducerId, issued to this view's principal (epoch 0)."""
+    def new_producer_id(self) -> tuple[int, int]:
+        """(producer id, epoch) for InitProducerId, issued by the cluster to this view's
+        principal, so that every listener of the cluster, and this one after a restart,
+        knows it."""
+        producer_id, epoch = self.cluster.init_producer_id()
         with self._lock:
-            producer_id = next(self._ids)
-            ids = self._owned_state().ids
-            ids[producer_id] = 0
-            if len(ids) > _MAX_PRODUCER_IDS:
-                ids.popitem(last=False)
-            return producer_id
+            self._remember_producer(producer_id, epoch)
+        return producer_id, epoch
 
     def check_producer(self, producer_id: int, epoch: int) -> int:
         """The error of an idempotent batch's producer id and epoch: Kafka's
-        UNKNOWN_PRODUCER_ID for an id this listener did not issue to this principal (made
-        up, another user's, or from before a restart), INVALID_PRODUCER_EPOCH for another
-        epoch than it issued."""
+        UNKNOWN_PRODUCER_ID for an id the cluster did not issue to this principal (made
+        up, another user's, or expired), INVALID_PRODUCER_EPOCH for another epoch."""
+        key = (self._principal, producer_id)
+        now = time.monotonic()
         with self._lock:
-            ids = self._owned_state().ids
-            issued = ids.get(producer_id)
+            known = self._producer_ids.get(key)
+            if known is not None and now - known[1] < _PRODUCER_ID_TTL_S:
+                self._producer_ids.move_to_end(key)
+                issued: int | None = known[0]
+            else:
+                issued = None
+        if issued is None:
+            issued = self.cluster.producer_epoch(producer_id)
             if issued is None:
                 return codes.UNKNOWN_PRODUCER_ID
-            ids.move_to_end(producer_id)
+            with self._lock:
+                self._remember_producer(producer_id, issued)
         return codes.NONE if epoch == issued else codes.INVALID_PRODUCER_EPOCH
 
-    def sequence(self, producer_id: int, epoch: int, full: str, partition: int) -> _Sequence:
-        key = (producer_id, full, partition)
-        with self._lock:
-            sequences = self._owned_state().sequences
-            state = sequences.get(key)
-            if state is None:
-                if len(sequences) >= _MAX_SEQUENCES:
-                    sequences.popitem(last=False)
-                state = sequences[key] = _Sequence(epoch)
-            else:
-                sequences.move_to_end(key)
-            return state
+    def _remember_producer(self, producer_id: int, epoch: int) -> None:
+        ids = self._producer_ids
+        ids[(self._principal, producer_id)] = (epoch, time.monotonic())
+        ids.move_to_end((self._principal, producer_id))
+        if len(ids) > _MAX_PRODUCER_IDS:
+            ids.popitem(last=False)
 
-    @staticmethod
-    def remember(state: _Sequence, base_seq: int, last_seq: int, base_offset: int) -> None:
-        state.last_seq = last_seq
-        state.recent.append((base_seq, last_seq, base_offset))
-        del state.recent[:-_REMEMBERED_BATCHES]
+    def sequence_lock(self, producer_id: int, full: str, partition: int) -> threading.Lock:
+        """The lock that orders one producer's batches to one partition."""
+        return self._sequence_locks[hash((producer_id, full, partition)) % _SEQUENCE_LOCKS]
 
     def close(self) -> None:
         self.closing.set()

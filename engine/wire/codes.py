@@ -44,6 +44,7 @@ INVALID_FETCH_SESSION_EPOCH = 71
 MEMBER_ID_REQUIRED = 79
 ELECTION_NOT_NEEDED = 84
 NO_REASSIGNMENT_IN_PROGRESS = 85
+PRODUCER_FENCED = 90
 UNKNOWN_SERVER_ERROR = -1
 
 
@@ -57,6 +58,14 @@ def of(exc: BaseException) -> int:
         return GROUP_AUTHORIZATION_FAILED
     if isinstance(exc, errors.AccessDenied):
         return TOPIC_AUTHORIZATION_FAILED
+    if isinstance(exc, errors.ProducerFenced):
+        return PRODUCER_FENCED
+    if isinstance(exc, errors.InvalidProducerEpoch):
+        return INVALID_PRODUCER_EPOCH
+    if isinstance(exc, errors.OutOfOrderSequence):
+        return OUT_OF_ORDER_SEQUENCE_NUMBER
+    if isinstance(exc, errors.UnknownProducerId):
+        return UNKNOWN_PRODUCER_ID
     if isinstance(exc, errors.MessageTooLarge):
         return MESSAGE_TOO_LARGE
     if isinstance(exc, errors.InvalidOffset):

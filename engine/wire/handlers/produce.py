@@ -37,11 +37,14 @@ def init_producer_id(
             producer_id=-1,
             producer_epoch=-1,
         )
+    try:
+        producer_id, epoch = session.broker.new_producer_id()
+    except errors.PartitionletError as exc:
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=codes.of(exc), producer_id=-1, producer_epoch=-1
+        )
     return InitProducerIdResponse(
-        throttle_time_ms=0,
-        error_code=codes.NONE,
-        producer_id=session.broker.new_producer_id(),
-        producer_epoch=0,
+        throttle_time_ms=0, error_code=codes.NONE, producer_id=producer_id, producer_epoch=epoch
     )
 
 
@@ -161,24 +164,12 @@ def _write_batch(
     error = broker.check_producer(batch.producer_id, batch.producer_epoch)
     if error:
         return error, -1
-    state = broker.sequence(batch.producer_id, batch.producer_epoch, full, partition)
-    with state.lock:
-        if batch.producer_epoch < state.epoch:
-            return codes.INVALID_PRODUCER_EPOCH, -1
-        if batch.producer_epoch > state.epoch:
-            state.epoch, state.last_seq, state.recent = batch.producer_epoch, -1, []
-        base_seq, last_seq = batch.base_sequence, batch.last_sequence
-        for seen_base, seen_last, seen_offset in state.recent:
-            if (seen_base, seen_last) == (base_seq, last_seq):
-                return codes.NONE, seen_offset  # a resend: acknowledged, not written again
-        # A sequence the node has not seen yet (a new producer, or one it forgot) starts
-        # anywhere; after that each batch must follow the last one exactly.
-        if state.last_seq >= 0 and base_seq != (state.last_seq + 1) & 0x7FFFFFFF:
-            return codes.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
-        error, offset = _send(broker, full, partition, batch, acks, deadline)
-        if not error:
-            broker.remember(state, base_seq, last_seq, offset)
-        return error, offset
+    # The check against the partition's stored batches happens in the append's own
+    # transaction (engine.storage.volume): a resend, also one after a restart of this
+    # listener, is answered with the offset it was stored at and not written again.
+    ids = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
+    with broker.sequence_lock(batch.producer_id, full, partition):
+        return _send(broker, full, partition, batch, acks, deadline, ids)
 
 
 def _send(
@@ -188,6 +179,7 @@ def _send(
     batch: codec.ProducedBatch,
     acks: int,
     deadline: float,
+    idempotent: tuple[int, int, int] | None = None,
 ) -> tuple[int, int]:
     """Append the batch in one engine call; only its first message's future is waited on,
     since the run is written as one stored batch."""
@@ -195,7 +187,13 @@ def _send(
     try:
         with bulk_records(len(batch.values)):  # a tuple a message, in the producer's batch
             future = producer.send_batch(
-                full, partition, batch.values, batch.keys, batch.headers, batch.timestamps
+                full,
+                partition,
+                batch.values,
+                batch.keys,
+                batch.headers,
+                batch.timestamps,
+                idempotent=idempotent,
             )
         if acks == 0:
             return codes.NONE, -1

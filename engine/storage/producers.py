@@ -1,0 +1,87 @@
+"""Producer ids in the catalog (table `producer_ids`): every SQL statement on it.
+
+An idempotent or transactional producer writes its batches with an id the cluster issued
+(Kafka's InitProducerId), so that every process that serves the cluster (a restarted `plet
+serve`, a second listener, the engine's own producers) knows the id and whom it belongs
+to. The sequences themselves are not here: they live in the stored batch rows
+(engine.storage.volume), the log being the producer state, as in Kafka. Ids are never
+reused (AUTOINCREMENT); one idle for longer than the expiry is deleted, and a batch that
+names it is refused (the client asks for a new one).
+
+Each call is one short transaction; any thread and any process may call it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from engine.storage.catalog import Catalog
+
+# Part of the catalog's schema (engine.storage.catalog.SCHEMA).
+PRODUCER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS producer_ids (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused
+    epoch            INTEGER NOT NULL DEFAULT 0,
+    transactional_id TEXT UNIQUE,        -- NULL: an idempotent producer without one
+    principal        TEXT NOT NULL,      -- the user it was issued to
+    created_ms       INTEGER NOT NULL,
+    last_used_ms     INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS producer_ids_by_use ON producer_ids (last_used_ms);
+"""
+
+
+class ProducerRow(NamedTuple):
+    id: int
+    epoch: int
+    transactional_id: str | None
+    principal: str
+    created_ms: int
+    last_used_ms: int
+
+
+_COLUMNS = ", ".join(ProducerRow._fields)
+
+
+class ProducerIds:
+    """The `producer_ids` table of one catalog (`catalog.producers`); times come from the
+    caller."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+
+    def issue(self, principal: str, now_ms: int) -> ProducerRow:
+        """A new producer id (epoch 0) for `principal`."""
+        with self._catalog.write():
+            cur = self._catalog.conn.execute(
+                "INSERT INTO producer_ids (principal, created_ms, last_used_ms) VALUES (?, ?, ?)",
+                (principal, now_ms, now_ms),
+            )
+            assert cur.lastrowid is not None
+            return ProducerRow(cur.lastrowid, 0, None, principal, now_ms, now_ms)
+
+    def get(self, producer_id: int) -> ProducerRow | None:
+        rows = self._catalog.query(
+            f"SELECT {_COLUMNS} FROM producer_ids WHERE id = ?", (producer_id,)
+        )
+        return ProducerRow(*rows[0]) if rows else None
+
+    def touch(self, producer_id: int, now_ms: int) -> None:
+        """Record that the producer was used (its expiry starts again)."""
+        with self._catalog.write():
+            self._catalog.conn.execute(
+                "UPDATE producer_ids SET last_used_ms = ? WHERE id = ? AND last_used_ms < ?",
+                (now_ms, producer_id, now_ms),
+            )
+
+    def expire(self, idle_before_ms: int) -> int:
+        """Delete the ids last used before `idle_before_ms`; returns how many."""
+        with self._catalog.write():
+            cur = self._catalog.conn.execute(
+                "DELETE FROM producer_ids WHERE last_used_ms < ?", (idle_before_ms,)
+            )
+            return cur.rowcount
+
+    def count(self) -> int:
+        return int(self._catalog.query("SELECT count(*) FROM producer_ids")[0][0])

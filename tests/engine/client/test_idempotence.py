@@ -1,0 +1,166 @@
+"""Idempotent batches (issue 25, item 2): producer ids are issued by the cluster and known to
+every process that opens it; a batch's producer id, epoch and base sequence are stored with
+it, and the append's own transaction compares a batch with its producer's last ones in the
+partition. So a resend is stored once whichever process (or which restart) receives it,
+across a roll to a new partitionlet too; a gap in the sequence and an older epoch are
+refused. The engine's own `Producer.send_batch(idempotent=...)` is what the wire listener
+uses."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from engine import Cluster, Consumer, Principal, Producer, TopicPartition, errors
+from engine.clock import FakeClock
+from engine.cluster import PRODUCER_ID_EXPIRY_MS
+from tests.timing import scaled
+
+TOPIC = "/s:t"
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with Cluster.open(tmp_path / "c", name="idem") as cluster:
+        cluster.create_stream("/s")
+        cluster.create_topic(TOPIC, partitions=1)
+        yield cluster
+
+
+def _send(cluster, ids, *values: bytes) -> int:
+    producer = Producer(cluster, acks="all")
+    try:
+        return (
+            producer.send_batch(TOPIC, 0, list(values), idempotent=ids)
+            .get(timeout=scaled(30))
+            .offset
+        )
+    finally:
+        producer.close()
+
+
+def _values(cluster) -> list[bytes]:
+    consumer = Consumer(cluster, enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition(TOPIC, 0)])
+        got: list[bytes] = []
+        while batch := consumer.poll(timeout_ms=500):
+            got += [r.value for rs in batch.values() for r in rs]
+        return got
+    finally:
+        consumer.close()
+
+
+def test_a_resend_is_stored_once_and_answered_with_its_offset(cluster):
+    pid, epoch = cluster.init_producer_id()
+    assert _send(cluster, (pid, epoch, 0), b"a", b"b") == 0
+    assert _send(cluster, (pid, epoch, 2), b"c") == 2
+    assert _send(cluster, (pid, epoch, 0), b"a", b"b") == 0  # a resend of the first
+    assert _send(cluster, (pid, epoch, 2), b"c") == 2
+    assert _values(cluster) == [b"a", b"b", b"c"]
+
+
+def test_a_gap_and_an_older_epoch_are_refused_and_nothing_is_written(cluster):
+    pid, epoch = cluster.init_producer_id()
+    assert _send(cluster, (pid, epoch, 0), b"a") == 0
+    with pytest.raises(errors.OutOfOrderSequence, match="sequence 5 where 1 was expected"):
+        _send(cluster, (pid, epoch, 5), b"lost one before")
+    assert _send(cluster, (pid, epoch + 1, 0), b"new epoch") == 1
+    with pytest.raises(errors.InvalidProducerEpoch, match="fenced"):
+        _send(cluster, (pid, epoch, 1), b"zombie")
+    assert _values(cluster) == [b"a", b"new epoch"]
+
+
+def test_producers_without_ids_and_other_producers_do_not_interfere(cluster):
+    one, _ = cluster.init_producer_id()
+    two, _ = cluster.init_producer_id()
+    assert one != two
+    assert _send(cluster, (one, 0, 0), b"1a") == 0
+    assert _send(cluster, None, b"plain") == 1
+    assert _send(cluster, (two, 0, 0), b"2a") == 2  # its own sequence starts anywhere
+    assert _send(cluster, (one, 0, 1), b"1b") == 3
+    assert _send(cluster, (one, 0, 0), b"1a") == 0
+    assert _values(cluster) == [b"1a", b"plain", b"2a", b"1b"]
+
+
+def test_a_resend_after_the_partitionlet_rolled_is_found_in_the_one_before(tmp_path):
+    # one batch fills a partitionlet: the resend reaches its successor
+    with Cluster.open(tmp_path / "c", partitionlet_bytes=1024) as cluster:
+        cluster.create_stream("/s")
+        cluster.create_topic(TOPIC, partitions=1)
+        pid, epoch = cluster.init_producer_id()
+        big = b"x" * 2000
+        assert _send(cluster, (pid, epoch, 0), big) == 0
+        assert _send(cluster, None, b"other") == 1
+        assert len(cluster.partitionlets(TOPIC)) >= 2
+        assert _send(cluster, (pid, epoch, 0), big) == 0
+        assert _send(cluster, (pid, epoch, 1), b"next") == 2
+        assert _values(cluster) == [big, b"other", b"next"]
+
+
+def test_a_resend_from_another_process_is_stored_once(cluster, tmp_path):
+    # The producer id and its batches are the cluster's, not one process's memory: a
+    # second process (a restarted listener) recognises the resend.
+    pid, epoch = cluster.init_producer_id()
+    assert _send(cluster, (pid, epoch, 0), b"once") == 0
+    script = textwrap.dedent(
+        f"""
+        from engine import Cluster, Producer
+        with Cluster.open({str(cluster.path)!r}) as c:
+            p = Producer(c, acks="all")
+            print(p.send_batch({TOPIC!r}, 0, [b"once"], idempotent=({pid}, {epoch}, 0))
+                  .get(timeout=30).offset)
+            print(c.producer_epoch({pid}))
+            p.close()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=scaled(60)
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", str(epoch)]
+    assert _values(cluster) == [b"once"]
+
+
+def test_producer_ids_belong_to_their_user_and_expire(tmp_path):
+    clock = FakeClock()
+    with Cluster.open(tmp_path / "c", clock=clock) as cluster:
+        alice = cluster.as_principal(Principal("alice"))
+        bob = cluster.as_principal(Principal("bob"))
+        pid, epoch = alice.init_producer_id()
+        assert alice.producer_epoch(pid) == epoch == 0
+        assert bob.producer_epoch(pid) is None  # another user's id is unknown to bob
+        assert alice.producer_epoch(pid + 1000) is None
+        clock.advance(ms=PRODUCER_ID_EXPIRY_MS // 2)
+        assert alice.producer_epoch(pid) == 0  # a use: its expiry starts again
+        clock.advance(ms=PRODUCER_ID_EXPIRY_MS - 1)
+        assert cluster.expire_producer_ids() == 0
+        clock.advance(ms=2)
+        assert cluster.expire_producer_ids() == 1
+        assert alice.producer_epoch(pid) is None
+        assert alice.init_producer_id()[0] > pid  # ids are never reused
+
+
+def test_a_volume_written_before_producer_fields_gets_them_and_keeps_its_batches(tmp_path):
+    path = tmp_path / "c"
+    with Cluster.open(path) as cluster:
+        cluster.create_stream("/s")
+        cluster.create_topic(TOPIC, partitions=1)
+        assert _send(cluster, None, b"old") == 0
+        volumes = sorted((path / "volumes").glob("vol-*.db"))
+    for volume in volumes:  # as an older engine wrote it
+        conn = sqlite3.connect(volume)
+        conn.execute("DROP INDEX batches_by_producer")
+        for column in ("producer_id", "producer_epoch", "base_seq"):
+            conn.execute(f"ALTER TABLE batches DROP COLUMN {column}")
+        conn.commit()
+        conn.close()
+    with Cluster.open(path) as cluster:
+        pid, epoch = cluster.init_producer_id()
+        assert _send(cluster, (pid, epoch, 0), b"new") == 1
+        assert _send(cluster, (pid, epoch, 0), b"new") == 1
+        assert _values(cluster) == [b"old", b"new"]
