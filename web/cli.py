@@ -182,10 +182,12 @@ def web_command(
         raise
     # `kill PID` (SIGTERM, what service managers send) stops as cleanly as Ctrl+C: the
     # workers are stopped and the clusters closed instead of the threads dying mid-write.
-    # Set before the address is printed: whoever read it may signal at once, and an
-    # interrupt outside the `try` would leave the workers running and the process alive.
+    # SIGINT gets the handler too, as in `plet serve`: a process started in the background
+    # by a shell inherits SIGINT ignored, and `kill -INT` must stop it all the same. Set
+    # before the address is printed: whoever read it may signal at once.
     main = threading.current_thread() is threading.main_thread()  # signals need it
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, _interrupt) for s in stops} if main else {}
     try:
         url = f"http://{_url_host(host)}:{server.server_port}/"
         if prepared is not None:
@@ -201,8 +203,8 @@ def web_command(
     except KeyboardInterrupt:
         pass
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         server.server_close()
         if kafka_server is not None:
             kafka_server.close()  # before the cluster it serves is closed

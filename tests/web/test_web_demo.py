@@ -200,6 +200,10 @@ def _plet() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "engine.cli"]
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class _Served:
     """`plet web ...` in a subprocess, its output collected by a reader thread."""
 
@@ -214,6 +218,9 @@ class _Served:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            # as a shell starts a background job: SIGINT ignored, which the child inherits;
+            # `plet web` handles SIGINT itself, so Ctrl+C and `kill -INT` stop it all the same
+            preexec_fn=_ignore_sigint,
         )
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
