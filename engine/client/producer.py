@@ -9,6 +9,13 @@ a second: the per-message work is a few list appends.
 Durability (DESIGN, "Durability"): acks=0 resolves at once; acks=1 after the batch's commit
 to the volume's WAL; acks="all" after a commit with synchronous=FULL (fsynced).
 
+Idempotence (`enable_idempotence=True`, Kafka's): the producer gets a producer id from the
+cluster at its first write and gives every batch its next sequence per partition; a write
+that failed in a way that may have stored it (a full disk, a lock held too long) is tried
+again up to `retries` times, and the volume recognises a batch it already holds
+(engine.storage.volume), so a retry never writes a message twice. A batch that still fails
+ends that producer id: the next batch gets a new one, as Kafka's producer bumps its epoch.
+
 Thread-safety: `send`, `flush` and `close` may be called from any thread.
 """
 
@@ -35,7 +42,9 @@ from engine.errors import (
     InvalidPartition,
     MessageTooLarge,
     PartitionletError,
+    StorageError,
     Timeout,
+    TryLater,
     UnknownStream,
     UnknownTopic,
 )
@@ -53,6 +62,8 @@ log = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 1024 * 1024  # bytes of values per partition batch
 DEFAULT_BUFFER_MEMORY = 64 * 1024 * 1024
 DEFAULT_MAX_BLOCK_MS = 60_000
+DEFAULT_RETRIES = 5  # an idempotent producer's tries after a failed write
+DEFAULT_RETRY_BACKOFF_MS = 100
 # Headers per message. Their bytes count in max_message_bytes, but a header costs more than
 # its bytes (an empty one still makes an entry to store and show), so the count is bounded
 # too; no real use comes near it (Kafka's own clients add a handful).
@@ -252,14 +263,26 @@ class Producer:
         principal: Principal | None = None,
         buffer_memory: int = DEFAULT_BUFFER_MEMORY,
         max_block_ms: int = DEFAULT_MAX_BLOCK_MS,
+        enable_idempotence: bool = False,
+        retries: int = DEFAULT_RETRIES,
+        retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
     ) -> None:
         if acks not in _ACKS:
             raise InvalidArgument(f"acks must be 0, 1 or 'all', got {acks!r}")
+        if not isinstance(enable_idempotence, bool):
+            raise InvalidArgument(
+                f"enable_idempotence must be True or False, not {enable_idempotence!r}"
+            )
+        if enable_idempotence and _ACKS[acks] != "all":
+            # Kafka's rule: a retry is only safe when the first try's outcome was durable
+            raise InvalidArgument("enable_idempotence needs acks='all'")
         for name, value, low in (
             ("linger_ms", linger_ms, 0),
             ("batch_size", batch_size, 1),
             ("buffer_memory", buffer_memory, 1),
             ("max_block_ms", max_block_ms, 0),
+            ("retries", retries, 0),
+            ("retry_backoff_ms", retry_backoff_ms, 0),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidArgument(f"{name} must be an integer >= {low}, got {value!r}")
@@ -281,6 +304,12 @@ class Producer:
         self._serializing = key_serializer is not None or value_serializer is not None
         self._buffer_memory = buffer_memory
         self._max_block_s = max_block_ms / 1000
+        self.enable_idempotence = enable_idempotence
+        self.retries = retries if enable_idempotence else 0
+        self.retry_backoff_ms = retry_backoff_ms
+        # the sender's: (producer id, epoch) once issued, the next sequence per partition
+        self._producer_id: tuple[int, int] | None = None
+        self._sequences: dict[tuple[int, int], int] = {}
 
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the sender waits on it
@@ -749,16 +778,21 @@ class Producer:
                         producer=b.ids,
                     )
                 )
-            appender.write(writes, sync=self.acks == "all")
+            if self.enable_idempotence:
+                self._number(ready, writes)
+            self._append(appender, writes)
             for b, w in zip(ready, writes, strict=True):
                 if w.error is not None:
                     b.error = w.error
                     if isinstance(w.error, UnknownTopic):
                         self._forget_topic(b.topic)
+                    if self.enable_idempotence:
+                        self._producer_id = None  # its sequence has a hole: a new id
                 else:
                     assert w.offset is not None  # written: Volume.append set it
                     b.offset = w.offset
         except BaseException as exc:  # a bug or a dead disk: fail these, keep the sender
+            self._producer_id = None
             log.exception("producer sender failed to write %d batches", len(taken))
             for b in taken:
                 if not b.resolved and b.error is None and b.offset < 0:
@@ -766,6 +800,43 @@ class Producer:
         if any(b.error is None for b in taken):
             self._cluster.appends.notify()
         self._resolve(taken)
+
+    def _number(self, ready: list[_Batch], writes: list[BatchWrite]) -> None:
+        """Give each batch its producer id, epoch and next sequence in its partition."""
+        if self._producer_id is None:
+            self._producer_id = self._cluster.init_producer_id()
+            self._sequences.clear()
+        producer_id, epoch = self._producer_id
+        sequences = self._sequences
+        for b, w in zip(ready, writes, strict=True):
+            if b.ids is None:
+                key = w.key
+                seq = sequences.get(key, 0)
+                sequences[key] = (seq + w.count) & 0x7FFFFFFF
+                b.ids = (producer_id, epoch, seq)
+            w.producer = b.ids
+
+    def _append(self, appender: Appender, writes: list[BatchWrite]) -> None:
+        """Append the writes; an idempotent producer tries again after a failure that may
+        have stored some of them (the volume answers those with their stored offsets)."""
+        for attempt in range(self.retries + 1):
+            try:
+                appender.write(writes, sync=self.acks == "all")
+                return
+            except (StorageError, TryLater, OSError) as exc:
+                if attempt == self.retries:
+                    raise
+                log.warning(
+                    "producer write failed (%s); trying again (%d of %d)",
+                    exc,
+                    attempt + 1,
+                    self.retries,
+                )
+                time.sleep(self.retry_backoff_ms / 1000 * (attempt + 1))
+                appender.forget()  # where the partitions' active partitionlets are may be stale
+                for w in writes:
+                    w.offset = w.sealed_at = w.error = None
+                    w.duplicate = w.needs_history = False
 
     def _resolve(self, taken: list[_Batch]) -> None:
         freed = 0
