@@ -553,11 +553,27 @@ class Consumer:
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         self._check_open()
         result = {}
-        for tp in partitions:
-            full, log, _ = self._log_for(tp)
-            # read_committed: the last stable offset, as Kafka's consumer answers
-            result[tp] = self._end(log)
+        logs = [self._log_for(tp) for tp in partitions]
+        for tp, log, _ in logs:
+            result[tp] = log.end_offset()
+        if self._committed and logs:
+            # read_committed: the last stable offset, as Kafka's consumer answers; the open
+            # transactions of every partition in one catalog query
+            keys = [(log.topic_id, log.partition) for _, log, _ in logs]
+            opens = self._cluster.catalog.transactions.first_open_offsets(keys)
+            for tp, log, _ in logs:
+                first = opens.get((log.topic_id, log.partition))
+                if first is not None:
+                    result[tp] = min(result[tp], first)
         return result
+
+    def markers(self, tp: TopicPartition, start: int, end: int) -> list[tuple[int, int, int, bool]]:
+        """The transaction markers (Kafka's control records) of a partition at offsets
+        start..end-1: (offset, producer id, epoch, True for COMMIT). They hold no message;
+        the wire listener answers them as control batches."""
+        self._check_open()
+        _, log, _ = self._log_for(tp)
+        return log.markers(start, end)
 
     def offsets_for_times(
         self, timestamps: dict[TopicPartition, int]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from engine import names
 from engine.errors import (
     AccessDenied,
     IllegalState,
@@ -34,6 +35,7 @@ from engine.errors import (
     StorageError,
     UnknownTopic,
 )
+from engine.storage.catalog import TopicRow
 from engine.storage.transactions import TxnRow
 from engine.storage.volume import BatchWrite
 
@@ -104,6 +106,35 @@ class Transactions:
                 f"(epoch {row.epoch if row else '?'}; this one has {epoch})"
             )
         return row
+
+    def _topic(self, full: str) -> TopicRow:
+        return self._cluster.catalog.topic(*names.split_full_name(full))
+
+    def add_topic_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> None:
+        """Put (full topic name, partition) into the open transaction, each at its log end
+        offset now (Kafka's AddPartitionsToTxn); the caller has checked produce_perm."""
+        joined = []
+        for full, partition in partitions:
+            row = self._topic(full)
+            if not 0 <= partition < row.partitions:
+                raise UnknownTopic(f"{full} has no partition {partition}")
+            end = self._cluster.partition_log(row.id, partition, full).end_offset()
+            joined.append((row.id, partition, end))
+        self.add_partitions(transactional_id, producer_id, epoch, joined)
+
+    def add_topic_offsets(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        group_id: str,
+        offsets: list[tuple[str, int, int, str]],
+    ) -> None:
+        """`add_offsets` with (full topic name, partition, offset, metadata)."""
+        rows = [(self._topic(full).id, p, o, m) for full, p, o, m in offsets]
+        self.add_offsets(transactional_id, producer_id, epoch, group_id, rows)
 
     def add_partitions(
         self,

@@ -416,6 +416,12 @@ class ArchiveReader:
 
     # --- the methods of Volume -------------------------------------------------------------
 
+    def markers(
+        self, pl_id: int, from_offset: int, to_offset: int
+    ) -> list[tuple[int, int, int, bool]]:
+        """None kept: an archive file holds batches only (readers pass the markers' gaps)."""
+        return []
+
     def gap_end(
         self, pl_id: int, position: int, skip: Sequence[tuple[int, int, int]] = ()
     ) -> int | None:

@@ -210,6 +210,19 @@ class PartitionLog:
         end = self.end_offset()
         return end if open_first is None else min(open_first, end)
 
+    def markers(self, start: int, end: int) -> list[tuple[int, int, int, bool]]:
+        """The transaction markers at offsets start..end-1: (offset, producer id, epoch,
+        True for COMMIT). An archived partitionlet keeps none (readers pass its gaps)."""
+        self._ensure_chain()
+        found: list[tuple[int, int, int, bool]] = []
+        for pl in self._chain:
+            if pl.end_offset is not None and pl.end_offset <= start:
+                continue
+            if pl.base_offset >= end:
+                break
+            found += self._reader(pl).markers(pl.id, start, end - 1)
+        return found
+
     def _see_transactions(self, position: int) -> None:
         """read_committed: learn the LSO and the aborted ranges from `position` on; what was
         fetched ahead under another view is read again."""

@@ -27,6 +27,13 @@ class BatchReader(Protocol):
         aborted transactions in `skip` (producer id, first offset, marker offset)."""
         ...
 
+    def markers(
+        self, pl_id: int, from_offset: int, to_offset: int
+    ) -> list[tuple[int, int, int, bool]]:
+        """The transaction markers at offsets from_offset..to_offset: (offset, producer id,
+        epoch, True for COMMIT)."""
+        ...
+
     def gap_end(
         self, pl_id: int, position: int, skip: Sequence[tuple[int, int, int]] = ()
     ) -> int | None:
