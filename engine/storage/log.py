@@ -403,9 +403,10 @@ class PartitionLog:
             # Offsets below the end that hold no batch (a transaction marker last, or what
             # an aborted transaction left to a read_committed reader) are passed over, so a
             # reader at the end is at the end offset.
-            gap_end = self._reader(pl).gap_end(pl.id, position, self._skip)
-            if gap_end is not None:
-                position = gap_end
+            if state is not None and position < state.next_offset:  # else no gap: no query
+                gap_end = self._reader(pl).gap_end(pl.id, position, self._skip)
+                if gap_end is not None:
+                    position = gap_end
             return None, position
         return None, position
 
