@@ -16,6 +16,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
 from console.commands import ConsoleCommands
@@ -190,8 +191,13 @@ class ConsoleApp(App[None]):
             pane.reload()
 
     def _tick(self) -> None:
-        pane = self.active_pane()
-        if pane.AUTO_REFRESH and self.cluster is not None and self.screen is self.screen_stack[0]:
+        if self.cluster is None or not self.is_running or self.screen is not self.screen_stack[0]:
+            return  # a dialog is open, or the app is closing (its widgets go one by one)
+        try:
+            pane = self.active_pane()
+        except NoMatches:  # the tabs are being taken down as the app exits
+            return
+        if pane.AUTO_REFRESH:
             pane.reload(quiet=True)
 
     def show_tab(self, name: str) -> None:
