@@ -446,11 +446,20 @@ class Cluster:
         )
 
     def partition_log(
-        self, topic_id: int, partition: int, topic: str, counter: ReadCounter | None = None
+        self,
+        topic_id: int,
+        partition: int,
+        topic: str,
+        counter: ReadCounter | None = None,
+        *,
+        committed: bool = False,
     ) -> PartitionLog:
         """A new `PartitionLog` (engine.storage.log) of one partition, for one reader;
-        `counter` counts what it reads as heat (engine.ops.heat)."""
-        return PartitionLog(self._cat, self.reader, topic_id, partition, topic, counter)
+        `counter` counts what it reads as heat (engine.ops.heat); `committed` reads as
+        Kafka's read_committed (up to the last stable offset, no aborted transaction)."""
+        return PartitionLog(
+            self._cat, self.reader, topic_id, partition, topic, counter, committed=committed
+        )
 
     def watch_metadata(self, watcher: MetadataWatcher) -> None:
         """Call `watcher.forget_metadata()` whenever this object changes topics, partitions

@@ -119,7 +119,13 @@ class Consumer:
         partition_assignment_strategy: Any = "range",
         heartbeat_interval_ms: int = 3000,
         max_poll_interval_ms: int = 300000,
+        isolation_level: str = "read_uncommitted",
     ) -> None:
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise InvalidArgument(
+                "isolation_level must be 'read_uncommitted' or 'read_committed', got "
+                f"{isolation_level!r}"
+            )
         if auto_offset_reset not in _RESETS:
             raise InvalidOffset(
                 f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
@@ -132,6 +138,10 @@ class Consumer:
         if default_stream is not None:
             names.validate_stream_path(default_stream)
         self._cluster = cluster
+        # read_committed: up to each partition's last stable offset, without the messages
+        # of aborted transactions (engine.storage.log)
+        self.isolation_level = isolation_level
+        self._committed = isolation_level == "read_committed"
         # TTL cutoffs, auto-commit and group checks read the cluster's clock. The waits of
         # poll() and iteration stay on real time: they end on the append signal (a
         # condition variable), which a fake clock cannot wake.
@@ -392,7 +402,9 @@ class Consumer:
 
     def _new_assigned(self, tp: TopicPartition) -> _Assigned:
         meta = self._topic_meta(tp.topic)
-        log = self._cluster.partition_log(meta.topic_id, tp.partition, tp.topic, self._reads)
+        log = self._cluster.partition_log(
+            meta.topic_id, tp.partition, tp.topic, self._reads, committed=self._committed
+        )
         return _Assigned(log, meta)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -441,6 +453,10 @@ class Consumer:
             GroupAccess(self._cluster, self.principal).check(self.group_id, "join_perm")
             self._group_checked.add("fetch")
 
+    def _end(self, log: PartitionLog) -> int:
+        """Where "latest" is: the end offset, or read_committed's last stable offset."""
+        return log.stable_offset() if self._committed else log.end_offset()
+
     def _reset_position(self, tp: TopicPartition, state: _Assigned) -> int:
         if self.group_id is not None:
             self._check_fetch()
@@ -454,7 +470,7 @@ class Consumer:
         if self.auto_offset_reset == "earliest":
             return state.log.start_offset()
         if self.auto_offset_reset == "latest":
-            return state.log.end_offset()
+            return self._end(state.log)
         raise NoOffsetForPartition(
             f"group {self.group_id!r} has no committed offset for {tp.topic} partition "
             f"{tp.partition} and auto_offset_reset is 'none'"
@@ -494,7 +510,7 @@ class Consumer:
         self._check_open()
         for tp in partitions or tuple(self._assigned):
             state = self._state(tp)
-            state.position = state.log.end_offset()
+            state.position = self._end(state.log)
             self._drop_buffered({self._canonical(tp)})
 
     def _drop_buffered(self, tps: set[TopicPartition]) -> None:
@@ -520,7 +536,10 @@ class Consumer:
         if state is not None:
             return tp, state.log, state.meta
         meta = self._topic_meta(tp.topic)
-        return tp, self._cluster.partition_log(meta.topic_id, tp.partition, tp.topic), meta
+        log = self._cluster.partition_log(
+            meta.topic_id, tp.partition, tp.topic, committed=self._committed
+        )
+        return tp, log, meta
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         self._check_open()
@@ -534,10 +553,27 @@ class Consumer:
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         self._check_open()
         result = {}
-        for tp in partitions:
-            full, log, _ = self._log_for(tp)
+        logs = [self._log_for(tp) for tp in partitions]
+        for tp, log, _ in logs:
             result[tp] = log.end_offset()
+        if self._committed and logs:
+            # read_committed: the last stable offset, as Kafka's consumer answers; the open
+            # transactions of every partition in one catalog query
+            keys = [(log.topic_id, log.partition) for _, log, _ in logs]
+            opens = self._cluster.catalog.transactions.first_open_offsets(keys)
+            for tp, log, _ in logs:
+                first = opens.get((log.topic_id, log.partition))
+                if first is not None:
+                    result[tp] = min(result[tp], first)
         return result
+
+    def markers(self, tp: TopicPartition, start: int, end: int) -> list[tuple[int, int, int, bool]]:
+        """The transaction markers (Kafka's control records) of a partition at offsets
+        start..end-1: (offset, producer id, epoch, True for COMMIT). They hold no message;
+        the wire listener answers them as control batches."""
+        self._check_open()
+        _, log, _ = self._log_for(tp)
+        return log.markers(start, end)
 
     def offsets_for_times(
         self, timestamps: dict[TopicPartition, int]

@@ -9,6 +9,13 @@ a second: the per-message work is a few list appends.
 Durability (DESIGN, "Durability"): acks=0 resolves at once; acks=1 after the batch's commit
 to the volume's WAL; acks="all" after a commit with synchronous=FULL (fsynced).
 
+Idempotence (`enable_idempotence=True`, Kafka's): the producer gets a producer id from the
+cluster at its first write and gives every batch its next sequence per partition; a write
+that failed in a way that may have stored it (a full disk, a lock held too long) is tried
+again up to `retries` times, and the volume recognises a batch it already holds
+(engine.storage.volume), so a retry never writes a message twice. A batch that still fails
+ends that producer id: the next batch gets a new one, as Kafka's producer bumps its epoch.
+
 Thread-safety: `send`, `flush` and `close` may be called from any thread.
 """
 
@@ -31,11 +38,14 @@ from engine.auth.principal import Principal
 from engine.client.partitioner import partition_for_key
 from engine.errors import (
     Closed,
+    IllegalState,
     InvalidArgument,
     InvalidPartition,
     MessageTooLarge,
     PartitionletError,
+    StorageError,
     Timeout,
+    TryLater,
     UnknownStream,
     UnknownTopic,
 )
@@ -53,6 +63,9 @@ log = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 1024 * 1024  # bytes of values per partition batch
 DEFAULT_BUFFER_MEMORY = 64 * 1024 * 1024
 DEFAULT_MAX_BLOCK_MS = 60_000
+DEFAULT_RETRIES = 5  # an idempotent producer's tries after a failed write
+DEFAULT_RETRY_BACKOFF_MS = 100
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 # Headers per message. Their bytes count in max_message_bytes, but a header costs more than
 # its bytes (an empty one still makes an entry to store and show), so the count is bounded
 # too; no real use comes near it (Kafka's own clients add a handful).
@@ -252,14 +265,30 @@ class Producer:
         principal: Principal | None = None,
         buffer_memory: int = DEFAULT_BUFFER_MEMORY,
         max_block_ms: int = DEFAULT_MAX_BLOCK_MS,
+        enable_idempotence: bool = False,
+        retries: int = DEFAULT_RETRIES,
+        retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
     ) -> None:
         if acks not in _ACKS:
             raise InvalidArgument(f"acks must be 0, 1 or 'all', got {acks!r}")
+        if transactional_id is not None:
+            enable_idempotence = True  # as in Kafka: a transactional producer is idempotent
+        if not isinstance(enable_idempotence, bool):
+            raise InvalidArgument(
+                f"enable_idempotence must be True or False, not {enable_idempotence!r}"
+            )
+        if enable_idempotence and _ACKS[acks] != "all":
+            # Kafka's rule: a retry is only safe when the first try's outcome was durable
+            raise InvalidArgument("enable_idempotence needs acks='all'")
         for name, value, low in (
             ("linger_ms", linger_ms, 0),
             ("batch_size", batch_size, 1),
             ("buffer_memory", buffer_memory, 1),
             ("max_block_ms", max_block_ms, 0),
+            ("retries", retries, 0),
+            ("retry_backoff_ms", retry_backoff_ms, 0),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidArgument(f"{name} must be an integer >= {low}, got {value!r}")
@@ -281,6 +310,26 @@ class Producer:
         self._serializing = key_serializer is not None or value_serializer is not None
         self._buffer_memory = buffer_memory
         self._max_block_s = max_block_ms / 1000
+        self.enable_idempotence = enable_idempotence
+        self.retries = retries if enable_idempotence else 0
+        self.retry_backoff_ms = retry_backoff_ms
+        # the sender's: (producer id, epoch) once issued, the next sequence per partition
+        self._producer_id: tuple[int, int] | None = None
+        self._sequences: dict[tuple[int, int], int] = {}
+        # transactions (engine.client.transactions): None, or the id and its state
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._txn_ready = False  # init_transactions() done
+        self._in_txn = False
+        self._txn_partitions: set[tuple[int, int]] = set()  # joined the open transaction
+        self._txn_error: BaseException | None = None  # a batch of it failed: abort only
+        if transactional_id is not None:
+            from engine.client.transactions import Transactions, check_settings
+
+            check_settings(transactional_id, transaction_timeout_ms)
+            self._coordinator: Transactions | None = Transactions(cluster)
+        else:
+            self._coordinator = None
 
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the sender waits on it
@@ -324,6 +373,8 @@ class Producer:
 
         This is the hot path: keep it to argument checks and a few list operations.
         """
+        if self._coordinator is not None and not self._in_txn:
+            self._not_in_transaction()
         if self._serializing:
             value, key = self._serialize(value, key)
         if value.__class__ is not bytes and value is not None:
@@ -410,6 +461,8 @@ class Producer:
         future gives the stored batch's offset). A sequence that does not follow the last
         one fails with `OutOfOrderSequence`, an older epoch with `InvalidProducerEpoch`.
         """
+        if self._coordinator is not None and not self._in_txn:
+            self._not_in_transaction()
         count = len(values)
         if not count:
             raise InvalidArgument("send_batch needs at least one message")
@@ -630,6 +683,101 @@ class Producer:
                 )
             self._space.wait(left)
 
+    # --- transactions (Kafka's names; engine.client.transactions) ---------------------------
+
+    def _not_in_transaction(self) -> None:
+        raise IllegalState(
+            "a transactional producer sends inside a transaction: call "
+            + ("begin_transaction()" if self._txn_ready else "init_transactions() first")
+        )
+
+    def _txn(self) -> Any:
+        if self._coordinator is None:
+            raise IllegalState("this producer has no transactional_id")
+        return self._coordinator
+
+    def init_transactions(self) -> None:
+        """Get this transactional id's producer id and next epoch: every older producer of
+        it is fenced, and the transaction it left open is finished (committed if it was
+        committing, else aborted)."""
+        coordinator = self._txn()
+        assert self.transactional_id is not None
+        self.flush()
+        self._producer_id = coordinator.init(self.transactional_id, self.transaction_timeout_ms)
+        self._sequences.clear()
+        self._txn_ready, self._in_txn = True, False
+
+    def begin_transaction(self) -> None:
+        self._txn()
+        if not self._txn_ready:
+            raise IllegalState("call init_transactions() before begin_transaction()")
+        if self._in_txn:
+            raise IllegalState("a transaction is open already")
+        self._txn_partitions = set()
+        self._txn_error = None
+        self._in_txn = True
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any) -> None:
+        """Commit these offsets (TopicPartition -> offset or OffsetAndMetadata) of the group
+        (its id, or a consumer's `group_metadata()`) with the transaction: visible when it
+        commits, gone when it aborts."""
+        coordinator = self._txn()
+        if not self._in_txn:
+            self._not_in_transaction()
+        group_id = getattr(group_metadata, "group_id", group_metadata)
+        if not isinstance(group_id, str) or not group_id:
+            raise InvalidArgument(f"a group id is a non-empty string, not {group_id!r}")
+        rows = []
+        for tp, value in offsets.items():
+            offset = getattr(value, "offset", value)
+            metadata = getattr(value, "metadata", "") or ""
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                raise InvalidArgument(f"the offset of {tp} must be an int, not {offset!r}")
+            with self._lock:
+                ts = self._topics.get(tp.topic) or self._topic_state(tp.topic)
+            if ts.topic_id is None:
+                raise UnknownTopic(f"topic {ts.full} does not exist")
+            rows.append((ts.topic_id, tp.partition, offset, metadata))
+        assert self._producer_id is not None and self.transactional_id is not None
+        coordinator.add_offsets(self.transactional_id, *self._producer_id, group_id, rows)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Write what was sent, then commit: its messages and offsets become visible to
+        read_committed readers together. If a message failed, nothing is committed: the
+        error is raised and the transaction must be aborted."""
+        self._end(commit=True, timeout=timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """End the transaction without its messages and offsets: read_committed readers
+        never see them."""
+        self._end(commit=False, timeout=timeout)
+
+    def _end(self, *, commit: bool, timeout: float | None) -> None:
+        coordinator = self._txn()
+        if not self._in_txn:
+            raise IllegalState("no transaction is open")
+        self.flush(timeout)
+        if commit and self._txn_error is not None:
+            raise self._txn_error
+        assert self._producer_id is not None and self.transactional_id is not None
+        coordinator.end(self.transactional_id, *self._producer_id, commit=commit)
+        self._in_txn = False
+
+    def _join_transaction(self, writes: list[BatchWrite]) -> None:
+        """Sender thread: put the partitions written for the first time in this
+        transaction into it, each at its log end offset now."""
+        new = {w.key for w in writes} - self._txn_partitions
+        if not new:
+            return
+        joined = []
+        for topic_id, partition in sorted(new):
+            name = f"#{topic_id}"
+            end = self._cluster.partition_log(topic_id, partition, name).end_offset()
+            joined.append((topic_id, partition, end))
+        assert self._producer_id is not None and self.transactional_id is not None
+        self._txn().add_partitions(self.transactional_id, *self._producer_id, joined)
+        self._txn_partitions |= new
+
     # --- flushing and closing -------------------------------------------------------------
 
     def flush(self, timeout: float | None = None) -> None:
@@ -749,16 +897,26 @@ class Producer:
                         producer=b.ids,
                     )
                 )
-            appender.write(writes, sync=self.acks == "all")
+            if self.enable_idempotence:
+                self._number(ready, writes)
+            self._append(appender, writes)
             for b, w in zip(ready, writes, strict=True):
                 if w.error is not None:
                     b.error = w.error
                     if isinstance(w.error, UnknownTopic):
                         self._forget_topic(b.topic)
+                    if self._coordinator is not None:
+                        self._txn_error = w.error  # the transaction can only abort now
+                    elif self.enable_idempotence:
+                        self._producer_id = None  # its sequence has a hole: a new id
                 else:
                     assert w.offset is not None  # written: Volume.append set it
                     b.offset = w.offset
         except BaseException as exc:  # a bug or a dead disk: fail these, keep the sender
+            if self._coordinator is not None:
+                self._txn_error = exc if isinstance(exc, PartitionletError) else _wrap(exc)
+            else:
+                self._producer_id = None
             log.exception("producer sender failed to write %d batches", len(taken))
             for b in taken:
                 if not b.resolved and b.error is None and b.offset < 0:
@@ -766,6 +924,46 @@ class Producer:
         if any(b.error is None for b in taken):
             self._cluster.appends.notify()
         self._resolve(taken)
+
+    def _number(self, ready: list[_Batch], writes: list[BatchWrite]) -> None:
+        """Give each batch its producer id, epoch and next sequence in its partition."""
+        if self._coordinator is not None:
+            self._join_transaction(writes)
+        elif self._producer_id is None:
+            self._producer_id = self._cluster.init_producer_id()
+            self._sequences.clear()
+        assert self._producer_id is not None  # init_transactions() or just now
+        producer_id, epoch = self._producer_id
+        sequences = self._sequences
+        for b, w in zip(ready, writes, strict=True):
+            if b.ids is None:
+                key = w.key
+                seq = sequences.get(key, 0)
+                sequences[key] = (seq + w.count) & 0x7FFFFFFF
+                b.ids = (producer_id, epoch, seq)
+            w.producer = b.ids
+
+    def _append(self, appender: Appender, writes: list[BatchWrite]) -> None:
+        """Append the writes; an idempotent producer tries again after a failure that may
+        have stored some of them (the volume answers those with their stored offsets)."""
+        for attempt in range(self.retries + 1):
+            try:
+                appender.write(writes, sync=self.acks == "all")
+                return
+            except (StorageError, TryLater, OSError) as exc:
+                if attempt == self.retries:
+                    raise
+                log.warning(
+                    "producer write failed (%s); trying again (%d of %d)",
+                    exc,
+                    attempt + 1,
+                    self.retries,
+                )
+                time.sleep(self.retry_backoff_ms / 1000 * (attempt + 1))
+                appender.forget()  # where the partitions' active partitionlets are may be stale
+                for w in writes:
+                    w.offset = w.sealed_at = w.error = None
+                    w.duplicate = w.needs_history = False
 
     def _resolve(self, taken: list[_Batch]) -> None:
         freed = 0

@@ -77,13 +77,13 @@ PRODUCER_USED = frozenset(
         "buffer_memory",
         "max_block_ms",
         "max_request_size",
+        "enable_idempotence",
+        "retries",
     }
 )
 PRODUCER_IGNORED = frozenset(
     {
         "compression_type",
-        "retries",
-        "enable_idempotence",
         "transactional_id",
         "transaction_timeout_ms",
         "delivery_timeout_ms",

@@ -175,6 +175,12 @@ def _scan(
             # the volume's own is checked before the file is written).
             if pl.max_ts is not None and pl.max_ts >= cutoff:
                 continue
+            if cluster.catalog.transactions.aborted(
+                pl.topic_id, pl.partition, pl.base_offset, pl.end_offset
+            ):
+                # Archive files keep no producer ids yet, so read_committed readers could
+                # not leave an aborted transaction's messages out: it stays in its volume.
+                continue
             candidates.append(_Candidate(f"{path}:{name}", path, name, pl, policies))
     return candidates, leftovers
 

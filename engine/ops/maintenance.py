@@ -30,6 +30,12 @@ def _expire_producer_ids(cluster: Cluster) -> int:
     return cluster.expire_producer_ids()
 
 
+def _recover_transactions(cluster: Cluster) -> int:
+    from engine.client.transactions import Transactions
+
+    return Transactions(cluster).recover()
+
+
 def _archive(cluster: Cluster) -> Any:
     from engine.ops import archive  # pyarrow: loaded by the first pass, not at import
 
@@ -135,6 +141,8 @@ class Maintenance:
             # copies left by a rebalance that died midway: they only cost disk space
             self._guarded("orphan clean-up", balance.clean_orphans)
             self._guarded("producer id expiry", _expire_producer_ids)
+            # transactions a crash left decided, or open past their timeout
+            self._guarded("transaction recovery", _recover_transactions)
             self.runs += 1
             return kept, compacted
 

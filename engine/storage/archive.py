@@ -26,6 +26,7 @@ import json
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -415,9 +416,29 @@ class ArchiveReader:
 
     # --- the methods of Volume -------------------------------------------------------------
 
-    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[StoredBatch]:
+    def markers(
+        self, pl_id: int, from_offset: int, to_offset: int
+    ) -> list[tuple[int, int, int, bool]]:
+        """None kept: an archive file holds batches only (readers pass the markers' gaps)."""
+        return []
+
+    def gap_end(
+        self, pl_id: int, position: int, skip: Sequence[tuple[int, int, int]] = ()
+    ) -> int | None:
+        """None: an archived partitionlet is sealed, so its chain row says where it ends."""
+        return None
+
+    def read(
+        self,
+        pl_id: int,
+        from_offset: int,
+        max_batches: int,
+        skip: Sequence[tuple[int, int, int]] = (),
+    ) -> list[StoredBatch]:
         """Batches holding offsets >= `from_offset`, in offset order, as (base_offset,
-        last_offset, ts_type, first_ts, max_ts, payload), as `Volume.read`."""
+        last_offset, ts_type, first_ts, max_ts, payload), as `Volume.read`. `skip` is not
+        needed here: a partitionlet that holds batches of an aborted transaction is not
+        archived (engine.ops.archive)."""
         with self._lock:
             self._open()
             t = self._batches

@@ -44,6 +44,7 @@ from engine.storage.groups import GROUP_SCHEMA, GroupStore
 from engine.storage.jobs import JobTable
 from engine.storage.metrics import MetricsTable
 from engine.storage.producers import PRODUCER_SCHEMA, ProducerIds
+from engine.storage.transactions import TRANSACTION_SCHEMA, TransactionTables
 
 FORMAT = "partitionlet-catalog"
 SCHEMA_VERSION = 1
@@ -319,6 +320,7 @@ CREATE TABLE IF NOT EXISTS metrics (
 CREATE INDEX IF NOT EXISTS metrics_by_time ON metrics (resolution, bucket_ms);
 """
     + PRODUCER_SCHEMA
+    + TRANSACTION_SCHEMA
 )
 
 
@@ -462,6 +464,12 @@ class Catalog:
     def producers(self) -> ProducerIds:
         """Producer ids issued to idempotent producers (engine.storage.producers)."""
         return ProducerIds(self)
+
+    @property
+    def transactions(self) -> TransactionTables:
+        """Open transactions, their partitions and offsets, the aborted ranges
+        (engine.storage.transactions)."""
+        return TransactionTables(self)
 
     @property
     def metrics(self) -> MetricsTable:

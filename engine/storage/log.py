@@ -144,10 +144,17 @@ class PartitionLog:
         partition: int,
         topic: str,
         counter: ReadCounter | None = None,
+        *,
+        committed: bool = False,
     ) -> None:
         self._catalog = catalog
         self._reader = reader
         self._counter = counter
+        # read_committed (Kafka's isolation level): nothing at or past the last stable
+        # offset, nothing of an aborted transaction
+        self.committed = committed
+        self._lso: int | None = None  # the first offset of an open transaction here
+        self._skip: tuple[tuple[int, int, int], ...] = ()  # aborted (producer, first, marker)
         self.topic_id = topic_id
         self.partition = partition
         self.topic = topic
@@ -194,6 +201,40 @@ class PartitionLog:
         state = self._reader(last).state(last.id)  # active: in its volume, never archived
         return last.base_offset if state is None else state.next_offset
 
+    def stable_offset(self) -> int:
+        """The last stable offset (Kafka's LSO): the first offset of the earliest open
+        transaction here, else the log end offset. A read_committed reader stops there."""
+        open_first = self._catalog.transactions.first_open_offsets(
+            [(self.topic_id, self.partition)]
+        ).get((self.topic_id, self.partition))
+        end = self.end_offset()
+        return end if open_first is None else min(open_first, end)
+
+    def markers(self, start: int, end: int) -> list[tuple[int, int, int, bool]]:
+        """The transaction markers at offsets start..end-1: (offset, producer id, epoch,
+        True for COMMIT). An archived partitionlet keeps none (readers pass its gaps)."""
+        self._ensure_chain()
+        found: list[tuple[int, int, int, bool]] = []
+        for pl in self._chain:
+            if pl.end_offset is not None and pl.end_offset <= start:
+                continue
+            if pl.base_offset >= end:
+                break
+            found += self._reader(pl).markers(pl.id, start, end - 1)
+        return found
+
+    def _see_transactions(self, position: int) -> None:
+        """read_committed: learn the LSO and the aborted ranges from `position` on; what was
+        fetched ahead under another view is read again."""
+        key = (self.topic_id, self.partition)
+        tables = self._catalog.transactions
+        lso = tables.first_open_offsets([key]).get(key)
+        skip = tuple(tables.aborted(self.topic_id, self.partition, position, 2**62))
+        if skip != self._skip or lso != self._lso:
+            self._ahead = []
+            self._decoded = None
+        self._lso, self._skip = lso, skip
+
     # --- reading --------------------------------------------------------------------------
 
     def read(
@@ -204,13 +245,17 @@ class PartitionLog:
         Records older than `cutoff_ms` (expired by the stream's ttl) are skipped.
         """
         self._ensure_chain()
+        position = max(position, self._start)
+        if self.committed:
+            self._see_transactions(position)
         with bulk_records(max_records):
-            return self._read(max(position, self._start), max_records, cutoff_ms)
+            return self._read(position, max_records, cutoff_ms)
 
     def _read(
         self, position: int, max_records: int, cutoff_ms: int | None
     ) -> tuple[list[ConsumerRecord], int]:
         records: list[ConsumerRecord] = []
+        lso = self._lso if self.committed else None
         while len(records) < max_records:
             d = self._decoded
             if d is None or not d.base <= position <= d.last:
@@ -218,8 +263,11 @@ class PartitionLog:
                 if d is None:
                     break
                 if position < d.base:
-                    position = d.base  # a gap: compaction or retention removed offsets
+                    position = d.base  # a gap: compaction, retention or a marker
                 self._decoded = d
+            if lso is not None and d.base >= lso:
+                position = min(position, lso)
+                break  # an open transaction's batch, or one after it
             if cutoff_ms is not None and d.max_ts < cutoff_ms:
                 position = d.last + 1  # the whole batch has expired
                 continue
@@ -276,6 +324,9 @@ class PartitionLog:
         taken = 0
         self._ensure_chain()
         position = max(position, self._start)  # below the log start: deleted records
+        if self.committed:
+            self._see_transactions(position)
+        lso = self._lso if self.committed else None
         while taken < max_records:
             d = self._decoded
             if d is None or not d.base <= position <= d.last:
@@ -283,8 +334,11 @@ class PartitionLog:
                 if d is None:
                     break
                 if position < d.base:
-                    position = d.base  # a gap: compaction or retention removed offsets
+                    position = d.base  # a gap: compaction, retention or a marker
                 self._decoded = d
+            if lso is not None and d.base >= lso:
+                position = min(position, lso)
+                break  # an open transaction's batch, or one after it
             if cutoff_ms is not None and d.max_ts < cutoff_ms:
                 position = d.last + 1  # the whole batch has expired
                 continue
@@ -323,7 +377,7 @@ class PartitionLog:
                 or self._ahead[-1][0] > position  # a seek back, or a gap (read once more)
             ):
                 # the volume, or the archive file of an archived partitionlet
-                self._ahead = self._reader(pl).read(pl.id, position, FETCH_BATCHES)
+                self._ahead = self._reader(pl).read(pl.id, position, FETCH_BATCHES, self._skip)
                 self._ahead_pl = pl.id
                 self._ahead.reverse()  # pop() from the end in offset order
             while self._ahead and self._ahead[-1][1] < position:
@@ -346,6 +400,13 @@ class PartitionLog:
                 refreshes += 1
                 self.refresh()  # another writer rolled it: learn the successor
                 continue
+            # Offsets below the end that hold no batch (a transaction marker last, or what
+            # an aborted transaction left to a read_committed reader) are passed over, so a
+            # reader at the end is at the end offset.
+            if state is not None and position < state.next_offset:  # else no gap: no query
+                gap_end = self._reader(pl).gap_end(pl.id, position, self._skip)
+                if gap_end is not None:
+                    position = gap_end
             return None, position
         return None, position
 

@@ -61,6 +61,29 @@ class ProducerIds:
             assert cur.lastrowid is not None
             return ProducerRow(cur.lastrowid, 0, None, principal, now_ms, now_ms)
 
+    def bump(self, transactional_id: str, principal: str, now_ms: int) -> ProducerRow:
+        """Inside the caller's write transaction: the producer id of a transactional id,
+        made (epoch 0) for `principal` or with its epoch one higher."""
+        conn = self._catalog.conn
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM producer_ids WHERE transactional_id = ?",
+            (transactional_id,),
+        ).fetchone()
+        if row is None:
+            cur = conn.execute(
+                "INSERT INTO producer_ids (transactional_id, principal, created_ms, "
+                "last_used_ms) VALUES (?, ?, ?, ?)",
+                (transactional_id, principal, now_ms, now_ms),
+            )
+            assert cur.lastrowid is not None
+            return ProducerRow(cur.lastrowid, 0, transactional_id, principal, now_ms, now_ms)
+        found = ProducerRow(*row)
+        conn.execute(
+            "UPDATE producer_ids SET epoch = epoch + 1, last_used_ms = ? WHERE id = ?",
+            (now_ms, found.id),
+        )
+        return found._replace(epoch=found.epoch + 1, last_used_ms=now_ms)
+
     def get(self, producer_id: int) -> ProducerRow | None:
         rows = self._catalog.query(
             f"SELECT {_COLUMNS} FROM producer_ids WHERE id = ?", (producer_id,)

@@ -5,6 +5,7 @@ which tier a partitionlet is on."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -15,8 +16,29 @@ StoredBatch = tuple[int, int, int, int, int, bytes]
 
 
 class BatchReader(Protocol):
-    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[StoredBatch]:
-        """Batches holding offsets >= `from_offset`, in offset order."""
+    def read(
+        self,
+        pl_id: int,
+        from_offset: int,
+        max_batches: int,
+        skip: Sequence[tuple[int, int, int]] = (),
+    ) -> list[StoredBatch]:
+        """Batches holding offsets >= `from_offset`, in offset order, but those of the
+        aborted transactions in `skip` (producer id, first offset, marker offset)."""
+        ...
+
+    def markers(
+        self, pl_id: int, from_offset: int, to_offset: int
+    ) -> list[tuple[int, int, int, bool]]:
+        """The transaction markers at offsets from_offset..to_offset: (offset, producer id,
+        epoch, True for COMMIT)."""
+        ...
+
+    def gap_end(
+        self, pl_id: int, position: int, skip: Sequence[tuple[int, int, int]] = ()
+    ) -> int | None:
+        """The partitionlet's next offset when no batch (but those in `skip`) holds
+        `position` or later; None otherwise."""
         ...
 
     def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> StoredBatch | None:

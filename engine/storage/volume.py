@@ -15,7 +15,7 @@ Thread-safety: one `Volume` may be shared; each thread uses its own connection.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -107,6 +107,19 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
 ADDED_INDEXES = """
 CREATE INDEX IF NOT EXISTS batches_by_producer ON batches (partitionlet, producer_id)
     WHERE producer_id IS NOT NULL;
+-- Transaction markers (Kafka's control records): each takes an offset of its partition, in
+-- the append transaction that writes it, but holds no message, so every reader sees a gap
+-- there; the wire listener answers them as control batches.
+CREATE TABLE IF NOT EXISTS markers (
+    partitionlet   INTEGER NOT NULL,
+    offset         INTEGER NOT NULL,
+    producer_id    INTEGER NOT NULL,
+    producer_epoch INTEGER NOT NULL,
+    is_commit      INTEGER NOT NULL,   -- 1 COMMIT, 0 ABORT
+    append_ms      INTEGER NOT NULL,
+    PRIMARY KEY (partitionlet, offset)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS markers_by_producer ON markers (partitionlet, producer_id, offset);
 """
 # How many of a producer's last batches per partition a resend is compared with: Kafka's
 # (a producer has at most five requests in flight).
@@ -166,6 +179,9 @@ class BatchWrite:
     # sequence, count, base offset)], when the volume asked (`needs_history`)
     history: list[tuple[int, int, int, int]] | None = None
     needs_history: bool = False
+    # a transaction marker, not a batch: True COMMIT, False ABORT (`producer` names whose;
+    # it takes one offset and stores no message)
+    marker: bool | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -382,6 +398,8 @@ class _Sequences:
     def __init__(self) -> None:
         # (partitionlet, producer id) -> [(epoch, base sequence, count, base offset)]
         self._recent: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+        # (partitionlet, producer id) -> the epoch of its last marker there (-1: none)
+        self._fence: dict[tuple[int, int], int] = {}
 
     def recent(
         self, conn: sqlite3.Connection, w: BatchWrite, pl: _Partitionlet
@@ -398,16 +416,30 @@ class _Sequences:
                     return None
                 recent = list(w.history or ())
             self._recent[key] = recent
+            # A marker of a newer epoch (a newer producer of the transactional id ended
+            # this one's transaction) fences the older epoch here as well.
+            row = conn.execute(
+                "SELECT producer_epoch FROM markers WHERE partitionlet = ? AND producer_id = ? "
+                "ORDER BY offset DESC LIMIT 1",
+                key,
+            ).fetchone()
+            self._fence[key] = row[0] if row is not None else -1
         return recent
 
-    @staticmethod
-    def admit(w: BatchWrite, recent: list[tuple[int, int, int, int]]) -> bool:
+    def admit(self, w: BatchWrite, recent: list[tuple[int, int, int, int]]) -> bool:
         """Whether `w` is to be appended; else it is marked a `duplicate` (with the stored
         offset) or given its `error`."""
         from engine.errors import InvalidProducerEpoch, OutOfOrderSequence
 
         assert w.producer is not None
         producer_id, epoch, base_seq = w.producer
+        fence = self._fence.get((w.pl_id, producer_id), -1)
+        if epoch < fence:
+            w.error = InvalidProducerEpoch(
+                f"producer {producer_id} epoch {epoch} was fenced: epoch {fence} ended its "
+                "transaction in this partition"
+            )
+            return False
         if not recent:
             return True  # a new producer (or one whose batches are gone): any sequence
         last_epoch, last_base, last_count, _ = recent[-1]
@@ -560,6 +592,7 @@ class Volume:
             pls = self._partitionlets(sorted({w.pl_id for w in writes}))
             appending = _Appending(now)
             sequences = _Sequences()
+            markers: list[tuple[int, int, int, int, int, int]] = []
             for w in writes:
                 w.offset = w.sealed_at = None
                 w.needs_history = w.duplicate = False
@@ -580,6 +613,15 @@ class Volume:
                     pl.changed = True
                     w.sealed_at = pl.next_offset
                     continue
+                if w.marker is not None:
+                    assert w.producer is not None
+                    w.offset = pl.next_offset
+                    pl.next_offset += 1
+                    pl.changed = True
+                    markers.append(
+                        (w.pl_id, w.offset, w.producer[0], w.producer[1], int(w.marker), now)
+                    )
+                    continue
                 if w.producer is not None:
                     recent = sequences.recent(conn, w, pl)
                     if recent is None:  # the appender looks in the partitionlet before
@@ -598,6 +640,8 @@ class Volume:
                     pl.state = SEALED
                     w.sealed_at = pl.next_offset
             appending.write(conn, pls)
+            if markers:
+                conn.executemany("INSERT INTO markers VALUES (?, ?, ?, ?, ?, ?)", markers)
 
     def create_partitionlet(
         self, pl_id: int, stream_id: int, topic_id: int, partition: int, base_offset: int
@@ -638,6 +682,7 @@ class Volume:
                 (row[1], row[2], row[0]),
             )
         conn.execute("DELETE FROM batches WHERE partitionlet = ?", (pl_id,))
+        conn.execute("DELETE FROM markers WHERE partitionlet = ?", (pl_id,))
         conn.execute(
             "INSERT INTO partitionlets (id, stream_id, topic_id, partition, base_offset, "
             "next_offset, state, created_ms) VALUES (?, -1, -1, -1, 0, 0, ?, ?) "
@@ -819,14 +864,58 @@ class Volume:
             raise translate(exc, self.path, "volume") from exc
         return result
 
-    def read(self, pl_id: int, from_offset: int, max_batches: int) -> list[StoredBatch]:
+    def read(
+        self,
+        pl_id: int,
+        from_offset: int,
+        max_batches: int,
+        skip: Sequence[tuple[int, int, int]] = (),
+    ) -> list[StoredBatch]:
         """Batches holding offsets >= `from_offset`, in offset order, as tuples of
-        (base_offset, last_offset, ts_type, first_ts, max_ts, payload)."""
-        return self._query(
+        (base_offset, last_offset, ts_type, first_ts, max_ts, payload). `skip` leaves out
+        the batches of aborted transactions: (producer id, first offset, marker offset)."""
+        sql = (
             "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload FROM batches "
-            "WHERE partitionlet = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?",
-            (pl_id, from_offset, max_batches),
+            "WHERE partitionlet = ? AND last_offset >= ?"
         )
+        args: list[Any] = [pl_id, from_offset]
+        for producer_id, first, marker in skip:
+            sql += " AND NOT (producer_id IS ? AND base_offset BETWEEN ? AND ?)"
+            args += [producer_id, first, marker]
+        return self._query(sql + " ORDER BY last_offset LIMIT ?", (*args, max_batches))
+
+    def gap_end(
+        self, pl_id: int, position: int, skip: Sequence[tuple[int, int, int]] = ()
+    ) -> int | None:
+        """The next offset of a partitionlet that holds no batch (but those of the aborted
+        transactions in `skip`) at or after `position`: what lies between is a gap
+        (transaction markers, compacted or aborted batches). Read in one statement, so a
+        batch appended meanwhile is never jumped over; None when a batch holds `position`
+        or later, or there is no gap."""
+        sql = (
+            "SELECT next_offset FROM partitionlets WHERE id = ? AND next_offset > ? "
+            "AND NOT EXISTS (SELECT 1 FROM batches WHERE partitionlet = ? AND last_offset >= ?"
+        )
+        args: list[Any] = [pl_id, position, pl_id, position]
+        for producer_id, first, marker in skip:
+            sql += " AND NOT (producer_id IS ? AND base_offset BETWEEN ? AND ?)"
+            args += [producer_id, first, marker]
+        rows = self._query(sql + ")", tuple(args))
+        return rows[0][0] if rows else None
+
+    def markers(
+        self, pl_id: int, from_offset: int, to_offset: int
+    ) -> list[tuple[int, int, int, bool]]:
+        """The transaction markers at offsets from_offset..to_offset: (offset, producer id,
+        epoch, True for COMMIT)."""
+        return [
+            (r[0], r[1], r[2], bool(r[3]))
+            for r in self._query(
+                "SELECT offset, producer_id, producer_epoch, is_commit FROM markers "
+                "WHERE partitionlet = ? AND offset BETWEEN ? AND ? ORDER BY offset",
+                (pl_id, from_offset, to_offset),
+            )
+        ]
 
     def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> StoredBatch | None:
         """The first batch whose running max timestamp reaches `timestamp_ms`, in the form
@@ -1068,6 +1157,10 @@ class Volume:
                         nbytes += sum(r[10] for r in rows)
                     if messages or nbytes:
                         _add_usage(conn, {stream_id: [messages, nbytes]})
+                    conn.executemany(
+                        "INSERT INTO markers VALUES (?, ?, ?, ?, ?, ?)",
+                        src.execute("SELECT * FROM markers WHERE partitionlet = ?", (pl_id,)),
+                    )
         except sqlite3.DatabaseError as exc:
             raise translate(exc, source.path, "volume") from exc
         return self.state(pl_id)
@@ -1091,6 +1184,7 @@ class Volume:
                 (row[1], row[2], row[0]),
             )
         conn.execute("DELETE FROM batches WHERE partitionlet = ?", (pl_id,))
+        conn.execute("DELETE FROM markers WHERE partitionlet = ?", (pl_id,))
         conn.execute("DELETE FROM partitionlets WHERE id = ?", (pl_id,))
 
     def purge_if_unchanged(self, pl_id: int, expected: PartitionletState) -> bool:

@@ -186,6 +186,16 @@ class Broker:
             self._remember_producer(producer_id, epoch)
         return producer_id, epoch
 
+    def init_transactions(self, transactional_id: str, timeout_ms: int) -> tuple[int, int]:
+        """(producer id, epoch) of a transactional id from the engine's coordinator
+        (engine.client.transactions): older producers of it are fenced."""
+        from engine.client.transactions import Transactions
+
+        producer_id, epoch = Transactions(self.cluster).init(transactional_id, timeout_ms)
+        with self._lock:
+            self._remember_producer(producer_id, epoch)
+        return producer_id, epoch
+
     def check_producer(self, producer_id: int, epoch: int) -> int:
         """The error of an idempotent batch's producer id and epoch: Kafka's
         UNKNOWN_PRODUCER_ID for an id the cluster did not issue to this principal (made

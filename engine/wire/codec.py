@@ -348,6 +348,24 @@ def encode_arrow(batch: pa.RecordBatch) -> bytes:
     return bytes(out)
 
 
+_CONTROL = 0x20  # the attribute bit of a control batch
+_CONTROL_VALUE = struct.pack(">hi", 0, 0)  # version 0, coordinator epoch 0
+
+
+def encode_control(offset: int, producer_id: int, epoch: int, commit: bool, ts_ms: int) -> bytes:
+    """A transaction marker as Kafka's control batch: transactional, with the control bit,
+    one record whose key is (version 0, type 1 COMMIT or 0 ABORT). Clients skip it and
+    move past its offset; a read_committed one ends the producer's transaction there."""
+    builder = DefaultRecordBatchBuilder(2, 0, 1, producer_id, epoch, -1, 1 << 20)
+    builder.append(0, ts_ms, struct.pack(">hh", 0, 1 if commit else 0), _CONTROL_VALUE, [])
+    buf: bytearray = builder.build()
+    _BASE_OFFSET.pack_into(buf, 0, offset)
+    (attributes,) = struct.unpack_from(">h", buf, _ATTRIBUTES_AT)
+    struct.pack_into(">h", buf, _ATTRIBUTES_AT, attributes | _CONTROL)
+    struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[_CRC_FROM:]))
+    return bytes(buf)
+
+
 _Headers = list[tuple[str, bytes | None]]
 _NO_HEADERS: _Headers = []
 

@@ -78,6 +78,7 @@ class Session:
         # the client's address, as login limits count it
         self.address = str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
         self.consumer: Consumer | None = None
+        self.committed_consumer: Consumer | None = None  # read_committed fetches
         self.sasl_mechanisms = sasl_mechanisms
         self.authenticated = not sasl_mechanisms
         self.sasl_stage: str | None = None  # set by a SaslHandshake
@@ -101,6 +102,9 @@ class Session:
         if self.consumer is not None:
             self.consumer.close(autocommit=False)
             self.consumer = None
+        if self.committed_consumer is not None:
+            self.committed_consumer.close(autocommit=False)
+            self.committed_consumer = None
 
 
 class Connection:

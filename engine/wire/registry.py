@@ -84,6 +84,7 @@ def load() -> dict[int, Api]:
         produce,
         replicas,
         sasl,
+        transactions,
     )
 
     return APIS

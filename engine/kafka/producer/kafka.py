@@ -43,11 +43,15 @@ class KafkaProducer:
 
     Used settings: `acks` (0, 1, 'all' or -1; default 1), `linger_ms`, `batch_size`,
     `buffer_memory`, `max_block_ms`, `max_request_size`, `key_serializer`,
-    `value_serializer`, `partitioner`, plus `default_stream`; see docs/KAFKA.md.
+    `value_serializer`, `partitioner`, `enable_idempotence` (off unless given; it makes
+    acks='all' unless acks is given, which must then be 'all'), `retries` (an idempotent producer's), plus
+    `default_stream`; see docs/KAFKA.md.
     """
 
     def __init__(self, **configs: Any) -> None:
         config = configure("KafkaProducer", configs, PRODUCER_USED, PRODUCER_IGNORED)
+        if config.get("enable_idempotence") and "acks" not in config:
+            config["acks"] = "all"  # as kafka-python 3: idempotence asked for, acks left alone
         config.setdefault("acks", 1)
         config.setdefault("linger_ms", 0)
         config.setdefault("max_block_ms", 60000)
@@ -66,6 +70,11 @@ class KafkaProducer:
         for name in ("batch_size", "buffer_memory"):  # else the engine's own defaults
             if config.get(name) is not None:
                 kwargs[name] = int_setting(config, name)
+        if config.get("enable_idempotence") is not None:
+            kwargs["enable_idempotence"] = bool(config["enable_idempotence"])
+        retries = config.get("retries")
+        if retries is not None and retries != float("inf"):  # kafka-python 3's default: inf
+            kwargs["retries"] = int_setting(config, "retries")
         self._closed = True
         self._key, cluster = bootstrap.acquire(config["bootstrap_servers"])
         try:

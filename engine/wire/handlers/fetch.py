@@ -68,14 +68,39 @@ class _Wanted:
     max_bytes: int
     records: list[pa.RecordBatch] = field(default_factory=list)
     size: int = 0  # bytes of `records` as record batches
+    controls: list[tuple[int, bytes]] = field(default_factory=list)  # (offset, batch)
 
 
-def consumer_of(session: Session) -> Consumer:
+def consumer_of(session: Session, committed: bool = False) -> Consumer:
+    """The connection's reader: read_uncommitted, or read_committed (up to the last stable
+    offset, without aborted transactions' messages: filtered here, so the answer carries
+    no aborted transaction for the client to filter)."""
+    if committed:
+        if session.committed_consumer is None:
+            session.committed_consumer = Consumer(
+                session.broker.cluster,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                isolation_level="read_committed",
+            )
+        return session.committed_consumer
     if session.consumer is None:
         session.consumer = Consumer(
             session.broker.cluster, enable_auto_commit=False, auto_offset_reset="earliest"
         )
     return session.consumer
+
+
+def _records(w: _Wanted) -> bytes:
+    """The partition's record batches, with its control batches in offset order."""
+    if not w.controls:
+        return b"".join(map(codec.encode_arrow, w.records)) if w.records else b""
+    parts = [
+        (int(r.column("offset")[0].as_py()), codec.encode_arrow(r)) for r in w.records if r.num_rows
+    ]
+    parts += w.controls
+    parts.sort(key=lambda part: part[0])
+    return b"".join(data for _, data in parts)
 
 
 # from v4 (record batch v2) to v12 (flexible); v13 and later name topics by id
@@ -109,7 +134,9 @@ def fetch(session: Session, request: FetchRequest, version: int) -> FetchRespons
             sessions.count("sessionless")
         else:  # the session's partitions, not only those the request names
             asked = {k: (c.fetch_offset, c.max_bytes) for k, c in fetch_session.partitions.items()}
-    consumer = consumer_of(session)
+    consumer = consumer_of(session)  # offsets: the log's own ends
+    committed = version >= 4 and request.isolation_level == 1
+    reader = consumer_of(session, committed) if committed else consumer
     wanted: dict[Key, _Wanted] = {}
     resolved: dict[str, Any] = {}  # each topic described once
     for (name, partition), (offset, max_bytes) in asked.items():
@@ -124,13 +151,14 @@ def fetch(session: Session, request: FetchRequest, version: int) -> FetchRespons
             if not begins[tp] <= w.offset <= ends[tp]:
                 w.error = codes.OFFSET_OUT_OF_RANGE
                 del live[tp]
-    consumer.assign(list(live))
+    reader.assign(list(live))
     for tp, w in live.items():
-        consumer.seek(tp, w.offset)
+        reader.seek(tp, w.offset)
     # the wait is capped by the listener (a client may ask for days)
     wait_ms = min(max(request.max_wait_ms, 0), broker.max_fetch_wait_ms)
     return _LongPoll(
         session,
+        reader,
         consumer,
         wanted,
         live,
@@ -150,7 +178,8 @@ class _LongPoll:
     (engine.wire.park: no thread waits)."""
 
     session: Session
-    consumer: Consumer
+    consumer: Consumer  # reads, read_committed or not
+    offsets: Consumer  # the log's ends (read_uncommitted)
     wanted: dict[Key, _Wanted]
     live: dict[TopicPartition, _Wanted]
     begins: dict[TopicPartition, int]
@@ -201,12 +230,47 @@ class _LongPoll:
             # appends of other processes are seen by polling: look again every slice
             return Park(self.step, signal, seq, min(self.deadline, now + _SLICE_MS / 1000))
         ends: dict[TopicPartition, int] = {}
+        stable: dict[TopicPartition, int] = {}
         if live:
+            paused = consumer.paused()
             consumer.resume(*live)
-            ends = consumer.end_offsets(live)
-        return self._response(ends)
+            ends = self.offsets.end_offsets(live)
+            stable = (
+                consumer.end_offsets(live)
+                if consumer.isolation_level != "read_uncommitted"
+                else ends
+            )
+            self._add_markers(paused)
+        return self._response(ends, stable)
 
-    def _response(self, ends: dict[TopicPartition, int]) -> FetchResponse:
+    def _add_markers(self, paused: set[TopicPartition]) -> None:
+        """Answer the transaction markers among what was read as control batches, in offset
+        order among the records: a client moves past them (a marker last would otherwise
+        leave it one short of the end forever)."""
+        consumer = self.consumer
+        for tp, w in self.live.items():
+            if w.records and tp in paused:  # cut by the byte limits: up to the last taken
+                last = w.records[-1]
+                upto = (
+                    int(last.column("offset")[last.num_rows - 1].as_py()) + 1
+                    if last.num_rows
+                    else w.offset
+                )
+            else:
+                upto = consumer.position(tp)
+            if upto <= w.offset:
+                continue
+            markers = consumer.markers(tp, w.offset, upto)
+            if not markers:
+                continue
+            w.controls = [
+                (offset, codec.encode_control(offset, pid, epoch, commit, 0))
+                for offset, pid, epoch, commit in markers
+            ]
+
+    def _response(
+        self, ends: dict[TopicPartition, int], stable: dict[TopicPartition, int]
+    ) -> FetchResponse:
         """The answer: every partition for a full fetch; for an incremental one only those
         with records, an error, or a high watermark or log start that changed since the
         session's last answer (Kafka's IncrementalFetchContext)."""
@@ -231,21 +295,22 @@ class _LongPoll:
         for key, w in self.wanted.items():
             error, tp, records = w.error, w.tp, w.records
             high = ends.get(tp, -1) if tp is not None else -1
+            lso = stable.get(tp, high) if tp is not None else -1
             log_start = self.begins.get(tp, -1) if tp is not None else -1
             if fetch_session is not None:
                 changed = sessions.sent(fetch_session, key, high, log_start)
-                if incremental and not (records or error or changed):
+                if incremental and not (records or w.controls or error or changed):
                     continue
             by_topic.setdefault(key[0], []).append(
                 P(
                     partition_index=key[1],
                     error_code=error,
                     high_watermark=high,
-                    last_stable_offset=high,
+                    last_stable_offset=lso,
                     log_start_offset=log_start,
                     aborted_transactions=[],
                     preferred_read_replica=-1,
-                    records=b"".join(map(codec.encode_arrow, records)) if records else b"",
+                    records=_records(w),
                 )
             )
         return FetchResponse(
@@ -277,7 +342,9 @@ def list_offsets(
             if tp is not None:
                 try:
                     if p.timestamp == LATEST:
-                        offset = consumer.end_offsets([tp])[tp]
+                        # read_committed (isolation level 1, v2+): the last stable offset
+                        latest = consumer_of(session, version >= 2 and request.isolation_level == 1)
+                        offset = latest.end_offsets([tp])[tp]
                     elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
                         offset = consumer.beginning_offsets([tp])[tp]
                     elif p.timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):

@@ -29,16 +29,31 @@ _MAX_WAIT_S = 60.0
 def init_producer_id(
     session: Session, request: InitProducerIdRequest, version: int
 ) -> InitProducerIdResponse:
-    if request.transactional_id is not None:
-        # transactions are not served yet (docs/WIRE.md)
+    try:
+        if request.transactional_id is not None:
+            # the engine's coordinator: fences the older producers of the id and finishes
+            # the transaction they left open
+            producer_id, epoch = session.broker.init_transactions(
+                request.transactional_id, request.transaction_timeout_ms
+            )
+        else:
+            producer_id, epoch = session.broker.new_producer_id()
+    except errors.InvalidArgument:
+        return InitProducerIdResponse(
+            throttle_time_ms=0,
+            error_code=codes.INVALID_TRANSACTION_TIMEOUT
+            if request.transactional_id
+            else codes.INVALID_REQUEST,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    except errors.AccessDenied:
         return InitProducerIdResponse(
             throttle_time_ms=0,
             error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             producer_id=-1,
             producer_epoch=-1,
         )
-    try:
-        producer_id, epoch = session.broker.new_producer_id()
     except errors.PartitionletError as exc:
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=codes.of(exc), producer_id=-1, producer_epoch=-1
@@ -121,10 +136,10 @@ def _write(
         return codes.RECORD_LIST_TOO_LARGE, -1
     except Exception:  # the record reader raises several kinds for a damaged batch
         return codes.CORRUPT_MESSAGE, -1
-    if not batches or any(b.transactional or b.control for b in batches):
-        return (
-            codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if batches else codes.CORRUPT_MESSAGE
-        ), -1
+    if not batches or any(b.control for b in batches):
+        return codes.CORRUPT_MESSAGE, -1  # control batches are the coordinator's to write
+    if any(b.transactional and not b.has_producer_id for b in batches):
+        return codes.INVALID_PRODUCER_ID_MAPPING, -1
     if not any(b.has_producer_id for b in batches):
         # one engine batch for the whole request's records: all or nothing
         return _send(broker, full, partition, _joined(batches), acks, deadline)

@@ -1,0 +1,254 @@
+"""Transactions (Kafka's KIP-98 and KIP-447): the rules, written once for the engine's
+`Producer`, the wire listener and the CLI. The state is the cluster's (catalog tables in
+engine.storage.transactions, markers in the volumes), so every process agrees and a crash
+at any point leaves a transaction that is finished by whoever comes next.
+
+A transaction's life, for the transactional id's current epoch:
+
+1. `init` gives the transactional id's producer id its next epoch (fencing every older
+   producer of it) and finishes what the older one left: a transaction that was
+   committing is committed, any other open one aborted.
+2. `add_partitions` (before the first batch to a partition) and `add_offsets` put
+   partitions and group offsets into the open transaction; a partition joins at its log
+   end offset, which bounds its last stable offset (LSO) while the transaction is open.
+3. `end` stores the decision (state `prepare_commit` or `prepare_abort`: from here the
+   outcome is fixed), writes a COMMIT or ABORT marker to each partition (it takes an
+   offset; engine.storage.volume), then in one catalog transaction makes the offsets the
+   groups' committed ones (commit) or indexes the aborted ranges (abort), and forgets the
+   partitions, which releases the LSO. A crash between the steps leaves the decision
+   stored: `recover` (maintenance, and the next `init`) writes the markers again and
+   completes it; a marker written twice is a harmless second gap.
+4. An open transaction older than its timeout is aborted by `recover`, with the next
+   epoch, so its producer is fenced.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engine import names
+from engine.errors import (
+    AccessDenied,
+    IllegalState,
+    InvalidArgument,
+    ProducerFenced,
+    StorageError,
+    UnknownTopic,
+)
+from engine.storage.catalog import TopicRow
+from engine.storage.transactions import TxnRow
+from engine.storage.volume import BatchWrite
+
+if TYPE_CHECKING:
+    from engine.cluster import Cluster
+
+STATES = (
+    "empty",
+    "ongoing",
+    "prepare_commit",
+    "prepare_abort",
+    "complete_commit",
+    "complete_abort",
+)
+DEFAULT_TIMEOUT_MS = 60_000
+# Kafka's transaction.max.timeout.ms: a longer timeout is refused.
+MAX_TIMEOUT_MS = 900_000
+MAX_ID_CHARS = 249
+
+
+def check_settings(transactional_id: Any, timeout_ms: Any) -> None:
+    """Refuse a transactional id or timeout Kafka would refuse."""
+    if not isinstance(transactional_id, str) or not 0 < len(transactional_id) <= MAX_ID_CHARS:
+        raise InvalidArgument(
+            f"a transactional id is a text of 1 to {MAX_ID_CHARS} characters, not "
+            f"{transactional_id!r}"
+        )
+    if (
+        isinstance(timeout_ms, bool)
+        or not isinstance(timeout_ms, int)
+        or not 1 <= timeout_ms <= MAX_TIMEOUT_MS
+    ):
+        raise InvalidArgument(
+            f"transaction_timeout_ms must be 1 to {MAX_TIMEOUT_MS}, got {timeout_ms!r}"
+        )
+
+
+class Transactions:
+    """The transaction coordinator of one cluster, acting as its principal."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+
+    def init(self, transactional_id: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> tuple[int, int]:
+        """(producer id, epoch) for a producer of `transactional_id`: Kafka's
+        `init_transactions`. Fences every older producer of the id and finishes the
+        transaction it left open."""
+        check_settings(transactional_id, timeout_ms)
+        cluster = self._cluster
+        cluster.check_open()
+        tables = cluster.catalog.transactions
+        owner = tables.get(transactional_id)
+        user = cluster.principal.user
+        if owner is not None and owner.principal != user and not cluster.principal.superuser:
+            raise AccessDenied(
+                f"transactional id {transactional_id!r} belongs to user {owner.principal!r}"
+            )
+        row, _ = tables.init(transactional_id, user, timeout_ms, cluster.clock.now_ms())
+        if row.state in ("prepare_commit", "prepare_abort"):
+            self._finish(row, commit=row.state == "prepare_commit")
+        return row.producer_id, row.epoch
+
+    def _current(self, transactional_id: str, producer_id: int, epoch: int) -> TxnRow:
+        row = self._cluster.catalog.transactions.get(transactional_id)
+        if row is None or row.producer_id != producer_id or row.epoch != epoch:
+            raise ProducerFenced(
+                f"transactional id {transactional_id!r} has a newer producer "
+                f"(epoch {row.epoch if row else '?'}; this one has {epoch})"
+            )
+        return row
+
+    def _topic(self, full: str) -> TopicRow:
+        return self._cluster.catalog.topic(*names.split_full_name(full))
+
+    def add_topic_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> None:
+        """Put (full topic name, partition) into the open transaction, each at its log end
+        offset now (Kafka's AddPartitionsToTxn); the caller has checked produce_perm."""
+        joined = []
+        for full, partition in partitions:
+            row = self._topic(full)
+            if not 0 <= partition < row.partitions:
+                raise UnknownTopic(f"{full} has no partition {partition}")
+            end = self._cluster.partition_log(row.id, partition, full).end_offset()
+            joined.append((row.id, partition, end))
+        self.add_partitions(transactional_id, producer_id, epoch, joined)
+
+    def add_topic_offsets(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        group_id: str,
+        offsets: list[tuple[str, int, int, str]],
+    ) -> None:
+        """`add_offsets` with (full topic name, partition, offset, metadata)."""
+        rows = [(self._topic(full).id, p, o, m) for full, p, o, m in offsets]
+        self.add_offsets(transactional_id, producer_id, epoch, group_id, rows)
+
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: list[tuple[int, int, int]],
+    ) -> None:
+        """Put (topic id, partition, log end offset now) into the open transaction."""
+        self._current(transactional_id, producer_id, epoch)
+        if not self._cluster.catalog.transactions.add_partitions(
+            transactional_id, epoch, partitions, self._cluster.clock.now_ms()
+        ):
+            self._refused(transactional_id, producer_id, epoch)
+
+    def add_offsets(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        group_id: str,
+        offsets: list[tuple[int, int, int, str]],
+    ) -> None:
+        """Put a group's offsets (topic id, partition, offset, metadata) into the open
+        transaction: they become committed when it commits."""
+        self._current(transactional_id, producer_id, epoch)
+        if not self._cluster.catalog.transactions.add_offsets(
+            transactional_id, epoch, group_id, offsets, self._cluster.clock.now_ms()
+        ):
+            self._refused(transactional_id, producer_id, epoch)
+
+    def _refused(self, transactional_id: str, producer_id: int, epoch: int) -> None:
+        row = self._current(transactional_id, producer_id, epoch)  # fenced: raises
+        raise IllegalState(
+            f"transaction {transactional_id!r} is {row.state.replace('_', ' ')}: it takes "
+            "nothing more"
+        )
+
+    def end(self, transactional_id: str, producer_id: int, epoch: int, *, commit: bool) -> None:
+        """Commit or abort the open transaction (markers, then offsets or the abort index)."""
+        row = self._current(transactional_id, producer_id, epoch)
+        prepare = "prepare_commit" if commit else "prepare_abort"
+        if row.state == "empty" or row.state.startswith("complete"):
+            return  # nothing was written in it: nothing to mark
+        if row.state not in ("ongoing", prepare):
+            raise IllegalState(
+                f"transaction {transactional_id!r} is {row.state.replace('_', ' ')}: it cannot "
+                f"be {'committed' if commit else 'aborted'}"
+            )
+        if not self._cluster.catalog.transactions.set_state(
+            transactional_id, epoch, prepare, self._cluster.clock.now_ms()
+        ):
+            self._current(transactional_id, producer_id, epoch)  # fenced meanwhile: raises
+        self._finish(row, commit=commit)
+
+    def _finish(self, row: TxnRow, *, commit: bool) -> None:
+        """Write the markers and complete a transaction whose decision is stored."""
+        cluster = self._cluster
+        catalog = cluster.catalog
+        tables = catalog.transactions
+        parts = tables.partitions(row.transactional_id)
+        now = cluster.clock.now_ms()
+        writes = []
+        kept = []
+        for topic_id, partition, first in parts:
+            topic = catalog.topic_by_id(topic_id)
+            if topic is None:
+                continue  # deleted since: nothing to mark
+            writes.append(
+                BatchWrite(
+                    topic.stream_id,
+                    topic_id,
+                    partition,
+                    b"",
+                    1,
+                    now,
+                    now,
+                    0,
+                    cluster.id,
+                    producer=(row.producer_id, row.epoch, -1),
+                    marker=commit,
+                )  # fmt: skip
+            )
+            kept.append(first)
+        if writes:
+            cluster.appender().write(writes, sync=True)
+            failed = [w.error for w in writes if w.error is not None]
+            if any(not isinstance(e, UnknownTopic) for e in failed):
+                raise StorageError(
+                    f"transaction {row.transactional_id!r}: a marker could not be written "
+                    f"({failed[0]}); it is finished at the next try"
+                )
+        aborted = [
+            (w.topic_id, w.partition, w.offset, row.producer_id, first)
+            for w, first in zip(writes, kept, strict=True)
+            if w.offset is not None
+        ]
+        tables.complete(row.transactional_id, row.epoch, commit, [] if commit else aborted, now)
+        cluster.appends.notify()  # read_committed readers waiting on the LSO
+
+    def recover(self) -> int:
+        """Finish what crashed or timed out: a stored decision is completed, an open
+        transaction older than its timeout aborted with the next epoch (fencing its
+        producer). Returns how many were finished."""
+        cluster = self._cluster
+        tables = cluster.catalog.transactions
+        now = cluster.clock.now_ms()
+        done = 0
+        for row in tables.all():
+            if row.state in ("prepare_commit", "prepare_abort"):
+                self._finish(row, commit=row.state == "prepare_commit")
+                done += 1
+            elif row.state == "ongoing" and now - (row.started_ms or now) > row.timeout_ms:
+                bumped, _ = tables.init(row.transactional_id, row.principal, row.timeout_ms, now)
+                self._finish(bumped, commit=False)
+                done += 1
+        return done

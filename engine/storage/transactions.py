@@ -1,0 +1,303 @@
+"""Transactions in the catalog: every SQL statement on their tables.
+
+- `transactions`: one row per transactional id: its producer id and epoch (the epoch grows
+  at every `init_transactions`, which fences the producers before), its state and timeout.
+- `txn_partitions`: the partitions an open transaction has written to (or will), each with
+  the log end offset when it joined: no message of the transaction lies below it, so the
+  smallest of them is the partition's last stable offset (LSO) while it is open.
+- `txn_offsets`: group offsets sent to an open transaction; they become the group's
+  committed offsets in the transaction that completes a commit, and go on an abort.
+- `aborted_txns`: per partition, the aborted transactions' ranges (producer id, first
+  offset, marker offset): what `read_committed` readers leave out (Kafka's aborted
+  transaction index).
+
+The rules (who may, in which state, in which order markers and rows are written) are
+engine.client.transactions'; this module only reads and writes rows. Each method is one
+short transaction; any thread and any process may call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from engine.storage.catalog import Catalog
+
+# Part of the catalog's schema (engine.storage.catalog.SCHEMA).
+TRANSACTION_SCHEMA = """
+CREATE TABLE IF NOT EXISTS transactions (
+    transactional_id TEXT PRIMARY KEY,
+    producer_id      INTEGER NOT NULL,
+    epoch            INTEGER NOT NULL,
+    state            TEXT NOT NULL,     -- engine.client.transactions.STATES
+    timeout_ms       INTEGER NOT NULL,
+    started_ms       INTEGER,           -- when the open transaction began
+    updated_ms       INTEGER NOT NULL,
+    principal        TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS txn_partitions (
+    transactional_id TEXT NOT NULL,
+    topic_id         INTEGER NOT NULL,
+    partition        INTEGER NOT NULL,
+    first_offset     INTEGER NOT NULL,  -- the log end offset when it joined
+    PRIMARY KEY (transactional_id, topic_id, partition)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS txn_partitions_by_partition ON txn_partitions (topic_id, partition);
+CREATE TABLE IF NOT EXISTS txn_offsets (
+    transactional_id TEXT NOT NULL,
+    group_id         TEXT NOT NULL,
+    topic_id         INTEGER NOT NULL,
+    partition        INTEGER NOT NULL,
+    "offset"         INTEGER NOT NULL,
+    metadata         TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (transactional_id, group_id, topic_id, partition)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS aborted_txns (
+    topic_id      INTEGER NOT NULL,
+    partition     INTEGER NOT NULL,
+    marker_offset INTEGER NOT NULL,
+    producer_id   INTEGER NOT NULL,
+    first_offset  INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, partition, marker_offset)
+) WITHOUT ROWID;
+"""
+
+
+class TxnRow(NamedTuple):
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    state: str
+    timeout_ms: int
+    started_ms: int | None
+    updated_ms: int
+    principal: str
+
+
+_COLUMNS = ", ".join(TxnRow._fields)
+
+
+class TransactionTables:
+    """The transaction tables of one catalog (`catalog.transactions`); times come from the
+    caller."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+
+    def init(
+        self, transactional_id: str, principal: str, timeout_ms: int, now_ms: int
+    ) -> tuple[TxnRow, str]:
+        """`init_transactions` in one catalog transaction: the transactional id's producer
+        id gets its next epoch (fencing every older one), and a transaction left open is to
+        be finished by the new epoch: one that was committing is committed, any other
+        aborted. Returns the row and the state before (`empty`, `ongoing`, ...)."""
+        with self._catalog.write():
+            producer = self._catalog.producers.bump(transactional_id, principal, now_ms)
+            before = self._catalog.conn.execute(
+                "SELECT state FROM transactions WHERE transactional_id = ?", (transactional_id,)
+            ).fetchone()
+            previous = before[0] if before else "empty"
+            state = {
+                "ongoing": "prepare_abort",
+                "prepare_abort": "prepare_abort",
+                "prepare_commit": "prepare_commit",
+            }.get(previous, "empty")
+            row = TxnRow(
+                transactional_id,
+                producer.id,
+                producer.epoch,
+                state,
+                timeout_ms,
+                None,
+                now_ms,
+                producer.principal,
+            )
+            self._catalog.conn.execute(
+                f"INSERT OR REPLACE INTO transactions ({_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, coalesce((SELECT started_ms FROM transactions "
+                "WHERE transactional_id = ?), ?), ?, ?)",
+                (*row[:5], transactional_id, None, *row[6:]),
+            )
+            return row, previous
+
+    def get(self, transactional_id: str) -> TxnRow | None:
+        rows = self._catalog.query(
+            f"SELECT {_COLUMNS} FROM transactions WHERE transactional_id = ?",
+            (transactional_id,),
+        )
+        return TxnRow(*rows[0]) if rows else None
+
+    def all(self) -> list[TxnRow]:
+        return [
+            TxnRow(*r)
+            for r in self._catalog.query(
+                f"SELECT {_COLUMNS} FROM transactions ORDER BY transactional_id"
+            )
+        ]
+
+    def set_state(
+        self, transactional_id: str, epoch: int, state: str, now_ms: int, *, started: bool = False
+    ) -> bool:
+        """Move the transaction of `epoch` to `state` (and start its clock); False when the
+        stored epoch is another (fenced)."""
+        with self._catalog.write():
+            cur = self._catalog.conn.execute(
+                "UPDATE transactions SET state = ?, updated_ms = ?, "
+                "started_ms = CASE WHEN ? THEN ? ELSE started_ms END "
+                "WHERE transactional_id = ? AND epoch = ?",
+                (state, now_ms, started, now_ms, transactional_id, epoch),
+            )
+            return cur.rowcount == 1
+
+    def add_partitions(
+        self,
+        transactional_id: str,
+        epoch: int,
+        partitions: Iterable[tuple[int, int, int]],
+        now_ms: int,
+    ) -> bool:
+        """Add (topic id, partition, log end offset now) to the open transaction of `epoch`
+        (a partition there already keeps its first offset), and mark it open; False when
+        the stored epoch is another (fenced)."""
+        with self._catalog.write():
+            conn = self._catalog.conn
+            cur = conn.execute(
+                "UPDATE transactions SET state = 'ongoing', updated_ms = ?, "
+                "started_ms = coalesce(started_ms, ?) "
+                "WHERE transactional_id = ? AND epoch = ? AND state NOT LIKE 'prepare%'",
+                (now_ms, now_ms, transactional_id, epoch),
+            )
+            if cur.rowcount != 1:
+                return False
+            conn.executemany(
+                "INSERT OR IGNORE INTO txn_partitions VALUES (?, ?, ?, ?)",
+                [(transactional_id, t, p, first) for t, p, first in partitions],
+            )
+            return True
+
+    def add_offsets(
+        self,
+        transactional_id: str,
+        epoch: int,
+        group_id: str,
+        offsets: Sequence[tuple[int, int, int, str]],
+        now_ms: int,
+    ) -> bool:
+        """Put (topic id, partition, offset, metadata) of `group_id` into the open
+        transaction of `epoch`; False when fenced."""
+        with self._catalog.write():
+            conn = self._catalog.conn
+            cur = conn.execute(
+                "UPDATE transactions SET state = 'ongoing', updated_ms = ?, "
+                "started_ms = coalesce(started_ms, ?) "
+                "WHERE transactional_id = ? AND epoch = ? AND state NOT LIKE 'prepare%'",
+                (now_ms, now_ms, transactional_id, epoch),
+            )
+            if cur.rowcount != 1:
+                return False
+            conn.executemany(
+                "INSERT OR REPLACE INTO txn_offsets VALUES (?, ?, ?, ?, ?, ?)",
+                [(transactional_id, group_id, t, p, o, m) for t, p, o, m in offsets],
+            )
+            return True
+
+    def partitions(self, transactional_id: str) -> list[tuple[int, int, int]]:
+        """(topic id, partition, first offset) of the transaction, in order."""
+        return [
+            (r[0], r[1], r[2])
+            for r in self._catalog.query(
+                "SELECT topic_id, partition, first_offset FROM txn_partitions "
+                "WHERE transactional_id = ? ORDER BY topic_id, partition",
+                (transactional_id,),
+            )
+        ]
+
+    def offsets(self, transactional_id: str) -> list[tuple[str, int, int, int, str]]:
+        """(group id, topic id, partition, offset, metadata) sent to the transaction."""
+        return [
+            (r[0], r[1], r[2], r[3], r[4])
+            for r in self._catalog.query(
+                'SELECT group_id, topic_id, partition, "offset", metadata FROM txn_offsets '
+                "WHERE transactional_id = ? ORDER BY group_id, topic_id, partition",
+                (transactional_id,),
+            )
+        ]
+
+    def complete(
+        self,
+        transactional_id: str,
+        epoch: int,
+        commit: bool,
+        aborted: Sequence[tuple[int, int, int, int, int]],
+        now_ms: int,
+    ) -> bool:
+        """End the transaction of `epoch`, in one catalog transaction: on a commit its
+        offsets become its groups' committed offsets; on an abort the `aborted` ranges
+        (topic id, partition, marker offset, producer id, first offset) are indexed. Its
+        partitions and offsets are forgotten. False when the stored epoch is another."""
+        with self._catalog.write():
+            conn = self._catalog.conn
+            cur = conn.execute(
+                "UPDATE transactions SET state = ?, started_ms = NULL, updated_ms = ? "
+                "WHERE transactional_id = ? AND epoch = ?",
+                (
+                    "complete_commit" if commit else "complete_abort",
+                    now_ms,
+                    transactional_id,
+                    epoch,
+                ),
+            )
+            if cur.rowcount != 1:
+                return False
+            if commit:
+                rows = conn.execute(
+                    'SELECT group_id, topic_id, partition, "offset", metadata FROM txn_offsets '
+                    "WHERE transactional_id = ?",
+                    (transactional_id,),
+                ).fetchall()
+                by_group: dict[str, list[tuple[int, int, int, str]]] = {}
+                for g, t, p, o, m in rows:
+                    by_group.setdefault(g, []).append((t, p, o, m))
+                groups = self._catalog.groups
+                for group_id, commits in by_group.items():
+                    groups.commit(group_id, commits, now_ms)  # in this transaction
+            else:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO aborted_txns VALUES (?, ?, ?, ?, ?)", aborted
+                )
+            conn.execute(
+                "DELETE FROM txn_partitions WHERE transactional_id = ?", (transactional_id,)
+            )
+            conn.execute("DELETE FROM txn_offsets WHERE transactional_id = ?", (transactional_id,))
+            return True
+
+    # --- what readers ask --------------------------------------------------------------------
+
+    def first_open_offsets(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], int]:
+        """The smallest first offset of an open transaction in each (topic id, partition)
+        that has one: its last stable offset."""
+        found: dict[tuple[int, int], int] = {}
+        wanted = set(keys)
+        for t, p, first in self._catalog.query(
+            "SELECT topic_id, partition, min(first_offset) FROM txn_partitions "
+            "GROUP BY topic_id, partition"
+        ):
+            if (t, p) in wanted:
+                found[(t, p)] = first
+        return found
+
+    def aborted(
+        self, topic_id: int, partition: int, from_offset: int, to_offset: int
+    ) -> list[tuple[int, int, int]]:
+        """(producer id, first offset, marker offset) of the aborted transactions of a
+        partition whose range meets from_offset..to_offset."""
+        return [
+            (r[0], r[1], r[2])
+            for r in self._catalog.query(
+                "SELECT producer_id, first_offset, marker_offset FROM aborted_txns "
+                "WHERE topic_id = ? AND partition = ? AND marker_offset >= ? "
+                "AND first_offset <= ? ORDER BY marker_offset",
+                (topic_id, partition, from_offset, to_offset),
+            )
+        ]

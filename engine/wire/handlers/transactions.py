@@ -1,0 +1,175 @@
+"""AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn (InitProducerId with a
+transactional id is in handlers/produce.py): Kafka's transaction coordinator, answered by
+the engine's (engine.client.transactions), so its state is the cluster's: another listener
+of the cluster, or this one after a restart, knows every open transaction."""
+
+from __future__ import annotations
+
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
+
+from engine import errors
+from engine.client.transactions import Transactions
+from engine.wire import codes
+from engine.wire.connection import Session
+from engine.wire.registry import api
+
+
+def txn_code(exc: errors.PartitionletError) -> int:
+    """The Kafka error of a coordinator refusal."""
+    if isinstance(exc, errors.InvalidProducerEpoch):
+        return codes.INVALID_PRODUCER_EPOCH  # what v0-4 clients expect for a fenced epoch
+    if isinstance(exc, errors.IllegalState):
+        return codes.INVALID_TXN_STATE
+    if isinstance(exc, errors.AccessDenied):
+        return codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return codes.of(exc)
+
+
+# v0-3 (flexible from v3); v4 and later batch transactions for brokers (KIP-890)
+@api(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, (0, 3))
+def add_partitions_to_txn(
+    session: Session, request: AddPartitionsToTxnRequest, version: int
+) -> AddPartitionsToTxnResponse:
+    broker = session.broker
+    cluster = broker.cluster
+    R = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+    P = R.AddPartitionsToTxnPartitionResult
+    errors_by: dict[tuple[str, int], int] = {}
+    joined: list[tuple[str, int]] = []
+    for topic in request.v3_and_below_topics:
+        for partition in topic.partitions:
+            error, tp = broker.resolve(topic.name, partition)
+            if error == codes.NONE and tp is not None:
+                try:
+                    cluster.authorize(cluster.stream(tp.topic.rpartition(":")[0]), "produce_perm")
+                    joined.append((tp.topic, partition))
+                except errors.PartitionletError as exc:
+                    error = codes.of(exc)
+            errors_by[(topic.name, partition)] = error
+    failed = any(errors_by.values())
+    if not failed and joined:
+        try:
+            Transactions(cluster).add_topic_partitions(
+                request.v3_and_below_transactional_id,
+                request.v3_and_below_producer_id,
+                request.v3_and_below_producer_epoch,
+                joined,
+            )
+        except errors.PartitionletError as exc:
+            code = txn_code(exc)
+            errors_by = dict.fromkeys(errors_by, code)
+    elif failed:  # Kafka adds none when one fails: the others are told to retry the lot
+        errors_by = {k: v or codes.OPERATION_NOT_ATTEMPTED for k, v in errors_by.items()}
+    by_topic: dict[
+        str,
+        list[
+            AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult
+        ],
+    ] = {}
+    for (name, partition), error in errors_by.items():
+        by_topic.setdefault(name, []).append(
+            P(partition_index=partition, partition_error_code=error)
+        )
+    return AddPartitionsToTxnResponse(
+        throttle_time_ms=0,
+        error_code=codes.NONE,
+        results_by_transaction=[],
+        results_by_topic_v3_and_below=[
+            R(name=name, results_by_partition=parts) for name, parts in by_topic.items()
+        ],
+    )
+
+
+# v0-3 (flexible from v3); v4 is KIP-890's
+@api(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, (0, 3))
+def add_offsets_to_txn(
+    session: Session, request: AddOffsetsToTxnRequest, version: int
+) -> AddOffsetsToTxnResponse:
+    cluster = session.broker.cluster
+    try:
+        cluster.authorize_group(request.group_id, "commit_perm")
+        Transactions(cluster).add_offsets(
+            request.transactional_id, request.producer_id, request.producer_epoch,
+            request.group_id, [],
+        )  # fmt: skip
+        error = codes.NONE
+    except errors.GroupAccessDenied:
+        error = codes.GROUP_AUTHORIZATION_FAILED
+    except errors.PartitionletError as exc:
+        error = txn_code(exc)
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=error)
+
+
+# v0-3 (flexible from v3); v4 and v5 are KIP-890's
+@api(TxnOffsetCommitRequest, TxnOffsetCommitResponse, (0, 3))
+def txn_offset_commit(
+    session: Session, request: TxnOffsetCommitRequest, version: int
+) -> TxnOffsetCommitResponse:
+    broker = session.broker
+    cluster = broker.cluster
+    R = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+    P = R.TxnOffsetCommitResponsePartition
+    group_error = codes.NONE
+    try:
+        cluster.authorize_group(request.group_id, "commit_perm")
+    except errors.GroupAccessDenied:
+        group_error = codes.GROUP_AUTHORIZATION_FAILED
+    except errors.PartitionletError as exc:
+        group_error = codes.of(exc)
+    rows: list[tuple[str, int, int, str]] = []
+    answers: list[tuple[str, int, int]] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            error, tp = broker.resolve(topic.name, p.partition_index)
+            if group_error:
+                error = group_error
+            elif error == codes.NONE and tp is not None:
+                rows.append(
+                    (tp.topic, p.partition_index, p.committed_offset, p.committed_metadata or "")
+                )
+            answers.append((topic.name, p.partition_index, error))
+    if rows and not any(e for _, _, e in answers):
+        try:
+            Transactions(cluster).add_topic_offsets(
+                request.transactional_id, request.producer_id, request.producer_epoch,
+                request.group_id, rows,
+            )  # fmt: skip
+        except errors.PartitionletError as exc:
+            code = txn_code(exc)
+            answers = [(n, i, code) for n, i, _ in answers]
+    by_topic: dict[
+        str,
+        list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition],
+    ] = {}
+    for name, index, error in answers:
+        by_topic.setdefault(name, []).append(P(partition_index=index, error_code=error))
+    return TxnOffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[R(name=name, partitions=parts) for name, parts in by_topic.items()],
+    )
+
+
+# v0-4 (flexible from v3); v5 ends with a new epoch (KIP-890 part 2), which clients use
+# only when the broker advertises transaction.version 2
+@api(EndTxnRequest, EndTxnResponse, (0, 4))
+def end_txn(session: Session, request: EndTxnRequest, version: int) -> EndTxnResponse:
+    try:
+        Transactions(session.broker.cluster).end(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            commit=request.committed,
+        )
+        error = codes.NONE
+    except errors.PartitionletError as exc:
+        error = txn_code(exc)
+    return EndTxnResponse(throttle_time_ms=0, error_code=error, producer_id=-1, producer_epoch=-1)

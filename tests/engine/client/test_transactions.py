@@ -1,0 +1,247 @@
+"""Transactions in the engine (issue 25, item 1): a transactional `Producer` commits or aborts
+messages across partitions and topics together with group offsets; a read_committed
+`Consumer` reads up to the last stable offset and never sees an aborted message, a
+read_uncommitted one sees everything; markers take offsets but hold no message; a newer
+producer of the same transactional id fences the older one; a transaction left open by a
+crashed process is aborted after its timeout, one whose commit was decided is completed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from engine import Cluster, Consumer, Producer, TopicPartition, errors
+from engine.client.transactions import Transactions
+from engine.clock import SYSTEM_CLOCK, FakeClock
+from tests.timing import scaled
+
+A, B = "/s:a", "/s:b"
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with Cluster.open(tmp_path / "c", name="txn") as cluster:
+        cluster.create_stream("/s")
+        cluster.create_topic(A, partitions=2)
+        cluster.create_topic(B, partitions=1)
+        yield cluster
+
+
+def _read(cluster, isolation: str, *tps: TopicPartition) -> tuple[list[bytes], Consumer]:
+    consumer = Consumer(
+        cluster, enable_auto_commit=False, auto_offset_reset="earliest", isolation_level=isolation
+    )
+    consumer.assign(list(tps))
+    values: list[bytes] = []
+    while batch := consumer.poll(timeout_ms=300):
+        values += [r.value for rs in batch.values() for r in rs]
+    return values, consumer
+
+
+def _values(cluster, isolation: str, *tps: TopicPartition) -> list[bytes]:
+    values, consumer = _read(cluster, isolation, *tps)
+    consumer.close()
+    return values
+
+
+def _producer(cluster, tid: str = "t1", **kw) -> Producer:
+    producer = Producer(cluster, transactional_id=tid, **kw)
+    producer.init_transactions()
+    return producer
+
+
+def test_a_commit_shows_everything_at_once_to_read_committed_readers(cluster):
+    producer = _producer(cluster)
+    a0, b0 = TopicPartition(A, 0), TopicPartition(B, 0)
+    try:
+        producer.begin_transaction()
+        producer.send(A, b"a1", partition=0)
+        producer.send(B, b"b1", partition=0)
+        producer.flush()
+        assert _values(cluster, "read_uncommitted", a0, b0) == [b"a1", b"b1"]
+        assert _values(cluster, "read_committed", a0, b0) == []  # not yet
+        probe = Consumer(cluster, isolation_level="read_committed")
+        assert probe.end_offsets([a0]) == {a0: 0}  # the last stable offset
+        probe.close()
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    values, consumer = _read(cluster, "read_committed", a0, b0)
+    try:
+        assert sorted(values) == [b"a1", b"b1"]
+        # the marker took offset 1 and holds nothing: the reader is at the end
+        assert consumer.position(a0) == 2 == consumer.end_offsets([a0])[a0]
+    finally:
+        consumer.close()
+
+
+def test_an_abort_hides_its_messages_but_not_others_written_meanwhile(cluster):
+    a0 = TopicPartition(A, 0)
+    producer = _producer(cluster)
+    plain = Producer(cluster, acks="all")
+    try:
+        producer.begin_transaction()
+        producer.send(A, b"aborted-1", partition=0)
+        producer.flush()
+        plain.send(A, b"plain", partition=0).get(timeout=scaled(30))
+        producer.send(A, b"aborted-2", partition=0)
+        # the open transaction holds read_committed readers before its first message
+        assert _values(cluster, "read_committed", a0) == []
+        producer.abort_transaction()
+        assert _values(cluster, "read_committed", a0) == [b"plain"]
+        producer.begin_transaction()
+        producer.send(A, b"committed", partition=0)
+        producer.commit_transaction()
+    finally:
+        producer.close()
+        plain.close()
+    assert _values(cluster, "read_committed", a0) == [b"plain", b"committed"]
+    assert _values(cluster, "read_uncommitted", a0) == [
+        b"aborted-1",
+        b"plain",
+        b"aborted-2",
+        b"committed",
+    ]
+
+
+def test_offsets_sent_to_a_transaction_are_committed_only_by_its_commit(cluster):
+    a0 = TopicPartition(A, 0)
+    producer = _producer(cluster)
+    group = Consumer(cluster, group_id="g", enable_auto_commit=False)
+    try:
+        producer.begin_transaction()
+        producer.send(B, b"out", partition=0)
+        producer.send_offsets_to_transaction({a0: 7}, "g")
+        assert group.committed(a0) is None
+        producer.abort_transaction()
+        assert group.committed(a0) is None
+        producer.begin_transaction()
+        producer.send(B, b"out", partition=0)
+        producer.send_offsets_to_transaction({a0: 9}, "g")
+        producer.commit_transaction()
+        assert group.committed(a0) == 9
+    finally:
+        producer.close()
+        group.close()
+
+
+def test_a_newer_producer_of_the_same_id_fences_the_older_and_aborts_its_transaction(cluster):
+    a0 = TopicPartition(A, 0)
+    zombie = _producer(cluster, "same")
+    try:
+        zombie.begin_transaction()
+        zombie.send(A, b"zombie", partition=0)
+        zombie.flush()
+        newer = _producer(cluster, "same")  # its init aborts the zombie's transaction
+        try:
+            newer.begin_transaction()
+            newer.send(A, b"newer", partition=0)
+            newer.commit_transaction()
+        finally:
+            newer.close()
+        zombie.send(A, b"late", partition=0)
+        with pytest.raises(errors.InvalidProducerEpoch):
+            zombie.commit_transaction()
+    finally:
+        zombie.close()
+    assert _values(cluster, "read_committed", a0) == [b"newer"]
+    assert b"late" not in _values(cluster, "read_uncommitted", a0)
+
+
+def test_sending_outside_a_transaction_is_refused(cluster):
+    producer = Producer(cluster, transactional_id="t")
+    try:
+        with pytest.raises(errors.IllegalState, match="init_transactions"):
+            producer.send(A, b"x")
+        producer.init_transactions()
+        with pytest.raises(errors.IllegalState, match="begin_transaction"):
+            producer.send(A, b"x")
+        with pytest.raises(errors.IllegalState, match="no transaction is open"):
+            producer.commit_transaction()
+    finally:
+        producer.close()
+    with pytest.raises(errors.InvalidArgument, match="transaction_timeout_ms"):
+        Producer(cluster, transactional_id="t", transaction_timeout_ms=0)
+
+
+def test_a_transaction_left_open_by_a_killed_process_is_aborted_after_its_timeout(tmp_path):
+    path = tmp_path / "c"
+    with Cluster.open(path) as cluster:
+        cluster.create_stream("/s")
+        cluster.create_topic(A, partitions=1)
+    script = textwrap.dedent(
+        f"""
+        import os
+        from engine import Cluster, Producer
+        c = Cluster.open({str(path)!r})
+        p = Producer(c, transactional_id="crash", transaction_timeout_ms=60000)
+        p.init_transactions()
+        p.begin_transaction()
+        p.send({A!r}, b"never committed", partition=0)
+        p.flush()
+        os._exit(9)  # as kill -9: no commit, no abort, nothing closed
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], timeout=scaled(60))
+    assert done.returncode == 9
+    clock = FakeClock(now_ms=SYSTEM_CLOCK.now_ms())  # the killed process wrote real times
+    with Cluster.open(path, clock=clock) as cluster:
+        a0 = TopicPartition(A, 0)
+        assert _values(cluster, "read_uncommitted", a0) == [b"never committed"]
+        coordinator = Transactions(cluster)
+        assert coordinator.recover() == 0  # its timeout has not passed
+        assert _values(cluster, "read_committed", a0) == []
+        clock.advance(ms=10 * 60_000)
+        assert coordinator.recover() == 1
+        assert _values(cluster, "read_committed", a0) == []
+        plain = Producer(cluster, acks="all")
+        plain.send(A, b"after", partition=0).get(timeout=scaled(30))
+        plain.close()
+        assert _values(cluster, "read_committed", a0) == [b"after"]
+
+
+def test_a_decided_commit_is_completed_by_the_next_init_after_a_crash(cluster):
+    a0 = TopicPartition(A, 0)
+    producer = _producer(cluster, "decided")
+    try:
+        producer.begin_transaction()
+        producer.send(A, b"kept", partition=0)
+        producer.flush()
+        pid, epoch = producer._producer_id
+        # the decision is stored, then the process dies before any marker is written
+        assert cluster.catalog.transactions.set_state("decided", epoch, "prepare_commit", 1)
+        assert _values(cluster, "read_committed", a0) == []
+    finally:
+        producer._in_txn = False  # as a crashed process: no abort on close
+        producer.close()
+    _producer(cluster, "decided").close()  # its init completes the commit
+    assert _values(cluster, "read_committed", a0) == [b"kept"]
+
+
+def test_a_partitionlet_holding_an_aborted_transaction_stays_in_its_volume(tmp_path):
+    # archive files keep no producer ids yet: such a partitionlet is not archived, so its
+    # read_committed readers still leave the aborted messages out
+    with Cluster.open(tmp_path / "c", partitionlet_bytes=1024) as cluster:
+        cluster.create_stream("/s", archive_after=60, ttl=0)
+        cluster.create_topic(A, partitions=1)
+        a0 = TopicPartition(A, 0)
+        old = 1_600_000_000_000  # 2020: older than archive_after
+        producer = _producer(cluster)
+        producer.begin_transaction()
+        producer.send(A, b"x" * 2000, partition=0, timestamp_ms=old)
+        producer.abort_transaction()
+        producer.close()
+        plain = Producer(cluster, acks="all")
+        for i in range(3):
+            plain.send(A, b"y" * 2000, partition=0, timestamp_ms=old + i).get(timeout=scaled(30))
+        plain.close()
+        sealed = [p for p in cluster.partitionlets(A) if not p.active]
+        assert len(sealed) >= 3
+        report = cluster.archive()
+        archived = {p.id for p in report.archived}
+        assert sealed[0].id not in archived  # it holds the aborted batch
+        assert archived  # the others were archived
+        assert _values(cluster, "read_committed", a0) == [b"y" * 2000] * 3
