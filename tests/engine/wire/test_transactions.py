@@ -196,3 +196,44 @@ def test_kafka_python_transactions_and_read_committed(wire):
     assert values == [b"kept"]
     assert consumer.position(tp) == consumer.end_offsets([tp])[tp]
     consumer.close()
+
+
+def test_aiokafka_transactions_and_read_committed(wire):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as ATP
+
+    from tests.engine.wire.conftest import run_async
+
+    topic = _topic(wire)
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=wire.bootstrap, transactional_id=f"ai-{topic}"
+        )
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"kept", partition=0)
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"dropped", partition=0)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=wire.bootstrap,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        try:
+            tp = ATP(topic, 0)
+            consumer.assign([tp])
+            got = await consumer.getmany(timeout_ms=int(scaled(3000)))
+            values = [m.value for ms in got.values() for m in ms]
+            more = await consumer.getmany(timeout_ms=int(scaled(1000)))
+            values += [m.value for ms in more.values() for m in ms]
+            return values
+        finally:
+            await consumer.stop()
+
+    assert run_async(run()) == [b"kept"]
