@@ -237,3 +237,43 @@ def test_aiokafka_transactions_and_read_committed(wire):
             await consumer.stop()
 
     assert run_async(run()) == [b"kept"]
+
+
+def test_list_and_describe_transactions_over_the_wire(wire):
+    from kafka.protocol.admin import (
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+        ListTransactionsRequest,
+        ListTransactionsResponse,
+    )
+
+    from tests.engine.wire.test_bad_input import Raw
+
+    topic = _topic(wire)
+    tid = f"tx-{topic}"
+    producer = _producer(wire, tid)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=0)
+    producer.flush(scaled(30))
+    raw = Raw(wire.server.address)
+    try:
+        listed = raw.call(
+            ListTransactionsRequest(
+                state_filters=["Ongoing"], producer_id_filters=[], duration_filter=-1
+            ),
+            1,
+            ListTransactionsResponse,
+        )
+        assert tid in [s.transactional_id for s in listed.transaction_states]
+        described = raw.call(
+            DescribeTransactionsRequest(transactional_ids=[tid, "nope"]),
+            0,
+            DescribeTransactionsResponse,
+        )
+        ours, nope = described.transaction_states
+        assert (ours.error_code, ours.transaction_state) == (0, "Ongoing")
+        assert [(t.topic, t.partitions) for t in ours.topics] == [(topic, [0])]
+        assert nope.error_code == 105  # TRANSACTIONAL_ID_NOT_FOUND
+    finally:
+        raw.close()
+    producer.abort_transaction(scaled(30))
