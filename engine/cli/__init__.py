@@ -32,6 +32,7 @@ from engine.cli import (
     serve,
     streams,
     topics,
+    transactions,
     users,
     volumes,
 )
@@ -119,6 +120,7 @@ for _command in (
     replicas.replicate,
     users.user,
     serve.serve,
+    transactions.txn,
 ):
     cli.add_command(_command)
 

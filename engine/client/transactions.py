@@ -24,6 +24,7 @@ A transaction's life, for the transactional id's current epoch:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine import names
@@ -31,6 +32,7 @@ from engine.errors import (
     AccessDenied,
     IllegalState,
     InvalidArgument,
+    NotFound,
     ProducerFenced,
     StorageError,
     UnknownTopic,
@@ -71,6 +73,35 @@ def check_settings(transactional_id: Any, timeout_ms: Any) -> None:
         raise InvalidArgument(
             f"transaction_timeout_ms must be 1 to {MAX_TIMEOUT_MS}, got {timeout_ms!r}"
         )
+
+
+# Kafka's names of the states (ListTransactions, DescribeTransactions, kafka-transactions.sh)
+KAFKA_STATES = {
+    "empty": "Empty",
+    "ongoing": "Ongoing",
+    "prepare_commit": "PrepareCommit",
+    "prepare_abort": "PrepareAbort",
+    "complete_commit": "CompleteCommit",
+    "complete_abort": "CompleteAbort",
+}
+
+
+@dataclass(frozen=True)
+class TransactionInfo:
+    """A transactional id and its transaction (open, or how the last one ended)."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    state: str  # STATES
+    timeout_ms: int
+    started_ms: int | None  # when the open transaction began
+    partitions: list[tuple[str, int]]  # (full topic name, partition) of the open one
+    principal: str  # the user the id belongs to
+
+    @property
+    def kafka_state(self) -> str:
+        return KAFKA_STATES[self.state]
 
 
 class Transactions:
@@ -234,6 +265,56 @@ class Transactions:
         ]
         tables.complete(row.transactional_id, row.epoch, commit, [] if commit else aborted, now)
         cluster.appends.notify()  # read_committed readers waiting on the LSO
+
+    # --- what operators see and do (plet txn, the wire's ListTransactions) ---------------------
+
+    def _visible(self, row: TxnRow) -> bool:
+        principal = self._cluster.principal
+        return row.principal == principal.user or self._cluster.is_administrator
+
+    def _info(self, row: TxnRow) -> TransactionInfo:
+        catalog = self._cluster.catalog
+        parts = []
+        for topic_id, partition, _ in catalog.transactions.partitions(row.transactional_id):
+            topic = catalog.topic_by_id(topic_id)
+            if topic is not None:
+                stream = catalog.stream_by_id(topic.stream_id).path
+                parts.append((names.full_name(stream, topic.name), partition))
+        return TransactionInfo(
+            row.transactional_id, row.producer_id, row.epoch, row.state, row.timeout_ms,
+            row.started_ms, parts, row.principal,
+        )  # fmt: skip
+
+    def list(self) -> list[TransactionInfo]:
+        """The transactional ids this principal may see (its own; all for an
+        administrator), by id."""
+        self._cluster.check_open()
+        rows = self._cluster.catalog.transactions.all()
+        return [self._info(row) for row in rows if self._visible(row)]
+
+    def describe(self, transactional_id: str) -> TransactionInfo:
+        self._cluster.check_open()
+        row = self._cluster.catalog.transactions.get(transactional_id)
+        if row is None or not self._visible(row):
+            raise NotFound(f"no transactional id {transactional_id!r}")
+        return self._info(row)
+
+    def abort(self, transactional_id: str) -> TransactionInfo:
+        """Abort the open transaction of an id (a hanging one an operator ends, Kafka's
+        kafka-transactions.sh abort): its producer is fenced by the next epoch. A decided
+        transaction is finished as decided; one not open is left as it is."""
+        info = self.describe(transactional_id)
+        tables = self._cluster.catalog.transactions
+        if info.state == "ongoing":
+            bumped, _ = tables.init(
+                transactional_id, info.principal, info.timeout_ms, self._cluster.clock.now_ms()
+            )
+            self._finish(bumped, commit=False)
+        elif info.state in ("prepare_commit", "prepare_abort"):
+            row = tables.get(transactional_id)
+            assert row is not None
+            self._finish(row, commit=info.state == "prepare_commit")
+        return self.describe(transactional_id)
 
     def recover(self) -> int:
         """Finish what crashed or timed out: a stored decision is completed, an open

@@ -79,13 +79,13 @@ PRODUCER_USED = frozenset(
         "max_request_size",
         "enable_idempotence",
         "retries",
+        "transactional_id",
+        "transaction_timeout_ms",
     }
 )
 PRODUCER_IGNORED = frozenset(
     {
         "compression_type",
-        "transactional_id",
-        "transaction_timeout_ms",
         "delivery_timeout_ms",
         "allow_auto_create_topics",
     }
@@ -105,6 +105,7 @@ CONSUMER_USED = frozenset(
         "session_timeout_ms",
         "heartbeat_interval_ms",
         "partition_assignment_strategy",
+        "isolation_level",
     }
 )
 CONSUMER_IGNORED = frozenset(
@@ -117,7 +118,6 @@ CONSUMER_IGNORED = frozenset(
         "exclude_internal_topics",
         "metric_group_prefix",
         "legacy_iterator",
-        "isolation_level",
         "allow_auto_create_topics",
         "group_instance_id",
         "enable_incremental_fetch_sessions",

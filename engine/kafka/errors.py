@@ -252,12 +252,25 @@ NotControllerError = _code("NotControllerError", 41, retriable=True)
 InvalidRequestError = _code("InvalidRequestError", 42)
 UnsupportedForMessageFormatError = _code("UnsupportedForMessageFormatError", 43)
 PolicyViolationError = _code("PolicyViolationError", 44)
+OutOfOrderSequenceNumberError = _code("OutOfOrderSequenceNumberError", 45)
+InvalidProducerEpochError = _code(
+    "InvalidProducerEpochError", 47, description="A newer producer of the id fenced this one."
+)
+InvalidTxnStateError = _code("InvalidTxnStateError", 48)
+InvalidTransactionTimeoutError = _code("InvalidTransactionTimeoutError", 50)
+TransactionalIdAuthorizationFailedError = _code("TransactionalIdAuthorizationFailedError", 53)
 SecurityDisabledError = _code("SecurityDisabledError", 54)
+UnknownProducerIdError = _code("UnknownProducerIdError", 59)
 NonEmptyGroupError = _code(
     "NonEmptyGroupError", 68, description="The group has members, so it cannot be changed."
 )
 GroupIdNotFoundError = _code(
     "GroupIdNotFoundError", 69, description="The consumer group does not exist."
+)
+ProducerFencedError = _code(
+    "ProducerFencedError",
+    90,
+    description="A newer producer with the same transactional id fenced this one.",
 )
 
 _BY_CODE: dict[int, type[BrokerResponseError]] = {
@@ -306,6 +319,10 @@ _BY_ENGINE_NAME: dict[str, type[KafkaError]] = {
     "FileLocked": KafkaTimeoutError,
     "Closed": IllegalStateError,
     "NoOffsetForPartition": NoOffsetForPartitionError,
+    "ProducerFenced": ProducerFencedError,
+    "InvalidProducerEpoch": InvalidProducerEpochError,
+    "OutOfOrderSequence": OutOfOrderSequenceNumberError,
+    "UnknownProducerId": UnknownProducerIdError,
     "IllegalState": IllegalStateError,
     "NotACluster": NoBrokersAvailable,
     # names the group membership work may introduce

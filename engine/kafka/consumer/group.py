@@ -53,6 +53,7 @@ class KafkaConsumer:
     `default_offset_commit_callback`, `max_poll_records`, `max_poll_interval_ms`,
     `consumer_timeout_ms` (default: iterate forever), `session_timeout_ms`,
     `heartbeat_interval_ms`, `partition_assignment_strategy`, `client_id`,
+    `isolation_level` ('read_uncommitted', the default, or 'read_committed'),
     `key_deserializer`, `value_deserializer`, plus `default_stream`; see docs/KAFKA.md.
     """
 
@@ -90,6 +91,13 @@ class KafkaConsumer:
                 config["partition_assignment_strategy"]
             ),
         }
+        if config.get("isolation_level") is not None:
+            # a name, or kafka-python 3's IsolationLevel (0 uncommitted, 1 committed)
+            level = config["isolation_level"]
+            level = getattr(level, "value", level)
+            kwargs["isolation_level"] = {0: "read_uncommitted", 1: "read_committed"}.get(
+                level, level
+            )
         for name in (
             "auto_commit_interval_ms",
             "max_poll_records",

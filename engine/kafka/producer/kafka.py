@@ -27,6 +27,7 @@ from engine.kafka.config import (
 from engine.kafka.errors import (
     BrokerResponseError,
     IllegalStateError,
+    KafkaConfigurationError,
     MessageSizeTooLargeError,
     translate,
     translated,
@@ -34,6 +35,7 @@ from engine.kafka.errors import (
 from engine.kafka.names import TopicNames
 from engine.kafka.producer.future import FutureRecordMetadata, future
 from engine.kafka.serializer import close_codec, codec, header_size
+from engine.records import TopicPartition
 
 __all__ = ["KafkaProducer"]
 
@@ -43,14 +45,20 @@ class KafkaProducer:
 
     Used settings: `acks` (0, 1, 'all' or -1; default 1), `linger_ms`, `batch_size`,
     `buffer_memory`, `max_block_ms`, `max_request_size`, `key_serializer`,
-    `value_serializer`, `partitioner`, `enable_idempotence` (off unless given; it makes
+    `value_serializer`, `partitioner`, `transactional_id` and `transaction_timeout_ms`
+    (a transactional producer: `init_transactions()` ... `commit_transaction()`),
+    `enable_idempotence` (off unless given; it makes
     acks='all' unless acks is given, which must then be 'all'), `retries` (an idempotent producer's), plus
     `default_stream`; see docs/KAFKA.md.
     """
 
     def __init__(self, **configs: Any) -> None:
         config = configure("KafkaProducer", configs, PRODUCER_USED, PRODUCER_IGNORED)
-        if config.get("enable_idempotence") and "acks" not in config:
+        if config.get("transactional_id") is not None and config.get("enable_idempotence") is False:
+            raise KafkaConfigurationError("Cannot set transactional_id without enable_idempotence.")
+        if (config.get("enable_idempotence") or config.get("transactional_id")) and (
+            "acks" not in config
+        ):
             config["acks"] = "all"  # as kafka-python 3: idempotence asked for, acks left alone
         config.setdefault("acks", 1)
         config.setdefault("linger_ms", 0)
@@ -72,6 +80,10 @@ class KafkaProducer:
                 kwargs[name] = int_setting(config, name)
         if config.get("enable_idempotence") is not None:
             kwargs["enable_idempotence"] = bool(config["enable_idempotence"])
+        if config.get("transactional_id") is not None:
+            kwargs["transactional_id"] = config["transactional_id"]
+            if config.get("transaction_timeout_ms") is not None:
+                kwargs["transaction_timeout_ms"] = int_setting(config, "transaction_timeout_ms")
         retries = config.get("retries")
         if retries is not None and retries != float("inf"):  # kafka-python 3's default: inf
             kwargs["retries"] = int_setting(config, "retries")
@@ -159,6 +171,35 @@ class KafkaProducer:
         if size > self._largest:
             self._largest = size
         return future((inner, topic, key_size, value_size, headers_size, None))
+
+    # --- transactions (kafka-python 3's names; engine.client.transactions) -------------------
+
+    def init_transactions(self) -> None:
+        """Fence every older producer of this transactional id and finish what it left."""
+        with translated():
+            self._producer.init_transactions()
+
+    def begin_transaction(self) -> None:
+        with translated():
+            self._producer.begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: dict[Any, Any], consumer_group_id: Any) -> None:
+        """Commit these offsets of the group with the transaction (`consumer_group_id`: the
+        group id, or a consumer's `group_metadata()`)."""
+        full = {
+            TopicPartition(self._names.full(tp.topic), tp.partition): value
+            for tp, value in offsets.items()
+        }
+        with translated():
+            self._producer.send_offsets_to_transaction(full, consumer_group_id)
+
+    def commit_transaction(self, timeout_ms: float | None = None) -> None:
+        with translated():
+            self._producer.commit_transaction(None if timeout_ms is None else timeout_ms / 1000)
+
+    def abort_transaction(self, timeout_ms: float | None = None) -> None:
+        with translated():
+            self._producer.abort_transaction(None if timeout_ms is None else timeout_ms / 1000)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every record sent so far is written and its callbacks have run."""

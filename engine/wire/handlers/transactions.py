@@ -1,10 +1,17 @@
-"""AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn (InitProducerId with a
+"""AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn, ListTransactions and
+DescribeTransactions (InitProducerId with a
 transactional id is in handlers/produce.py): Kafka's transaction coordinator, answered by
 the engine's (engine.client.transactions), so its state is the cluster's: another listener
 of the cluster, or this one after a restart, knows every open transaction."""
 
 from __future__ import annotations
 
+from kafka.protocol.admin import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
@@ -17,7 +24,7 @@ from kafka.protocol.producer import (
 )
 
 from engine import errors
-from engine.client.transactions import Transactions
+from engine.client.transactions import KAFKA_STATES, TransactionInfo, Transactions
 from engine.wire import codes
 from engine.wire.connection import Session
 from engine.wire.registry import api
@@ -173,3 +180,78 @@ def end_txn(session: Session, request: EndTxnRequest, version: int) -> EndTxnRes
     except errors.PartitionletError as exc:
         error = txn_code(exc)
     return EndTxnResponse(throttle_time_ms=0, error_code=error, producer_id=-1, producer_epoch=-1)
+
+
+def _visible_infos(session: Session) -> list[TransactionInfo]:
+    return Transactions(session.broker.cluster).list()
+
+
+# v0-1 (v1 filters by how long a transaction has been open); v2's regular expression is not
+# served (a pattern from a client would run in the listener)
+@api(ListTransactionsRequest, ListTransactionsResponse, (0, 1))
+def list_transactions(
+    session: Session, request: ListTransactionsRequest, version: int
+) -> ListTransactionsResponse:
+    S = ListTransactionsResponse.TransactionState
+    wanted_states = set(request.state_filters or ())
+    known = set(KAFKA_STATES.values())
+    pids = set(request.producer_id_filters or ())
+    longer = request.duration_filter if version >= 1 else -1
+    now = session.broker.cluster.clock.now_ms()
+    states = []
+    for info in _visible_infos(session):
+        if wanted_states and info.kafka_state not in wanted_states:
+            continue
+        if pids and info.producer_id not in pids:
+            continue
+        if longer >= 0 and (info.started_ms is None or now - info.started_ms <= longer):
+            continue
+        states.append(
+            S(
+                transactional_id=info.transactional_id,
+                producer_id=info.producer_id,
+                transaction_state=info.kafka_state,
+            )
+        )
+    return ListTransactionsResponse(
+        throttle_time_ms=0,
+        error_code=codes.NONE,
+        unknown_state_filters=sorted(wanted_states - known),
+        transaction_states=states,
+    )
+
+
+@api(DescribeTransactionsRequest, DescribeTransactionsResponse, (0, 0))
+def describe_transactions(
+    session: Session, request: DescribeTransactionsRequest, version: int
+) -> DescribeTransactionsResponse:
+    S = DescribeTransactionsResponse.TransactionState
+    T = S.TopicData
+    coordinator = Transactions(session.broker.cluster)
+    states = []
+    for tid in request.transactional_ids:
+        try:
+            info = coordinator.describe(tid)
+        except errors.NotFound:
+            states.append(
+                S(error_code=codes.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=tid,
+                  transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                  producer_id=-1, producer_epoch=-1, topics=[])
+            )  # fmt: skip
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for full, partition in info.partitions:
+            by_topic.setdefault(session.broker.naming.shown(full), []).append(partition)
+        states.append(
+            S(
+                error_code=codes.NONE,
+                transactional_id=tid,
+                transaction_state=info.kafka_state,
+                transaction_timeout_ms=info.timeout_ms,
+                transaction_start_time_ms=info.started_ms if info.started_ms is not None else -1,
+                producer_id=info.producer_id,
+                producer_epoch=info.epoch,
+                topics=[T(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            )
+        )
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)

@@ -245,3 +245,39 @@ def test_a_partitionlet_holding_an_aborted_transaction_stays_in_its_volume(tmp_p
         assert sealed[0].id not in archived  # it holds the aborted batch
         assert archived  # the others were archived
         assert _values(cluster, "read_committed", a0) == [b"y" * 2000] * 3
+
+
+def test_operators_list_describe_and_abort_a_hanging_transaction(cluster):
+    from click.testing import CliRunner
+
+    from engine.cli import cli
+
+    a0 = TopicPartition(A, 0)
+    hanging = _producer(cluster, "hanging")
+    hanging.begin_transaction()
+    hanging.send(A, b"stuck", partition=0)
+    hanging.flush()
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["txn", "list", "--cluster", str(cluster.path)])
+    assert listed.exit_code == 0, listed.output
+    assert "hanging" in listed.output and "Ongoing" in listed.output
+    described = runner.invoke(cli, ["txn", "describe", "hanging", "--cluster", str(cluster.path)])
+    assert described.exit_code == 0, described.output
+    assert f"{A} partition 0" in described.output
+    aborted = runner.invoke(cli, ["txn", "abort", "hanging", "--cluster", str(cluster.path)])
+    assert aborted.exit_code == 0, aborted.output
+    assert "CompleteAbort (epoch 1)" in aborted.output
+    missing = runner.invoke(cli, ["txn", "describe", "nope", "--cluster", str(cluster.path)])
+    assert missing.exit_code == 1 and "no transactional id 'nope'" in missing.output
+    hanging.send(A, b"after the abort", partition=0)
+    with pytest.raises(errors.InvalidProducerEpoch):
+        hanging.commit_transaction()  # fenced by the operator's abort
+    hanging.close()
+    assert _values(cluster, "read_committed", a0) == []
+    # another user sees none of it
+    from engine import Principal
+
+    bob = Transactions(cluster.as_principal(Principal("bob")))
+    assert bob.list() == []
+    with pytest.raises(errors.NotFound):
+        bob.describe("hanging")

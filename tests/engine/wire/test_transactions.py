@@ -196,3 +196,84 @@ def test_kafka_python_transactions_and_read_committed(wire):
     assert values == [b"kept"]
     assert consumer.position(tp) == consumer.end_offsets([tp])[tp]
     consumer.close()
+
+
+def test_aiokafka_transactions_and_read_committed(wire):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as ATP
+
+    from tests.engine.wire.conftest import run_async
+
+    topic = _topic(wire)
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=wire.bootstrap, transactional_id=f"ai-{topic}"
+        )
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"kept", partition=0)
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"dropped", partition=0)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=wire.bootstrap,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        try:
+            tp = ATP(topic, 0)
+            consumer.assign([tp])
+            got = await consumer.getmany(timeout_ms=int(scaled(3000)))
+            values = [m.value for ms in got.values() for m in ms]
+            more = await consumer.getmany(timeout_ms=int(scaled(1000)))
+            values += [m.value for ms in more.values() for m in ms]
+            return values
+        finally:
+            await consumer.stop()
+
+    assert run_async(run()) == [b"kept"]
+
+
+def test_list_and_describe_transactions_over_the_wire(wire):
+    from kafka.protocol.admin import (
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+        ListTransactionsRequest,
+        ListTransactionsResponse,
+    )
+
+    from tests.engine.wire.test_bad_input import Raw
+
+    topic = _topic(wire)
+    tid = f"tx-{topic}"
+    producer = _producer(wire, tid)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=0)
+    producer.flush(scaled(30))
+    raw = Raw(wire.server.address)
+    try:
+        listed = raw.call(
+            ListTransactionsRequest(
+                state_filters=["Ongoing"], producer_id_filters=[], duration_filter=-1
+            ),
+            1,
+            ListTransactionsResponse,
+        )
+        assert tid in [s.transactional_id for s in listed.transaction_states]
+        described = raw.call(
+            DescribeTransactionsRequest(transactional_ids=[tid, "nope"]),
+            0,
+            DescribeTransactionsResponse,
+        )
+        ours, nope = described.transaction_states
+        assert (ours.error_code, ours.transaction_state) == (0, "Ongoing")
+        assert [(t.topic, t.partitions) for t in ours.topics] == [(topic, [0])]
+        assert nope.error_code == 105  # TRANSACTIONAL_ID_NOT_FOUND
+    finally:
+        raw.close()
+    producer.abort_transaction(scaled(30))
