@@ -150,6 +150,17 @@ class TransactionTables:
             )
             return cur.rowcount == 1
 
+    def _open(self, transactional_id: str, epoch: int, now_ms: int) -> bool:
+        """Inside a write transaction: mark the transaction of `epoch` open (its clock
+        starts at the first call); False when the epoch is another or its end is decided."""
+        cur = self._catalog.conn.execute(
+            "UPDATE transactions SET state = 'ongoing', updated_ms = ?, "
+            "started_ms = coalesce(started_ms, ?) "
+            "WHERE transactional_id = ? AND epoch = ? AND state NOT LIKE 'prepare%'",
+            (now_ms, now_ms, transactional_id, epoch),
+        )
+        return cur.rowcount == 1
+
     def add_partitions(
         self,
         transactional_id: str,
@@ -161,16 +172,9 @@ class TransactionTables:
         (a partition there already keeps its first offset), and mark it open; False when
         the stored epoch is another (fenced)."""
         with self._catalog.write():
-            conn = self._catalog.conn
-            cur = conn.execute(
-                "UPDATE transactions SET state = 'ongoing', updated_ms = ?, "
-                "started_ms = coalesce(started_ms, ?) "
-                "WHERE transactional_id = ? AND epoch = ? AND state NOT LIKE 'prepare%'",
-                (now_ms, now_ms, transactional_id, epoch),
-            )
-            if cur.rowcount != 1:
+            if not self._open(transactional_id, epoch, now_ms):
                 return False
-            conn.executemany(
+            self._catalog.conn.executemany(
                 "INSERT OR IGNORE INTO txn_partitions VALUES (?, ?, ?, ?)",
                 [(transactional_id, t, p, first) for t, p, first in partitions],
             )
@@ -187,16 +191,9 @@ class TransactionTables:
         """Put (topic id, partition, offset, metadata) of `group_id` into the open
         transaction of `epoch`; False when fenced."""
         with self._catalog.write():
-            conn = self._catalog.conn
-            cur = conn.execute(
-                "UPDATE transactions SET state = 'ongoing', updated_ms = ?, "
-                "started_ms = coalesce(started_ms, ?) "
-                "WHERE transactional_id = ? AND epoch = ? AND state NOT LIKE 'prepare%'",
-                (now_ms, now_ms, transactional_id, epoch),
-            )
-            if cur.rowcount != 1:
+            if not self._open(transactional_id, epoch, now_ms):
                 return False
-            conn.executemany(
+            self._catalog.conn.executemany(
                 "INSERT OR REPLACE INTO txn_offsets VALUES (?, ?, ?, ?, ?, ?)",
                 [(transactional_id, group_id, t, p, o, m) for t, p, o, m in offsets],
             )
