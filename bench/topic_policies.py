@@ -16,7 +16,6 @@ topic policies (42bf372^) and once at HEAD, and compare the two tables
 from __future__ import annotations
 
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,14 +26,10 @@ ROUNDS = 5
 LOOKUPS = 2_000
 
 
-def _median_ms(call, rounds: int = ROUNDS) -> float:
-    call()  # warm-up
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+def _median_ms(call) -> float:
+    from bench.search import _time
+
+    return _time(call, ROUNDS)[0]
 
 
 def main(argv: list[str]) -> None:
