@@ -52,7 +52,10 @@ def main(argv: list[str]) -> None:
         ("catalog.db after close", f"{catalog_bytes / 2**20:.1f} MiB"),
         ("`Cluster.open`", f"{open_ms:.1f} ms"),
     ]
-    names = [f"{STREAM}:{topic_name(i)}" for i in random.Random(7).sample(range(topics), LOOKUPS)]
+    names = [
+        f"{STREAM}:{topic_name(i)}"
+        for i in random.Random(7).sample(range(topics), min(LOOKUPS, topics))
+    ]
     with Cluster.open(path) as cluster:
         start = time.perf_counter()
         for name in names:
