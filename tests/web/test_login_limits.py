@@ -12,6 +12,7 @@ import requests
 
 from engine.replication.http import hash_token
 from tests.conftest import live_module
+from tests.timing import scaled
 
 live = live_module()
 USER, USER_PASSWORD = live.USER, live.USER_PASSWORD
@@ -70,7 +71,7 @@ def quick_limit(tmp_path):
 
 def _until_not_429(call, within: float = 10.0):
     """`call()` again until it is not answered 429 (the address's window has passed)."""
-    deadline = time.monotonic() + within
+    deadline = time.monotonic() + scaled(within)
     while True:
         answer = call()
         if answer.status_code != 429 or time.monotonic() > deadline:

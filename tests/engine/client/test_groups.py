@@ -18,6 +18,7 @@ import pytest
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
 from engine.client.groups import GroupMember, assign, strategy_name
 from engine.clock import FakeClock
+from tests.timing import scaled
 
 WORKER = Path(__file__).with_name("group_worker.py")
 FAST = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 200}
@@ -87,7 +88,7 @@ class Recorder:
 
 
 def poll_until(consumers, condition, timeout=15):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         for c in consumers:
             c.poll(timeout_ms=20)
@@ -123,7 +124,7 @@ def test_group_view_members_lag_and_state(cluster, topic):
         **FAST,
     )
     got = 0
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while got < 20 and time.monotonic() < deadline:
         got += sum(len(r) for r in consumer.poll(timeout_ms=100, max_records=5).values())
     consumer.commit()
@@ -174,7 +175,7 @@ def test_pattern_subscription_picks_up_new_topics(cluster):
     produce(cluster, "/p:orders-us", 4)
     produce(cluster, "/p:audit", 4)
     seen = []
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while len(seen) < 4 and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=100).values():
             seen += [(r.topic, r.value) for r in records]
@@ -209,7 +210,7 @@ class Worker:
 
 
 def wait_for(condition, timeout=30, what="condition"):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         if condition():
             return

@@ -16,6 +16,7 @@ from engine import Cluster, Consumer, Producer, TopicPartition
 from engine.clock import FakeClock, now_ms
 from engine.ops.maintenance import Maintenance
 from engine.ops.retention import RetentionReport, TopicRetention
+from tests.timing import scaled
 
 T = "/r:t"
 HOUR_MS = 3_600_000
@@ -307,7 +308,7 @@ def test_maintenance_thread_runs_on_a_timer_and_stops(cluster):
         producer.send(T, value=b"old", timestamp_ms=1).get(timeout=10)
     maintenance = Maintenance(cluster, interval_s=0.05).start()
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         # a pass counts once it has finished (retention, compaction, orphan clean-up)
         while (partition(cluster).log_start_offset != 1 or maintenance.runs < 1) and (
             time.monotonic() < deadline
@@ -337,7 +338,7 @@ def test_maintenance_logs_errors_and_keeps_going(cluster, monkeypatch, caplog):
         assert kept is None and compacted is not None  # compaction still ran
         assert isinstance(maintenance.last_error, RuntimeError)
         with maintenance:
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + scaled(10)
             while len(calls) < 3 and time.monotonic() < deadline:
                 time.sleep(0.01)
         assert len(calls) >= 3  # the thread survived its failures
@@ -374,6 +375,7 @@ import sys, time
 sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})
 from engine import Cluster, Producer
 from engine.ops.maintenance import Maintenance
+from tests.timing import scaled
 for i in range(40):
     cluster = Cluster.open({str(tmp_path)!r} + f"/c{{i % 4}}")
     if i < 4:

@@ -129,7 +129,7 @@ def test_a_user_has_at_most_its_cap_of_connections(make_server):
         assert error == 58
         assert b"max_connections_per_user" in response
         raws[0].close()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + scaled(5)
         while True:  # the closed connection's place is free again (once the server saw it)
             raw = Raw(server.address)
             ok = _login(raw)[0] == 0

@@ -29,6 +29,7 @@ from engine.wire import codes
 from engine.wire.coordinator import GroupCoordinator, JoinRequest, SyncRequest
 from tests.engine.wire.conftest import run_async
 from tests.engine.wire.group_client import GroupClient, subscription
+from tests.timing import scaled
 
 
 def _topic(wire, full, partitions):
@@ -45,7 +46,7 @@ def _produce(cluster, full, per_partition, partitions, start=0):
 
 
 def _wait(condition, timeout, what):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
@@ -90,7 +91,7 @@ def test_kafka_python_members_share_partitions_and_take_over_on_close(wire):
     _topic(wire, full, 4)
     a = _Member(wire.bootstrap, "grp-share", "kp-share")
     a.start()
-    _wait(lambda: a.assigned == {0, 1, 2, 3}, 20, "the first member to own everything")
+    _wait(lambda: a.assigned == {0, 1, 2, 3}, 60, "the first member to own everything")
     b = _Member(wire.bootstrap, "grp-share", "kp-share")
     b.start()
     _wait(lambda: len(a.assigned) == 2 and len(b.assigned) == 2, 30, "a 2 + 2 assignment")
@@ -122,6 +123,7 @@ def test_kafka_python_members_share_partitions_and_take_over_on_close(wire):
 _CHILD = r"""
 import json, sys
 from confluent_kafka import Consumer
+from tests.timing import scaled
 bootstrap, topic, group = sys.argv[1:4]
 out = lambda **kw: (sys.stdout.write(json.dumps(kw) + "\n"), sys.stdout.flush())
 c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
@@ -226,7 +228,7 @@ def test_commit_and_resume_shows_in_cluster_group(wire):
     )
     first.subscribe(["grp-resume"])
     got = []
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while len(got) < 12 and time.monotonic() < deadline:
         for records in first.poll(timeout_ms=2000, max_records=12 - len(got)).values():
             got.extend(records)
@@ -248,7 +250,7 @@ def test_commit_and_resume_shows_in_cluster_group(wire):
     )
     second.subscribe(["grp-resume"])
     rest = []
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while len(rest) < 8 and time.monotonic() < deadline:
         # a long poll: kafka-python 3.0.12 can lose a SyncGroup answer that arrives after a
         # poll gave up waiting for the rejoin it started (the member then never fetches)

@@ -26,6 +26,7 @@ from engine.wire import KafkaServer
 from engine.wire.broker import Broker
 from engine.wire.coordinator import JoinRequest, SyncRequest
 from tests.engine.wire.group_client import GroupClient
+from tests.timing import scaled
 
 
 def _plet(*args):
@@ -40,7 +41,7 @@ def _produce(cluster, full, per_partition, partitions):
 
 
 def _wait(condition, timeout, what):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
@@ -150,6 +151,7 @@ def test_wire_members_show_in_the_engine_with_partitions_and_lag(wire):
 _CHILD = r"""
 import json, sys
 from confluent_kafka import Consumer
+from tests.timing import scaled
 bootstrap, topic, group = sys.argv[1:4]
 c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": "wg-child",
               "auto.offset.reset": "earliest", "enable.auto.commit": False,
