@@ -176,7 +176,7 @@ def wire(path: Path, n: int) -> list[tuple[str, float, str]]:
             def drain(c: CKConsumer = consumer) -> None:
                 got = 0
                 while got < n:
-                    got += sum(1 for m in c.consume(10000, 5) if not m.error())
+                    got += sum(1 for m in c.consume(min(10000, n - got), 5) if not m.error())
 
             rows.append((f"confluent-kafka consume {isolation}", _timed(drain), uncommitted))
             consumer.close()
