@@ -1,0 +1,208 @@
+"""What transactions cost (issue 25): in one run, N messages of 100 B through
+
+- the embedded API: `engine.Producer` at acks="all" plain, idempotent
+  (`enable_idempotence=True`) and transactional with 100 and 10,000 messages per
+  transaction (`begin_transaction` ... `commit_transaction`); then `engine.Consumer`
+  reading the 10,000-per-transaction topic read_uncommitted and read_committed (polls of
+  500);
+- `plet serve` (its own process, its own cluster): confluent-kafka's producer at acks=all
+  plain, idempotent and transactional with 100 and 10,000 messages per transaction, and its
+  consumer read_uncommitted and read_committed.
+
+Each row gives msg/s and its ratio to the plain row of the same API (for consumes, to
+read_uncommitted). Targets: 10,000-message transactions at >= 0.8x plain produce,
+read_committed at >= 0.9x read_uncommitted. `python -m bench.transactions [N]` prints a
+Markdown table for docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+VALUE = b"v" * 100
+TXN_SIZES = (100, 10_000)
+
+
+def _timed(work: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def embedded(path: Path, n: int) -> list[tuple[str, float, str]]:
+    """(case, seconds, the case it is compared with)."""
+    from engine import Cluster, Consumer, Producer, TopicPartition
+
+    rows: list[tuple[str, float, str]] = []
+    with Cluster.open(path) as cluster:
+        cluster.create_stream("/b")
+        for name in ("plain", "idem", *(f"txn{s}" for s in TXN_SIZES)):
+            cluster.create_topic(f"/b:{name}", partitions=1)
+
+        def produce(producer: Producer, topic: str, per_txn: int | None) -> None:
+            send = producer.send
+            if per_txn is None:
+                for _ in range(n):
+                    send(topic, VALUE, partition=0)
+                producer.flush()
+                return
+            for start in range(0, n, per_txn):
+                producer.begin_transaction()
+                for _ in range(min(per_txn, n - start)):
+                    send(topic, VALUE, partition=0)
+                producer.commit_transaction()
+
+        plain = "embedded produce plain acks=all"
+        cases: list[tuple[str, dict[str, Any], str, int | None]] = [
+            (plain, {}, "/b:plain", None),
+            ("embedded produce idempotent", {"enable_idempotence": True}, "/b:idem", None),
+        ] + [
+            (f"embedded produce {s:,}/transaction", {"transactional_id": f"t{s}"}, f"/b:txn{s}", s)
+            for s in TXN_SIZES
+        ]
+        for case, kwargs, topic, per_txn in cases:
+            producer = Producer(cluster, acks="all", linger_ms=5, **kwargs)
+            if per_txn is not None:
+                producer.init_transactions()
+            rows.append((case, _timed(partial(produce, producer, topic, per_txn)), plain))
+            producer.close()
+        topic = f"/b:txn{TXN_SIZES[-1]}"
+        uncommitted = "embedded consume read_uncommitted"
+        for isolation in ("read_uncommitted", "read_committed"):
+            consumer = Consumer(
+                cluster,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                isolation_level=isolation,
+                max_poll_records=500,
+            )
+            consumer.assign([TopicPartition(topic, 0)])
+
+            def drain(c: Consumer = consumer) -> None:
+                got = 0
+                while got < n:
+                    got += sum(len(rs) for rs in c.poll(timeout_ms=1000).values())
+
+            rows.append((f"embedded consume {isolation}", _timed(drain), uncommitted))
+            consumer.close()
+    return rows
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wire(path: Path, n: int) -> list[tuple[str, float, str]]:
+    from confluent_kafka import Consumer as CKConsumer
+    from confluent_kafka import Producer as CKProducer
+    from confluent_kafka import TopicPartition as CKTP
+
+    from engine import Cluster
+
+    with Cluster.open(path) as cluster:
+        cluster.create_stream("/kafka")
+        for name in ("plain", "idem", *(f"txn{s}" for s in TXN_SIZES)):
+            cluster.create_topic(f"/kafka:{name}", partitions=1)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "serve", "--cluster", str(path), "--listen",
+         f"127.0.0.1:{port}"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    line = proc.stderr.readline() if proc.stderr else ""
+    if not re.search(rf":{port} ", line):
+        proc.kill()
+        raise RuntimeError(f"plet serve did not start: {line}")
+    bootstrap = f"127.0.0.1:{port}"
+    settings = {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10000}
+    rows: list[tuple[str, float, str]] = []
+    try:
+        plain = "confluent-kafka produce plain acks=all"
+        cases: list[tuple[str, dict[str, Any], str, int | None]] = [
+            (plain, {"acks": "all"}, "plain", None),
+            ("confluent-kafka produce idempotent", {"enable.idempotence": True}, "idem", None),
+        ]
+        for size in TXN_SIZES:
+            txn: dict[str, Any] = {"transactional.id": f"t{size}"}
+            cases.append((f"confluent-kafka produce {size:,}/transaction", txn, f"txn{size}", size))
+        for case, extra, topic, per_txn in cases:
+            producer = CKProducer({**settings, **extra})
+
+            def produce(p: CKProducer = producer, t: str = topic, s: int | None = per_txn) -> None:
+                def send(count: int) -> None:
+                    for _ in range(count):
+                        while True:
+                            try:
+                                p.produce(t, VALUE, partition=0)
+                                break
+                            except BufferError:
+                                p.poll(0.05)
+
+                if s is None:
+                    send(n)
+                    p.flush(300)
+                    return
+                for start in range(0, n, s):
+                    p.begin_transaction()
+                    send(min(s, n - start))
+                    p.commit_transaction(300)
+
+            if per_txn is not None:
+                producer.init_transactions(60)
+            rows.append((case, _timed(produce), plain))
+        uncommitted = "confluent-kafka consume read_uncommitted"
+        for isolation in ("read_uncommitted", "read_committed"):
+            consumer = CKConsumer(
+                {"bootstrap.servers": bootstrap, "group.id": f"b-{isolation}",
+                 "isolation.level": isolation, "enable.auto.commit": False,
+                 "fetch.wait.max.ms": 100}
+            )  # fmt: skip
+            consumer.list_topics(timeout=30)
+            consumer.assign([CKTP(f"txn{TXN_SIZES[-1]}", 0, 0)])
+
+            def drain(c: CKConsumer = consumer) -> None:
+                got = 0
+                while got < n:
+                    got += sum(1 for m in c.consume(min(10000, n - got), 5) if not m.error())
+
+            rows.append((f"confluent-kafka consume {isolation}", _timed(drain), uncommitted))
+            consumer.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    return rows
+
+
+def main(argv: list[str]) -> None:
+    from bench.search import _cpu
+
+    n = int(argv[0]) if argv else 200_000
+    root = Path(tempfile.mkdtemp(prefix="bench-transactions-"))
+    try:
+        rows = embedded(root / "embedded", n) + wire(root / "wire", n)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    seconds = {case: s for case, s, _ in rows}
+    print(f"{n:,} messages of {len(VALUE)} B per case; {_cpu()}, {platform.python_version()}")
+    print("| case | msg/s | vs |")
+    print("| --- | ---: | ---: |")
+    for case, s, base in rows:
+        ratio = "" if case == base else f"{seconds[base] / s:.2f}x {base.split(' ', 2)[-1]}"
+        print(f"| {case} | {n / s:,.0f} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
