@@ -1558,15 +1558,16 @@ class Catalog:
         for name in wanted:
             if name not in stream_policies.DEFAULTS:
                 raise ValueError(f"unknown policy {name!r}")
+            # A topic without overrides (NULL, nearly all of them) costs only the stream's
+            # value, as before topics had overrides: its own is not looked at.
             tests.append(
-                "coalesce(json_extract(t.policies, ?), json_extract(s.policies, ?), ?) IS NOT 0"
+                "(CASE WHEN t.policies IS NULL THEN coalesce(json_extract(s.policies, ?), ?) "
+                "ELSE coalesce(json_extract(t.policies, ?), json_extract(s.policies, ?), ?) "
+                "END) IS NOT 0"
             )
             default = stream_policies.DEFAULTS[name]
-            args += [
-                f"$.{name}",
-                f"$.{name}",
-                int(default) if isinstance(default, bool) else default,
-            ]
+            value = int(default) if isinstance(default, bool) else default
+            args += [f"$.{name}", value, f"$.{name}", f"$.{name}", value]
         return self._query(
             "SELECT t.id, s.id, s.path, t.name, s.policies, t.policies FROM topics t "
             f"JOIN streams s ON s.id = t.stream_id WHERE t.id > ? AND ({' OR '.join(tests)}) "
