@@ -10,6 +10,17 @@
 # loops, and prints one line: the run, its exit code and its time. It stops at the first
 # failing run; the run's whole output stays in the log file it names.
 set -uo pipefail
+# A background job of a non-interactive shell starts with SIGINT ignored, and every process
+# below inherits that (bash cannot undo it): tests that stop a child with SIGINT would then
+# meet a child unlike CI's. Start this script from a terminal, or through a program that
+# resets SIGINT first, e.g. python3 -c 'import signal,subprocess,sys;
+# signal.signal(signal.SIGINT, signal.SIG_DFL); sys.exit(subprocess.call(sys.argv[1:]))'
+# scripts/busy-test.sh 3 2
+ignored=$(awk '/^SigIgn:/ {print $2}' /proc/$$/status)
+if (( (16#$ignored & 2) != 0 )); then
+    echo "busy-test: SIGINT is ignored in this shell (a background job?); see the script's header" >&2
+    exit 2
+fi
 runs=${1:-3}
 hogs=${2:-2}
 repo=$(cd "$(dirname "$0")/.." && pwd)
