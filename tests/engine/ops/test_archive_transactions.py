@@ -1,0 +1,182 @@
+"""The archive keeps what transactions need (issue 25, item 4): partitionlets that hold
+aborted transactions are archived like any other, below the last stable offset only, and
+read_committed readers of archived history (Consumer, poll_arrow, scans) still leave the
+aborted messages out, see the same offsets and the same markers as before archiving."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from engine import Cluster, Consumer, Producer, TopicPartition
+from engine.client import arrow
+from engine.storage import archive as store
+from engine.storage import scan
+from tests.timing import scaled
+
+T = "/s:t"
+TP = TopicPartition(T, 0)
+OLD = 1_600_000_000_000  # 2020: older than archive_after
+
+
+def _send(producer: Producer, value: bytes, i: int) -> None:
+    producer.send(T, value, partition=0, timestamp_ms=OLD + i).get(timeout=scaled(30))
+
+
+def _history(cluster: Cluster) -> Producer:
+    """Plain messages around a committed, an aborted and a second committed transaction
+    (the aborted one interleaved with plain messages), then a transaction left open
+    (returned) and plain messages after it."""
+    plain = Producer(cluster, acks="all")
+    txn = Producer(cluster, transactional_id="t1")
+    txn.init_transactions()
+    i = 0
+    for name, end in (("c1", "commit"), ("a1", "abort"), ("c2", "commit")):
+        _send(plain, f"before-{name}".encode(), i)
+        txn.begin_transaction()
+        for k in range(3):
+            _send(txn, f"{name}-{k}".encode(), i := i + 1)
+            _send(plain, f"during-{name}-{k}".encode(), i := i + 1)
+        getattr(txn, f"{end}_transaction")()
+    _send(plain, b"before-open", i := i + 1)
+    txn.begin_transaction()
+    _send(txn, b"open-0", i := i + 1)
+    _send(plain, b"after-open", i + 1)
+    plain.close()
+    return txn
+
+
+def _pairs(rb) -> list[tuple[int, bytes]]:
+    return list(zip(rb.column("offset").to_pylist(), rb.column("value").to_pylist(), strict=True))
+
+
+def _read(cluster: Cluster, isolation: str) -> tuple[list[tuple[int, bytes]], int]:
+    consumer = Consumer(
+        cluster, enable_auto_commit=False, auto_offset_reset="earliest", isolation_level=isolation
+    )
+    consumer.assign([TP])
+    got: list[tuple[int, bytes]] = []
+    while batch := consumer.poll(timeout_ms=200):
+        got += [(r.offset, r.value) for rs in batch.values() for r in rs]
+    position = consumer.position(TP)
+    consumer.close()
+    return got, position
+
+
+def _arrow(cluster: Cluster, isolation: str) -> list[tuple[int, bytes]]:
+    consumer = Consumer(
+        cluster, enable_auto_commit=False, auto_offset_reset="earliest", isolation_level=isolation
+    )
+    consumer.assign([TP])
+    got: list[tuple[int, bytes]] = []
+    while batch := consumer.poll_arrow(timeout_ms=200):
+        for rb in batch.values():
+            got += _pairs(rb)
+    consumer.close()
+    return got
+
+
+def _scanned(cluster: Cluster, isolation: str) -> list[tuple[int, bytes]]:
+    """What a scan plan (Spark's data source) reads, live tasks and archived ones."""
+    ranges = cluster.scan_ranges([T], isolation_level=isolation)
+    got: list[tuple[int, bytes]] = []
+    for task in cluster.scan_plan(ranges, isolation_level=isolation):
+        if task.tier == scan.ARCHIVE:
+            batches = list(scan.read_archive(task))
+        else:
+            chunks = [c for b in scan.read(task) if (c := scan.columns(b, task)) is not None]
+            batches = [arrow.record_batch(T, 0, chunks, None)] if chunks else []
+        for rb in batches:
+            got += _pairs(rb)
+    return got
+
+
+def _views(cluster: Cluster) -> dict:
+    consumer = Consumer(cluster, enable_auto_commit=False, isolation_level="read_committed")
+    lso = consumer.end_offsets([TP])[TP]
+    markers = consumer.markers(TP, 0, lso + 10)
+    consumer.close()
+    return {
+        "committed": _read(cluster, "read_committed"),
+        "uncommitted": _read(cluster, "read_uncommitted"),
+        "arrow committed": _arrow(cluster, "read_committed"),
+        "arrow uncommitted": _arrow(cluster, "read_uncommitted"),
+        "scan committed": _scanned(cluster, "read_committed"),
+        "scan uncommitted": _scanned(cluster, "read_uncommitted"),
+        "lso": lso,
+        "markers": markers,
+    }
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with Cluster.open(tmp_path / "c", partitionlet_bytes=200) as cluster:
+        cluster.create_stream("/s", archive_after=60, ttl=0)
+        cluster.create_topic(T, partitions=1)
+        yield cluster
+
+
+def test_archived_history_reads_as_live_under_both_isolation_levels(cluster):
+    txn = _history(cluster)
+    before = _views(cluster)
+    committed = [v for _, v in before["committed"][0]]
+    assert not any(v.startswith(b"a1-") for v in committed)  # the aborted ones
+    assert [v for v in committed if v.startswith(b"c")] == [
+        b"c1-0", b"c1-1", b"c1-2", b"c2-0", b"c2-1", b"c2-2"
+    ]  # fmt: skip
+    assert committed[-1] == b"before-open"  # nothing at or past the open transaction
+    assert before["committed"][1] == before["lso"]  # stops at the LSO
+    uncommitted = [v for _, v in before["uncommitted"][0]]
+    assert b"a1-1" in uncommitted and uncommitted[-2:] == [b"open-0", b"after-open"]
+    assert before["arrow committed"] == before["committed"][0]
+    assert before["scan committed"] == before["committed"][0]
+    assert before["arrow uncommitted"] == before["scan uncommitted"] == before["uncommitted"][0]
+    assert [(m[3]) for m in before["markers"]] == [True, False, True]
+
+    report = cluster.archive()
+    archived = {a.id for a in report.archived}
+    topic_id = cluster.catalog.topic("/s", "t").id
+    aborted = cluster.catalog.transactions.aborted(topic_id, 0, 0, 2**62)
+    tiers = [
+        (p.id, p.tier, p.base_offset, None if p.active else p.last_offset + 1)
+        for p in cluster.partitionlets(T)
+    ]
+    # every sealed partitionlet below the LSO is archived, those with aborted batches too
+    below = [t for t in tiers if t[3] is not None and t[3] <= before["lso"]]
+    assert below and {t[0] for t in below} == archived
+    assert aborted and any(t[2] <= aborted[0][1] < t[3] for t in below)
+    # nothing that reaches the open transaction is
+    assert all(t[1] == "live" for t in tiers if t[3] is None or t[3] > before["lso"])
+
+    assert _views(cluster) == before
+
+    txn.commit_transaction()
+    txn.close()
+    after = _read(cluster, "read_committed")[0]
+    assert [v for _, v in after][-2:] == [b"open-0", b"after-open"]
+
+
+def test_the_file_keeps_producers_and_markers_and_says_its_format(cluster):
+    txn = _history(cluster)
+    txn.abort_transaction()
+    txn.close()
+    markers = Consumer(cluster, isolation_level="read_committed").markers(TP, 0, 1000)
+    report = cluster.archive()
+    assert report.archived
+    fields = []
+    kept = []
+    for a in report.archived:
+        info = json.loads(pq.read_metadata(a.file.removeprefix("file://")).metadata[store.META_KEY])
+        assert info["format"] == store.FORMAT == 2
+        fields.append(info["fields"])
+        kept += [tuple(m) for m in info["markers"]]
+    # the old fields first, in their order: a reader of format 1 reads these files as before
+    assert all(f[:9] == list(store._BATCH_FIELDS[:9]) for f in fields)
+    assert fields[0][9:] == ["producer_id", "producer_epoch", "base_seq"]
+    archived_below = [
+        m for m in markers if any(a.base_offset <= m[0] < a.end_offset for a in report.archived)
+    ]
+    assert kept == [(o, p, e, int(c)) for o, p, e, c in archived_below]
+    assert len(kept) >= 3
