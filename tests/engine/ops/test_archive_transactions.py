@@ -158,6 +158,54 @@ def test_archived_history_reads_as_live_under_both_isolation_levels(cluster):
     assert [v for _, v in after][-2:] == [b"open-0", b"after-open"]
 
 
+def _wire(bootstrap: str, isolation: str) -> list[tuple[int, bytes]]:
+    """Every (offset, value) of /s:t partition 0 read by librdkafka to the partition's end."""
+    from confluent_kafka import Consumer as CKConsumer
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition as CKTP
+
+    consumer = CKConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{isolation}",
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([CKTP("t", 0, 0)])
+    got: list[tuple[int, bytes]] = []
+    try:
+        while True:
+            msg = consumer.poll(scaled(10))
+            assert msg is not None, f"no end of partition after {got}"
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                return got
+            got.append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+
+
+def test_kafka_clients_read_archived_transactions_as_live(cluster):
+    from engine.wire import KafkaServer
+
+    txn = _history(cluster)
+    server = KafkaServer(cluster, listen=("127.0.0.1", 0), default_stream="/s").start()
+    try:
+        bootstrap = "{}:{}".format(*server.address)
+        before = {i: _wire(bootstrap, i) for i in ("read_committed", "read_uncommitted")}
+        assert before["read_committed"] == _read(cluster, "read_committed")[0]
+        assert before["read_uncommitted"] == _read(cluster, "read_uncommitted")[0]
+        assert cluster.archive().archived
+        after = {i: _wire(bootstrap, i) for i in ("read_committed", "read_uncommitted")}
+        assert after == before
+    finally:
+        server.close()
+        txn.abort_transaction()
+        txn.close()
+
+
 def test_the_file_keeps_producers_and_markers_and_says_its_format(cluster):
     txn = _history(cluster)
     txn.abort_transaction()
