@@ -6,12 +6,16 @@ aborted messages out, see the same offsets and the same markers as before archiv
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from engine import Cluster, Consumer, Producer, TopicPartition
+from engine.cli import cli
 from engine.client import arrow
+from engine.client.browse import Browser, Query, Seek, export
 from engine.storage import archive as store
 from engine.storage import scan
 from tests.timing import scaled
@@ -228,3 +232,49 @@ def test_the_file_keeps_producers_and_markers_and_says_its_format(cluster):
     ]
     assert kept == [(o, p, e, int(c)) for o, p, e, c in archived_below]
     assert len(kept) >= 3
+
+
+def _exported(cluster: Cluster, tmp_path, isolation: str) -> list[tuple[int, bytes]]:
+    db = tmp_path / f"{isolation}-{len(list(tmp_path.iterdir()))}.db"
+    result = CliRunner().invoke(
+        cli,
+        ["export", T, "--cluster", str(cluster.path), "--sqlite", str(db)]
+        + ["--table", "t", "--isolation-level", isolation],
+    )
+    assert result.exit_code == 0, result.output
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute('SELECT "offset", value FROM t ORDER BY "offset"').fetchall()
+    finally:
+        conn.close()
+    return [(o, v.encode()) for o, v in rows]
+
+
+def test_browse_and_export_read_at_the_isolation_level_asked_live_and_archived(cluster, tmp_path):
+    txn = _history(cluster)
+    levels = ("read_committed", "read_uncommitted")
+
+    def views() -> dict:
+        out = {}
+        for level in levels:
+            with Browser(cluster, T, isolation_level=level) as browser:
+                page = browser.page(Query(T, seek=Seek.parse("oldest"), limit=500))
+            query = Query(T, seek=Seek.parse("oldest"))
+            out[level] = {
+                "page": [(r.offset, r.value) for r in page.records],
+                "export": [
+                    (r.offset, r.value) for r in export(cluster, query, 1000, isolation_level=level)
+                ],
+                "plet export": _exported(cluster, tmp_path, level),
+            }
+        return out
+
+    live = views()
+    assert len(live["read_committed"]["page"]) < len(live["read_uncommitted"]["page"])
+    for level in levels:
+        read = _read(cluster, level)[0]
+        assert live[level] == {"page": read, "export": read, "plet export": read}
+    assert cluster.archive().archived
+    assert views() == live
+    txn.abort_transaction()
+    txn.close()
