@@ -281,3 +281,62 @@ def test_operators_list_describe_and_abort_a_hanging_transaction(cluster):
     assert bob.list() == []
     with pytest.raises(errors.NotFound):
         bob.describe("hanging")
+
+
+def test_compaction_keeps_committed_values_over_aborted_ones_and_leaves_open_ones(tmp_path):
+    with Cluster.open(tmp_path / "c") as cluster:
+        cluster.create_stream("/s", compact=True)
+        cluster.create_topic(A, partitions=1)
+        a0 = TopicPartition(A, 0)
+        plain = Producer(cluster, acks="all")
+        plain.send(A, b"k-v1", key=b"k", partition=0).get(timeout=scaled(30))
+        plain.send(A, b"j-v1", key=b"j", partition=0).get(timeout=scaled(30))
+        producer = _producer(cluster)
+        producer.begin_transaction()
+        producer.send(A, b"k-aborted", key=b"k", partition=0)
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send(A, b"j-committed", key=b"j", partition=0)
+        producer.commit_transaction()
+        plain.send(A, b"k-v2", key=b"k", partition=0).get(timeout=scaled(30))
+        producer.begin_transaction()
+        producer.send(A, b"k-open", key=b"k", partition=0)
+        producer.flush()
+        plain.send(A, b"j-late", key=b"j", partition=0).get(timeout=scaled(30))
+        plain.close()
+        before = _values(cluster, "read_uncommitted", a0)
+        assert before == [
+            b"k-v1",
+            b"j-v1",
+            b"k-aborted",
+            b"j-committed",
+            b"k-v2",
+            b"k-open",
+            b"j-late",
+        ]
+
+        report = cluster.compact()
+        # j-v1 is superseded by the committed j; k-v1 by k-v2 (not by the aborted k); the
+        # aborted batch is removed but for the producer's last batch, which is kept whole;
+        # nothing at or past the open transaction's first offset is looked at
+        assert report.messages_removed == 3
+        assert _values(cluster, "read_uncommitted", a0) == [
+            b"j-committed",
+            b"k-v2",
+            b"k-open",
+            b"j-late",
+        ]
+        assert _values(cluster, "read_committed", a0) == [b"j-committed", b"k-v2"]
+        producer.commit_transaction()
+        producer.close()
+        assert _values(cluster, "read_committed", a0) == [
+            b"j-committed",
+            b"k-v2",
+            b"k-open",
+            b"j-late",
+        ]
+        consumer = Consumer(cluster, enable_auto_commit=False)
+        try:  # the markers keep their offsets
+            assert [m[0] for m in consumer.markers(a0, 0, 10)] == [3, 5, 9]
+        finally:
+            consumer.close()
