@@ -340,3 +340,30 @@ def test_compaction_keeps_committed_values_over_aborted_ones_and_leaves_open_one
             assert [m[0] for m in consumer.markers(a0, 0, 10)] == [3, 5, 9]
         finally:
             consumer.close()
+
+
+def test_retention_drops_an_aborted_transaction_with_its_index_entry(tmp_path):
+    with Cluster.open(tmp_path / "c", partitionlet_bytes=1024) as cluster:
+        cluster.create_stream("/s", ttl=60)
+        cluster.create_topic(A, partitions=1)
+        a0 = TopicPartition(A, 0)
+        old = 1_600_000_000_000  # 2020: past the ttl
+        producer = _producer(cluster)
+        producer.begin_transaction()
+        producer.send(A, b"x" * 2000, partition=0, timestamp_ms=old)
+        producer.abort_transaction()
+        producer.close()
+        plain = Producer(cluster, acks="all")
+        for i in range(2):
+            plain.send(A, b"y" * 2000, partition=0, timestamp_ms=old + i).get(timeout=scaled(30))
+        plain.send(A, b"new", partition=0).get(timeout=scaled(30))
+        plain.close()
+        topic_id = cluster.catalog.topic("/s", "a").id
+        tables = cluster.catalog.transactions
+        txn = tables.get("t1")
+        assert txn is not None
+        # the aborted batch at offset 0, its marker at 1
+        assert tables.aborted(topic_id, 0, 0, 2**62) == [(txn.producer_id, 0, 1)]
+        assert cluster.enforce_retention().partitionlets_dropped >= 1
+        assert tables.aborted(topic_id, 0, 0, 2**62) == []
+        assert _values(cluster, "read_committed", a0) == [b"new"]
