@@ -278,3 +278,42 @@ def test_browse_and_export_read_at_the_isolation_level_asked_live_and_archived(c
     assert views() == live
     txn.abort_transaction()
     txn.close()
+
+
+def _as_format_1(path: str) -> None:
+    """Rewrite an archive file as the engine wrote them before format 2: a batch table of
+    the first nine fields, no markers, no format key."""
+    import base64
+
+    import numpy as np
+    import zstandard
+
+    table = pq.read_table(path)
+    meta = dict(pq.read_metadata(path).metadata)
+    info = json.loads(meta[store.META_KEY])
+    raw = zstandard.ZstdDecompressor().decompress(base64.b64decode(info["batches"]))
+    batches = np.frombuffer(raw, dtype=np.int64).reshape(-1, len(info["fields"]))[:, :9]
+    packed = zstandard.ZstdCompressor().compress(np.ascontiguousarray(batches).tobytes())
+    info["batches"] = base64.b64encode(packed).decode()
+    info["fields"] = info["fields"][:9]
+    del info["markers"], info["format"]
+    meta[store.META_KEY] = json.dumps(info).encode()
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+def test_a_file_of_format_1_reads_as_batches_without_producers(cluster):
+    plain = Producer(cluster, acks="all")
+    for i in range(12):
+        _send(plain, f"v{i}".encode(), i)
+    plain.close()
+    before = _read(cluster, "read_committed")
+    report = cluster.archive()
+    assert report.archived
+    for a in report.archived:
+        path = a.file.removeprefix("file://")
+        _as_format_1(path)
+        info = json.loads(pq.read_metadata(path).metadata[store.META_KEY])
+        assert len(info["fields"]) == 9 and "markers" not in info
+    assert _read(cluster, "read_committed") == before
+    assert _read(cluster, "read_uncommitted") == before
+    assert _scanned(cluster, "read_committed") == before[0]
