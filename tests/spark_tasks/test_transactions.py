@@ -90,3 +90,28 @@ def test_spark_reads_committed_data_by_default_live_and_archived(spark, tmp_path
             history.load(spark, {"cluster": str(path), "topic": T, "isolationLevel": "dirty"})
         txn.abort_transaction()
         txn.close()
+
+
+def test_a_streaming_read_stops_at_the_last_stable_offset_unless_read_uncommitted(tmp_path):
+    from spark_tasks.source import StreamReader
+
+    path = tmp_path / "c"
+    with Cluster.open(path) as cluster:
+        cluster.create_stream("/s")
+        cluster.create_topic(T, partitions=1)
+        plain = Producer(cluster, acks="all")
+        _send(plain, b"before", 0)
+        txn = Producer(cluster, transactional_id="stream-t")
+        txn.init_transactions()
+        txn.begin_transaction()
+        _send(txn, b"open", 1)
+        _send(plain, b"after", 2)
+        plain.close()
+        options = {"cluster": str(path), "topic": T, "startingOffsets": "earliest"}
+        committed = StreamReader(options)
+        uncommitted = StreamReader({**options, "isolationLevel": "read_uncommitted"})
+        assert committed.reportLatestOffset() == {T: {"0": 1}}  # the open transaction's first
+        assert uncommitted.reportLatestOffset() == {T: {"0": 3}}
+        txn.commit_transaction()  # its marker takes offset 3
+        txn.close()
+        assert committed.reportLatestOffset() == {T: {"0": 4}}
