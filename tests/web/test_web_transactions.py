@@ -9,31 +9,16 @@ import re
 
 import pytest
 
-from engine import Producer
+from tests.txn_data import three_transactions
 
 TOPIC = "/s:t"
 
 
 @pytest.fixture
 def txns(cluster):
-    """c1 c2 committed (offsets 0 1), x1 aborted (2), COMMIT marker 3, ABORT marker 4, o1
-    in a transaction left open (5): the LSO is 5, the log end 6."""
     cluster.create_stream("/s")
     cluster.create_topic(TOPIC)
-    producers = {tid: Producer(cluster, transactional_id=tid) for tid in ("c", "x", "o")}
-    for producer in producers.values():
-        producer.init_transactions()
-    c, x, o = producers["c"], producers["x"], producers["o"]
-    for producer, values in ((c, [b"c1", b"c2"]), (x, [b"x1"])):
-        producer.begin_transaction()
-        for v in values:
-            producer.send(TOPIC, v, partition=0)
-        producer.flush()
-    c.commit_transaction()
-    x.abort_transaction()
-    o.begin_transaction()
-    o.send(TOPIC, b"o1", partition=0)
-    o.flush()
+    producers = three_transactions(cluster, TOPIC)
     yield producers
     for producer in producers.values():
         producer.close()
