@@ -317,7 +317,7 @@ class MessagesPane(Pane):
         if newest_first:
             # Rows are appended: sort the new ones to the top (the first two cells are the
             # partition and the offset, the record's key).
-            table.sort(key=lambda row: self._sort_order(f"{row[0]}:{row[1]}"), reverse=True)
+            table.sort(key=lambda row: self._row_order(f"{row[0]}:{row[1]}"), reverse=True)
             self.records = {
                 row.key.value or "": self.records[row.key.value or ""]
                 for row in table.ordered_rows
@@ -327,7 +327,7 @@ class MessagesPane(Pane):
         self._show_detail(self.selected_record())
         self._status()
 
-    def _sort_order(self, key: str) -> tuple[int, int, int]:
+    def _row_order(self, key: str) -> tuple[int, int, int]:
         """A row's place by time: a marker's is just after the record of its partition
         before it (a marker has no timestamp of its own)."""
         record = self.records.get(key)

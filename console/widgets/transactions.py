@@ -14,10 +14,8 @@ from textual.widgets import Button, DataTable, Static
 
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
-from engine.client.transactions import TransactionInfo, Transactions
+from engine.client.transactions import OpenTransactions, TransactionInfo, Transactions
 from engine.times import format_duration
-
-Open = list[tuple[TransactionInfo, int | None]]
 
 
 def _age(ms: int | None) -> str:
@@ -41,10 +39,10 @@ class TransactionsPane(Pane):
         )
         yield table
 
-    def fetch(self) -> Open:
+    def fetch(self) -> OpenTransactions:
         return Transactions(self.cluster).open()
 
-    def show(self, found: Open) -> None:
+    def show(self, found: OpenTransactions) -> None:
         self.open = {info.transactional_id: info for info, _ in found}
         note(
             self.query_one("#txn-summary", Static),

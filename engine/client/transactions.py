@@ -115,6 +115,10 @@ class TransactionInfo:
         return None if self.started_ms is None else max(0, now_ms - self.started_ms)
 
 
+# (transaction, its age in ms) of each open transaction, as `Transactions.open` answers
+OpenTransactions = list[tuple[TransactionInfo, int | None]]
+
+
 class Transactions:
     """The transaction coordinator of one cluster, acting as its principal."""
 
@@ -317,7 +321,7 @@ class Transactions:
             for p in topic.partitions
         }
 
-    def open(self) -> list[tuple[TransactionInfo, int | None]]:
+    def open(self) -> OpenTransactions:
         """The open transactions this principal may see, each with its age in ms by the
         cluster's clock (what the consoles list), oldest first."""
         now = self._cluster.clock.now_ms()
