@@ -42,7 +42,7 @@ from engine.records import (
     OffsetAndTimestamp,
     TopicPartition,
 )
-from engine.storage.log import PartitionLog
+from engine.storage.log import PartitionLog, ProducerState
 
 if TYPE_CHECKING:  # annotations only: the cluster module needs none of this one
     from engine.cluster import Cluster
@@ -575,6 +575,7 @@ class Consumer:
         _, log, _ = self._log_for(tp)
         return log.markers(start, end)
 
+<<<<<<< HEAD
     def aborted_ranges(self, tp: TopicPartition, start: int, end: int) -> list[tuple[int, int]]:
         """Where the records of aborted transactions lie in a partition's offsets
         start..end-1: (first, last) offset ranges, in offset order; a record whose offset
@@ -583,6 +584,15 @@ class Consumer:
         self._check_open()
         _, log, _ = self._log_for(tp)
         return log.aborted_batches(start, end)
+=======
+    def producers(self, tp: TopicPartition) -> list[ProducerState]:
+        """The idempotent and transactional producers active in a partition (Kafka's
+        DescribeProducers): id, epoch, last sequence and timestamp, and the first offset of
+        its open transaction there (-1: none or not known)."""
+        self._check_open()
+        _, log, _ = self._log_for(tp)
+        return log.producers()
+>>>>>>> main
 
     def offsets_for_times(
         self, timestamps: dict[TopicPartition, int]

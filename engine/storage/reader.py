@@ -34,6 +34,11 @@ class BatchReader(Protocol):
         epoch, True for COMMIT)."""
         ...
 
+    def producers(self, pl_id: int) -> list[tuple[int, int, int, int]]:
+        """The idempotent producers that wrote here, from their last batch: (producer id,
+        epoch, last sequence, last timestamp)."""
+        ...
+
     def gap_end(
         self, pl_id: int, position: int, skip: Sequence[tuple[int, int, int]] = ()
     ) -> int | None:
