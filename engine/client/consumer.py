@@ -575,7 +575,6 @@ class Consumer:
         _, log, _ = self._log_for(tp)
         return log.markers(start, end)
 
-<<<<<<< HEAD
     def aborted_ranges(self, tp: TopicPartition, start: int, end: int) -> list[tuple[int, int]]:
         """Where the records of aborted transactions lie in a partition's offsets
         start..end-1: (first, last) offset ranges, in offset order; a record whose offset
@@ -584,7 +583,7 @@ class Consumer:
         self._check_open()
         _, log, _ = self._log_for(tp)
         return log.aborted_batches(start, end)
-=======
+
     def producers(self, tp: TopicPartition) -> list[ProducerState]:
         """The idempotent and transactional producers active in a partition (Kafka's
         DescribeProducers): id, epoch, last sequence and timestamp, and the first offset of
@@ -592,7 +591,6 @@ class Consumer:
         self._check_open()
         _, log, _ = self._log_for(tp)
         return log.producers()
->>>>>>> main
 
     def offsets_for_times(
         self, timestamps: dict[TopicPartition, int]
