@@ -464,9 +464,12 @@ class ArchiveReader:
             mask |= (t[:, _B["producer_id"]] == producer_id) & (base >= first) & (base <= marker)
         return mask
 
-    def aborted_offsets(self, skip: Sequence[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    def aborted_offsets(
+        self, pl_id: int, skip: Sequence[tuple[int, int, int]]
+    ) -> list[tuple[int, int]]:
         """(base offset, last offset) of the stored batches of the aborted transactions of
-        `skip`, in offset order: the offsets a read_committed reader leaves out."""
+        `skip`, in offset order: the offsets a read_committed reader leaves out, as
+        `Volume.aborted_offsets`."""
         if not skip:
             return []
         mask = self.aborted_mask(skip)

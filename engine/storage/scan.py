@@ -483,7 +483,7 @@ def read_archive(task: ScanTask, batch_rows: int = ARCHIVE_ROWS_PER_BATCH) -> It
     if task.skip:
         # the offsets of the aborted batches, from the file's batch table
         reader = archive.ArchiveReader(Path(task.cluster), _archive_row(task))
-        found = reader.aborted_offsets(task.skip)
+        found = reader.aborted_offsets(task.partitionlet, task.skip)
         if found:
             aborted = np.array(found, dtype=np.int64).reshape(-1, 2)
     with handle, pq.ParquetFile(handle) as f:

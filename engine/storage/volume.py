@@ -944,6 +944,25 @@ class Volume:
             )
         ]
 
+    def aborted_offsets(
+        self, pl_id: int, skip: Sequence[tuple[int, int, int]]
+    ) -> list[tuple[int, int]]:
+        """(base offset, last offset) of the stored batches of the aborted transactions of
+        `skip` (producer id, first offset, marker offset), in offset order: what `read`
+        leaves out with that `skip`."""
+        if not skip:
+            return []
+        sql = " OR ".join(["(producer_id = ? AND base_offset BETWEEN ? AND ?)"] * len(skip))
+        args = [pl_id, *(x for s in skip for x in s)]
+        return [
+            (r[0], r[1])
+            for r in self._query(
+                "SELECT base_offset, last_offset FROM batches WHERE partitionlet = ? AND "
+                f"({sql}) ORDER BY last_offset",
+                tuple(args),
+            )
+        ]
+
     def first_batch_at_time(self, pl_id: int, timestamp_ms: int) -> StoredBatch | None:
         """The first batch whose running max timestamp reaches `timestamp_ms`, in the form
         of `read`."""
