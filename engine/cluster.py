@@ -1171,14 +1171,16 @@ class Cluster:
         starting_timestamp: int | None = None,
         ending_timestamp: int | None = None,
         principal: Principal | None = None,
+        isolation_level: str = "read_uncommitted",
     ) -> dict[TopicPartition, tuple[int, int]]:
         """The offsets [start, end) to scan in every partition of `topics` (full names),
         clamped to what the partition holds. `starting` and `ending` are "earliest",
         "latest", or {TopicPartition: offset, "earliest" or "latest"} (a partition left out
         starts at the earliest and ends at the latest). `starting_timestamp` moves the
         start up to the first message at or after it, `ending_timestamp` the end down to
-        it (ms since the epoch; Kafka's meaning). Needs consume_perm on every stream, as
-        this cluster's principal or `principal`."""
+        it (ms since the epoch; Kafka's meaning). With `isolation_level="read_committed"`
+        a partition ends at its last stable offset (Kafka's), not its log end offset.
+        Needs consume_perm on every stream, as this cluster's principal or `principal`."""
         self.check_open()
         return scan.ranges(
             self._cat,
@@ -1190,6 +1192,7 @@ class Cluster:
             ending=ending,
             starting_timestamp=starting_timestamp,
             ending_timestamp=ending_timestamp,
+            isolation_level=isolation_level,
         )
 
     def scan_plan(
@@ -1197,11 +1200,14 @@ class Cluster:
         ranges: Mapping[TopicPartition, tuple[int, int]],
         *,
         principal: Principal | None = None,
+        isolation_level: str = "read_uncommitted",
     ) -> list[scan.ScanTask]:
         """One `ScanTask` per partitionlet that meets a range [start, end) of `ranges`
         (as `scan_ranges` gives them, or a streaming reader's own), in topic, partition and
         offset order; `engine.storage.scan.read(task)` reads one without opening the
-        cluster. Needs consume_perm on every stream."""
+        cluster. With `isolation_level="read_committed"` no range goes past its partition's
+        last stable offset and the tasks leave aborted transactions out (`ScanTask.skip`).
+        Needs consume_perm on every stream."""
         self.check_open()
         return scan.plan(
             self._cat,
@@ -1210,6 +1216,7 @@ class Cluster:
             ranges,
             check=self._consume_check(principal),
             now_ms=self.clock.now_ms(),
+            isolation_level=isolation_level,
         )
 
     def _consume_check(self, principal: Principal | None) -> scan.ConsumeCheck:

@@ -64,7 +64,9 @@ def load(spark: Any, options: Mapping[str, Any], *, archive: str = AUTO) -> Any:
     rest: list[ScanTask] = []
     for task in tasks:
         path = None
-        if archive != SOURCE and task.tier == engine_scan.ARCHIVE and task.file:
+        # a file with aborted transactions goes through the data source, which leaves
+        # their batches out (Spark's Parquet reader knows no batches)
+        if archive != SOURCE and task.tier == engine_scan.ARCHIVE and task.file and not task.skip:
             path = spark_path(task.file)
         if path is None:
             rest.append(task)
@@ -159,7 +161,7 @@ def _source(spark: Any, opts: dict[str, str], tasks: list[ScanTask]) -> Any:
         else:
             got.append([t.start, t.end])
     reader = spark.read.format(NAME)
-    keep = {"cluster", "principal", "principalGroups"}
+    keep = {"cluster", "principal", "principalGroups", "isolationLevel"}
     for key, value in opts.items():
         if key in keep:
             reader = reader.option(key, value)

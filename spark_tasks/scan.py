@@ -91,6 +91,17 @@ def cluster_path(options: dict[str, str]) -> Path:
     return path
 
 
+def isolation_of(options: dict[str, str]) -> str:
+    """The option `isolationLevel`: `read_committed` (the default: committed transactions
+    only, never past a partition's last stable offset) or `read_uncommitted`."""
+    raw = options.get("isolationLevel") or engine_scan.READ_COMMITTED
+    if raw not in engine_scan.ISOLATION_LEVELS:
+        raise OptionError(
+            f"option isolationLevel must be 'read_committed' or 'read_uncommitted', got {raw!r}"
+        )
+    return raw
+
+
 def principal_of(options: dict[str, str]) -> Principal | None:
     user = options.get("principal")
     if not user:
@@ -190,7 +201,12 @@ def _spec(spec: str | dict) -> engine_scan.OffsetSpec:
 
 def _scan_ranges(cluster: Cluster, plans: list[TopicPlan], options: dict[str, str], **kw: Any):
     try:
-        return cluster.scan_ranges([p.topic for p in plans], principal=principal_of(options), **kw)
+        return cluster.scan_ranges(
+            [p.topic for p in plans],
+            principal=principal_of(options),
+            isolation_level=isolation_of(options),
+            **kw,
+        )
     except (NotFound, InvalidPolicy) as exc:
         raise OptionError(str(exc)) from None
 
@@ -300,6 +316,7 @@ def slices(cluster: Cluster, options: dict[str, str], wanted: dict) -> list[Scan
         return cluster.scan_plan(
             {TopicPartition(*tp): r for tp, r in wanted.items()},
             principal=principal_of(options),
+            isolation_level=isolation_of(options),
         )
     except (NotFound, InvalidPolicy) as exc:
         raise OptionError(str(exc)) from None

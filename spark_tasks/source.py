@@ -11,6 +11,8 @@ Options of a read: `cluster`; `topic` (a full name, or several separated by comm
 source); `startingTimestamp` / `endingTimestamp` (ms since the epoch: from the first
 message at or after the start, up to the first at or after the end, excluded, as Kafka's);
 `principal` (a user name, `principalGroups` a comma-separated list of its groups);
+`isolationLevel` (`read_committed`, the default: no message of an aborted or open
+transaction, never past a partition's last stable offset; or `read_uncommitted`);
 for streams `maxOffsetsPerTrigger`. See docs/SPARK.md.
 """
 
@@ -65,6 +67,7 @@ KNOWN_OPTIONS = (
     "maxOffsetsPerTrigger",
     "acks",
     "offsetRanges",
+    "isolationLevel",
 )
 _CANONICAL = {name.lower(): name for name in KNOWN_OPTIONS}
 

@@ -322,6 +322,13 @@ class _Counter:
     show_default=True,
     help="Rows per INSERT (sqlite-utils caps it at 999 values).",
 )
+@click.option(
+    "--isolation-level",
+    type=click.Choice(["read_uncommitted", "read_committed"]),
+    default="read_uncommitted",
+    show_default=True,
+    help="read_committed: leave aborted transactions out and stop at the last stable offset.",
+)
 @click.option("--default-stream", metavar="STREAM", help="Stream of a TOPIC without '/'.")
 @click.pass_context
 def export(
@@ -334,6 +341,7 @@ def export(
     to_time: int | None,
     json_columns: bool,
     batch_size: int,
+    isolation_level: str,
     default_stream: str | None,
 ) -> None:
     """Write the messages of TOPIC to a table of a SQLite file (with sqlite-utils).
@@ -366,7 +374,12 @@ def export(
     except errors.InvalidArgument as exc:
         raise _usage(str(exc), "'--sqlite'") from None
 
-    consumer = Consumer(cluster, enable_auto_commit=False, max_poll_records=_POLL_RECORDS)
+    consumer = Consumer(
+        cluster,
+        enable_auto_commit=False,
+        max_poll_records=_POLL_RECORDS,
+        isolation_level=isolation_level,
+    )
     ctx.call_on_close(consumer.close)  # before the cluster closes (resources are LIFO)
     tps = [TopicPartition(full, p) for p in range(info.partition_count)]
     ranges = _ranges(consumer, tps, from_offset, from_time, to_time)

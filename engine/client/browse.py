@@ -462,14 +462,23 @@ class Browser:
     """
 
     def __init__(
-        self, cluster: Any, topic: str | TopicInfo, partitions: Iterable[int] | None = None
+        self,
+        cluster: Any,
+        topic: str | TopicInfo,
+        partitions: Iterable[int] | None = None,
+        *,
+        isolation_level: str = "read_uncommitted",
     ) -> None:
         info = cluster.topic(topic) if isinstance(topic, str) else topic
         self.info = info
         self.topic = info.name
         self.partitions = tuple(chosen_partitions(info, partitions))
         self._tps = {p: TopicPartition(info.name, p) for p in self.partitions}
-        self._consumer = Consumer(cluster, enable_auto_commit=False)
+        # read_committed: no aborted transaction, nothing past the last stable offset (the
+        # Consumer's isolation level); read_uncommitted shows every message
+        self._consumer = Consumer(
+            cluster, enable_auto_commit=False, isolation_level=isolation_level
+        )
         try:
             self._consumer.assign(list(self._tps.values()))
             # Read one partition at a time: poll() would otherwise mix them round-robin.
@@ -818,10 +827,12 @@ def export(
     *,
     until_ms: int | None = None,
     to_offset: int | None = None,
+    isolation_level: str = "read_uncommitted",
 ) -> Iterator[ConsumerRecord]:
-    """`Browser.export` with a browser of its own, closed when the iterator ends or is
-    closed. The permission check happens here, before the first record is asked for."""
-    browser = Browser(cluster, query.topic, query.partitions)
+    """`Browser.export` with a browser of its own (of `isolation_level`), closed when the
+    iterator ends or is closed. The permission check happens here, before the first record
+    is asked for."""
+    browser = Browser(cluster, query.topic, query.partitions, isolation_level=isolation_level)
 
     def records() -> Iterator[ConsumerRecord]:
         try:

@@ -10,6 +10,12 @@ compaction changes it meanwhile):
 4. the catalog records it as archived with its file, in one fsynced transaction;
 5. only then are its batches removed from its volume.
 
+Transactions: a partitionlet is archived only below its partition's last stable offset
+(as Kafka's tiered storage copies only segments below it), so every transaction that wrote
+to it has ended and its aborted ranges are in the catalog for good. The file keeps each
+batch's producer and the partitionlet's markers (engine.storage.archive, format 2), so
+read_committed readers skip aborted batches of archived history as of live history.
+
 A crash (kill -9) anywhere loses nothing and duplicates nothing: before step 4 the
 catalog still points at the volume and a rerun overwrites the file at the same path; after
 it, readers read the file, and the next pass removes the volume's copy, which nobody reads
@@ -146,6 +152,7 @@ def _scan(
     candidates: list[_Candidate] = []
     leftovers: list[PartitionletRow] = []
     checked: dict[tuple[str, str | None], tuple[dict[str, Any] | None, str | None]] = {}
+    tables = cluster.catalog.transactions
     for rows in _pages(cluster, skipped):
         topics = {}
         for topic_id, _stream_id, path, name, text, own in rows:
@@ -163,7 +170,10 @@ def _scan(
                 topics[topic_id] = (path, name, policies)
         if not topics:
             continue
-        for pl in cluster.catalog.chains(list(topics)):
+        chains = cluster.catalog.chains(list(topics))
+        # the first offset of each open transaction: nothing at or past it is archived
+        stable = tables.first_open_offsets(sorted({(pl.topic_id, pl.partition) for pl in chains}))
+        for pl in chains:
             path, name, policies = topics[pl.topic_id]
             if pl.archive_file is not None:
                 leftovers.append(pl)
@@ -175,12 +185,9 @@ def _scan(
             # the volume's own is checked before the file is written).
             if pl.max_ts is not None and pl.max_ts >= cutoff:
                 continue
-            if cluster.catalog.transactions.aborted(
-                pl.topic_id, pl.partition, pl.base_offset, pl.end_offset
-            ):
-                # Archive files keep no producer ids yet, so read_committed readers could
-                # not leave an aborted transaction's messages out: it stays in its volume.
-                continue
+            lso = stable.get((pl.topic_id, pl.partition))
+            if lso is not None and pl.end_offset > lso:
+                continue  # an open transaction may still write its end here: not yet
             candidates.append(_Candidate(f"{path}:{name}", path, name, pl, policies))
     return candidates, leftovers
 
@@ -201,10 +208,14 @@ def _purge_leftovers(cluster: Cluster, pls: list[PartitionletRow]) -> int:
     return purged
 
 
-def _parts(cluster: Cluster, c: _Candidate) -> Iterator[tuple[Any, Any, bool]]:
+def _parts(
+    cluster: Cluster, c: _Candidate
+) -> Iterator[tuple[Any, Any, bool, tuple[int, int, int] | None]]:
     """The partitionlet's stored batches, each as an Arrow RecordBatch of the Kafka
-    source's columns, with the stored batch and whether it has headers."""
+    source's columns, with the stored batch, whether it has headers and its producer (id,
+    epoch, base sequence; None: none)."""
     vol = cluster.volume(c.pl.volume_id)
+    producers = {base: (p, e, s) for base, p, e, s in vol.batch_producers(c.pl.id)}
     position = c.pl.base_offset
     while True:
         got = vol.replica_batches(c.pl.id, position, READ_BATCHES)
@@ -215,7 +226,7 @@ def _parts(cluster: Cluster, c: _Candidate) -> Iterator[tuple[Any, Any, bool]]:
             at = batch_codec.positions(payload)
             cols = Columns(payload, at, b.base_offset, b.ts_type, b.first_ts, 0, at.count)
             rb = arrow.record_batch(c.topic, c.pl.partition, [cols], None)
-            yield rb, b, at.headers_at is not None
+            yield rb, b, at.headers_at is not None, producers.get(b.base_offset)
         position = got[-1].last_offset + 1
 
 
@@ -244,7 +255,8 @@ def _archive_one(
         pl.id, pl.topic_id, pl.partition, pl.volume_id, pl.base_offset, pl.end_offset,
         pl.created_ms, pl.sealed_ms, pl.bytes, st.first_ts, st.max_ts,
     )  # fmt: skip
-    written = store.write(cluster.path, name, pl_now, arrow.schema(), _parts(cluster, c))
+    markers = vol.markers(pl.id, pl.base_offset, pl.end_offset - 1)
+    written = store.write(cluster.path, name, pl_now, arrow.schema(), _parts(cluster, c), markers)
     if written.rows != st.messages:
         # The volume changed under us (it cannot while the chain lock is held): leave it.
         raise PartitionletError(

@@ -12,6 +12,13 @@ timestamp, timestampType, headers), zstd, in row groups of ROW_GROUP_ROWS, and i
 key-value metadata (`META_KEY`) the partitionlet it came from: id, offsets, and the
 boundaries of the stored batches with their origin cluster, append time and timestamp
 type, so that replication compares and sends archived batches exactly as it did live ones.
+Format 2 (FORMAT) adds what transactions need: each batch's producer id, epoch and base
+sequence (-1: none), and the partitionlet's transaction markers (`markers`), so that
+read_committed readers leave an aborted transaction's batches out of archived history
+(the aborted ranges are the catalog's, as for live history) and the wire listener answers
+its markers as control batches. The new batch fields come after the old ones and the
+markers under a new key, so a reader of format 1 reads a format 2 file as before; a file
+of format 1 reads as one whose batches have no producer.
 
 `archive_file` in the catalog is a path relative to the cluster directory for the
 cluster's own `archive/` folder (so a moved cluster directory keeps its archive) and a
@@ -56,6 +63,7 @@ READ_CHUNK_ROWS = 4096
 # Archived partitionlets kept open per process (footer, batch table, one row group).
 OPEN_FILES = 32
 META_KEY = b"partitionlet"
+FORMAT = 2  # 1: no producer fields, no markers
 URI_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs")
 # The batch table: one row per stored batch, these int64 fields.
 _BATCH_FIELDS = (
@@ -68,7 +76,11 @@ _BATCH_FIELDS = (
     "origin",
     "append_ms",
     "headers",
+    "producer_id",
+    "producer_epoch",
+    "base_seq",
 )
+NO_PRODUCER = (-1, -1, -1)
 _B = {name: i for i, name in enumerate(_BATCH_FIELDS)}
 
 
@@ -160,11 +172,17 @@ class Written:
     last_offset: int | None
 
 
-def _meta(pl: PartitionletRow, batches: list[tuple[Any, ...]], origins: list[str]) -> bytes:
+def _meta(
+    pl: PartitionletRow,
+    batches: list[tuple[Any, ...]],
+    origins: list[str],
+    markers: Sequence[tuple[int, int, int, bool]],
+) -> bytes:
     table = np.array(batches, dtype=np.int64).reshape(-1, len(_BATCH_FIELDS))
     packed = zstandard.ZstdCompressor().compress(table.tobytes())
     return json.dumps(
         {
+            "format": FORMAT,
             "id": pl.id,
             "topic_id": pl.topic_id,
             "partition": pl.partition,
@@ -174,6 +192,7 @@ def _meta(pl: PartitionletRow, batches: list[tuple[Any, ...]], origins: list[str
             "origins": origins,
             "fields": list(_BATCH_FIELDS),
             "batches": base64.b64encode(packed).decode(),
+            "markers": [[o, p, e, int(c)] for o, p, e, c in markers],
         }
     ).encode()
 
@@ -183,11 +202,14 @@ def write(
     name: str,
     pl: PartitionletRow,
     schema: Any,
-    parts: Iterable[tuple[Any, ReplicaBatch, bool]],
+    parts: Iterable[tuple[Any, ReplicaBatch, bool, tuple[int, int, int] | None]],
+    markers: Sequence[tuple[int, int, int, bool]] = (),
 ) -> Written:
     """Write partitionlet `pl` as the Parquet file `name` (replacing any file there):
     `parts` gives, in offset order, each stored batch as an Arrow RecordBatch of `schema`
-    with the batch it came from and whether it had headers."""
+    with the batch it came from, whether it had headers and its producer (id, epoch, base
+    sequence; None: none); `markers` are the partitionlet's transaction markers (offset,
+    producer id, epoch, True for COMMIT)."""
     fs, path = filesystem(cluster_path, name)
     parent = path.rsplit("/", 1)[0]
     try:
@@ -206,12 +228,13 @@ def write(
             sink, schema, compression="zstd", write_statistics=True, version="2.6"
         )
         try:
-            for rb, b, has_headers in parts:
+            for rb, b, has_headers, producer in parts:
                 origin = origins.setdefault(b.origin, len(origins))
                 batches.append(
                     (
                         b.base_offset, b.last_offset, rb.num_rows, b.first_ts, b.max_ts,
                         b.ts_type, origin, b.append_ms, int(has_headers),
+                        *(producer or NO_PRODUCER),
                     )
                 )  # fmt: skip
                 if rb.num_rows:
@@ -224,7 +247,7 @@ def write(
                 if pending_rows >= ROW_GROUP_ROWS:
                     pending_rows = _flush(writer, schema, pending, pending_rows, final=False)
             _flush(writer, schema, pending, pending_rows, final=True)
-            writer.add_key_value_metadata({META_KEY: _meta(pl, batches, list(origins))})
+            writer.add_key_value_metadata({META_KEY: _meta(pl, batches, list(origins), markers)})
         finally:
             writer.close()
     size = fs.get_file_info(path).size or 0
@@ -332,7 +355,11 @@ class ArchiveReader:
         info = json.loads(f.metadata.metadata[META_KEY])
         raw = zstandard.ZstdDecompressor().decompress(base64.b64decode(info["batches"]))
         table = np.frombuffer(raw, dtype=np.int64).reshape(-1, len(info["fields"]))
+        if table.shape[1] < len(_BATCH_FIELDS):  # format 1: batches without a producer
+            missing = np.full((len(table), len(_BATCH_FIELDS) - table.shape[1]), -1, np.int64)
+            table = np.hstack([table, missing])
         self._origins = info["origins"]
+        self._markers = [(o, p, e, bool(c)) for o, p, e, c in info.get("markers", ())]
         self._batches = table
         # row index where each batch starts in the file (rows are in offset order)
         self._starts = np.concatenate(([0], np.cumsum(table[:, _B["count"]]))).astype(np.int64)
@@ -419,8 +446,35 @@ class ArchiveReader:
     def markers(
         self, pl_id: int, from_offset: int, to_offset: int
     ) -> list[tuple[int, int, int, bool]]:
-        """None kept: an archive file holds batches only (readers pass the markers' gaps)."""
-        return []
+        """The transaction markers at offsets from_offset..to_offset, as `Volume.markers`
+        (none in a file of format 1)."""
+        with self._lock:
+            self._open()
+        return [m for m in self._markers if from_offset <= m[0] <= to_offset]
+
+    def aborted_mask(self, skip: Sequence[tuple[int, int, int]]) -> Any:
+        """One bool per stored batch: whether it belongs to an aborted transaction of
+        `skip` (producer id, first offset, marker offset), as `Volume.read` leaves out."""
+        with self._lock:
+            self._open()
+        t = self._batches
+        mask = np.zeros(len(t), dtype=bool)
+        for producer_id, first, marker in skip:
+            base = t[:, _B["base"]]
+            mask |= (t[:, _B["producer_id"]] == producer_id) & (base >= first) & (base <= marker)
+        return mask
+
+    def aborted_offsets(
+        self, pl_id: int, skip: Sequence[tuple[int, int, int]]
+    ) -> list[tuple[int, int]]:
+        """(base offset, last offset) of the stored batches of the aborted transactions of
+        `skip`, in offset order: the offsets a read_committed reader leaves out, as
+        `Volume.aborted_offsets`."""
+        if not skip:
+            return []
+        mask = self.aborted_mask(skip)
+        t = self._batches[mask]
+        return [(int(b), int(e)) for b, e in zip(t[:, _B["base"]], t[:, _B["last"]], strict=True)]
 
     def producers(self, pl_id: int) -> list[tuple[int, int, int, int]]:
         """None: a producer's state is its recent batches, and history is not recent (Kafka
@@ -441,9 +495,10 @@ class ArchiveReader:
         skip: Sequence[tuple[int, int, int]] = (),
     ) -> list[StoredBatch]:
         """Batches holding offsets >= `from_offset`, in offset order, as (base_offset,
-        last_offset, ts_type, first_ts, max_ts, payload), as `Volume.read`. `skip` is not
-        needed here: a partitionlet that holds batches of an aborted transaction is not
-        archived (engine.ops.archive)."""
+        last_offset, ts_type, first_ts, max_ts, payload), as `Volume.read`: `skip` leaves
+        out the batches of aborted transactions (producer id, first offset, marker
+        offset)."""
+        dropped = self.aborted_mask(skip) if skip else None
         with self._lock:
             self._open()
             t = self._batches
@@ -451,7 +506,7 @@ class ArchiveReader:
             chunks = self._chunks()
             out: list[StoredBatch] = []
             at = bisect_right(self._chunk_ends, first)  # the first chunk ending after it
-            for i, j in chunks[at:]:
+            for i, j in _kept(chunks[at:], dropped):
                 if len(out) >= max_batches:
                     break
                 base = int(t[i, _B["base"]])
@@ -529,6 +584,25 @@ class ArchiveReader:
                 int(t[i, _B["last"]]),
                 self._origins[int(t[i, _B["origin"]])],
             )
+
+
+def _kept(chunks: Sequence[tuple[int, int]], dropped: Any) -> Iterable[tuple[int, int]]:
+    """The chunks [i, j) of batches without the `dropped` ones (None: all kept): a chunk
+    with some splits into the runs between them."""
+    for i, j in chunks:
+        if dropped is None or not dropped[i:j].any():
+            yield i, j
+            continue
+        run = None
+        for k in range(i, j):
+            if dropped[k]:
+                if run is not None:
+                    yield run, k
+                run = None
+            elif run is None:
+                run = k
+        if run is not None:
+            yield run, j
 
 
 _open: OrderedDict[tuple[str, str], ArchiveReader] = OrderedDict()

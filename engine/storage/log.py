@@ -268,16 +268,12 @@ class PartitionLog:
                 continue
             if pl.base_offset >= end:
                 break
-            reader, position = self._reader(pl), start
-            while position < end:
-                # a batch among the first n from `position` that is not among the first n
-                # the aborted ranges leave is one of theirs
-                every = reader.read(pl.id, position, 100)
-                if not every:
-                    break
-                kept = {row[0] for row in reader.read(pl.id, position, 100, skip)}
-                found += [(r[0], r[1]) for r in every if r[0] not in kept and r[0] < end]
-                position = every[-1][1] + 1
+            # the stored batches themselves (an archived file's reads merge them)
+            found += [
+                (base, last)
+                for base, last in self._reader(pl).aborted_offsets(pl.id, skip)
+                if last >= start and base < end
+            ]
         return found
 
     def _see_transactions(self, position: int) -> None:

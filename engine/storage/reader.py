@@ -34,6 +34,13 @@ class BatchReader(Protocol):
         epoch, True for COMMIT)."""
         ...
 
+    def aborted_offsets(
+        self, pl_id: int, skip: Sequence[tuple[int, int, int]]
+    ) -> list[tuple[int, int]]:
+        """(base offset, last offset) of the stored batches of the aborted transactions of
+        `skip` (producer id, first offset, marker offset), in offset order."""
+        ...
+
     def producers(self, pl_id: int) -> list[tuple[int, int, int, int]]:
         """The idempotent producers that wrote here, from their last batch: (producer id,
         epoch, last sequence, last timestamp)."""

@@ -26,6 +26,12 @@ reads that file's rows of the task's range as Arrow record batches (the columnar
 what Spark's own Parquet reader does natively with `file`); `read(task)` gives them as
 stored batches like any other task, so a reader that only knows `read` misses nothing.
 A live task whose partitionlet was archived after planning is read from its file.
+
+Transactions: with `isolation_level="read_committed"` (Kafka's), `scan_ranges` ends each
+partition at its last stable offset (LSO) rather than its log end offset, `scan_plan`
+never plans past it and gives each task the aborted transactions that meet its range
+(`ScanTask.skip`), and every read of the task (`read`, `read_archive`) leaves their
+batches out, live or archived. Transaction markers hold no message, so no reader sees them.
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ ConsumeCheck = Callable[[StreamRow], object]
 
 EARLIEST, LATEST = "earliest", "latest"
 LIVE, ARCHIVE = "live", "archive"  # a task's tier, as PartitionletInfo.tier
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"  # as the Consumer's
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
 ARCHIVE_ROWS_PER_BATCH = 64 * 1024  # rows per Arrow batch `read_archive` yields
 Position = int | str  # an offset, or EARLIEST / LATEST
 OffsetSpec = str | Mapping[TopicPartition, Position]
@@ -80,6 +88,9 @@ class ScanTask:
     # [start, end) is the whole partitionlet (so all of an archived file's rows, which
     # need no offset filter)
     whole: bool = False
+    # read_committed: the aborted transactions that meet [start, end), (producer id, first
+    # offset, marker offset), whose batches a read leaves out
+    skip: tuple[tuple[int, int, int], ...] = ()
 
 
 class ScanBatch(NamedTuple):
@@ -176,6 +187,17 @@ def _topics(
     return out
 
 
+def committed(isolation_level: str) -> bool:
+    """Whether `isolation_level` is read_committed; `InvalidArgument` unless it is one of
+    ISOLATION_LEVELS."""
+    if isolation_level not in ISOLATION_LEVELS:
+        raise InvalidArgument(
+            f"isolation_level must be 'read_uncommitted' or 'read_committed', got "
+            f"{isolation_level!r}"
+        )
+    return isolation_level == READ_COMMITTED
+
+
 def _position(spec: OffsetSpec, tp: TopicPartition, default: str, what: str) -> Position:
     value = spec if isinstance(spec, str) else spec.get(tp, default)
     if value in (EARLIEST, LATEST):
@@ -196,9 +218,11 @@ def ranges(
     ending: OffsetSpec = LATEST,
     starting_timestamp: int | None = None,
     ending_timestamp: int | None = None,
+    isolation_level: str = READ_UNCOMMITTED,
 ) -> dict[TopicPartition, tuple[int, int]]:
     """See `Cluster.scan_ranges` (which passes its catalog, its partitionlet reader, its
     consume check and its clock's time)."""
+    stable_only = committed(isolation_level)
     found = _topics(catalog, topics, check, now_ms)
     for spec, what in ((starting, "starting"), (ending, "ending")):
         if isinstance(spec, str) and spec not in (EARLIEST, LATEST):
@@ -212,7 +236,8 @@ def ranges(
         for partition in range(topic.partitions):
             tp = TopicPartition(topic.name, partition)
             log = PartitionLog(catalog, reader, topic.topic_id, partition, topic.name)
-            lo, hi = log.start_offset(), log.end_offset()
+            lo = log.start_offset()
+            hi = log.stable_offset() if stable_only else log.end_offset()
             marks = {EARLIEST: lo, LATEST: hi}
             first = _position(starting, tp, EARLIEST, "starting")
             last = _position(ending, tp, LATEST, "ending")
@@ -238,17 +263,30 @@ def plan(
     *,
     check: ConsumeCheck,
     now_ms: int,
+    isolation_level: str = READ_UNCOMMITTED,
 ) -> list[ScanTask]:
     """See `Cluster.scan_plan` (which passes its catalog, directory and volumes, its
     consume check and its clock's time)."""
+    stable_only = committed(isolation_level)
     found = _topics(catalog, sorted({tp.topic for tp in wanted}), check, now_ms)
     root = str(Path(directory).absolute())
     catalog_path = str(Path(catalog.path).absolute())
+    tables = catalog.transactions
+    stable = {}
+    if stable_only:
+        keys = sorted({(found[tp.topic].topic_id, tp.partition) for tp in wanted})
+        stable = tables.first_open_offsets(keys)
     out = []
     for tp, (start, end) in sorted(wanted.items()):
+        topic = found[tp.topic]
+        aborted: list[tuple[int, int, int]] = []
+        if stable_only:
+            # never past the last stable offset; the aborted ranges of what is left
+            end = min(end, stable.get((topic.topic_id, tp.partition), end))
+            if start < end:
+                aborted = tables.aborted(topic.topic_id, tp.partition, start, end - 1)
         if start >= end:
             continue
-        topic = found[tp.topic]
         cutoff = topic.cutoff_ms
         for pl in catalog.chain(topic.topic_id, tp.partition):
             pl_end = pl.end_offset if pl.end_offset is not None else end
@@ -280,6 +318,7 @@ def plan(
                     cutoff,
                     **where,
                     whole=lo == pl.base_offset and hi == pl.end_offset,
+                    skip=tuple(a for a in aborted if a[1] < hi and a[2] >= lo),
                 )
             )
     return out
@@ -325,12 +364,15 @@ def _batches(path: str, task: ScanTask) -> tuple[list[ScanBatch], bool]:
         state = conn.execute(
             "SELECT state FROM partitionlets WHERE id = ?", (task.partitionlet,)
         ).fetchone()
-        rows = conn.execute(
+        sql = (
             "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload FROM batches "
-            "WHERE partitionlet = ? AND last_offset >= ? AND base_offset < ? "
-            "ORDER BY last_offset",
-            (task.partitionlet, task.start, task.end),
-        ).fetchall()
+            "WHERE partitionlet = ? AND last_offset >= ? AND base_offset < ?"
+        )
+        args: list[Any] = [task.partitionlet, task.start, task.end]
+        for producer_id, first, marker in task.skip:  # as Volume.read leaves them out
+            sql += " AND NOT (producer_id IS ? AND base_offset BETWEEN ? AND ?)"
+            args += [producer_id, first, marker]
+        rows = conn.execute(sql + " ORDER BY last_offset", args).fetchall()
         conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         raise translate(exc, path, "volume") from exc
@@ -399,7 +441,7 @@ def _archived_batches(task: ScanTask) -> list[ScanBatch]:
     position = task.start
     try:
         while position < task.end:
-            got = reader.read(task.partitionlet, position, 64)
+            got = reader.read(task.partitionlet, position, 64, task.skip)
             if not got:
                 break
             out.extend(ScanBatch(*b) for b in got if b[0] < task.end)
@@ -417,8 +459,10 @@ def read_archive(task: ScanTask, batch_rows: int = ARCHIVE_ROWS_PER_BATCH) -> It
     """The rows of an archived task (`tier == ARCHIVE`) as pyarrow RecordBatches of the
     file's columns (key, value, topic, partition, offset, timestamp, timestampType,
     headers), in offset order: only the offsets in [start, end) and, with a `cutoff_ms`,
-    the timestamps at or after it. Row groups outside the range (by their offset
-    statistics) are not read."""
+    the timestamps at or after it, and none of the batches of the aborted transactions in
+    `skip`. Row groups outside the range (by their offset statistics) are not read."""
+    import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -435,6 +479,13 @@ def read_archive(task: ScanTask, batch_rows: int = ARCHIVE_ROWS_PER_BATCH) -> It
         raise StorageError(
             f"archive file {task.file} of partitionlet {task.partitionlet} is missing"
         ) from exc
+    aborted = None
+    if task.skip:
+        # the offsets of the aborted batches, from the file's batch table
+        reader = archive.ArchiveReader(Path(task.cluster), _archive_row(task))
+        found = reader.aborted_offsets(task.partitionlet, task.skip)
+        if found:
+            aborted = np.array(found, dtype=np.int64).reshape(-1, 2)
     with handle, pq.ParquetFile(handle) as f:
         md = f.metadata
         col = md.schema.to_arrow_schema().get_field_index("offset")
@@ -453,6 +504,11 @@ def read_archive(task: ScanTask, batch_rows: int = ARCHIVE_ROWS_PER_BATCH) -> It
             if task.cutoff_ms is not None:
                 stamps = rb.column("timestamp").cast("int64")
                 keep = pc.and_(keep, pc.greater_equal(stamps, task.cutoff_ms * 1000))
+            if aborted is not None:
+                at = offsets.to_numpy()
+                i = np.searchsorted(aborted[:, 0], at, side="right") - 1
+                inside = (i >= 0) & (at <= aborted[np.maximum(i, 0), 1])
+                keep = pc.and_(keep, pa.array(~inside))
             if not pc.all(keep).as_py():
                 rb = rb.filter(keep)
             if rb.num_rows:

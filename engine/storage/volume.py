@@ -561,6 +561,19 @@ class Volume:
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
 
+    def batch_producers(self, pl_id: int) -> list[tuple[int, int, int, int]]:
+        """The batches of idempotent and transactional producers in a partitionlet, in
+        offset order: [(base offset, producer id, epoch, base sequence)] (the archive keeps
+        them, so that aborted transactions stay recognisable)."""
+        return [
+            (r[0], r[1], r[2], r[3])
+            for r in self._query(
+                "SELECT base_offset, producer_id, producer_epoch, base_seq FROM batches "
+                "WHERE partitionlet = ? AND producer_id IS NOT NULL ORDER BY last_offset",
+                (pl_id,),
+            )
+        ]
+
     def check(self, cluster_id: str) -> None:
         """Fail clearly if this file is not this cluster's volume (or not readable)."""
         from engine.errors import CorruptFile
@@ -928,6 +941,25 @@ class Volume:
                 "FROM batches WHERE partitionlet = ? AND producer_id IS NOT NULL "
                 "GROUP BY producer_id",
                 (pl_id,),
+            )
+        ]
+
+    def aborted_offsets(
+        self, pl_id: int, skip: Sequence[tuple[int, int, int]]
+    ) -> list[tuple[int, int]]:
+        """(base offset, last offset) of the stored batches of the aborted transactions of
+        `skip` (producer id, first offset, marker offset), in offset order: what `read`
+        leaves out with that `skip`."""
+        if not skip:
+            return []
+        sql = " OR ".join(["(producer_id = ? AND base_offset BETWEEN ? AND ?)"] * len(skip))
+        args = [pl_id, *(x for s in skip for x in s)]
+        return [
+            (r[0], r[1])
+            for r in self._query(
+                "SELECT base_offset, last_offset FROM batches WHERE partitionlet = ? AND "
+                f"({sql}) ORDER BY last_offset",
+                tuple(args),
             )
         ]
 

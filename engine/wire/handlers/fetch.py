@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -95,9 +96,18 @@ def _records(w: _Wanted) -> bytes:
     """The partition's record batches, with its control batches in offset order."""
     if not w.controls:
         return b"".join(map(codec.encode_arrow, w.records)) if w.records else b""
-    parts = [
-        (int(r.column("offset")[0].as_py()), codec.encode_arrow(r)) for r in w.records if r.num_rows
-    ]
+    # A record batch read may span a marker's offset (stored batches are merged): cut it
+    # there, since a client takes the batch after the last one as its next fetch offset,
+    # so a data batch that ended past a control batch placed after it would be fetched
+    # again (librdkafka delivered its records twice).
+    marks = np.array([offset for offset, _ in w.controls], dtype=np.int64)
+    parts = []
+    for r in w.records:
+        offsets = r.column("offset").to_numpy()
+        cuts = np.searchsorted(offsets, marks).tolist()
+        for lo, hi in zip([0, *cuts], [*cuts, r.num_rows], strict=True):
+            if hi > lo:
+                parts.append((int(offsets[lo]), codec.encode_arrow(r.slice(lo, hi - lo))))
     parts += w.controls
     parts.sort(key=lambda part: part[0])
     return b"".join(data for _, data in parts)

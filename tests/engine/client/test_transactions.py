@@ -221,32 +221,6 @@ def test_a_decided_commit_is_completed_by_the_next_init_after_a_crash(cluster):
     assert _values(cluster, "read_committed", a0) == [b"kept"]
 
 
-def test_a_partitionlet_holding_an_aborted_transaction_stays_in_its_volume(tmp_path):
-    # archive files keep no producer ids yet: such a partitionlet is not archived, so its
-    # read_committed readers still leave the aborted messages out
-    with Cluster.open(tmp_path / "c", partitionlet_bytes=1024) as cluster:
-        cluster.create_stream("/s", archive_after=60, ttl=0)
-        cluster.create_topic(A, partitions=1)
-        a0 = TopicPartition(A, 0)
-        old = 1_600_000_000_000  # 2020: older than archive_after
-        producer = _producer(cluster)
-        producer.begin_transaction()
-        producer.send(A, b"x" * 2000, partition=0, timestamp_ms=old)
-        producer.abort_transaction()
-        producer.close()
-        plain = Producer(cluster, acks="all")
-        for i in range(3):
-            plain.send(A, b"y" * 2000, partition=0, timestamp_ms=old + i).get(timeout=scaled(30))
-        plain.close()
-        sealed = [p for p in cluster.partitionlets(A) if not p.active]
-        assert len(sealed) >= 3
-        report = cluster.archive()
-        archived = {p.id for p in report.archived}
-        assert sealed[0].id not in archived  # it holds the aborted batch
-        assert archived  # the others were archived
-        assert _values(cluster, "read_committed", a0) == [b"y" * 2000] * 3
-
-
 def test_operators_list_describe_and_abort_a_hanging_transaction(cluster):
     from click.testing import CliRunner
 
