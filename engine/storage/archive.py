@@ -422,6 +422,12 @@ class ArchiveReader:
         """None kept: an archive file holds batches only (readers pass the markers' gaps)."""
         return []
 
+    def replica_markers(
+        self, pl_id: int, from_offset: int, to_offset: int
+    ) -> list[tuple[int, int, int, bool, str | None]]:
+        """None kept, as `markers`."""
+        return []
+
     def gap_end(
         self, pl_id: int, position: int, skip: Sequence[tuple[int, int, int]] = ()
     ) -> int | None:

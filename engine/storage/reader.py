@@ -34,6 +34,12 @@ class BatchReader(Protocol):
         epoch, True for COMMIT)."""
         ...
 
+    def replica_markers(
+        self, pl_id: int, from_offset: int, to_offset: int
+    ) -> list[tuple[int, int, int, bool, str | None]]:
+        """`markers` with each one's origin (None: this cluster's), for replication."""
+        ...
+
     def gap_end(
         self, pl_id: int, position: int, skip: Sequence[tuple[int, int, int]] = ()
     ) -> int | None:

@@ -1,0 +1,178 @@
+"""Replication of transactions (issue 25, item 4): batches keep their producer fields,
+markers their offsets, the aborted index goes along, and a partition is copied up to its
+last stable offset, so a replica's read_committed readers see the source's commits, at the
+same offsets, whether the target is a directory or another cluster's `plet web`."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import pytest
+
+from engine import Cluster, Consumer, Producer, Replicator, TopicPartition
+from engine.replication.reading import source_batches
+from tests.engine.replication.test_replication_http import served
+
+T = "/s:t"
+TP = TopicPartition(T, 0)
+
+
+@contextmanager
+def linked(a: Cluster, b: Cluster, how: str):
+    """A link from a's /s to b, a directory or b's web app."""
+    if how == "directory":
+        a.add_replica("/s", str(b.path))
+        yield
+        return
+    with served(b.path) as port:
+        a.add_replica("/s", f"http://{b.create_replication_token('/s')}@127.0.0.1:{port}")
+        yield
+
+
+def settle(*clusters: Cluster) -> None:
+    replicators = [Replicator(c) for c in clusters]
+    try:
+        for _ in range(30):
+            moved = sum(r.run_once() for r in replicators)
+            errors = [r.error for c in clusters for r in c.replicas("/s") if r.error]
+            assert not errors
+            if not moved:
+                return
+    finally:
+        for r in replicators:
+            r.close()
+    raise AssertionError("replication did not settle")
+
+
+def records(cluster: Cluster, isolation: str) -> list[tuple[int, bytes]]:
+    consumer = Consumer(
+        cluster, enable_auto_commit=False, auto_offset_reset="earliest", isolation_level=isolation
+    )
+    consumer.assign([TP])
+    got: list[tuple[int, bytes]] = []
+    while batch := consumer.poll(timeout_ms=300):
+        got += [(r.offset, r.value) for rs in batch.values() for r in rs]
+    consumer.close()
+    return got
+
+
+def ends(cluster: Cluster, isolation: str) -> int:
+    consumer = Consumer(cluster, enable_auto_commit=False, isolation_level=isolation)
+    try:
+        return consumer.end_offsets([TP])[TP]
+    finally:
+        consumer.close()
+
+
+def markers(cluster: Cluster) -> list[tuple[int, bool]]:
+    consumer = Consumer(cluster, enable_auto_commit=False)
+    try:
+        return [(o, commit) for o, _, _, commit in consumer.markers(TP, 0, 1000)]
+    finally:
+        consumer.close()
+
+
+def producer_fields(cluster: Cluster) -> list[tuple]:
+    topic = cluster.catalog.topic("/s", "t")
+    return [
+        (b.base_offset, b.producer_id, b.producer_epoch, b.base_seq, b.marker)
+        for b in source_batches(cluster, topic.id, 0, 0, 1000, 2**53)
+    ]
+
+
+def send(producer: Producer, *values: str) -> None:
+    for v in values:
+        producer.send(T, v.encode(), partition=0)
+    producer.flush()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    with Cluster.open(tmp_path / "a", name="a") as a, Cluster.open(tmp_path / "b", name="b") as b:
+        a.create_stream("/s", ttl=0)
+        a.create_topic(T, partitions=1)
+        yield a, b
+
+
+@pytest.mark.parametrize("how", ["directory", "http"])
+def test_read_committed_readers_of_a_replica_see_the_sources_commits(pair, how):
+    a, b = pair
+    plain = Producer(a)
+    send(plain, "p0", "p1")
+    committed = Producer(a, transactional_id="c")
+    committed.init_transactions()
+    committed.begin_transaction()
+    send(committed, "c0", "c1")
+    committed.commit_transaction()
+    aborted = Producer(a, transactional_id="x")
+    aborted.init_transactions()
+    aborted.begin_transaction()
+    send(aborted, "x0", "x1")
+    aborted.abort_transaction()
+    idempotent = Producer(a, enable_idempotence=True)
+    send(idempotent, "i0")
+    open_txn = Producer(a, transactional_id="o")
+    open_txn.init_transactions()
+    open_txn.begin_transaction()
+    send(open_txn, "o0")
+    send(plain, "after")  # behind the open transaction: not stable yet
+    lso = ends(a, "read_committed")
+    assert lso < ends(a, "read_uncommitted")
+    with linked(a, b, how):
+        settle(a)
+        # A replica holds what is decided: up to the source's last stable offset, at the
+        # same offsets, markers included; nothing of the open transaction is there.
+        assert ends(b, "read_uncommitted") == ends(b, "read_committed") == lso
+        stable = [r for r in records(a, "read_committed")]
+        assert records(b, "read_committed") == stable
+        assert [v for _, v in stable] == [b"p0", b"p1", b"c0", b"c1", b"i0"]
+        # read_uncommitted shows the aborted ones, at the source's offsets
+        below = [r for r in records(a, "read_uncommitted") if r[0] < lso]
+        assert records(b, "read_uncommitted") == below
+        assert markers(b) == markers(a) == [(4, True), (7, False)]
+        assert producer_fields(b) == [f for f in producer_fields(a) if f[0] < lso]
+        assert len({f[1] for f in producer_fields(b)} - {None}) == 3  # c, x and i
+        # The open transaction commits at the source: the rest follows, and shows.
+        open_txn.commit_transaction()
+        settle(a)
+        assert records(b, "read_committed") == records(a, "read_committed")
+        assert [v for _, v in records(b, "read_committed")][-2:] == [b"o0", b"after"]
+        assert ends(b, "read_committed") == ends(a, "read_uncommitted")
+        assert markers(b) == markers(a)
+        assert producer_fields(b) == producer_fields(a)
+    for p in (plain, committed, aborted, idempotent, open_txn):
+        p.close()
+
+
+def test_a_replicas_own_producers_are_not_mistaken_for_the_sources(pair):
+    """Producer ids are each cluster's own: a producer of the replica whose id a source's
+    producer had too writes after the replicated batches, and in a cycle everything goes
+    round once."""
+    a, b = pair
+    producer = Producer(a, transactional_id="c")
+    producer.init_transactions()
+    producer.begin_transaction()
+    send(producer, "a0", "a1")
+    producer.commit_transaction()
+    producer.close()
+    a.add_replica("/s", str(b.path))
+    b.add_replica("/s", str(a.path))
+    settle(a, b)
+    local = Producer(b, enable_idempotence=True)
+    send(local, "b0")
+    local.close()
+    local = Producer(b, transactional_id="c")  # the same transactional id, b's own
+    local.init_transactions()
+    local.begin_transaction()
+    send(local, "b1")
+    local.commit_transaction()
+    local.close()
+    settle(a, b)
+    values = [b"a0", b"a1", b"b0", b"b1"]
+    assert [v for _, v in records(a, "read_committed")] == values
+    assert records(b, "read_committed") == records(a, "read_committed")
+    assert markers(a) == markers(b)
+    assert all(not r.conflict for c in (a, b) for r in c.replicas("/s"))
+    # b's idempotent producer had the id a's transactional one has: another producer
+    fields = producer_fields(b)
+    assert fields[0][1] == fields[2][1] and fields[0][0] == 0 and fields[2][0] == 3
