@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import pytest
 
 from engine import Cluster, Consumer, Producer, Replicator, TopicPartition
+from engine.replication.http import HttpTarget
 from engine.replication.reading import source_batches
 from tests.engine.replication.test_replication_http import served
 
@@ -176,3 +177,32 @@ def test_a_replicas_own_producers_are_not_mistaken_for_the_sources(pair):
     # b's idempotent producer had the id a's transactional one has: another producer
     fields = producer_fields(b)
     assert fields[0][1] == fields[2][1] and fields[0][0] == 0 and fields[2][0] == 3
+
+
+def test_a_target_without_the_transactions_feature_gets_batches_as_before(pair):
+    """To a server from before transactions (its `info` names no "transactions" feature) a
+    source sends 9-field batches and no markers, and counts the markers as done."""
+    a, b = pair
+    producer = Producer(a, transactional_id="c")
+    producer.init_transactions()
+    producer.begin_transaction()
+    send(producer, "c0")
+    producer.commit_transaction()
+    producer.begin_transaction()
+    send(producer, "c1")
+    producer.commit_transaction()
+    producer.close()
+    topic = a.catalog.topic("/s", "t")
+    items = source_batches(a, topic.id, 0, 0, 100, 2**53)
+    assert [i.marker for i in items] == [None, True, None, True]
+    with served(b.path) as port:
+        target = HttpTarget(f"http://127.0.0.1:{port}", b.create_replication_token("/s"))
+        assert target.transactions
+        target.transactions = False  # as an older server answers
+        target.create_stream("/s", {}, b.principal.user)
+        target.ensure_topics("/s", [("t", 1, {})])
+        result = target.apply("/s", "t", 0, items, [])
+    assert (result.done, result.messages) == (4, 2)
+    assert markers(b) == []
+    assert [f[1:] for f in producer_fields(b)] == [(None, None, None, None)] * 2
+    assert [v for _, v in records(b, "read_committed")] == [b"c0", b"c1"]
