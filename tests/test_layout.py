@@ -232,3 +232,14 @@ def test_violations_reports_file_and_line(tmp_path):
     assert violations("engine", root=tmp_path) == [
         f"{Path('engine/sub/bad.py')}:3: imports console"
     ]
+
+
+def test_no_symlink_is_committed():
+    # A worktree's link to the shared virtualenv or node_modules, once committed, replaces
+    # the real folder in every checkout it is merged into (git deletes ignored files).
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-s"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert listed  # a checkout, with files
+    links = [line.split("\t", 1)[1] for line in listed if line.startswith("120000 ")]
+    assert links == []

@@ -42,7 +42,7 @@ from engine.records import (
     OffsetAndTimestamp,
     TopicPartition,
 )
-from engine.storage.log import PartitionLog
+from engine.storage.log import PartitionLog, ProducerState
 
 if TYPE_CHECKING:  # annotations only: the cluster module needs none of this one
     from engine.cluster import Cluster
@@ -574,6 +574,14 @@ class Consumer:
         self._check_open()
         _, log, _ = self._log_for(tp)
         return log.markers(start, end)
+
+    def producers(self, tp: TopicPartition) -> list[ProducerState]:
+        """The idempotent and transactional producers active in a partition (Kafka's
+        DescribeProducers): id, epoch, last sequence and timestamp, and the first offset of
+        its open transaction there (-1: none or not known)."""
+        self._check_open()
+        _, log, _ = self._log_for(tp)
+        return log.producers()
 
     def offsets_for_times(
         self, timestamps: dict[TopicPartition, int]

@@ -431,6 +431,11 @@ def _drop(
     for volume_id, ids in by_volume.items():
         freed.update(cluster.volume(volume_id).drop(ids))
     dropped = set(cluster.catalog.drop_partitionlets([pl for _, pl in drops]))
+    cluster.catalog.transactions.prune_aborted(
+        (pl.topic_id, pl.partition, pl.end_offset)
+        for _, pl in drops
+        if pl.id in dropped and pl.end_offset is not None
+    )
     for _, pl in drops:
         if pl.archive_file is not None and pl.id in dropped:
             from engine.storage import archive  # pyarrow: loaded when an archive is met
@@ -499,8 +504,9 @@ def _compact(cluster: Cluster) -> CompactionReport:
 
 
 def _batches(cluster: Cluster, pl: PartitionletRow) -> Iterator[tuple[Any, ...]]:
-    """(batch id, base_offset, last_offset, count, payload) of a partitionlet, in offset
-    order, read a few at a time (each read is one consistent statement)."""
+    """(batch id, base_offset, last_offset, count, payload, producer id or None) of a
+    partitionlet, in offset order, read a few at a time (each read is one consistent
+    statement)."""
     vol = cluster.volume(pl.volume_id)
     after = -1
     while True:
@@ -517,27 +523,60 @@ def _compact_partition(cluster: Cluster, p: _Partition) -> dict[str, int]:
     # Newer than this (strictly): not compacted away, and the latest of its key.
     protect_after = now - lag if lag > 0 else None
     tombstone_before = now - int(p.policies["delete_retention_ms"])
+    # Transactions (Kafka's cleaner rules): nothing at or past the last stable offset is
+    # looked at (an open transaction may still abort), an aborted batch never supersedes a
+    # committed message of its key and is removed itself; markers, kept in their own table,
+    # stay, so offsets and read_committed answers do not change. Each producer's last
+    # batch is kept whole, as Kafka's cleaner does: it is the producer's state (the
+    # sequence its next batch must follow, engine.storage.volume._Sequences).
+    key = (p.topic_id, p.partition)
+    tables = cluster.catalog.transactions
+    stable = tables.first_open_offsets([key]).get(key)
+    aborted = tables.aborted(p.topic_id, p.partition, 0, 2**62)
+
+    def settled(base: int, producer_id: int | None) -> bool | None:
+        """True: committed or not transactional; False: aborted; None: not yet stable."""
+        if stable is not None and base >= stable:
+            return None
+        return producer_id is None or not any(
+            pid == producer_id and first <= base <= marker for pid, first, marker in aborted
+        )
 
     # Pass 1: the latest offset of every key over the whole partition.
     latest: dict[bytes | None, int] = {}
-    keyed: set[int] = set()  # partitionlets holding any key
+    touched: set[int] = set()  # partitionlets holding any key or aborted batch
+    last_of: dict[int, int] = {}  # producer id -> the id of its last batch
     for pl in p.chain:
-        for _, base, _, _, payload in _batches(cluster, pl):
+        for batch_id, base, _, _, payload, producer_id in _batches(cluster, pl):
+            if producer_id is not None:
+                last_of[producer_id] = batch_id
+            state = settled(base, producer_id)
+            if state is False:
+                touched.add(pl.id)
+            if not state:
+                continue
             b = batch_codec.decode(payload, base)
             if b.keys.count(None) != len(b.keys):
                 latest.update(zip(b.keys, b.offsets, strict=True))
-                keyed.add(pl.id)
+                touched.add(pl.id)
     latest.pop(None, None)
     stats: dict[str, int] = defaultdict(int)
-    if not latest:
+    if not touched:
         return stats
 
     # Pass 2: rewrite, a partitionlet at a time, in offset order.
+    kept = set(last_of.values())
     for pl in p.chain:
-        if pl.id not in keyed:
+        if pl.id not in touched:
             continue
         plan = []
-        for batch_id, base, _, count, payload in _batches(cluster, pl):
+        for batch_id, base, _, count, payload, producer_id in _batches(cluster, pl):
+            state = settled(base, producer_id)
+            if state is None or batch_id in kept:
+                continue
+            if state is False:
+                plan.append(BatchRewrite(batch_id, count, None, 0, 0, 0, 0))
+                continue
             rw = _plan(batch_id, base, count, payload, latest, protect_after, tombstone_before)
             if rw is not None:
                 plan.append(rw)

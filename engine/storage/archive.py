@@ -428,6 +428,11 @@ class ArchiveReader:
         """None kept, as `markers`."""
         return []
 
+    def producers(self, pl_id: int) -> list[tuple[int, int, int, int]]:
+        """None: a producer's state is its recent batches, and history is not recent (Kafka
+        also forgets a producer once its batches are gone)."""
+        return []
+
     def gap_end(
         self, pl_id: int, position: int, skip: Sequence[tuple[int, int, int]] = ()
     ) -> int | None:

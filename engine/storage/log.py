@@ -41,6 +41,16 @@ NO_HEADERS: tuple[Any, ...] = ()
 FETCH_BATCHES = 16
 
 
+class ProducerState(NamedTuple):
+    """One producer's state in a partition (`PartitionLog.producers`); -1: not known."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp: int
+    txn_start_offset: int  # the first offset of its open transaction here
+
+
 class _Decoded:
     """One stored batch being read: its row, its payload in the plain layout (inflated
     once if it was compressed), and its columns as Python objects (`batch`), made on
@@ -209,6 +219,28 @@ class PartitionLog:
         ).get((self.topic_id, self.partition))
         end = self.end_offset()
         return end if open_first is None else min(open_first, end)
+
+    def producers(self) -> list[ProducerState]:
+        """The idempotent and transactional producers active in this partition (Kafka's
+        DescribeProducers): each from its last batch in the newest partitionlet it wrote
+        to, whose id the cluster has not expired; with the first offset of its open
+        transaction here, if any. By producer id."""
+        self._ensure_chain()
+        found: dict[int, ProducerState] = {}
+        for pl in reversed(self._chain):
+            for producer_id, epoch, last_seq, last_ts in self._reader(pl).producers(pl.id):
+                if producer_id not in found:
+                    found[producer_id] = ProducerState(producer_id, epoch, last_seq, last_ts, -1)
+        opens = self._catalog.transactions.open_in_partition(self.topic_id, self.partition)
+        for producer_id, (epoch, first) in opens.items():
+            state = found.get(producer_id)
+            found[producer_id] = (
+                ProducerState(producer_id, epoch, -1, -1, first)
+                if state is None
+                else state._replace(txn_start_offset=first)
+            )
+        alive = self._catalog.producers.alive(list(found))
+        return [found[p] for p in sorted(found) if p in alive]
 
     def markers(self, start: int, end: int) -> list[tuple[int, int, int, bool]]:
         """The transaction markers at offsets start..end-1: (offset, producer id, epoch,

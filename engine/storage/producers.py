@@ -90,6 +90,20 @@ class ProducerIds:
         )
         return ProducerRow(*rows[0]) if rows else None
 
+    def alive(self, producer_ids: list[int]) -> set[int]:
+        """Those of `producer_ids` the cluster knows (issued here, not expired)."""
+        found: set[int] = set()
+        for start in range(0, len(producer_ids), 500):  # within SQLite's bound on variables
+            chunk = producer_ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            found.update(
+                r[0]
+                for r in self._catalog.query(
+                    f"SELECT id FROM producer_ids WHERE id IN ({marks})", tuple(chunk)
+                )
+            )
+        return found
+
     def touch(self, producer_id: int, now_ms: int) -> None:
         """Record that the producer was used (its expiry starts again)."""
         with self._catalog.write():

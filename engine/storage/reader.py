@@ -40,6 +40,11 @@ class BatchReader(Protocol):
         """`markers` with each one's origin (None: this cluster's), for replication."""
         ...
 
+    def producers(self, pl_id: int) -> list[tuple[int, int, int, int]]:
+        """The idempotent producers that wrote here, from their last batch: (producer id,
+        epoch, last sequence, last timestamp)."""
+        ...
+
     def gap_end(
         self, pl_id: int, position: int, skip: Sequence[tuple[int, int, int]] = ()
     ) -> int | None:

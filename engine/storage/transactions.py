@@ -295,6 +295,34 @@ class TransactionTables:
                 found[(t, p)] = first
         return found
 
+    def prune_aborted(self, below: Iterable[tuple[int, int, int]]) -> int:
+        """Forget the aborted ranges whose marker lies below an offset, per (topic id,
+        partition, offset): their batches are gone with the partitionlets retention dropped.
+        Returns how many."""
+        with self._catalog.write():
+            conn = self._catalog.conn
+            return sum(
+                conn.execute(
+                    "DELETE FROM aborted_txns WHERE topic_id = ? AND partition = ? "
+                    "AND marker_offset < ?",
+                    key,
+                ).rowcount
+                for key in below
+            )
+
+    def open_in_partition(self, topic_id: int, partition: int) -> dict[int, tuple[int, int]]:
+        """Producer id -> (its epoch, the first offset of its open transaction in this
+        partition)."""
+        return {
+            r[0]: (r[1], r[2])
+            for r in self._catalog.query(
+                "SELECT t.producer_id, t.epoch, p.first_offset FROM txn_partitions p "
+                "JOIN transactions t ON t.transactional_id = p.transactional_id "
+                "WHERE p.topic_id = ? AND p.partition = ?",
+                (topic_id, partition),
+            )
+        }
+
     def aborted(
         self, topic_id: int, partition: int, from_offset: int, to_offset: int
     ) -> list[tuple[int, int, int]]:

@@ -738,9 +738,9 @@ class Volume:
 
     def batch_rows(self, pl_id: int, after_offset: int, limit: int) -> list[tuple[Any, ...]]:
         """Batches whose last offset is > `after_offset`, in offset order, as tuples of
-        (batch id, base_offset, last_offset, count, payload)."""
+        (batch id, base_offset, last_offset, count, payload, producer id or None)."""
         return self._query(
-            "SELECT id, base_offset, last_offset, count, payload FROM batches "
+            "SELECT id, base_offset, last_offset, count, payload, producer_id FROM batches "
             "WHERE partitionlet = ? AND last_offset > ? ORDER BY last_offset LIMIT ?",
             (pl_id, after_offset, limit),
         )
@@ -921,6 +921,20 @@ class Volume:
                 "SELECT offset, producer_id, producer_epoch, is_commit FROM markers "
                 "WHERE partitionlet = ? AND offset BETWEEN ? AND ? ORDER BY offset",
                 (pl_id, from_offset, to_offset),
+            )
+        ]
+
+    def producers(self, pl_id: int) -> list[tuple[int, int, int, int]]:
+        """The idempotent producers that wrote to a partitionlet, each from its last batch
+        there: (producer id, epoch, last sequence, last timestamp)."""
+        # SQLite takes the bare columns from the row that has max(id): the last batch.
+        return [
+            (r[0], r[2], r[3], r[4])
+            for r in self._query(
+                "SELECT producer_id, max(id), producer_epoch, base_seq + count - 1, max_ts "
+                "FROM batches WHERE partitionlet = ? AND producer_id IS NOT NULL "
+                "GROUP BY producer_id",
+                (pl_id,),
             )
         ]
 

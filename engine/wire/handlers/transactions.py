@@ -1,12 +1,16 @@
-"""AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn, ListTransactions and
-DescribeTransactions (InitProducerId with a
+"""AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn, ListTransactions,
+DescribeTransactions and DescribeProducers (InitProducerId with a
 transactional id is in handlers/produce.py): Kafka's transaction coordinator, answered by
 the engine's (engine.client.transactions), so its state is the cluster's: another listener
 of the cluster, or this one after a restart, knows every open transaction."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.admin import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     ListTransactionsRequest,
@@ -27,6 +31,7 @@ from engine import errors
 from engine.client.transactions import KAFKA_STATES, TransactionInfo, Transactions
 from engine.wire import codes
 from engine.wire.connection import Session
+from engine.wire.handlers.fetch import consumer_of
 from engine.wire.registry import api
 
 
@@ -255,3 +260,42 @@ def describe_transactions(
             )
         )
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
+
+
+@api(DescribeProducersRequest, DescribeProducersResponse, (0, 0))
+def describe_producers(
+    session: Session, request: DescribeProducersRequest, version: int
+) -> DescribeProducersResponse:
+    """The producers active in each partition (`PartitionLog.producers`), to a user who may
+    read the topic (Kafka asks for READ). The coordinator epoch is -1: one coordinator,
+    the cluster, has no epochs of its own."""
+    broker = session.broker
+    R = DescribeProducersResponse.TopicResponse
+    P = R.PartitionResponse
+    S = P.ProducerState
+    resolved: dict[str, Any] = {}
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for index in topic.partition_indexes:
+            error, tp = broker.resolve(topic.name, index, resolved)
+            states: list[
+                DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState
+            ] = []
+            message = None
+            if error == codes.NONE and tp is not None:
+                try:
+                    states = [
+                        S(producer_id=p.producer_id, producer_epoch=p.epoch,
+                          last_sequence=p.last_sequence, last_timestamp=p.last_timestamp,
+                          coordinator_epoch=-1, current_txn_start_offset=p.txn_start_offset)
+                        for p in consumer_of(session).producers(tp)
+                    ]  # fmt: skip
+                except errors.PartitionletError as exc:
+                    error, message = codes.of(exc), str(exc)
+            parts.append(
+                P(partition_index=index, error_code=error, error_message=message,
+                  active_producers=states)
+            )  # fmt: skip
+        topics.append(R(name=topic.name, partitions=parts))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

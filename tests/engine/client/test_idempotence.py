@@ -240,3 +240,32 @@ def test_idempotence_needs_acks_all_in_the_engine_and_the_facade(cluster):
     finally:
         producer.close()
     assert _values(cluster) == [b"v"]
+
+
+def test_a_partition_lists_its_producers_until_their_ids_expire(tmp_path):
+    clock = FakeClock()
+    with Cluster.open(tmp_path / "c", clock=clock) as cluster:
+        cluster.create_stream("/s")
+        cluster.create_topic(TOPIC, partitions=1)
+        first, _ = cluster.init_producer_id()
+        _send(cluster, (first, 0, 0), b"a", b"b")
+        _send(cluster, (first, 0, 2), b"c")
+        clock.advance(ms=PRODUCER_ID_EXPIRY_MS // 2)
+        second, _ = cluster.init_producer_id()
+        _send(cluster, (second, 0, 0), b"d")
+        _send(cluster, None, b"plain")  # no producer id: not listed
+        consumer = Consumer(cluster, enable_auto_commit=False)
+        try:
+            tp = TopicPartition(TOPIC, 0)
+            states = consumer.producers(tp)
+            assert [
+                (s.producer_id, s.epoch, s.last_sequence, s.txn_start_offset) for s in states
+            ] == [
+                (first, 0, 2, -1),
+                (second, 0, 0, -1),
+            ]
+            clock.advance(ms=PRODUCER_ID_EXPIRY_MS // 2 + 1)
+            assert cluster.expire_producer_ids() == 1
+            assert [s.producer_id for s in consumer.producers(tp)] == [second]
+        finally:
+            consumer.close()

@@ -281,3 +281,89 @@ def test_operators_list_describe_and_abort_a_hanging_transaction(cluster):
     assert bob.list() == []
     with pytest.raises(errors.NotFound):
         bob.describe("hanging")
+
+
+def test_compaction_keeps_committed_values_over_aborted_ones_and_leaves_open_ones(tmp_path):
+    with Cluster.open(tmp_path / "c") as cluster:
+        cluster.create_stream("/s", compact=True)
+        cluster.create_topic(A, partitions=1)
+        a0 = TopicPartition(A, 0)
+        plain = Producer(cluster, acks="all")
+        plain.send(A, b"k-v1", key=b"k", partition=0).get(timeout=scaled(30))
+        plain.send(A, b"j-v1", key=b"j", partition=0).get(timeout=scaled(30))
+        producer = _producer(cluster)
+        producer.begin_transaction()
+        producer.send(A, b"k-aborted", key=b"k", partition=0)
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send(A, b"j-committed", key=b"j", partition=0)
+        producer.commit_transaction()
+        plain.send(A, b"k-v2", key=b"k", partition=0).get(timeout=scaled(30))
+        producer.begin_transaction()
+        producer.send(A, b"k-open", key=b"k", partition=0)
+        producer.flush()
+        plain.send(A, b"j-late", key=b"j", partition=0).get(timeout=scaled(30))
+        plain.close()
+        before = _values(cluster, "read_uncommitted", a0)
+        assert before == [
+            b"k-v1",
+            b"j-v1",
+            b"k-aborted",
+            b"j-committed",
+            b"k-v2",
+            b"k-open",
+            b"j-late",
+        ]
+
+        report = cluster.compact()
+        # j-v1 is superseded by the committed j; k-v1 by k-v2 (not by the aborted k); the
+        # aborted batch is removed but for the producer's last batch, which is kept whole;
+        # nothing at or past the open transaction's first offset is looked at
+        assert report.messages_removed == 3
+        assert _values(cluster, "read_uncommitted", a0) == [
+            b"j-committed",
+            b"k-v2",
+            b"k-open",
+            b"j-late",
+        ]
+        assert _values(cluster, "read_committed", a0) == [b"j-committed", b"k-v2"]
+        producer.commit_transaction()
+        producer.close()
+        assert _values(cluster, "read_committed", a0) == [
+            b"j-committed",
+            b"k-v2",
+            b"k-open",
+            b"j-late",
+        ]
+        consumer = Consumer(cluster, enable_auto_commit=False)
+        try:  # the markers keep their offsets
+            assert [m[0] for m in consumer.markers(a0, 0, 10)] == [3, 5, 9]
+        finally:
+            consumer.close()
+
+
+def test_retention_drops_an_aborted_transaction_with_its_index_entry(tmp_path):
+    with Cluster.open(tmp_path / "c", partitionlet_bytes=1024) as cluster:
+        cluster.create_stream("/s", ttl=60)
+        cluster.create_topic(A, partitions=1)
+        a0 = TopicPartition(A, 0)
+        old = 1_600_000_000_000  # 2020: past the ttl
+        producer = _producer(cluster)
+        producer.begin_transaction()
+        producer.send(A, b"x" * 2000, partition=0, timestamp_ms=old)
+        producer.abort_transaction()
+        producer.close()
+        plain = Producer(cluster, acks="all")
+        for i in range(2):
+            plain.send(A, b"y" * 2000, partition=0, timestamp_ms=old + i).get(timeout=scaled(30))
+        plain.send(A, b"new", partition=0).get(timeout=scaled(30))
+        plain.close()
+        topic_id = cluster.catalog.topic("/s", "a").id
+        tables = cluster.catalog.transactions
+        txn = tables.get("t1")
+        assert txn is not None
+        # the aborted batch at offset 0, its marker at 1
+        assert tables.aborted(topic_id, 0, 0, 2**62) == [(txn.producer_id, 0, 1)]
+        assert cluster.enforce_retention().partitionlets_dropped >= 1
+        assert tables.aborted(topic_id, 0, 0, 2**62) == []
+        assert _values(cluster, "read_committed", a0) == [b"new"]

@@ -118,7 +118,10 @@ def test_the_collector_and_frozen_objects_stay_as_the_application_left_them(clus
         assert frozen > 0
         records = _poll_all(consumer, 5_000)
         assert len(records) == 5_000
-        assert frozen - 100 < gc.get_freeze_count() <= frozen  # none thawed, none added
+        # None added, none thawed: gc.unfreeze() would empty the permanent generation. Not
+        # an exact count: other threads of this process (servers of earlier tests) free
+        # some frozen objects meanwhile, over a hundred on a busy machine.
+        assert frozen // 2 < gc.get_freeze_count() <= frozen
         assert gc.isenabled()
         gc.disable()
         try:

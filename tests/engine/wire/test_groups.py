@@ -64,6 +64,9 @@ class _Member(threading.Thread):
             auto_offset_reset="earliest",
             session_timeout_ms=6000,
             heartbeat_interval_ms=300,
+            # A member that joined before its metadata knew the topic (a busy machine) is
+            # assigned nothing; fresh metadata makes it join again, within a second.
+            metadata_max_age_ms=1000,
             **config,
         )
         self.consumer.subscribe([topic])

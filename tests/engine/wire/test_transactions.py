@@ -277,3 +277,48 @@ def test_list_and_describe_transactions_over_the_wire(wire):
     finally:
         raw.close()
     producer.abort_transaction(scaled(30))
+
+
+def test_describe_producers_shows_idempotent_and_transactional_producers(wire):
+    from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+
+    from tests.engine.wire.test_bad_input import Raw
+
+    topic = _topic(wire)
+    plain = CKProducer({"bootstrap.servers": wire.bootstrap, "enable.idempotence": True})
+    for value in (b"a", b"b", b"c"):
+        plain.produce(topic, value, partition=0)
+    assert plain.flush(scaled(30)) == 0
+    txn = _producer(wire, f"tx-{topic}")
+    txn.begin_transaction()
+    txn.produce(topic, b"open", partition=0)
+    assert txn.flush(scaled(30)) == 0
+    Topic = DescribeProducersRequest.TopicRequest
+    raw = Raw(wire.server.address)
+    try:
+        answer = raw.call(
+            DescribeProducersRequest(
+                topics=[
+                    Topic(name=topic, partition_indexes=[0, 7]),
+                    Topic(name="no-such-topic", partition_indexes=[0]),
+                ]
+            ),
+            0,
+            DescribeProducersResponse,
+        )
+    finally:
+        raw.close()
+    ours, unknown = answer.topics
+    first, missing = ours.partitions
+    assert (first.partition_index, first.error_code) == (0, 0)
+    assert (missing.partition_index, missing.error_code) == (7, 3)  # UNKNOWN_TOPIC_OR_PARTITION
+    assert unknown.partitions[0].error_code == 3
+    states = sorted(
+        (p.last_sequence, p.current_txn_start_offset, p.coordinator_epoch)
+        for p in first.active_producers
+    )
+    # the idempotent producer's three messages end at sequence 2; the transactional one's
+    # open transaction starts where the partition ended when it joined (offset 3)
+    assert states == [(0, 3, -1), (2, -1, -1)]
+    assert all(p.producer_id >= 0 and p.last_timestamp > 0 for p in first.active_producers)
+    txn.abort_transaction(scaled(30))
