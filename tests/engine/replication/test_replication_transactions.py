@@ -206,3 +206,29 @@ def test_a_target_without_the_transactions_feature_gets_batches_as_before(pair):
     assert markers(b) == []
     assert [f[1:] for f in producer_fields(b)] == [(None, None, None, None)] * 2
     assert [v for _, v in records(b, "read_committed")] == [b"c0", b"c1"]
+
+
+def test_a_chain_passes_the_aborted_ranges_and_markers_on(pair, tmp_path):
+    """a -> b -> c: c learns a's aborted transaction from b, and its markers keep their
+    origin (a's), so c sends none of them back to a cycle's a."""
+    a, b = pair
+    with Cluster.open(tmp_path / "c", name="c") as c:
+        producer = Producer(a, transactional_id="x")
+        producer.init_transactions()
+        producer.begin_transaction()
+        send(producer, "x0")
+        producer.abort_transaction()
+        producer.begin_transaction()
+        send(producer, "c0")
+        producer.commit_transaction()
+        producer.close()
+        a.add_replica("/s", str(b.path))
+        b.add_replica("/s", str(c.path))
+        c.add_replica("/s", str(a.path))
+        settle(a, b, c)
+        assert [v for _, v in records(c, "read_committed")] == [b"c0"]
+        assert [v for _, v in records(c, "read_uncommitted")] == [b"x0", b"c0"]
+        assert markers(c) == markers(b) == markers(a) == [(1, False), (3, True)]
+        topic = c.catalog.topic("/s", "t")
+        assert {m.origin for m in source_batches(c, topic.id, 0, 0, 100, 2**53)} == {a.id}
+        assert all(not r.conflict and not r.error for x in (a, b, c) for r in x.replicas("/s"))
