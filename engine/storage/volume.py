@@ -1286,16 +1286,24 @@ class Volume:
         ]
 
     def batch_at(self, pl_id: int, offset: int) -> tuple[int, int, str] | None:
-        """(base_offset, last_offset, origin) of the batch of `pl_id` holding `offset`."""
+        """(base_offset, last_offset, origin) of the batch of `pl_id` holding `offset`, or
+        (offset, offset, origin) of the transaction marker there."""
         try:
             row = self.conn.execute(
                 "SELECT base_offset, last_offset, origin FROM batches "
                 "WHERE partitionlet = ? AND last_offset >= ? ORDER BY last_offset LIMIT 1",
                 (pl_id, offset),
             ).fetchone()
+            if row is None or row[0] > offset:
+                row = self.conn.execute(
+                    "SELECT offset, offset, coalesce(origin, "
+                    "(SELECT value FROM volume_meta WHERE key = 'cluster_id')) FROM markers "
+                    "WHERE partitionlet = ? AND offset = ?",
+                    (pl_id, offset),
+                ).fetchone()
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
-        if row is None or row[0] > offset:
+        if row is None:
             return None
         return row[0], row[1], row[2]
 

@@ -11,7 +11,7 @@ import pytest
 
 from engine import Cluster, Consumer, Producer, Replicator, TopicPartition
 from engine.replication.http import HttpTarget
-from engine.replication.reading import source_batches
+from engine.replication.reading import batch_at, source_batches
 from tests.engine.replication.test_replication_http import served
 
 T = "/s:t"
@@ -231,4 +231,7 @@ def test_a_chain_passes_the_aborted_ranges_and_markers_on(pair, tmp_path):
         assert markers(c) == markers(b) == markers(a) == [(1, False), (3, True)]
         topic = c.catalog.topic("/s", "t")
         assert {m.origin for m in source_batches(c, topic.id, 0, 0, 100, 2**53)} == {a.id}
+        # a marker answers the replicator's comparison of the last common offset
+        at_a = batch_at(a, a.catalog.topic("/s", "t").id, 0, 3)
+        assert batch_at(c, topic.id, 0, 3) == at_a == (3, 3, a.id)
         assert all(not r.conflict and not r.error for x in (a, b, c) for r in x.replicas("/s"))
