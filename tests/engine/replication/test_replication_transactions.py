@@ -12,6 +12,7 @@ import pytest
 from engine import Cluster, Consumer, Producer, Replicator, TopicPartition
 from engine.replication.http import HttpTarget
 from engine.replication.reading import batch_at, source_batches
+from engine.storage.transactions import TransactionTables
 from tests.engine.replication.test_replication_http import served
 
 T = "/s:t"
@@ -235,3 +236,33 @@ def test_a_chain_passes_the_aborted_ranges_and_markers_on(pair, tmp_path):
         at_a = batch_at(a, a.catalog.topic("/s", "t").id, 0, 3)
         assert batch_at(c, topic.id, 0, 3) == at_a == (3, 3, a.id)
         assert all(not r.conflict and not r.error for x in (a, b, c) for r in x.replicas("/s"))
+
+
+def test_a_transaction_aborted_while_the_replicator_reads_is_never_shown(pair, monkeypatch):
+    """The replicator reads a partition's end, then its open transactions: one that aborts
+    in between (its marker past the end read) is no longer open, so its batch is copied
+    without its marker; its aborted range, indexed at the source when it stopped being
+    open, goes along, so a read_committed reader of the replica never sees the batch."""
+    a, b = pair
+    producer = Producer(a, transactional_id="x")
+    producer.init_transactions()
+    producer.begin_transaction()
+    send(producer, "x0")
+    first_open = TransactionTables.first_open_offsets
+
+    def abort_first(self, keys):
+        monkeypatch.setattr(TransactionTables, "first_open_offsets", first_open)  # once
+        producer.abort_transaction()
+        return first_open(self, keys)
+
+    a.add_replica("/s", str(b.path))
+    monkeypatch.setattr(TransactionTables, "first_open_offsets", abort_first)
+    with Replicator(a) as replicator:
+        assert replicator.run_once() == 1  # x0, without its marker
+        assert markers(b) == []
+        assert records(b, "read_uncommitted") == [(0, b"x0")]
+        assert records(b, "read_committed") == []
+        replicator.run_once()
+    assert markers(b) == markers(a) == [(1, False)]
+    assert records(b, "read_committed") == []
+    producer.close()
