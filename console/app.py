@@ -31,6 +31,7 @@ from console.widgets.policies import PoliciesPane
 from console.widgets.replays import ReplaysPane
 from console.widgets.replication import ReplicationPane
 from console.widgets.stream_tree import StreamTree
+from console.widgets.transactions import TransactionsPane
 from engine import Cluster
 from engine.errors import NotACluster
 
@@ -44,6 +45,7 @@ PANES: dict[str, type[Pane]] = {
     "replication": ReplicationPane,
     "heat": HeatPane,
     "replays": ReplaysPane,
+    "transactions": TransactionsPane,
 }
 
 

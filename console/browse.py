@@ -8,11 +8,12 @@ Called from worker threads only: every function here does engine I/O.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine import Cluster, ConsumerRecord, PartitionInfo
 from engine.client import browse as service
 from engine.client.browse import NEWEST, OLDEST, Seek
+from engine.client.transactions import Transactions
 from engine.times import format_ms
 
 __all__ = ["LATEST", "OLDEST", "Page", "Seek", "describe_partitions", "follow", "parse_seek"]
@@ -39,6 +40,15 @@ class Page:
     ends: dict[int, int]
     scanned: int = 0
     truncated: bool = False  # the scan stopped at its budget before the page was full
+    forward: bool = True  # oldest first (else newest first)
+    # what transactions did: aborted records and the markers among the records
+    marks: service.TransactionMarks = service.TransactionMarks(frozenset(), ())
+    stable: dict[int, int] = field(default_factory=dict)  # each partition's LSO
+
+    @property
+    def rows(self) -> list[ConsumerRecord | service.Marker]:
+        """The records with the transaction markers among them, in display order."""
+        return self.marks.rows(self.records, self.forward)
 
 
 def needle_filter(needle: str) -> service.Filter:
@@ -71,6 +81,7 @@ def read_page(
     )
     with service.Browser(cluster, info, partitions) as browser:
         page = browser.page(query)
+        marks = browser.marks(page.records)
     return Page(
         info.name,
         info.partitions,
@@ -80,6 +91,9 @@ def read_page(
         page.ends,
         page.scanned,
         page.budget_exhausted,
+        page.forward,
+        marks,
+        Transactions(cluster).stable_offsets(info),
     )
 
 
@@ -112,7 +126,18 @@ def describe_seek(seek: Seek) -> str:
     return seek.describe()
 
 
-def describe_partitions(partitions: Iterable[PartitionInfo]) -> str:
+def describe_partitions(
+    partitions: Iterable[PartitionInfo], stable: dict[int, int] | None = None
+) -> str:
+    """Each partition's offsets, with its last stable offset where an open transaction
+    holds it below the end."""
+    stable = stable or {}
     return "  ".join(
-        f"p{p.partition} {p.log_start_offset:,}..{p.log_end_offset:,}" for p in partitions
+        f"p{p.partition} {p.log_start_offset:,}..{p.log_end_offset:,}"
+        + (
+            f" LSO {stable[p.partition]:,}"
+            if stable.get(p.partition, p.log_end_offset) < p.log_end_offset
+            else ""
+        )
+        for p in partitions
     )

@@ -112,6 +112,7 @@ def create_app(
     from web.search_messages import message_search_pages
     from web.streams import streams
     from web.topics import topics
+    from web.transactions import transactions
     from web.users import users
 
     for blueprint in (
@@ -123,6 +124,7 @@ def create_app(
         search,
         message_search_pages,
         groups,
+        transactions,
         replication,
         heat,
         replays,

@@ -204,6 +204,7 @@ class MessageView:
     key: Shown
     value: Shown
     headers: list[tuple[str, Shown]]
+    aborted: bool = False  # written by a transaction that was aborted
 
 
 def decoder(topic: str | None = None) -> SchemaDecoder:
@@ -214,7 +215,13 @@ def decoder(topic: str | None = None) -> SchemaDecoder:
     return SchemaDecoder(cluster().schemas, topic=topic)
 
 
-def view(record: ConsumerRecord, fmt: str, decoder: SchemaDecoder | None = None) -> MessageView:
+def view(
+    record: ConsumerRecord,
+    fmt: str,
+    decoder: SchemaDecoder | None = None,
+    *,
+    aborted: bool = False,
+) -> MessageView:
     return MessageView(
         record.partition,
         record.offset,
@@ -223,4 +230,5 @@ def view(record: ConsumerRecord, fmt: str, decoder: SchemaDecoder | None = None)
         shown(record.key, fmt, say_not_json=False, decoder=decoder),
         shown(record.value, fmt, decoder=decoder),
         [(visible(name), shown(v, fmt, say_not_json=False)) for name, v in record.headers or ()],
+        aborted,
     )

@@ -70,6 +70,7 @@ NAV = (
     ("streams.index", "Streams"),
     ("search.topics", "Topics"),
     ("groups.index", "Consumer groups"),
+    ("transactions.index", "Transactions"),
     ("replication.index", "Replication"),
     ("heat.index", "Heat"),
     ("replays.index", "Replays"),

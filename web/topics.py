@@ -29,10 +29,11 @@ from engine import errors, times
 from engine import policies as policy_table
 from engine.auth import acl
 from engine.client import browse
-from engine.client.browse import FORWARD, NEWEST, BadQuery, Browser
+from engine.client.browse import FORWARD, NEWEST, BadQuery, Browser, Marker, TransactionMarks
 from engine.client.producer import produce_one
 from engine.client.schemas import RegisteredSchema
 from engine.client.schemas import encode as encode_with_schema
+from engine.client.transactions import Transactions
 from engine.headers import parse_headers
 from engine.records import TopicInfo
 from web import messages as msgs
@@ -55,10 +56,19 @@ def _status(status: int) -> int:
     return 200 if wants_partial() else status
 
 
-def _rows(records: list, fmt: str) -> list[msgs.MessageView]:
+def _rows(
+    records: list, fmt: str, marks: TransactionMarks | None = None, forward: bool = True
+) -> list[msgs.MessageView | Marker]:
+    """The rows of the message table: a view of each record (marked when an aborted
+    transaction wrote it) and, with `marks`, the transaction markers among them."""
     # values in the Confluent wire format show decoded
     decoder = msgs.decoder(records[0].topic if records else None)
-    return [msgs.view(r, fmt, decoder) for r in records]
+    if marks is None:
+        return [msgs.view(r, fmt, decoder) for r in records]
+    return [
+        r if isinstance(r, Marker) else msgs.view(r, fmt, decoder, aborted=marks.is_aborted(r))
+        for r in marks.rows(records, forward)
+    ]
 
 
 @topics.context_processor
@@ -69,7 +79,13 @@ def _limits() -> dict[str, Any]:
         "export_default": msgs.EXPORT_DEFAULT,
         "export_max": msgs.EXPORT_MAX,
         "describe": msgs.describe,
+        "stable_offsets": _stable_offsets,
     }
+
+
+def _stable_offsets(info: TopicInfo) -> dict[int, int]:
+    """Each partition's last stable offset, for the partition table."""
+    return Transactions(cluster()).stable_offsets(info)
 
 
 # --- the page and its message browser -----------------------------------------------------
@@ -101,9 +117,10 @@ def _browse(info: TopicInfo, args: Any) -> dict[str, Any]:
             page = browser.page(selection.request)
         except BadQuery as exc:  # a cursor that is not one of this view's
             return ctx | {"form_errors": exc.fields, "status": 400}
+        marks = browser.marks(page.records)
     return ctx | {
         "scan": page,
-        "rows": _rows(page.records, selection.fmt),
+        "rows": _rows(page.records, selection.fmt, marks, page.forward),
         "notes": list(page.notes),
         "after": page.tail,  # the live tail goes on after the newest message seen
         "cursor": page.cursor,
@@ -170,7 +187,9 @@ def tail(name: str):
         query = replace(
             selection.request, seek=NEWEST, direction=FORWARD, cursor=after, limit=msgs.TAIL_MAX
         )
-        page = browse.browse(cluster(), query)
+        with Browser(cluster(), info, query.partitions) as browser:
+            page = browser.page(query)
+            marks = browser.marks(page.records)
     except (BadQuery, errors.PartitionletError) as exc:
         message = "; ".join(exc.fields.values()) if isinstance(exc, BadQuery) else str(exc)
         return render("topics/_tail_stopped.html", None, message=message), 200
@@ -188,7 +207,7 @@ def tail(name: str):
         after=page.cursor,
         added=added,
         tail_full=added >= msgs.TAIL_ROWS_MAX,
-        new_rows=_rows(records, selection.fmt),
+        new_rows=_rows(records, selection.fmt, marks, not selection.newest_first),
     )
 
 

@@ -19,7 +19,7 @@ time (**… more** loads the next page). The search box above it narrows the tre
 | key | where | does |
 | --- | --- | --- |
 | `/` | anywhere | search the tree |
-| `1`-`7` | anywhere | Messages, Partitions, Policies, Groups, Replication, Heat, Replays |
+| `1`-`8` | anywhere | Messages, Partitions, Policies, Groups, Replication, Heat, Replays, Transactions |
 | `ctrl+p` | anywhere | command palette (open a topic by name, any action) |
 | `r` / `F5` / `ctrl+r` | anywhere | refresh now (the shown tab also refreshes every few seconds) |
 | `?` / `F1` | anywhere | this help |
@@ -34,6 +34,7 @@ time (**… more** loads the next page). The search box above it narrows the tre
 | `a` | Groups | edit the chosen group's permissions (its creator and administrators) |
 | `space` | Replication | pause or resume the chosen link |
 | `n` / `x` | Replays | start a replay job / cancel the chosen one |
+| `x` | Transactions | abort the chosen open transaction (asks first) |
 
 In a text box letters and digits are text, not keys (`tab` leaves it).
 
@@ -43,6 +44,8 @@ and sizes, and the volumes. *Policies*: the stream's policies in a form. *Groups
 consumer groups, their members, committed offsets, lag and permissions. *Replication*: links out and
 in with state and lag, and the replication graph with its cycles. *Heat*: load per
 partition or volume over time. *Replays*: Spark replay jobs with progress and results.
+*Transactions*: open transactions with their age. Messages of aborted transactions are
+marked `aborted`; COMMIT and ABORT markers are rows of their own.
 """
 
 

@@ -22,6 +22,7 @@ from console.widgets.pane import Pane, note
 from console.widgets.table import Table
 from engine import ConsumerRecord
 from engine.client import message_search
+from engine.client.browse import Marker
 from engine.client.schemas import SchemaDecoder
 from engine.times import format_ms
 
@@ -38,13 +39,31 @@ def _order(record: ConsumerRecord) -> tuple[int, int, int]:
     return (record.timestamp, record.partition, record.offset)
 
 
-def _cells(record: ConsumerRecord, decoder: Any = None) -> tuple[Any, ...]:
+def _cells(record: ConsumerRecord, decoder: Any = None, aborted: bool = False) -> tuple[Any, ...]:
+    value = Text(values.preview(record.value, _VALUE_WIDTH, decoder))
+    if aborted:  # written by a transaction that was aborted: read_committed never sees it
+        value = Text.assemble(("aborted ", "bold red"), (value.plain, "strike dim"))
     return (
         record.partition,
         record.offset,
         format_ms(record.timestamp),
         Text(values.preview(record.key, _KEY_WIDTH, decoder)),
-        Text(values.preview(record.value, _VALUE_WIDTH, decoder)),
+        value,
+    )
+
+
+def _marker_cells(marker: Marker) -> tuple[Any, ...]:
+    """A transaction marker (control record): it takes an offset and holds no message."""
+    style = "bold green" if marker.commit else "bold magenta"
+    return (
+        marker.partition,
+        marker.offset,
+        "",
+        Text(""),
+        Text.assemble(
+            (f"{marker.kind} marker", style),
+            (f" producer id {marker.producer_id}, epoch {marker.epoch}", "dim"),
+        ),
     )
 
 
@@ -91,6 +110,7 @@ class MessagesPane(Pane):
         self.following = False
         self.view_mode = values.VIEW_MODES[0]
         self.records: dict[str, ConsumerRecord] = {}
+        self.markers: dict[str, Marker] = {}  # transaction markers shown among the records
         self.partition_count = 0
         self.arrived = 0  # messages added while following, for the status line and tests
         self._page: browse.Page | None = None
@@ -155,6 +175,7 @@ class MessagesPane(Pane):
 
     def _clear(self) -> None:
         self.records = {}
+        self.markers = {}
         self._page = None
         self.query_one("#msg-table", DataTable).clear()
         self._show_detail(None)
@@ -188,12 +209,17 @@ class MessagesPane(Pane):
         table = self.query_one("#msg-table", DataTable)
         table.clear()
         self.records = {}
+        self.markers = {}
         # The newest page lists the newest first (the page itself is oldest first).
         # The page is in display order: newest first from the newest, else oldest first.
-        for record in page.records:
-            key = _row_key(record)
-            self.records[key] = record
-            table.add_row(*_cells(record, self.decoder), key=key)
+        for row in page.rows:
+            key = f"{row.partition}:{row.offset}"
+            if isinstance(row, Marker):
+                self.markers[key] = row
+                table.add_row(*_marker_cells(row), key=key)
+                continue
+            self.records[key] = row
+            table.add_row(*_cells(row, self.decoder, page.marks.is_aborted(row)), key=key)
         if len(page.partitions) != self.partition_count:
             self.partition_count = len(page.partitions)
             self.query_one("#msg-partition", Select).set_options(
@@ -229,7 +255,7 @@ class MessagesPane(Pane):
             parts.append("scan limit reached")
         if self.following:
             parts.append(f"following: {self.arrived:,} new")
-        parts.append(browse.describe_partitions(page.partitions))
+        parts.append(browse.describe_partitions(page.partitions, page.stable))
         note(self.query_one("#msg-status", Static), " · ".join(parts))
 
     def show_error(self, error: BaseException) -> None:
@@ -291,13 +317,29 @@ class MessagesPane(Pane):
         if newest_first:
             # Rows are appended: sort the new ones to the top (the first two cells are the
             # partition and the offset, the record's key).
-            table.sort(key=lambda row: _order(self.records[f"{row[0]}:{row[1]}"]), reverse=True)
+            table.sort(key=lambda row: self._row_order(f"{row[0]}:{row[1]}"), reverse=True)
             self.records = {
-                row.key.value or "": self.records[row.key.value or ""] for row in table.ordered_rows
+                row.key.value or "": self.records[row.key.value or ""]
+                for row in table.ordered_rows
+                if row.key.value in self.records
             }
         table.move_cursor(row=0 if newest_first else table.row_count - 1, animate=False)
         self._show_detail(self.selected_record())
         self._status()
+
+    def _row_order(self, key: str) -> tuple[int, int, int]:
+        """A row's place by time: a marker's is just after the record of its partition
+        before it (a marker has no timestamp of its own)."""
+        record = self.records.get(key)
+        if record is not None:
+            return _order(record)
+        marker = self.markers[key]
+        before = [
+            r.timestamp
+            for r in self.records.values()
+            if r.partition == marker.partition and r.offset < marker.offset
+        ]
+        return (max(before, default=0), marker.partition, marker.offset)
 
     # --- the query search -------------------------------------------------------------
 

@@ -15,15 +15,21 @@ from console.widgets.chart import MetricChart
 from console.widgets.pane import Pane, fill_table, note
 from console.widgets.table import Table
 from engine import TopicInfo, VolumeInfo
+from engine.client.transactions import Transactions
 from engine.times import format_ms
 from engine.units import format_bytes
 
 
-def chain_text(info: TopicInfo) -> Text:
-    """Each partition as a line of boxes, oldest partitionlet first; ● marks the active one."""
+def chain_text(info: TopicInfo, stable: dict[int, int] | None = None) -> Text:
+    """Each partition as a line: its log end offset and last stable offset (LSO), then
+    boxes, oldest partitionlet first; ● marks the active one."""
     text = Text()
+    stable = stable or {}
     for part in info.partitions:
         text.append(f"p{part.partition:<3}", style="bold")
+        end = part.log_end_offset
+        lso = stable.get(part.partition, end)
+        text.append(f" end {end:,} LSO {lso:,}", style="yellow" if lso < end else "dim")
         if not part.partitionlets:
             text.append(" (empty)", style="dim")
         for i, let in enumerate(part.partitionlets):
@@ -92,9 +98,10 @@ class PartitionsPane(Pane):
         )
         yield volumes
 
-    def fetch(self) -> tuple[TopicInfo | None, list[VolumeInfo]]:
+    def fetch(self) -> tuple[TopicInfo | None, list[VolumeInfo], dict[int, int]]:
         info = self.cluster.topic(self.topic) if self.topic else None
-        return info, self.cluster.volumes()
+        stable = Transactions(self.cluster).stable_offsets(info) if info else {}
+        return info, self.cluster.volumes(), stable
 
     def _show_charts(self) -> None:
         """Point the charts at the cluster and the chosen topic (else stream); each loads
@@ -108,8 +115,8 @@ class PartitionsPane(Pane):
             self.query_one("#chart-write", MetricChart).show_series(f"{name} writes", scope, name)
             self.query_one("#chart-read", MetricChart).show_series(f"{name} reads", scope, name)
 
-    def show(self, data: tuple[TopicInfo | None, list[VolumeInfo]]) -> None:
-        info, volumes = data
+    def show(self, data: tuple[TopicInfo | None, list[VolumeInfo], dict[int, int]]) -> None:
+        info, volumes, stable = data
         self._show_charts()
         summary = self.query_one("#part-summary", Static)
         rows = []
@@ -123,7 +130,7 @@ class PartitionsPane(Pane):
                 f" · {format_bytes(info.bytes)}",
                 "bold",
             )
-            self.query_one("#part-chains", Static).update(chain_text(info))
+            self.query_one("#part-chains", Static).update(chain_text(info, stable))
             for part in info.partitions:
                 for i, let in enumerate(part.partitionlets):
                     rows.append(

@@ -330,6 +330,58 @@ class Page:
     notes: tuple[str, ...] = ()  # what a seek met (an offset before the start, past the end)
 
 
+# --- transactions on a page ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A transaction marker (Kafka's control record) as a message browser shows it: it
+    takes an offset but holds no message."""
+
+    partition: int
+    offset: int
+    producer_id: int
+    epoch: int
+    commit: bool
+
+    @property
+    def kind(self) -> str:
+        return "COMMIT" if self.commit else "ABORT"
+
+
+# Markers right after a page's last record are looked for this far (a page that ends with a
+# transaction shows its markers).
+MARKER_LOOKAHEAD = 64
+
+
+@dataclass(frozen=True)
+class TransactionMarks:
+    """What transactions did to a page: the (partition, offset) of its records that an
+    aborted transaction wrote, and the markers among (and right after) its records."""
+
+    aborted: frozenset[tuple[int, int]]
+    markers: tuple[Marker, ...]
+
+    def is_aborted(self, record: ConsumerRecord) -> bool:
+        return (record.partition, record.offset) in self.aborted
+
+    def rows(self, records: Iterable[ConsumerRecord], forward: bool) -> list[Any]:
+        """The records (in display order) with the markers among them, each next to the
+        records of its partition around it: `ConsumerRecord`s and `Marker`s."""
+        left: dict[int, list[Marker]] = {}
+        for m in sorted(self.markers, key=lambda m: m.offset, reverse=not forward):
+            left.setdefault(m.partition, []).append(m)
+        out: list[Any] = []
+        for r in records:
+            queue = left.get(r.partition, [])
+            while queue and (queue[0].offset < r.offset if forward else queue[0].offset > r.offset):
+                out.append(queue.pop(0))
+            out.append(r)
+        for queue in left.values():
+            out += queue
+        return out
+
+
 # --- cursors ---------------------------------------------------------------------------------
 
 
@@ -447,6 +499,28 @@ class Browser:
             {tp.partition: o for tp, o in begins.items()},
             {tp.partition: o for tp, o in ends.items()},
         )
+
+    def marks(self, records: Iterable[ConsumerRecord]) -> TransactionMarks:
+        """Which of `records` (read by this browser) aborted transactions wrote, and the
+        transaction markers among them and right after the last of each partition."""
+        offsets: dict[int, list[int]] = {}
+        for r in records:
+            offsets.setdefault(r.partition, []).append(r.offset)
+        aborted: set[tuple[int, int]] = set()
+        markers: list[Marker] = []
+        for p, shown in offsets.items():
+            tp, low, high = self._tps[p], min(shown), max(shown)
+            for first, last in self._consumer.aborted_ranges(tp, low, high + 1):
+                aborted |= {(p, o) for o in shown if first <= o <= last}
+            found = self._consumer.markers(tp, low, high + 1 + MARKER_LOOKAHEAD)
+            after = high + 1  # past the last record: only the markers right after it
+            for offset, producer_id, epoch, commit in found:
+                if offset > high:
+                    if offset != after:
+                        break
+                    after += 1
+                markers.append(Marker(p, offset, producer_id, epoch, commit))
+        return TransactionMarks(frozenset(aborted), tuple(markers))
 
     def offsets_at(self, time_ms: int, ends: Mapping[int, int]) -> dict[int, int]:
         """The first offset at or after `time_ms` in each partition (the end if none)."""

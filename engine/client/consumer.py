@@ -575,6 +575,15 @@ class Consumer:
         _, log, _ = self._log_for(tp)
         return log.markers(start, end)
 
+    def aborted_ranges(self, tp: TopicPartition, start: int, end: int) -> list[tuple[int, int]]:
+        """Where the records of aborted transactions lie in a partition's offsets
+        start..end-1: (first, last) offset ranges, in offset order; a record whose offset
+        falls in one was aborted (a read_committed reader never sees it). For showing what
+        a read_uncommitted reader reads (the consoles' message browsers)."""
+        self._check_open()
+        _, log, _ = self._log_for(tp)
+        return log.aborted_batches(start, end)
+
     def producers(self, tp: TopicPartition) -> list[ProducerState]:
         """The idempotent and transactional producers active in a partition (Kafka's
         DescribeProducers): id, epoch, last sequence and timestamp, and the first offset of

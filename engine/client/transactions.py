@@ -37,6 +37,7 @@ from engine.errors import (
     StorageError,
     UnknownTopic,
 )
+from engine.records import TopicInfo
 from engine.storage.catalog import TopicRow
 from engine.storage.transactions import TxnRow
 from engine.storage.volume import BatchWrite
@@ -52,6 +53,7 @@ STATES = (
     "complete_commit",
     "complete_abort",
 )
+OPEN_STATES = ("ongoing", "prepare_commit", "prepare_abort")
 DEFAULT_TIMEOUT_MS = 60_000
 # Kafka's transaction.max.timeout.ms: a longer timeout is refused.
 MAX_TIMEOUT_MS = 900_000
@@ -102,6 +104,19 @@ class TransactionInfo:
     @property
     def kafka_state(self) -> str:
         return KAFKA_STATES[self.state]
+
+    @property
+    def is_open(self) -> bool:
+        """Begun and not yet complete: it holds back the LSO of its partitions."""
+        return self.state in OPEN_STATES
+
+    def age_ms(self, now_ms: int) -> int | None:
+        """How long the open transaction has been running at `now_ms`."""
+        return None if self.started_ms is None else max(0, now_ms - self.started_ms)
+
+
+# (transaction, its age in ms) of each open transaction, as `Transactions.open` answers
+OpenTransactions = list[tuple[TransactionInfo, int | None]]
 
 
 class Transactions:
@@ -291,6 +306,27 @@ class Transactions:
         self._cluster.check_open()
         rows = self._cluster.catalog.transactions.all()
         return [self._info(row) for row in rows if self._visible(row)]
+
+    def stable_offsets(self, topic: TopicInfo) -> dict[int, int]:
+        """The last stable offset (LSO) of each partition of `topic` (as `Cluster.topic`
+        described it): the first offset of its earliest open transaction, else its log end
+        offset. What a read_committed reader reads up to; the consoles show it."""
+        self._cluster.check_open()
+        topic_id = self._topic(topic.name).id
+        opens = self._cluster.catalog.transactions.first_open_offsets(
+            [(topic_id, p.partition) for p in topic.partitions]
+        )
+        return {
+            p.partition: min(p.log_end_offset, opens.get((topic_id, p.partition), p.log_end_offset))
+            for p in topic.partitions
+        }
+
+    def open(self) -> OpenTransactions:
+        """The open transactions this principal may see, each with its age in ms by the
+        cluster's clock (what the consoles list), oldest first."""
+        now = self._cluster.clock.now_ms()
+        found = [(info, info.age_ms(now)) for info in self.list() if info.is_open]
+        return sorted(found, key=lambda pair: -(pair[1] or 0))
 
     def describe(self, transactional_id: str) -> TransactionInfo:
         self._cluster.check_open()

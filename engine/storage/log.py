@@ -255,6 +255,31 @@ class PartitionLog:
             found += self._reader(pl).markers(pl.id, start, end - 1)
         return found
 
+    def aborted_batches(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(first offset, last offset) of the stored batches of aborted transactions that
+        hold offsets in start..end-1; every record in one of these ranges was aborted."""
+        self._ensure_chain()
+        skip = self._catalog.transactions.aborted(self.topic_id, self.partition, start, end - 1)
+        found: list[tuple[int, int]] = []
+        if not skip or start >= end:
+            return found
+        for pl in self._chain:
+            if pl.end_offset is not None and pl.end_offset <= start:
+                continue
+            if pl.base_offset >= end:
+                break
+            reader, position = self._reader(pl), start
+            while position < end:
+                # a batch among the first n from `position` that is not among the first n
+                # the aborted ranges leave is one of theirs
+                every = reader.read(pl.id, position, 100)
+                if not every:
+                    break
+                kept = {row[0] for row in reader.read(pl.id, position, 100, skip)}
+                found += [(r[0], r[1]) for r in every if r[0] not in kept and r[0] < end]
+                position = every[-1][1] + 1
+        return found
+
     def _see_transactions(self, position: int) -> None:
         """read_committed: learn the LSO and the aborted ranges from `position` on; what was
         fetched ahead under another view is read again."""

@@ -367,3 +367,47 @@ def test_retention_drops_an_aborted_transaction_with_its_index_entry(tmp_path):
         assert cluster.enforce_retention().partitionlets_dropped >= 1
         assert tables.aborted(topic_id, 0, 0, 2**62) == []
         assert _values(cluster, "read_committed", a0) == [b"new"]
+
+
+def test_consoles_see_the_lso_open_transactions_aborted_records_and_markers(cluster):
+    """What both consoles show (issue 25): a partition's LSO, the open transactions with
+    their age, which browsed records were aborted and where the markers are."""
+    from engine.client.browse import OLDEST, Browser, Query
+
+    a0 = TopicPartition(A, 0)
+    committer, aborter, opener = (_producer(cluster, tid) for tid in ("c", "x", "o"))
+    try:
+        for producer, values in ((committer, [b"c1", b"c2"]), (aborter, [b"x1"])):
+            producer.begin_transaction()
+            for v in values:
+                producer.send(A, v, partition=0)
+            producer.flush()
+        committer.commit_transaction()  # c1 0, c2 1, x1 2, COMMIT 3
+        aborter.abort_transaction()  # ABORT 4
+        opener.begin_transaction()
+        opener.send(A, b"o1", partition=0)  # 5, open
+        opener.flush()
+        txns = Transactions(cluster)
+        assert txns.stable_offsets(cluster.topic(A)) == {0: 5, 1: 0}
+        [(info, age)] = txns.open()
+        assert (info.transactional_id, info.partitions, info.is_open) == ("o", [(A, 0)], True)
+        assert age is not None and age >= 0
+        probe = Consumer(cluster)
+        assert probe.aborted_ranges(a0, 0, 6) == [(2, 2)]
+        assert probe.aborted_ranges(a0, 0, 2) == []
+        assert [m[0] for m in probe.markers(a0, 0, 6)] == [3, 4]
+        probe.close()
+        with Browser(cluster, A, [0]) as browser:
+            page = browser.page(Query(A, (0,), OLDEST))
+            marks = browser.marks(page.records)
+            assert [r.value for r in page.records if marks.is_aborted(r)] == [b"x1"]
+            rows = marks.rows(page.records, forward=True)
+            shown = [r.kind if hasattr(r, "kind") else r.value for r in rows]
+            assert shown == [b"c1", b"c2", b"x1", "COMMIT", "ABORT", b"o1"]
+            newest = marks.rows(list(reversed(page.records)), forward=False)
+            assert [r.kind if hasattr(r, "kind") else r.value for r in newest] == list(
+                reversed(shown)
+            )
+    finally:
+        for producer in (committer, aborter, opener):
+            producer.close()
