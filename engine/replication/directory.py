@@ -21,6 +21,7 @@ from engine.policies import TOPIC_POLICIES
 from engine.replication.protocol import (
     ApplyResult,
     TopicSpec,
+    check_aborted,
     check_replica_batch,
     conflict_record,
 )
@@ -151,7 +152,12 @@ class DirectoryTarget:
         return batch_at(self.cluster, row.id, partition, offset)
 
     def apply(
-        self, stream: str, topic: str, partition: int, batches: list[ReplicaBatch]
+        self,
+        stream: str,
+        topic: str,
+        partition: int,
+        batches: list[ReplicaBatch],
+        aborted: list[tuple[int, int, int]] | None = None,
     ) -> ApplyResult:
         cluster = self.cluster
         row = cluster.catalog.topic(stream, topic)
@@ -166,6 +172,12 @@ class DirectoryTarget:
         # call and changes nothing (whoever reads the replica trusts its bytes from here).
         for b in batches:
             check_replica_batch(b, f"for topic {row.full_name} partition {partition}")
+        if aborted:
+            check_aborted(aborted)
+            # Indexed before the batches are written: a read_committed reader never meets an
+            # aborted batch here before its range (a crash in between leaves a range over
+            # offsets not written yet, which hides nothing else: it names its producer).
+            cluster.catalog.transactions.add_aborted(row.id, partition, aborted)
         key = (row.id, partition)
         result = ApplyResult()
         pending = list(batches)

@@ -44,7 +44,7 @@ import urllib.request
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from engine import errors, names
@@ -60,7 +60,12 @@ from engine.errors import (
 )
 from engine.policies import MAX_PARTITIONS
 from engine.replication.directory import DirectoryTarget
-from engine.replication.protocol import ApplyResult, TopicSpec, check_replica_batch
+from engine.replication.protocol import (
+    ApplyResult,
+    TopicSpec,
+    check_aborted,
+    check_replica_batch,
+)
 from engine.storage.batch import MAX_OFFSET, MAX_TIMESTAMP_MS
 from engine.storage.volume import ReplicaBatch
 
@@ -225,8 +230,17 @@ def decode_body(body: bytes, encoding: str | None) -> Any:
     return json.loads(body.decode("utf-8")) if body else {}
 
 
+# What this server understands beyond the first version of the format, in `info`'s answer:
+# "transactions": batch items of 13 fields (the 9, then producer id, producer epoch, base
+# sequence, marker) and apply's "aborted" ranges. A client sends them only to a server that
+# says so; a server reads items of 9 fields as ever.
+FEATURES = ("transactions",)
+
+
 def batch_to_json(b: ReplicaBatch) -> list[Any]:
-    return [
+    """A batch as a wire item: 9 fields, 13 with an idempotent producer's fields or as a
+    transaction marker (to a server with the "transactions" feature only)."""
+    item: list[Any] = [
         b.base_offset,
         b.last_offset,
         b.count,
@@ -237,15 +251,19 @@ def batch_to_json(b: ReplicaBatch) -> list[Any]:
         base64.b64encode(b.payload).decode("ascii"),
         b.append_ms,
     ]
+    if b.producer_id is not None or b.marker is not None:
+        item += [b.producer_id, b.producer_epoch, b.base_seq, b.marker]
+    return item
 
 
 def batch_from_json(item: list[Any]) -> ReplicaBatch:
     """The `ReplicaBatch` of one wire item, its types checked; what the values mean (a
     real batch, offsets and times in range) is checked by the engine before anything is
     written (`check_replica_batch`, in `DirectoryTarget.apply`)."""
-    if not isinstance(item, list) or len(item) != 9:
-        raise InvalidArgument("a replicated batch is a list of 9 fields")
-    base, last, count, first_ts, max_ts, ts_type, origin, payload, append_ms = item
+    if not isinstance(item, list) or len(item) not in (9, 13):
+        raise InvalidArgument("a replicated batch is a list of 9 or 13 fields")
+    base, last, count, first_ts, max_ts, ts_type, origin, payload, append_ms = item[:9]
+    producer_id, epoch, base_seq, marker = item[9:] if len(item) == 13 else (None,) * 4
     for value in (base, last, count, first_ts, max_ts, ts_type, append_ms):
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidArgument("bad replicated batch: offsets and times are integers")
@@ -255,7 +273,10 @@ def batch_from_json(item: list[Any]) -> ReplicaBatch:
         raw = base64.b64decode(payload, validate=True)
     except ValueError:  # binascii.Error
         raise InvalidArgument("bad replicated batch: the payload is not base64") from None
-    batch = ReplicaBatch(base, last, count, first_ts, max_ts, ts_type, origin, raw, append_ms)
+    batch = ReplicaBatch(
+        base, last, count, first_ts, max_ts, ts_type, origin, raw, append_ms,
+        producer_id, epoch, base_seq, marker,
+    )  # fmt: skip
     check_replica_batch(batch)  # early: a bad item stops the request before any work
     return batch
 
@@ -347,6 +368,9 @@ class HttpTarget:
                 raise TypeError("cluster_id")
         self.cluster_id: str = cluster_id
         self.cluster_name: str | None = name if isinstance(name, str) else None
+        features = info.get("features")
+        # a server before transactions takes neither producer fields nor markers
+        self.transactions = isinstance(features, list) and "transactions" in features
 
     def close(self) -> None:
         pass  # urllib keeps no connection open between requests
@@ -487,24 +511,40 @@ class HttpTarget:
             return None if got is None else (_count(got[0]), _count(got[1]), str(got[2]))
 
     def apply(
-        self, stream: str, topic: str, partition: int, batches: list[ReplicaBatch]
+        self,
+        stream: str,
+        topic: str,
+        partition: int,
+        batches: list[ReplicaBatch],
+        aborted: list[tuple[int, int, int]] | None = None,
     ) -> ApplyResult:
-        got = self._call(
-            "apply",
-            {
-                "stream": stream,
-                "topic": topic,
-                "partition": partition,
-                "batches": [batch_to_json(b) for b in batches],
-            },
-        )
+        args: dict[str, Any] = {"stream": stream, "topic": topic, "partition": partition}
+        items = len(batches)
+        kept = list(range(items))
+        if self.transactions:
+            if aborted:
+                args["aborted"] = [list(r) for r in aborted]
+        else:
+            # An older server: batches as they were before transactions, markers left out
+            # (gaps there, as that server's own readers expect).
+            kept = [i for i, b in enumerate(batches) if b.marker is None]
+            batches = [
+                replace(batches[i], producer_id=None, producer_epoch=None, base_seq=None)
+                for i in kept
+            ]
+            if not batches:
+                return ApplyResult(done=items)
+        args["batches"] = [batch_to_json(b) for b in batches]
+        got = self._call("apply", args)
         with self._reading("apply"):
             conflict = got["conflict"]
             if conflict is not None and not isinstance(conflict, dict):
                 raise TypeError("conflict")
-            return ApplyResult(
-                _count(got["messages"]), _count(got["bytes"]), _count(got["done"]), conflict
-            )
+            done = _count(got["done"])
+            if not self.transactions:
+                # counted in the caller's items: the markers before the first batch not done
+                done = kept[done] if done < len(kept) else items
+            return ApplyResult(_count(got["messages"]), _count(got["bytes"]), done, conflict)
 
     def merge_offsets(self, stream: str, rows: list[tuple[str, str, int, int, str, int]]) -> int:
         got = self._call("merge_offsets", {"stream": stream, "rows": [list(r) for r in rows]})
@@ -651,6 +691,7 @@ class ReplicationService:
                 "cluster_id": self.cluster.id,
                 "name": self.cluster.name,
                 "stream": allowed,
+                "features": list(FEATURES),
             }
         stream = _str(args, "stream")
         names.validate_stream_path(stream)
@@ -700,7 +741,12 @@ class ReplicationService:
         if not isinstance(items, list):
             raise InvalidArgument("'batches' must be a list")
         batches = [batch_from_json(item) for item in items]
-        result = self._target.apply(stream, _str(args, "topic"), _int(args, "partition"), batches)
+        aborted = args.get("aborted")
+        if aborted is not None:
+            check_aborted(aborted)
+        result = self._target.apply(
+            stream, _str(args, "topic"), _int(args, "partition"), batches, aborted
+        )
         return {
             "messages": result.messages,
             "bytes": result.bytes,

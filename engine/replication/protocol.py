@@ -59,8 +59,16 @@ class Target(Protocol):
     ) -> tuple[int, int, str] | None: ...
 
     def apply(
-        self, stream: str, topic: str, partition: int, batches: list[ReplicaBatch]
-    ) -> ApplyResult: ...
+        self,
+        stream: str,
+        topic: str,
+        partition: int,
+        batches: list[ReplicaBatch],
+        aborted: list[tuple[int, int, int]] | None = None,
+    ) -> ApplyResult:
+        """Store `batches` (and transaction markers) at their offsets, after indexing
+        `aborted`, the source's aborted transactions (producer id, first offset, marker
+        offset) that meet them."""
 
     def merge_offsets(
         self, stream: str, rows: list[tuple[str, str, int, int, str, int]]
@@ -96,6 +104,12 @@ def check_replica_batch(b: ReplicaBatch, where: str = "") -> None:
             or not 0 <= b.append_ms <= batch_codec.MAX_TIMESTAMP_MS
         ):
             raise InvalidArgument("its append_ms must be epoch milliseconds")
+        _check_producer(b)
+        if b.marker is not None:
+            if b.payload or b.count or b.last_offset != b.base_offset:
+                raise InvalidArgument("a transaction marker takes one offset and no payload")
+            _int_in(b.base_offset, batch_codec.MAX_OFFSET, "its offset")
+            return
         batch_codec.check(
             b.payload,
             base_offset=b.base_offset,
@@ -111,6 +125,47 @@ def check_replica_batch(b: ReplicaBatch, where: str = "") -> None:
         raise InvalidArgument(
             f"replicated batch {offsets}{where + ' ' if where else ''}refused: {exc}"
         ) from None
+
+
+# Kafka's bounds of a batch's producer fields.
+MAX_PRODUCER_ID = 2**63 - 1
+MAX_PRODUCER_EPOCH = 2**15 - 1
+MAX_SEQUENCE = 2**31 - 1
+
+
+def _int_in(value: Any, high: int, what: str, low: int = 0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgument(f"{what} must be an integer from {low} to {high}")
+
+
+def _check_producer(b: ReplicaBatch) -> None:
+    """A batch's producer fields: all None, or Kafka's ranges (a marker's base sequence is
+    -1, as its control batch's)."""
+    if b.marker is not None and not isinstance(b.marker, bool):
+        raise InvalidArgument("its marker must be true (COMMIT), false (ABORT) or null")
+    if b.producer_id is None and b.producer_epoch is None and b.base_seq is None:
+        if b.marker is not None:
+            raise InvalidArgument("a transaction marker names its producer")
+        return
+    _int_in(b.producer_id, MAX_PRODUCER_ID, "its producer id")
+    _int_in(b.producer_epoch, MAX_PRODUCER_EPOCH, "its producer epoch")
+    _int_in(b.base_seq, MAX_SEQUENCE, "its base sequence", -1 if b.marker is not None else 0)
+
+
+def check_aborted(ranges: Any) -> None:
+    """`InvalidArgument` unless `ranges` is a list of aborted transactions as a replica
+    indexes them: (producer id, first offset, marker offset), first <= marker."""
+    if not isinstance(ranges, list):
+        raise InvalidArgument("aborted transactions are a list")
+    for item in ranges:
+        if not isinstance(item, tuple | list) or len(item) != 3:
+            raise InvalidArgument(
+                "an aborted transaction is (producer id, first offset, marker offset)"
+            )
+        producer_id, first, marker = item
+        _int_in(producer_id, MAX_PRODUCER_ID, "an aborted transaction's producer id")
+        _int_in(first, batch_codec.MAX_OFFSET, "an aborted transaction's first offset")
+        _int_in(marker, batch_codec.MAX_OFFSET, "an aborted transaction's marker offset", first)
 
 
 def is_cluster_id(text: Any) -> bool:

@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from engine.errors import AccessDenied, Closed, InvalidArgument, PartitionletError, TryLater
 from engine.replication.protocol import Target
-from engine.replication.reading import batch_at, source_batches, source_end
+from engine.replication.reading import (
+    batch_at,
+    source_aborted,
+    source_batches,
+    source_stable_end,
+)
 from engine.replication.status import Link, load_links, open_link_target
 from engine.replication.targets import is_url
 from engine.storage.catalog import TopicRow
@@ -230,7 +235,9 @@ class Replicator:
     ) -> dict[str, Any] | None:
         """Copy one partition from the target's end; a conflict found, or None."""
         cluster = self.cluster
-        end = source_end(cluster, topic.id, partition, topic.full_name)
+        # Up to the last stable offset: an open transaction's batches, and all after them,
+        # wait for its marker, so a replica holds only decided data (docs/ARCHITECTURE.md).
+        end = source_stable_end(cluster, topic.id, partition, topic.full_name)
         settled_key = (link.target, link.target_stream, topic.id, partition)
         if self._settled.get(settled_key) == (end, target_end):
             return None  # nothing was written on either side since the last look
@@ -251,14 +258,16 @@ class Replicator:
                 }
         position = target_end
         while position < end and not self._stop_requested():
-            batches = source_batches(cluster, topic.id, partition, position, self.max_batches)
+            batches = source_batches(cluster, topic.id, partition, position, self.max_batches, end)
             if not batches:
                 break
             send = [b for b in batches if b.origin != tgt.cluster_id]
-            position = batches[-1].last_offset + 1
+            start, position = position, batches[-1].last_offset + 1
             if not send:
                 continue  # the target's own messages: never sent back to it
-            result = tgt.apply(link.target_stream, topic.name, partition, send)
+            # read after the stable end: every aborted range below it is indexed by now
+            aborted = source_aborted(cluster, topic.id, partition, start, position)
+            result = tgt.apply(link.target_stream, topic.name, partition, send, aborted)
             stats[0] += result.messages
             stats[1] += result.bytes
             if result.conflict is not None:

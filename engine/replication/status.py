@@ -262,9 +262,10 @@ def lag(cluster: Cluster, link: Link, tgt: Target) -> tuple[int, float]:
             if end <= target_end:
                 continue
             behind += end - target_end
-            batches = source_batches(cluster, t.id, p, target_end, 1)
-            if batches:
-                ms = batches[0].append_ms
+            batches = source_batches(cluster, t.id, p, target_end, 1, end)
+            pending = [b for b in batches if b.marker is None]  # a marker keeps no time
+            if pending:
+                ms = pending[0].append_ms
                 oldest = ms if oldest is None else min(oldest, ms)
     return behind, (max(0, now - oldest) / 1000 if oldest is not None else 0.0)
 

@@ -136,7 +136,7 @@ class Appender:
         volume = self._volumes.get(before.volume_id) if before is not None else None
         if before is None or volume is None:
             return []
-        return volume.producer_batches(before.id, w.producer[0])
+        return volume.producer_batches(before.id, w.producer[0], w.origin)
 
     def _load_active(self, keys: set[tuple[int, int]], new: set[tuple[int, int]]) -> None:
         """Learn (or make) the active partitionlet of each key; `new` are partitions of

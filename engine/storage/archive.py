@@ -476,6 +476,12 @@ class ArchiveReader:
         t = self._batches[mask]
         return [(int(b), int(e)) for b, e in zip(t[:, _B["base"]], t[:, _B["last"]], strict=True)]
 
+    def replica_markers(
+        self, pl_id: int, from_offset: int, to_offset: int
+    ) -> list[tuple[int, int, int, bool, str | None]]:
+        """None kept, as `markers`."""
+        return []
+
     def producers(self, pl_id: int) -> list[tuple[int, int, int, int]]:
         """None: a producer's state is its recent batches, and history is not recent (Kafka
         also forgets a producer once its batches are gone)."""

@@ -41,6 +41,12 @@ class BatchReader(Protocol):
         `skip` (producer id, first offset, marker offset), in offset order."""
         ...
 
+    def replica_markers(
+        self, pl_id: int, from_offset: int, to_offset: int
+    ) -> list[tuple[int, int, int, bool, str | None]]:
+        """`markers` with each one's origin (None: this cluster's), for replication."""
+        ...
+
     def producers(self, pl_id: int) -> list[tuple[int, int, int, int]]:
         """The idempotent producers that wrote here, from their last batch: (producer id,
         epoch, last sequence, last timestamp)."""

@@ -269,6 +269,17 @@ class TransactionTables:
             conn.execute("DELETE FROM txn_offsets WHERE transactional_id = ?", (transactional_id,))
             return True
 
+    def add_aborted(
+        self, topic_id: int, partition: int, ranges: Sequence[tuple[int, int, int]]
+    ) -> None:
+        """Index aborted ranges (producer id, first offset, marker offset) of a partition
+        that another cluster aborted (replication brings them with its batches)."""
+        with self._catalog.write():
+            self._catalog.conn.executemany(
+                "INSERT OR IGNORE INTO aborted_txns VALUES (?, ?, ?, ?, ?)",
+                [(topic_id, partition, m, pid, first) for pid, first, m in ranges],
+            )
+
     # --- what readers ask --------------------------------------------------------------------
 
     def first_open_offsets(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], int]:

@@ -101,6 +101,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("batches", "producer_id", "INTEGER"),
     ("batches", "producer_epoch", "INTEGER"),
     ("batches", "base_seq", "INTEGER"),
+    ("markers", "origin", "TEXT"),
 )
 # The last batches of one producer in a partitionlet (the idempotence check); partial, so
 # batches without a producer cost no index entry.
@@ -117,6 +118,7 @@ CREATE TABLE IF NOT EXISTS markers (
     producer_epoch INTEGER NOT NULL,
     is_commit      INTEGER NOT NULL,   -- 1 COMMIT, 0 ABORT
     append_ms      INTEGER NOT NULL,
+    origin         TEXT,               -- a replicated marker's cluster (NULL: this one's)
     PRIMARY KEY (partitionlet, offset)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS markers_by_producer ON markers (partitionlet, producer_id, offset);
@@ -227,6 +229,8 @@ _INSERT_BATCHES = (
     "base_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _NO_PRODUCER = (None, None, None)
+_MARKER_COLUMNS = "partitionlet, offset, producer_id, producer_epoch, is_commit, append_ms, origin"
+_INSERT_MARKERS = f"INSERT INTO markers ({_MARKER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _SELECT_PARTITIONLET = (
     "SELECT id, next_offset, state, bytes, created_ms, base_offset, first_ts, max_ts, batches, "
     "messages FROM partitionlets "
@@ -375,14 +379,15 @@ class BatchRewrite:
 
 
 def _producer_batches(
-    conn: sqlite3.Connection, pl_id: int, producer_id: int
+    conn: sqlite3.Connection, pl_id: int, producer_id: int, origin: str
 ) -> list[tuple[int, int, int, int]]:
     """A producer's last PRODUCER_WINDOW batches in a partitionlet, oldest first: [(epoch,
-    base sequence, count, base offset)]."""
+    base sequence, count, base offset)]. Producer ids are a cluster's own: those of batches
+    replicated from another cluster (another `origin`) are another producer's."""
     rows = conn.execute(
         "SELECT producer_epoch, base_seq, count, base_offset FROM batches "
-        "WHERE partitionlet = ? AND producer_id = ? ORDER BY id DESC LIMIT ?",
-        (pl_id, producer_id, PRODUCER_WINDOW),
+        "WHERE partitionlet = ? AND producer_id = ? AND origin = ? ORDER BY id DESC LIMIT ?",
+        (pl_id, producer_id, origin, PRODUCER_WINDOW),
     ).fetchall()
     return [(r[0], r[1], r[2], r[3]) for r in reversed(rows)]
 
@@ -410,7 +415,7 @@ class _Sequences:
         key = (w.pl_id, w.producer[0])
         recent = self._recent.get(key)
         if recent is None:
-            recent = _producer_batches(conn, w.pl_id, w.producer[0])
+            recent = _producer_batches(conn, w.pl_id, w.producer[0], w.origin)
             if not recent:
                 if w.history is None and pl.base_offset > 0:
                     return None
@@ -420,7 +425,7 @@ class _Sequences:
             # this one's transaction) fences the older epoch here as well.
             row = conn.execute(
                 "SELECT producer_epoch FROM markers WHERE partitionlet = ? AND producer_id = ? "
-                "ORDER BY offset DESC LIMIT 1",
+                "AND origin IS NULL ORDER BY offset DESC LIMIT 1",
                 key,
             ).fetchone()
             self._fence[key] = row[0] if row is not None else -1
@@ -547,17 +552,19 @@ class Volume:
         try:
             for table, column, decl in ADDED_COLUMNS:
                 have = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
-                if column not in have:
+                if have and column not in have:  # a missing table is made whole below
                     self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
             self.conn.executescript(ADDED_INDEXES)
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
 
-    def producer_batches(self, pl_id: int, producer_id: int) -> list[tuple[int, int, int, int]]:
+    def producer_batches(
+        self, pl_id: int, producer_id: int, origin: str
+    ) -> list[tuple[int, int, int, int]]:
         """A producer's last batches in a partitionlet, oldest first: [(epoch, base sequence,
         count, base offset)] (the idempotence check's history, read from a sealed one)."""
         try:
-            return _producer_batches(self.conn, pl_id, producer_id)
+            return _producer_batches(self.conn, pl_id, producer_id, origin)
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
 
@@ -605,7 +612,7 @@ class Volume:
             pls = self._partitionlets(sorted({w.pl_id for w in writes}))
             appending = _Appending(now)
             sequences = _Sequences()
-            markers: list[tuple[int, int, int, int, int, int]] = []
+            markers: list[tuple[int, int, int, int, int, int, str | None]] = []
             for w in writes:
                 w.offset = w.sealed_at = None
                 w.needs_history = w.duplicate = False
@@ -632,7 +639,7 @@ class Volume:
                     pl.next_offset += 1
                     pl.changed = True
                     markers.append(
-                        (w.pl_id, w.offset, w.producer[0], w.producer[1], int(w.marker), now)
+                        (w.pl_id, w.offset, w.producer[0], w.producer[1], int(w.marker), now, None)
                     )
                     continue
                 if w.producer is not None:
@@ -654,7 +661,7 @@ class Volume:
                     w.sealed_at = pl.next_offset
             appending.write(conn, pls)
             if markers:
-                conn.executemany("INSERT INTO markers VALUES (?, ?, ?, ?, ?, ?)", markers)
+                conn.executemany(_INSERT_MARKERS, markers)
 
     def create_partitionlet(
         self, pl_id: int, stream_id: int, topic_id: int, partition: int, base_offset: int
@@ -931,15 +938,16 @@ class Volume:
         ]
 
     def producers(self, pl_id: int) -> list[tuple[int, int, int, int]]:
-        """The idempotent producers that wrote to a partitionlet, each from its last batch
-        there: (producer id, epoch, last sequence, last timestamp)."""
+        """The idempotent producers of this cluster that wrote to a partitionlet, each from
+        its last batch there: (producer id, epoch, last sequence, last timestamp). Batches
+        replicated from another cluster carry that cluster's ids, another producer's."""
         # SQLite takes the bare columns from the row that has max(id): the last batch.
         return [
             (r[0], r[2], r[3], r[4])
             for r in self._query(
                 "SELECT producer_id, max(id), producer_epoch, base_seq + count - 1, max_ts "
-                "FROM batches WHERE partitionlet = ? AND producer_id IS NOT NULL "
-                "GROUP BY producer_id",
+                "FROM batches WHERE partitionlet = ? AND producer_id IS NOT NULL AND origin = "
+                "(SELECT value FROM volume_meta WHERE key = 'cluster_id') GROUP BY producer_id",
                 (pl_id,),
             )
         ]
@@ -1204,8 +1212,11 @@ class Volume:
                     if messages or nbytes:
                         _add_usage(conn, {stream_id: [messages, nbytes]})
                     conn.executemany(
-                        "INSERT INTO markers VALUES (?, ?, ?, ?, ?, ?)",
-                        src.execute("SELECT * FROM markers WHERE partitionlet = ?", (pl_id,)),
+                        f"INSERT INTO markers ({_MARKER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        src.execute(
+                            f"SELECT {_MARKER_COLUMNS} FROM markers WHERE partitionlet = ?",
+                            (pl_id,),
+                        ),
                     )
         except sqlite3.DatabaseError as exc:
             raise translate(exc, source.path, "volume") from exc
@@ -1254,29 +1265,78 @@ class Volume:
 
     def replica_batches(self, pl_id: int, from_offset: int, limit: int) -> list[ReplicaBatch]:
         """Batches holding offsets >= `from_offset`, in offset order, with everything a
-        replica needs to store them as they are here (origin included)."""
+        replica needs to store them as they are here (origin and producer fields included;
+        the transaction markers are `markers`)."""
         try:
             rows = self.conn.execute(
                 "SELECT base_offset, last_offset, count, first_ts, max_ts, ts_type, origin, "
-                "payload, append_ms FROM batches WHERE partitionlet = ? AND last_offset >= ? "
-                "ORDER BY last_offset LIMIT ?",
+                "payload, append_ms, producer_id, producer_epoch, base_seq FROM batches "
+                "WHERE partitionlet = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?",
                 (pl_id, from_offset, limit),
             ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
         return [ReplicaBatch(*row) for row in rows]
 
+    @staticmethod
+    def _replicated_marker_here(
+        conn: sqlite3.Connection, pl_id: int, b: ReplicaBatch
+    ) -> tuple[str, tuple[int, int, str] | None]:
+        """Inside `append_replicated`: ("present", None) when the marker `b` below the next
+        offset is here already (or nothing holds its offset), else ("conflict", what holds
+        it)."""
+        mark = conn.execute(
+            "SELECT producer_id, is_commit, coalesce(origin, "
+            "(SELECT value FROM volume_meta WHERE key = 'cluster_id')) FROM markers "
+            "WHERE partitionlet = ? AND offset = ?",
+            (pl_id, b.base_offset),
+        ).fetchone()
+        if mark is not None:
+            if (mark[0], bool(mark[1]), mark[2]) == (b.producer_id, b.marker, b.origin):
+                return "present", None
+            return "conflict", (b.base_offset, b.base_offset, mark[2])
+        here = conn.execute(
+            "SELECT base_offset, last_offset, origin FROM batches "
+            "WHERE partitionlet = ? AND last_offset >= ? ORDER BY last_offset LIMIT 1",
+            (pl_id, b.base_offset),
+        ).fetchone()
+        if here is None or here[0] > b.base_offset:
+            return "present", None  # a gap here: compacted away, or a marker not copied
+        return "conflict", (here[0], here[1], here[2])
+
+    def replica_markers(
+        self, pl_id: int, from_offset: int, to_offset: int
+    ) -> list[tuple[int, int, int, bool, str | None]]:
+        """The transaction markers at offsets from_offset..to_offset as replication moves
+        them: (offset, producer id, epoch, True for COMMIT, origin; None: this cluster)."""
+        return [
+            (r[0], r[1], r[2], bool(r[3]), r[4])
+            for r in self._query(
+                "SELECT offset, producer_id, producer_epoch, is_commit, origin FROM markers "
+                "WHERE partitionlet = ? AND offset BETWEEN ? AND ? ORDER BY offset",
+                (pl_id, from_offset, to_offset),
+            )
+        ]
+
     def batch_at(self, pl_id: int, offset: int) -> tuple[int, int, str] | None:
-        """(base_offset, last_offset, origin) of the batch of `pl_id` holding `offset`."""
+        """(base_offset, last_offset, origin) of the batch of `pl_id` holding `offset`, or
+        (offset, offset, origin) of the transaction marker there."""
         try:
             row = self.conn.execute(
                 "SELECT base_offset, last_offset, origin FROM batches "
                 "WHERE partitionlet = ? AND last_offset >= ? ORDER BY last_offset LIMIT 1",
                 (pl_id, offset),
             ).fetchone()
+            if row is None or row[0] > offset:
+                row = self.conn.execute(
+                    "SELECT offset, offset, coalesce(origin, "
+                    "(SELECT value FROM volume_meta WHERE key = 'cluster_id')) FROM markers "
+                    "WHERE partitionlet = ? AND offset = ?",
+                    (pl_id, offset),
+                ).fetchone()
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
-        if row is None or row[0] > offset:
+        if row is None:
             return None
         return row[0], row[1], row[2]
 
@@ -1317,6 +1377,7 @@ class Volume:
                     (target.stream_id, target.topic_id, target.partition),
                 )  # fmt: skip
             appending = _Appending(now)
+            markers: list[tuple[int, int, int, int, int, int, str | None]] = []
             for b in batches:
                 if pl.state != ACTIVE:
                     statuses.append("sealed")
@@ -1325,6 +1386,13 @@ class Volume:
                     if b.base_offset < target.pl_base_offset:
                         statuses.append("behind")
                         break
+                    if b.marker is not None:
+                        status, clash = self._replicated_marker_here(conn, pl_id, b)
+                        statuses.append(status)
+                        if clash is not None:
+                            result.conflict_with = clash
+                            break
+                        continue
                     here = conn.execute(
                         "SELECT base_offset, last_offset, origin FROM batches "
                         "WHERE partitionlet = ? AND last_offset >= ? "
@@ -1346,9 +1414,28 @@ class Volume:
                     pl.changed = True
                     statuses.append("sealed")
                     break
+                if b.marker is not None:
+                    # A control record: it takes its offset and holds no message, as there.
+                    assert b.producer_id is not None and b.producer_epoch is not None
+                    markers.append(
+                        (
+                            pl_id, b.base_offset, b.producer_id, b.producer_epoch,
+                            int(b.marker), now, b.origin,
+                        )
+                    )  # fmt: skip
+                    pl.next_offset = b.base_offset + 1
+                    pl.changed = True
+                    statuses.append("applied")
+                    continue
+                producer = None
+                if b.producer_id is not None:
+                    assert b.producer_epoch is not None and b.base_seq is not None
+                    producer = (b.producer_id, b.producer_epoch, b.base_seq)
+                # Not checked against this cluster's producers (`_Sequences`): the source
+                # checked them, and its producer ids are its own.
                 appending.add(
                     pl_id, pl, target.stream_id, b.base_offset, b.last_offset, b.count,
-                    b.first_ts, b.max_ts, b.ts_type, b.origin, b.payload,
+                    b.first_ts, b.max_ts, b.ts_type, b.origin, b.payload, producer,
                 )  # fmt: skip
                 statuses.append("applied")
                 if is_full(pl, roll_bytes):
@@ -1358,6 +1445,8 @@ class Volume:
                 result.sealed_at = pl.next_offset
             result.next_offset = pl.next_offset
             appending.write(conn, pls)
+            if markers:
+                conn.executemany(_INSERT_MARKERS, markers)
         usage = appending.usage.get(target.stream_id)
         if usage is not None:
             result.messages, result.bytes = usage
@@ -1366,8 +1455,10 @@ class Volume:
 
 @dataclass(frozen=True)
 class ReplicaBatch:
-    """A stored batch as replication moves it: offsets, timestamps, origin and payload
-    exactly as in the source (`append_ms` is the source's, for lag)."""
+    """A stored batch as replication moves it: offsets, timestamps, origin, payload and an
+    idempotent producer's fields exactly as in the source (`append_ms` is the source's, for
+    lag). With `marker` set (True COMMIT, False ABORT) it is a transaction marker of
+    producer `producer_id`: one offset, no message, an empty payload."""
 
     base_offset: int
     last_offset: int
@@ -1378,6 +1469,10 @@ class ReplicaBatch:
     origin: str
     payload: bytes
     append_ms: int
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+    base_seq: int | None = None
+    marker: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,12 @@ def test_a_valid_token_runs_the_target_protocol(app, cluster):
     token = cluster.create_replication_token("/new")  # may be issued before the stream exists
     assert token.startswith("plr_") and len(token) > 40
     info = post(client, "info", token=token).json
-    assert info == {"cluster_id": cluster.id, "name": cluster.name, "stream": "/new"}
+    assert info == {
+        "cluster_id": cluster.id,
+        "name": cluster.name,
+        "stream": "/new",
+        "features": ["transactions"],
+    }
     assert post(client, "stream_policies", {"stream": "/new"}, token=token).json == {
         "policies": None
     }
