@@ -266,3 +266,22 @@ def test_a_transaction_aborted_while_the_replicator_reads_is_never_shown(pair, m
     assert markers(b) == markers(a) == [(1, False)]
     assert records(b, "read_committed") == []
     producer.close()
+
+
+def test_a_replica_lists_only_its_own_producers(pair):
+    """DescribeProducers on a replica: the replicated batches carry the source's producer
+    ids, which name other producers there, even where the replica issued the same id."""
+    a, b = pair
+    producer = Producer(a, enable_idempotence=True)
+    send(producer, "a0")
+    producer.close()
+    a.add_replica("/s", str(b.path))
+    settle(a)
+    source_id = producer_fields(b)[0][1]
+    assert b.init_producer_id()[0] == source_id  # b's first id is the one a issued
+    for cluster, listed in ((a, [source_id]), (b, [])):
+        consumer = Consumer(cluster, enable_auto_commit=False)
+        try:
+            assert [s.producer_id for s in consumer.producers(TP)] == listed
+        finally:
+            consumer.close()
