@@ -532,14 +532,16 @@ def _compact_partition(cluster: Cluster, p: _Partition) -> dict[str, int]:
     key = (p.topic_id, p.partition)
     tables = cluster.catalog.transactions
     stable = tables.first_open_offsets([key]).get(key)
-    aborted = tables.aborted(p.topic_id, p.partition, 0, 2**62)
+    aborted: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # by producer id
+    for pid, first, marker in tables.aborted(p.topic_id, p.partition, 0, 2**62):
+        aborted[pid].append((first, marker))
 
     def settled(base: int, producer_id: int | None) -> bool | None:
         """True: committed or not transactional; False: aborted; None: not yet stable."""
         if stable is not None and base >= stable:
             return None
         return producer_id is None or not any(
-            pid == producer_id and first <= base <= marker for pid, first, marker in aborted
+            first <= base <= marker for first, marker in aborted.get(producer_id, ())
         )
 
     # Pass 1: the latest offset of every key over the whole partition.
