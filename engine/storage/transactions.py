@@ -286,12 +286,17 @@ class TransactionTables:
         """The smallest first offset of an open transaction in each (topic id, partition)
         that has one: its last stable offset."""
         found: dict[tuple[int, int], int] = {}
-        wanted = set(keys)
-        for t, p, first in self._catalog.query(
-            "SELECT topic_id, partition, min(first_offset) FROM txn_partitions "
-            "GROUP BY topic_id, partition"
-        ):
-            if (t, p) in wanted:
+        wanted = sorted(set(keys))
+        # by the index on (topic_id, partition): a read_committed reader asks at every read,
+        # so its cost must not grow with the open transactions of other partitions
+        for start in range(0, len(wanted), 400):  # within SQLite's bound on variables
+            chunk = wanted[start : start + 400]
+            rows = ", ".join("(?, ?)" for _ in chunk)
+            for t, p, first in self._catalog.query(
+                "SELECT topic_id, partition, min(first_offset) FROM txn_partitions "
+                f"WHERE (topic_id, partition) IN (VALUES {rows}) GROUP BY topic_id, partition",
+                tuple(v for key in chunk for v in key),
+            ):
                 found[(t, p)] = first
         return found
 
