@@ -438,12 +438,14 @@ class MessagesPane(Pane):
             return
         table = self.query_one("#msg-table", DataTable)
         first = table.row_count == 0
+        job = self.search_job
         for record in message.records:
             key = _row_key(record)
             if key in self.records:
                 continue
             self.records[key] = record
-            table.add_row(*_cells(record, self.decoder), key=key)
+            aborted = job is not None and job.is_aborted(record)
+            table.add_row(*_cells(record, self.decoder, aborted), key=key)
         if first and table.row_count:
             table.move_cursor(row=0, animate=False)
             self._show_detail(self.selected_record())

@@ -113,3 +113,22 @@ async def test_following_shows_a_marker_that_arrives_after_its_records(
         await until(pilot, lambda: pane.arrived == 1)
         rows = _rows(app.query_one("#msg-table", DataTable))
         assert rows[:3] == ["7 p", f"6 COMMIT marker producer id {o}, epoch 0", "5 o1"]
+
+
+async def test_a_search_marks_the_matches_an_aborted_transaction_wrote(txns, make_app, until):
+    from tests.console.test_tui_message_search import _search
+
+    app = make_app(TOPIC)
+    async with app.run_test(size=(140, 44)) as pilot:
+        pane = app.query_one("#messages")
+        await until(pilot, lambda: pane.loads >= 1)
+        await _search(pilot, app, "value != 'c2'")
+        await until(
+            pilot,
+            lambda: pane.search_progress is not None and pane.search_progress.state == "done",
+        )
+        assert sorted(_rows(app.query_one("#msg-table", DataTable))) == [
+            "0 c1",
+            "2 aborted x1",
+            "5 o1",
+        ]
