@@ -102,12 +102,12 @@ def follow(
     page: Page,
     *,
     needle: str,
-    on_records: Callable[[list[ConsumerRecord]], None],
+    on_records: Callable[[list[ConsumerRecord], service.TransactionMarks], None],
     cancelled: Callable[[], bool],
     poll_ms: int = 250,
 ) -> None:
-    """Hand what arrives after `page` (matching `needle`) to `on_records` until
-    `cancelled()`."""
+    """Hand what arrives after `page` (matching `needle`) to `on_records`, with its
+    transaction marks, until `cancelled()`."""
     service.follow(
         cluster,
         page.topic,

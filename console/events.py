@@ -69,10 +69,11 @@ class RecordsArrived(Message):
 
     bubble = False
 
-    def __init__(self, seq: int, records: list[Any]) -> None:
+    def __init__(self, seq: int, records: list[Any], marks: Any = None) -> None:
         super().__init__()
         self.seq = seq
         self.records = records
+        self.marks = marks  # their TransactionMarks (None with an error)
 
 
 class ActionDone(Message):

@@ -78,6 +78,12 @@ def _source_options(func):
             ),
             click.option("--principal", help="Read and write as this user."),
             click.option(
+                "--isolation-level",
+                type=click.Choice(["read_committed", "read_uncommitted"]),
+                help="read_committed (the default): committed transactions only; "
+                "read_uncommitted: the messages of aborted transactions too.",
+            ),
+            click.option(
                 "--master",
                 default=jobs.DEFAULT_MASTER,
                 show_default=True,

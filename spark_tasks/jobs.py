@@ -48,6 +48,7 @@ from engine.errors import (
     TryLater,
     UnknownTopic,
 )
+from engine.storage import scan as engine_scan
 
 KINDS = ("copy", "materialize", "window-counts", "custom")
 
@@ -284,6 +285,11 @@ def check_params(kind: str, params: dict[str, Any]) -> dict[str, Any]:
         if name in p:
             if isinstance(p[name], bool) or not isinstance(p[name], int) or p[name] < 0:
                 raise InvalidArgument(f"{name} must be an offset (int >= 0), got {p[name]!r}")
+    if p.get("isolation_level", engine_scan.READ_COMMITTED) not in engine_scan.ISOLATION_LEVELS:
+        raise InvalidArgument(
+            "isolation_level must be read_committed (committed transactions only, the "
+            f"default) or read_uncommitted (aborted ones too), got {p['isolation_level']!r}"
+        )
     if kind == "copy" and not p.get("target"):
         raise InvalidArgument("a copy job needs target (a full topic name)")
     if kind == "materialize" and not (p.get("target") or p.get("output")):

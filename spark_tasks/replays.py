@@ -3,7 +3,8 @@
 Every function returns a JSON-ready summary (the job's `result`). Common parameters:
 `source` (full topic name) or `stream` with `topic_pattern`; `from_offset` / `to_offset`
 (applied to every partition; `to_offset` exclusive); `from_time` / `to_time` (ms, inclusive);
-`principal`.
+`principal`; `isolation_level` (read_committed, the default, or read_uncommitted: the
+messages of aborted transactions too).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def source_options(cluster: str, params: dict[str, Any]) -> dict[str, str]:
             options["topicPattern"] = params["topic_pattern"]
     if params.get("principal"):
         options["principal"] = params["principal"]
+    if params.get("isolation_level"):
+        options["isolationLevel"] = params["isolation_level"]
     if "from_time" in params:
         options["startingTimestamp"] = str(params["from_time"])
     if "to_time" in params:

@@ -34,14 +34,14 @@ class Field:
 
     name: str
     label: str
-    kind: str = "text"  # text, int, time
+    kind: str = "text"  # text, int, time, isolation (a choice of isolation level)
     hint: str = ""
     admin_only: bool = False  # a path on the server (written or run as the server's user)
 
     @property
     def optional_range(self) -> bool:
         """Offsets and times: optional, shown folded under "Range"."""
-        return self.kind in ("int", "time")
+        return self.kind in ("int", "time", "isolation")
 
 
 _SOURCE = (
@@ -52,6 +52,12 @@ _SOURCE = (
     Field("to_offset", "To offset", "int", "End offset of every partition (exclusive)."),
     Field("from_time", "From time (UTC)", "time", "First message at or after it."),
     Field("to_time", "To time (UTC)", "time", "Last message at or before it."),
+    Field(
+        "isolation_level",
+        "Transactions",
+        "isolation",
+        "Committed only (the default), or aborted ones too.",
+    ),
 )
 _OUTPUT = Field("output", "Parquet output directory", hint="A path on the server.", admin_only=True)
 FORMS: dict[str, tuple[str, tuple[Field, ...]]] = {
@@ -107,7 +113,7 @@ class JobForm:
         return tuple(f for f in self.fields if not f.optional_range)
 
     @property
-    def range_fields(self) -> tuple[Field, ...]:
+    def range_fields(self) -> tuple[Field, ...]:  # and the isolation level
         return tuple(f for f in self.fields if f.optional_range)
 
     @property

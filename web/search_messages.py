@@ -114,7 +114,7 @@ class _Shown:
 def _rows(job: message_search.SearchJob, shown: int, fmt: str) -> list[msgs.MessageView]:
     records = job.results(shown, shown + ROWS_PER_POLL)
     decoder = msgs.decoder(job.topic)
-    return [msgs.view(r, fmt, decoder) for r in records]
+    return [msgs.view(r, fmt, decoder, aborted=job.is_aborted(r)) for r in records]
 
 
 def _progress(info: TopicInfo, job: message_search.SearchJob, shown: int, fmt: str) -> dict:

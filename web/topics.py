@@ -189,7 +189,7 @@ def tail(name: str):
         )
         with Browser(cluster(), info, query.partitions) as browser:
             page = browser.page(query)
-            marks = browser.marks(page.records)
+            marks = browser.marks(page.records, since=after)
     except (BadQuery, errors.PartitionletError) as exc:
         message = "; ".join(exc.fields.values()) if isinstance(exc, BadQuery) else str(exc)
         return render("topics/_tail_stopped.html", None, message=message), 200

@@ -30,8 +30,9 @@ FIELDS: dict[str, tuple[str, str]] = {
     "from_time": ("From time", "2024-05-01T12:00:00Z or ms"),
     "to_time": ("To time (inclusive)", ""),
     "master": ("Spark master", jobs.DEFAULT_MASTER),
+    "isolation_level": ("Transactions", "read_committed (default) or read_uncommitted"),
 }
-RANGE = ("from_offset", "to_offset", "from_time", "to_time", "master")
+RANGE = ("from_offset", "to_offset", "from_time", "to_time", "isolation_level", "master")
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
     "copy": ("source", "target", *RANGE),
     "materialize": ("source", "target", "output", *RANGE),

@@ -22,7 +22,7 @@ from console.widgets.pane import Pane, note
 from console.widgets.table import Table
 from engine import ConsumerRecord
 from engine.client import message_search
-from engine.client.browse import Marker
+from engine.client.browse import Marker, TransactionMarks
 from engine.client.schemas import SchemaDecoder
 from engine.times import format_ms
 
@@ -280,24 +280,25 @@ class MessagesPane(Pane):
                 self.cluster,
                 page,
                 needle=needle,
-                on_records=lambda records: self._arrived(seq, records),
+                on_records=lambda records, marks: self._arrived(seq, records, marks),
                 cancelled=lambda: worker.is_cancelled,
             )
         except Exception as exc:  # the cluster closed, access was revoked ...
             if not worker.is_cancelled:
                 self.post_message(RecordsArrived(seq, [exc]))
 
-    def _arrived(self, seq: int, records: list[Any]) -> None:
+    def _arrived(self, seq: int, records: list[Any], marks: TransactionMarks) -> None:
         """(In the follower's worker thread.)"""
         if self.decoder is not None:
             _prefetch(self.decoder, records)
-        self.post_message(RecordsArrived(seq, records))
+        self.post_message(RecordsArrived(seq, records, marks))
 
     def on_records_arrived(self, message: RecordsArrived) -> None:
         message.stop()
         if message.seq != self._follow_seq or not self.following:
             return
         table = self.query_one("#msg-table", DataTable)
+        marks = message.marks
         for record in message.records:
             if isinstance(record, BaseException):
                 self.show_error(record)
@@ -306,18 +307,25 @@ class MessagesPane(Pane):
             if key in self.records:
                 continue
             self.records[key] = record
-            table.add_row(*_cells(record, self.decoder), key=key)
+            table.add_row(*_cells(record, self.decoder, marks.is_aborted(record)), key=key)
             self.arrived += 1
+        placed = True  # rows are appended: in place unless a marker or newest first
+        for marker in marks.markers:
+            key = f"{marker.partition}:{marker.offset}"
+            if key not in self.markers:
+                self.markers[key] = marker
+                table.add_row(*_marker_cells(marker), key=key)
+                placed = False
         if table.row_count > MAX_ROWS:
             oldest = sorted(self.records, key=lambda k: _order(self.records[k]))
             for key in oldest[: table.row_count - MAX_ROWS]:
                 del self.records[key]
                 table.remove_row(key)
         newest_first = self.newest_first
-        if newest_first:
-            # Rows are appended: sort the new ones to the top (the first two cells are the
-            # partition and the offset, the record's key).
-            table.sort(key=lambda row: self._row_order(f"{row[0]}:{row[1]}"), reverse=True)
+        if newest_first or not placed:
+            # Sort the new rows into place, the newest on top when newest first (the first
+            # two cells are the partition and the offset, the row's key).
+            table.sort(key=lambda row: self._row_order(f"{row[0]}:{row[1]}"), reverse=newest_first)
             self.records = {
                 row.key.value or "": self.records[row.key.value or ""]
                 for row in table.ordered_rows
@@ -430,12 +438,14 @@ class MessagesPane(Pane):
             return
         table = self.query_one("#msg-table", DataTable)
         first = table.row_count == 0
+        job = self.search_job
         for record in message.records:
             key = _row_key(record)
             if key in self.records:
                 continue
             self.records[key] = record
-            table.add_row(*_cells(record, self.decoder), key=key)
+            aborted = job is not None and job.is_aborted(record)
+            table.add_row(*_cells(record, self.decoder, aborted), key=key)
         if first and table.row_count:
             table.move_cursor(row=0, animate=False)
             self._show_detail(self.selected_record())

@@ -509,9 +509,14 @@ class Browser:
             {tp.partition: o for tp, o in ends.items()},
         )
 
-    def marks(self, records: Iterable[ConsumerRecord]) -> TransactionMarks:
+    def marks(
+        self, records: Iterable[ConsumerRecord], since: str | None = None
+    ) -> TransactionMarks:
         """Which of `records` (read by this browser) aborted transactions wrote, and the
-        transaction markers among them and right after the last of each partition."""
+        transaction markers among them and right after the last of each partition; with
+        `since` (the forward cursor `records` were read from, as a live tail reads), also
+        the markers between it and the first of them, which arrived since the last read."""
+        start = decode_cursor(since, self.topic, True, self.partitions) if since else {}
         offsets: dict[int, list[int]] = {}
         for r in records:
             offsets.setdefault(r.partition, []).append(r.offset)
@@ -521,7 +526,9 @@ class Browser:
             tp, low, high = self._tps[p], min(shown), max(shown)
             for first, last in self._consumer.aborted_ranges(tp, low, high + 1):
                 aborted |= {(p, o) for o in shown if first <= o <= last}
-            found = self._consumer.markers(tp, low, high + 1 + MARKER_LOOKAHEAD)
+            found = self._consumer.markers(
+                tp, min(start.get(p, low), low), high + 1 + MARKER_LOOKAHEAD
+            )
             after = high + 1  # past the last record: only the markers right after it
             for offset, producer_id, epoch, commit in found:
                 if offset > high:
@@ -850,14 +857,15 @@ def follow(
     *,
     partitions: Iterable[int] | None = None,
     filter: RecordFilter | None = None,
-    on_records: Callable[[list[ConsumerRecord]], None],
+    on_records: Callable[[list[ConsumerRecord], TransactionMarks], None],
     cancelled: Callable[[], bool],
     poll_ms: int = 250,
     batch: int = 500,
 ) -> None:
     """Hand every batch of new records after the cursor `tail` (a `Page.tail`) that
-    match `filter` to `on_records`, oldest first, until `cancelled()`. Other processes'
-    writes are found by polling every `poll_ms`."""
+    match `filter` to `on_records`, oldest first, with their `TransactionMarks` (aborted
+    ones, markers among them), until `cancelled()`. Other processes' writes are found by
+    polling every `poll_ms`."""
     with Browser(cluster, topic, partitions) as browser:
         while not cancelled():
             page = browser.page(
@@ -871,9 +879,9 @@ def follow(
                     cursor=tail,
                 )
             )
-            tail = page.cursor
             if page.records and not cancelled():
-                on_records(page.records)
+                on_records(page.records, browser.marks(page.records, since=tail))
+            tail = page.cursor
             if not page.more:
                 time.sleep(poll_ms / 1000)
 

@@ -536,6 +536,7 @@ class SearchJob:
         self._positions = dict(starts)
         self._lock = threading.Lock()
         self._results: list[ConsumerRecord] = []
+        self._aborted: set[tuple[int, int]] = set()  # matches an aborted transaction wrote
         self._matches = 0
         self._scanned = 0
         self._covered = 0
@@ -584,6 +585,12 @@ class SearchJob:
         """The matches kept so far (in the order found), from index `start`."""
         with self._lock:
             return self._results[start:stop]
+
+    def is_aborted(self, record: ConsumerRecord) -> bool:
+        """Whether a match was written by a transaction that aborted (read_committed
+        readers never see it), as the consoles mark it."""
+        with self._lock:
+            return (record.partition, record.offset) in self._aborted
 
     def cancel(self) -> None:
         """Stop the search (it ends within one chunk); what it found stays."""
@@ -656,6 +663,9 @@ class SearchJob:
                     if stopped_at is not None:  # cancelled: go on from there next time
                         following = stopped_at
                 following = min(max(following, position[p]), end)
+                aborted = (
+                    consumer.aborted_ranges(tp, hits[0].offset, hits[-1].offset + 1) if hits else []
+                )
                 full = False
                 with self._lock:
                     room = self._max_matches - len(self._results)
@@ -668,6 +678,11 @@ class SearchJob:
                     self._matches += len(hits)
                     if room > 0:
                         self._results.extend(hits[:room])
+                        self._aborted |= {
+                            (p, h.offset)
+                            for h in hits[:room]
+                            if any(a <= h.offset <= b for a, b in aborted)
+                        }
                     self._errors += errors
                     if first and not self._first_error:
                         self._first_error = first

@@ -255,7 +255,7 @@ def _archive_one(
         pl.id, pl.topic_id, pl.partition, pl.volume_id, pl.base_offset, pl.end_offset,
         pl.created_ms, pl.sealed_ms, pl.bytes, st.first_ts, st.max_ts,
     )  # fmt: skip
-    markers = vol.markers(pl.id, pl.base_offset, pl.end_offset - 1)
+    markers = vol.replica_markers(pl.id, pl.base_offset, pl.end_offset - 1)
     written = store.write(cluster.path, name, pl_now, arrow.schema(), _parts(cluster, c), markers)
     if written.rows != st.messages:
         # The volume changed under us (it cannot while the chain lock is held): leave it.

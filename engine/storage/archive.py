@@ -176,7 +176,7 @@ def _meta(
     pl: PartitionletRow,
     batches: list[tuple[Any, ...]],
     origins: list[str],
-    markers: Sequence[tuple[int, int, int, bool]],
+    markers: Sequence[tuple[int, int, int, bool, int]],
 ) -> bytes:
     table = np.array(batches, dtype=np.int64).reshape(-1, len(_BATCH_FIELDS))
     packed = zstandard.ZstdCompressor().compress(table.tobytes())
@@ -192,7 +192,8 @@ def _meta(
             "origins": origins,
             "fields": list(_BATCH_FIELDS),
             "batches": base64.b64encode(packed).decode(),
-            "markers": [[o, p, e, int(c)] for o, p, e, c in markers],
+            # the fifth field: the marker's origin in `origins` (-1: this cluster's)
+            "markers": [[o, p, e, int(c), k] for o, p, e, c, k in markers],
         }
     ).encode()
 
@@ -203,13 +204,14 @@ def write(
     pl: PartitionletRow,
     schema: Any,
     parts: Iterable[tuple[Any, ReplicaBatch, bool, tuple[int, int, int] | None]],
-    markers: Sequence[tuple[int, int, int, bool]] = (),
+    markers: Sequence[tuple[int, int, int, bool, str | None]] = (),
 ) -> Written:
     """Write partitionlet `pl` as the Parquet file `name` (replacing any file there):
     `parts` gives, in offset order, each stored batch as an Arrow RecordBatch of `schema`
     with the batch it came from, whether it had headers and its producer (id, epoch, base
     sequence; None: none); `markers` are the partitionlet's transaction markers (offset,
-    producer id, epoch, True for COMMIT)."""
+    producer id, epoch, True for COMMIT, origin; None: this cluster), as
+    `Volume.replica_markers` gives them."""
     fs, path = filesystem(cluster_path, name)
     parent = path.rsplit("/", 1)[0]
     try:
@@ -247,7 +249,11 @@ def write(
                 if pending_rows >= ROW_GROUP_ROWS:
                     pending_rows = _flush(writer, schema, pending, pending_rows, final=False)
             _flush(writer, schema, pending, pending_rows, final=True)
-            writer.add_key_value_metadata({META_KEY: _meta(pl, batches, list(origins), markers)})
+            kept = [
+                (o, p, e, c, -1 if k is None else origins.setdefault(k, len(origins)))
+                for o, p, e, c, k in markers
+            ]
+            writer.add_key_value_metadata({META_KEY: _meta(pl, batches, list(origins), kept)})
         finally:
             writer.close()
     size = fs.get_file_info(path).size or 0
@@ -359,7 +365,12 @@ class ArchiveReader:
             missing = np.full((len(table), len(_BATCH_FIELDS) - table.shape[1]), -1, np.int64)
             table = np.hstack([table, missing])
         self._origins = info["origins"]
-        self._markers = [(o, p, e, bool(c)) for o, p, e, c in info.get("markers", ())]
+        markers = info.get("markers", ())
+        self._markers = [(m[0], m[1], m[2], bool(m[3])) for m in markers]
+        # files written before markers kept their origin read them as this cluster's
+        self._marker_origins = [
+            self._origins[m[4]] if len(m) > 4 and m[4] >= 0 else None for m in markers
+        ]
         self._batches = table
         # row index where each batch starts in the file (rows are in offset order)
         self._starts = np.concatenate(([0], np.cumsum(table[:, _B["count"]]))).astype(np.int64)
@@ -479,8 +490,15 @@ class ArchiveReader:
     def replica_markers(
         self, pl_id: int, from_offset: int, to_offset: int
     ) -> list[tuple[int, int, int, bool, str | None]]:
-        """None kept, as `markers`."""
-        return []
+        """`markers` with each one's origin (None: this cluster's), as
+        `Volume.replica_markers`."""
+        with self._lock:
+            self._open()
+        return [
+            (*m, origin)
+            for m, origin in zip(self._markers, self._marker_origins, strict=True)
+            if from_offset <= m[0] <= to_offset
+        ]
 
     def producers(self, pl_id: int) -> list[tuple[int, int, int, int]]:
         """None: a producer's state is its recent batches, and history is not recent (Kafka
@@ -555,7 +573,7 @@ class ArchiveReader:
 
     def replica_batches(self, pl_id: int, from_offset: int, limit: int) -> list[ReplicaBatch]:
         """The stored batches holding offsets >= `from_offset`, exactly as they were stored
-        (offsets, origin, timestamps), as `Volume.replica_batches`."""
+        (offsets, origin, timestamps, producer fields), as `Volume.replica_batches`."""
         with self._lock:
             self._open()
             t = self._batches
@@ -568,12 +586,18 @@ class ArchiveReader:
                 payload, count = self._payload(i, i + 1, base)
                 if count == 0:
                     continue
+                producer = int(t[i, _B["producer_id"]])
+                ids = (
+                    (producer, int(t[i, _B["producer_epoch"]]), int(t[i, _B["base_seq"]]))
+                    if producer >= 0
+                    else (None, None, None)
+                )
                 out.append(
                     ReplicaBatch(
                         base, int(t[i, _B["last"]]), count, int(t[i, _B["first_ts"]]),
                         int(t[i, _B["max_ts"]]), int(t[i, _B["ts_type"]]),
                         self._origins[int(t[i, _B["origin"]])], payload,
-                        int(t[i, _B["append_ms"]]),
+                        int(t[i, _B["append_ms"]]), *ids,
                     )
                 )  # fmt: skip
             return out

@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Static
 from console.screens.confirm import ConfirmScreen
 from engine import Cluster, Principal
 from engine.client.transactions import Transactions
+from tests.timing import scaled
 from tests.txn_data import three_transactions
 
 pytestmark = pytest.mark.asyncio
@@ -89,3 +90,45 @@ async def test_a_plain_user_sees_only_their_own_transactions(txns, cluster_path,
             assert app.query_one("#txn-table", DataTable).row_count == 0
             await pilot.press("x")  # nothing to abort: said, not a crash
             assert not isinstance(app.screen, ConfirmScreen)
+
+
+async def test_following_shows_a_marker_that_arrives_after_its_records(
+    txns, make_app, until, cluster
+):
+    """o1 is on screen when its transaction commits: the COMMIT marker comes in with the
+    next message, in its place between them."""
+    from engine import Producer
+
+    o = Transactions(cluster).describe("o").producer_id
+    app = make_app(TOPIC)
+    async with app.run_test(size=(140, 44)) as pilot:
+        pane = app.query_one("#messages")
+        await until(pilot, lambda: pane.loads >= 1)
+        await pilot.press("f")
+        await until(pilot, lambda: pane.following and pane.loads >= 2)
+        txns["o"].commit_transaction()  # COMMIT 6
+        plain = Producer(cluster)
+        plain.send(TOPIC, b"p", partition=0).get(timeout=scaled(30))  # 7
+        plain.close()
+        await until(pilot, lambda: pane.arrived == 1)
+        rows = _rows(app.query_one("#msg-table", DataTable))
+        assert rows[:3] == ["7 p", f"6 COMMIT marker producer id {o}, epoch 0", "5 o1"]
+
+
+async def test_a_search_marks_the_matches_an_aborted_transaction_wrote(txns, make_app, until):
+    from tests.console.test_tui_message_search import _search
+
+    app = make_app(TOPIC)
+    async with app.run_test(size=(140, 44)) as pilot:
+        pane = app.query_one("#messages")
+        await until(pilot, lambda: pane.loads >= 1)
+        await _search(pilot, app, "value != 'c2'")
+        await until(
+            pilot,
+            lambda: pane.search_progress is not None and pane.search_progress.state == "done",
+        )
+        assert sorted(_rows(app.query_one("#msg-table", DataTable))) == [
+            "0 c1",
+            "2 aborted x1",
+            "5 o1",
+        ]

@@ -115,3 +115,39 @@ def test_a_streaming_read_stops_at_the_last_stable_offset_unless_read_uncommitte
         txn.commit_transaction()  # its marker takes offset 3
         txn.close()
         assert committed.reportLatestOffset() == {T: {"0": 4}}
+
+
+def test_a_replay_copies_committed_data_unless_asked_for_read_uncommitted(spark, tmp_path):
+    """`isolation_level` of a replay job (the same in `plet replay --isolation-level`, the
+    web form and the terminal dialog): read_committed by default, as the data source."""
+    from spark_tasks import jobs, replays
+
+    path = tmp_path / "c"
+    with Cluster.open(path) as cluster:
+        cluster.create_stream("/s")
+        cluster.create_topic(T, partitions=1)
+        txn = Producer(cluster, transactional_id="replayed")
+        txn.init_transactions()
+        for value, end in ((b"kept", "commit"), (b"dropped", "abort")):
+            txn.begin_transaction()
+            txn.send(T, value, partition=0).get(timeout=scaled(30))
+            getattr(txn, f"{end}_transaction")()
+        txn.close()
+    for target, level in (("/s:committed", None), ("/s:everything", "read_uncommitted")):
+        params = jobs.check_params(
+            "copy", {"source": T, "target": target, "isolation_level": level}
+        )
+        replays.copy(spark, str(path), params)
+    with Cluster.open(path) as cluster:
+        got = {}
+        for target in ("/s:committed", "/s:everything"):
+            consumer = Consumer(cluster, enable_auto_commit=False, auto_offset_reset="earliest")
+            consumer.assign([TopicPartition(target, 0)])
+            got[target] = []
+            while batch := consumer.poll(timeout_ms=500):
+                got[target] += [r.value for rs in batch.values() for r in rs]
+            got[target].sort()
+            consumer.close()
+    assert got == {"/s:committed": [b"kept"], "/s:everything": [b"dropped", b"kept"]}
+    with pytest.raises(Exception, match="isolation_level must be read_committed"):
+        jobs.check_params("copy", {"source": T, "target": "/s:x", "isolation_level": "dirty"})

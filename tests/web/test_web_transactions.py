@@ -85,3 +85,42 @@ def test_a_plain_user_sees_none_of_others_and_is_refused_plainly(user_client, tx
     )
     assert answer.status_code == 403
     assert "may not abort transaction" in answer.get_data(as_text=True)
+
+
+def _api(app, cluster):
+    from tests.web.test_web_api import ADMIN, _client
+
+    return _client(app, cluster.create_api_token(ADMIN, "txn tests"))
+
+
+def test_the_api_marks_aborted_messages_and_lists_the_markers(app, cluster, txns):
+    api = _api(app, cluster)
+    body = api.get("/topics/s:t/messages").json
+    assert [(m["offset"], m["value"], m["aborted"]) for m in body["messages"]] == [
+        (0, "c1", False),
+        (1, "c2", False),
+        (2, "x1", True),
+        (5, "o1", False),
+    ]
+    assert [(m["offset"], m["type"]) for m in body["markers"]] == [(3, "COMMIT"), (4, "ABORT")]
+    assert all(m["producer_id"] >= 0 and m["producer_epoch"] == 0 for m in body["markers"])
+    # read_committed: no aborted message, nothing at or past the open transaction (LSO 5)
+    committed = api.get("/topics/s:t/messages?isolation_level=read_committed").json
+    assert [m["value"] for m in committed["messages"]] == ["c1", "c2"]
+    bad = api.get("/topics/s:t/messages?isolation_level=serializable")
+    assert bad.status_code == 400 and "isolation_level" in bad.json["message"]
+
+
+def test_searches_mark_the_matches_an_aborted_transaction_wrote(app, client, cluster, txns):
+    from tests.web.test_web_message_search import finished
+
+    api = _api(app, cluster)
+    body = api.get("/topics/s:t/search", query_string={"q": "value != 'c2'"}).json
+    assert [(m["value"], m["aborted"]) for m in body["matches"]] == [
+        ("c1", False),
+        ("x1", True),
+        ("o1", False),
+    ]
+    page = client.get("/topics/s:t/search", query_string={"query": "value != 'c2'"})
+    rows = finished(client, page.get_data(as_text=True))
+    assert _rows(rows) == ["0 c1", "2 aborted:x1", "5 o1"]

@@ -147,11 +147,15 @@ def _decoded_json(found: Decoded | None) -> tuple[Any, dict[str, Any] | None]:
     return (found.value if found.ok else None), schema
 
 
-def record_out(record: ConsumerRecord, decoder: SchemaDecoder | None) -> dict[str, Any]:
-    """The record shape, plus with a decoder `key_decoded`/`value_decoded` (the JSON the
+def record_out(
+    record: ConsumerRecord, decoder: SchemaDecoder | None, aborted: bool
+) -> dict[str, Any]:
+    """The record shape with `aborted` (written by a transaction that aborted: read_committed
+    readers never see it), plus with a decoder `key_decoded`/`value_decoded` (the JSON the
     schema decodes to) and `key_schema`/`value_schema` (id, type, subject, version, and
     `error` when it did not decode); all null for bytes not in the wire format."""
     obj = record_json(record)
+    obj["aborted"] = aborted
     if decoder is not None:
         for part in ("key", "value"):
             value, schema = _decoded_json(decoder.decode(getattr(record, part)))
@@ -329,8 +333,11 @@ def messages(name: str) -> Response:
     with the web page's query grammar (`browse.parse_query`): `partition`, `start`
     (oldest by default here, newest, offset, time), `offset`, `time`, `direction`,
     `limit`, substring filters `key`, `value`, `header` (`name=value` or `name: value`),
-    `text`, `icase`, and `cursor` (a page's `cursor`, to continue). `shape=v0` answers
-    records in the deprecated shape; `decode=schema` adds the schema-decoded key and value."""
+    `text`, `icase`, `cursor` (a page's `cursor`, to continue) and `isolation_level`
+    (read_uncommitted, the default, shows aborted messages marked `aborted`, with the
+    transaction `markers` among them; read_committed leaves them out and stops at each
+    partition's last stable offset). `shape=v0` answers records in the deprecated shape;
+    `decode=schema` adds the schema-decoded key and value."""
     full = topic_name(name)
     shape = request.args.get("shape") or "v1"
     if shape not in SHAPES:
@@ -340,6 +347,7 @@ def messages(name: str) -> Response:
         raise errors.InvalidArgument("decode=schema needs the record shape v1")
     if request.args.get("offset") and request.args.get("time"):
         raise errors.InvalidArgument("give offset or time, not both")
+    level = request.args.get("isolation_level") or "read_uncommitted"  # the engine checks it
     c = cluster()
     info = c.topic(full)
     try:
@@ -350,7 +358,10 @@ def messages(name: str) -> Response:
             default_limit=DEFAULT_LIMIT,
             max_limit=MAX_LIMIT,
         )
-        page = browse.browse(c, query)  # checks consume_perm as the token's user
+        # the browser checks consume_perm as the token's user
+        with browse.Browser(c, query.topic, query.partitions, isolation_level=level) as browser:
+            page = browser.page(query)
+            marks = browser.marks(page.records)
     except browse.BadQuery as exc:
         # the API's error name for a bad argument, whichever module found it
         raise errors.InvalidArgument(str(exc)) from None
@@ -358,11 +369,21 @@ def messages(name: str) -> Response:
     if shape == "v0":
         out = [record_json_v0(r) for r in sorted(records, key=lambda r: (r.partition, r.offset))]
     else:
-        out = [record_out(r, decoder) for r in records]
+        out = [record_out(r, decoder, marks.is_aborted(r)) for r in records]
     return json_response(
         {
             "topic": page.topic,
             "messages": out,
+            "markers": [
+                {
+                    "partition": m.partition,
+                    "offset": m.offset,
+                    "type": m.kind,
+                    "producer_id": m.producer_id,
+                    "producer_epoch": m.epoch,
+                }
+                for m in marks.markers
+            ],
             "cursor": page.cursor,
             "more": page.more,
             "budget_exhausted": page.budget_exhausted,

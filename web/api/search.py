@@ -150,7 +150,7 @@ def search_messages(name: str) -> Response:
         {
             "topic": info.name,
             "q": query,
-            "matches": [record_out(r, decoder) for r in job.results()],
+            "matches": [record_out(r, decoder, job.is_aborted(r)) for r in job.results()],
             "scanned": progress.scanned,
             "from_offsets": {str(p): o for p, o in sorted(job.starts.items())},
             "to_offsets": {str(p): o for p, o in sorted(job.ends.items())},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Protocol
 
 from kafka.protocol.producer import (
     InitProducerIdRequest,
@@ -15,6 +16,7 @@ from kafka.protocol.producer import (
 
 from engine import errors
 from engine.bulk import bulk_records
+from engine.records import RecordMetadata
 from engine.wire import codec, codes
 from engine.wire.broker import Broker
 from engine.wire.connection import Session
@@ -73,27 +75,40 @@ def produce(session: Session, request: ProduceRequest, version: int) -> ProduceR
     deadline = time.monotonic() + min(max(request.timeout_ms, 0) / 1000, _MAX_WAIT_S)
     R = ProduceResponse.TopicProduceResponse
     P = R.PartitionProduceResponse
-    topics = []
     # decompressed bytes, for the whole request (the listener's max_decompressed_bytes)
     budget = codec.Budget(session.limits.max_decompressed_bytes)
-    for topic in request.topic_data:
-        partitions = []
-        for data in topic.partition_data:
-            if acks not in (0, 1, -1):
-                error, offset = codes.INVALID_REQUIRED_ACKS, -1
-            else:
-                error, offset = _write(
+    # Every partition's batches are queued before any is waited on, so the producer's
+    # sender appends them together: one commit (and one fsync at acks=all) per volume for
+    # the request, not one per partition.
+    queued = [
+        [
+            (
+                data.index,
+                (codes.INVALID_REQUIRED_ACKS, -1)
+                if acks not in (0, 1, -1)
+                else _queue(
                     broker,
                     topic.name,
                     data.index,
                     codec.decoded_bytes(data.records),
                     acks,
-                    deadline,
                     budget,
-                )
-            partitions.append(
+                ),
+            )
+            for data in topic.partition_data
+        ]
+        for topic in request.topic_data
+    ]
+    if acks == 0:
+        return None  # Kafka sends no response to acks=0
+    topics = []
+    for topic, partitions in zip(request.topic_data, queued, strict=True):
+        responses = []
+        for index, pending in partitions:
+            error, offset = _wait(pending, deadline)
+            responses.append(
                 P(
-                    index=data.index,
+                    index=index,
                     error_code=error,
                     base_offset=offset,
                     log_append_time_ms=-1,
@@ -102,23 +117,28 @@ def produce(session: Session, request: ProduceRequest, version: int) -> ProduceR
                     error_message=None,
                 )
             )
-        topics.append(R(name=topic.name, partition_responses=partitions))
-    if acks == 0:
-        return None  # Kafka sends no response to acks=0
+        topics.append(R(name=topic.name, partition_responses=responses))
     return ProduceResponse(responses=topics, throttle_time_ms=0)
 
 
-def _write(
+class _Future(Protocol):
+    def get(self, timeout: float | None = None) -> RecordMetadata: ...
+
+
+# A partition's outcome once its batches are queued: an error code and offset already known,
+# or the futures of its stored batches in order (the first one's offset is the answer).
+_Pending = tuple[int, int] | list[_Future]
+
+
+def _queue(
     broker: Broker,
     name: str,
     partition: int,
     data: bytes | None,
     acks: int,
-    deadline: float,
     budget: codec.Budget,
-) -> tuple[int, int]:
-    """(error code, base offset) of one partition's records; nothing is written unless
-    every check passed."""
+) -> _Pending:
+    """Queue one partition's records; nothing is written unless every check passed."""
     cluster = broker.cluster
     try:
         full = broker.full_name(name)
@@ -142,15 +162,16 @@ def _write(
         return codes.INVALID_PRODUCER_ID_MAPPING, -1
     if not any(b.has_producer_id for b in batches):
         # one engine batch for the whole request's records: all or nothing
-        return _send(broker, full, partition, _joined(batches), acks, deadline)
-    first_offset = -1
+        return _send(broker, full, partition, _joined(batches), acks)
+    futures: list[_Future] = []
     for batch in batches:
-        error, offset = _write_batch(broker, full, partition, batch, acks, deadline)
-        if error:
-            return error, -1
-        if first_offset < 0:
-            first_offset = offset
-    return codes.NONE, first_offset
+        sent = _queue_batch(broker, full, partition, batch, acks)
+        if isinstance(sent, tuple):
+            # the batches queued before it may still be written; the client resends them
+            # and the sequence check answers those with their stored offsets
+            return sent
+        futures.extend(sent)
+    return futures
 
 
 def _joined(batches: list[codec.ProducedBatch]) -> codec.ProducedBatch:
@@ -166,25 +187,26 @@ def _joined(batches: list[codec.ProducedBatch]) -> codec.ProducedBatch:
     )
 
 
-def _write_batch(
+def _queue_batch(
     broker: Broker,
     full: str,
     partition: int,
     batch: codec.ProducedBatch,
     acks: int,
-    deadline: float,
-) -> tuple[int, int]:
+) -> _Pending:
     if not batch.has_producer_id:
-        return _send(broker, full, partition, batch, acks, deadline)
+        return _send(broker, full, partition, batch, acks)
     error = broker.check_producer(batch.producer_id, batch.producer_epoch)
     if error:
         return error, -1
     # The check against the partition's stored batches happens in the append's own
     # transaction (engine.storage.volume): a resend, also one after a restart of this
-    # listener, is answered with the offset it was stored at and not written again.
+    # listener, is answered with the offset it was stored at and not written again. The
+    # lock keeps one producer's batches to a partition in its order into the queue, which
+    # the producer appends in that order.
     ids = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
     with broker.sequence_lock(batch.producer_id, full, partition):
-        return _send(broker, full, partition, batch, acks, deadline, ids)
+        return _send(broker, full, partition, batch, acks, ids)
 
 
 def _send(
@@ -193,10 +215,9 @@ def _send(
     partition: int,
     batch: codec.ProducedBatch,
     acks: int,
-    deadline: float,
     idempotent: tuple[int, int, int] | None = None,
-) -> tuple[int, int]:
-    """Append the batch in one engine call; only its first message's future is waited on,
+) -> _Pending:
+    """Queue the batch in one engine call; only its first message's future is waited on,
     since the run is written as one stored batch."""
     producer = broker.producer(acks)
     try:
@@ -210,9 +231,22 @@ def _send(
                 batch.timestamps,
                 idempotent=idempotent,
             )
-        if acks == 0:
-            return codes.NONE, -1
-        metadata = future.get(timeout=max(0.0, deadline - time.monotonic()))
     except errors.PartitionletError as exc:
         return codes.of(exc), -1
-    return codes.NONE, metadata.offset
+    return [future]
+
+
+def _wait(pending: _Pending, deadline: float) -> tuple[int, int]:
+    """(error code, base offset) of a queued partition: its first batch's offset, or the
+    first error among its batches."""
+    if isinstance(pending, tuple):
+        return pending
+    offset = -1
+    try:
+        for future in pending:
+            metadata = future.get(timeout=max(0.0, deadline - time.monotonic()))
+            if offset < 0:
+                offset = metadata.offset
+    except errors.PartitionletError as exc:
+        return codes.of(exc), -1
+    return codes.NONE, offset

@@ -385,3 +385,67 @@ def test_consoles_see_the_lso_open_transactions_aborted_records_and_markers(clus
     finally:
         for producer in (committer, aborter, opener):
             producer.close()
+
+
+def test_a_followed_tail_marks_aborted_records_and_the_markers_that_arrived(cluster):
+    """`follow` (the consoles' live tail) hands each batch with its marks, markers that
+    arrived after the records before them included: a COMMIT written after c1 was shown
+    comes with the next batch, not lost between two batches."""
+    import queue
+    import threading
+
+    from engine.client.browse import OLDEST, Browser, Query, follow
+
+    plain = Producer(cluster)
+    plain.send(A, b"p0", partition=0).get(timeout=scaled(10))
+    with Browser(cluster, A, [0]) as browser:
+        tail = browser.page(Query(A, (0,), OLDEST)).tail
+    batches: queue.Queue = queue.Queue()
+    go_on = threading.Event()
+    stop = threading.Event()
+
+    def arrived(records, marks) -> None:
+        rows = marks.rows(records, forward=True)
+        batches.put(
+            [
+                r.kind
+                if hasattr(r, "kind")
+                else ("aborted " if marks.is_aborted(r) else "") + r.value.decode()
+                for r in rows
+            ]
+        )
+        go_on.wait(scaled(30))  # the next batch waits for the test's writes
+        go_on.clear()
+
+    follower = threading.Thread(
+        target=follow,
+        args=(cluster, A, tail),
+        kwargs={
+            "partitions": [0],
+            "on_records": arrived,
+            "cancelled": stop.is_set,
+            "poll_ms": 20,
+        },
+    )
+    follower.start()
+    committer, aborter = _producer(cluster, "c"), _producer(cluster, "x")
+    try:
+        committer.begin_transaction()
+        committer.send(A, b"c1", partition=0)  # 1
+        committer.flush()
+        assert batches.get(timeout=scaled(30)) == ["c1"]
+        committer.commit_transaction()  # COMMIT 2, after c1 was handed out
+        plain.send(A, b"p1", partition=0).get(timeout=scaled(10))  # 3
+        aborter.begin_transaction()
+        aborter.send(A, b"x1", partition=0)  # 4
+        aborter.flush()
+        aborter.abort_transaction()  # ABORT 5
+        plain.send(A, b"p2", partition=0).get(timeout=scaled(10))  # 6
+        go_on.set()
+        assert batches.get(timeout=scaled(30)) == ["COMMIT", "p1", "aborted x1", "ABORT", "p2"]
+    finally:
+        stop.set()
+        go_on.set()
+        follower.join(scaled(30))
+        for producer in (plain, committer, aborter):
+            producer.close()

@@ -230,7 +230,8 @@ def test_the_file_keeps_producers_and_markers_and_says_its_format(cluster):
     archived_below = [
         m for m in markers if any(a.base_offset <= m[0] < a.end_offset for a in report.archived)
     ]
-    assert kept == [(o, p, e, int(c)) for o, p, e, c in archived_below]
+    # -1: each marker's origin is this cluster
+    assert kept == [(o, p, e, int(c), -1) for o, p, e, c in archived_below]
     assert len(kept) >= 3
 
 
@@ -322,3 +323,65 @@ def test_a_file_of_format_1_reads_as_batches_without_producers(cluster):
     assert _read(cluster, "read_committed") == before
     assert _read(cluster, "read_uncommitted") == before
     assert _scanned(cluster, "read_committed") == before[0]
+
+
+def _stored(cluster: Cluster) -> tuple[list[tuple], list[tuple]]:
+    """Each stored batch's offset, producer fields and origin, and each marker's, as
+    replication reads them (from the volume or the archive, wherever they are)."""
+    from engine.replication.reading import source_batches
+
+    topic = cluster.catalog.topic("/s", "t")
+    got = []
+    while chunk := source_batches(
+        cluster, topic.id, 0, got[-1].last_offset + 1 if got else 0, 10_000, 2**53
+    ):
+        got += chunk
+    batches = [
+        (b.base_offset, b.producer_id, b.producer_epoch, b.base_seq, b.origin)
+        for b in got
+        if b.marker is None
+    ]
+    marks = [
+        (b.base_offset, b.producer_id, b.marker, b.origin) for b in got if b.marker is not None
+    ]
+    return batches, marks
+
+
+def test_archived_transactions_replicate_as_live_ones_down_a_chain(cluster, tmp_path):
+    """A replica of archived history gets the producer fields, the markers and their
+    origins, as it would from the volume: its read_committed readers leave out the same
+    aborted messages, at the same offsets. b archives what it got from a, then passes it on
+    to c: the markers keep a's origin."""
+    from engine import Replicator
+
+    txn = _history(cluster)
+    txn.abort_transaction()
+    txn.close()
+    before = _views(cluster)
+    stored = _stored(cluster)
+    assert {b[1] for b in stored[0]} - {None} and len(stored[1]) == 4
+    assert cluster.archive().archived
+    assert _stored(cluster) == stored  # read back from the files as it was stored
+
+    with (
+        Cluster.open(tmp_path / "b", name="b", partitionlet_bytes=200) as b,
+        Cluster.open(tmp_path / "c", name="c") as c,
+    ):
+        cluster.add_replica("/s", str(b.path))
+        b.add_replica("/s", str(c.path))
+        for source, archive in ((cluster, False), (b, True)):
+            replicator = Replicator(source)
+            try:
+                while replicator.run_once():
+                    pass
+            finally:
+                replicator.close()
+            assert not [r.error for r in source.replicas("/s") if r.error]
+            if archive:
+                assert source.archive().archived  # b's copy goes to its own archive first
+        for replica in (b, c):
+            views = _views(replica)
+            for level in ("committed", "uncommitted"):
+                assert views[level] == before[level]
+            assert views["markers"] == before["markers"]
+            assert _stored(replica) == stored

@@ -87,6 +87,35 @@ def _ck_produce(bootstrap, user, password, value, topic="t", **extra):
     return reports, client_errors
 
 
+def test_describe_producers_answers_only_a_user_who_may_read_the_topic(secure):
+    """Kafka asks for READ on the topic: producer ids, epochs and sequences of a topic are
+    not shown to a user who may not consume it."""
+    from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+
+    from tests.engine.wire.group_client import GroupClient
+
+    _, server, bootstrap = secure
+    assert _ck_produce(bootstrap, *ALICE, b"idempotent", **{"enable.idempotence": True}) == (
+        [None],
+        [],
+    )
+    request = DescribeProducersRequest(
+        topics=[DescribeProducersRequest.TopicRequest(name="t", partition_indexes=[0])]
+    )
+    answers = {}
+    for user, password in (ALICE, BOB):
+        client = GroupClient(server.address, user, password)
+        try:
+            answers[user] = client.call(request, DescribeProducersResponse, 0)
+        finally:
+            client.close()
+    allowed = answers["alice"].topics[0].partitions[0]
+    assert allowed.error_code == 0 and len(allowed.active_producers) >= 1
+    refused = answers["bob"].topics[0].partitions[0]
+    assert refused.error_code == 29  # TOPIC_AUTHORIZATION_FAILED
+    assert refused.active_producers == []
+
+
 # --- SASL/PLAIN -------------------------------------------------------------------------------
 
 
