@@ -19,6 +19,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.bulk import bulk_records
+from engine.errors import CorruptBatch
 from engine.records import ConsumerRecord, OffsetAndTimestamp
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import Catalog, PartitionletRow
@@ -312,7 +313,12 @@ class PartitionLog:
         while len(records) < max_records:
             d = self._decoded
             if d is None or not d.base <= position <= d.last:
-                d, position = self._fetch(position)
+                try:
+                    d, position = self._fetch(position)
+                except CorruptBatch:
+                    if records:  # what lies before the damage first; the error next read
+                        break
+                    raise
                 if d is None:
                     break
                 if position < d.base:
@@ -383,7 +389,12 @@ class PartitionLog:
         while taken < max_records:
             d = self._decoded
             if d is None or not d.base <= position <= d.last:
-                d, position = self._fetch(position)
+                try:
+                    d, position = self._fetch(position)
+                except CorruptBatch:
+                    if out:  # what lies before the damage first; the error next read
+                        break
+                    raise
                 if d is None:
                     break
                 if position < d.base:
