@@ -296,7 +296,10 @@ class PartitionLog:
     ) -> tuple[list[ConsumerRecord], int]:
         """Up to `max_records` records at offsets >= `position`, and the next position.
 
-        Records older than `cutoff_ms` (expired by the stream's ttl) are skipped.
+        Records older than `cutoff_ms` (expired by the stream's ttl) are skipped. A damaged
+        stored batch (its checksum does not match) raises `errors.CorruptBatch` once the
+        records before it are returned: the next position is its first offset, so every
+        read of it raises again, and nothing of it is ever returned.
         """
         self._ensure_chain()
         position = max(position, self._start)

@@ -551,3 +551,25 @@ def test_a_damaged_archive_footer_is_found(cluster_path):
     with Cluster.open(cluster_path) as cluster:
         with pytest.raises(errors.CorruptBatch, match="footer does not match"):
             read_partition(cluster)
+
+
+def test_over_http_a_batch_travels_with_its_checksum(tmp_path):
+    from engine.replication.http import FEATURES, batch_from_json, batch_to_json
+
+    with Cluster.open(tmp_path / "a", name="a") as a:
+        a.create_stream("/s", ttl=0)
+        a.create_topic(TOPIC, partitions=1)
+        fill(a, partitions=1)
+        row = a.catalog.topic("/s", "t")
+        [pl] = a.catalog.chain(row.id, 0)
+        [b] = a.volume(pl.volume_id).replica_batches(pl.id, 0, 1)
+    assert "checksums" in FEATURES
+    item = batch_to_json(b)
+    assert len(item) == 14 and item[13] == b.crc
+    assert batch_from_json(item) == b
+    assert batch_from_json(item[:9]).crc is None  # from a source before checksums
+    payload = bytearray(b.payload)
+    payload[-1] ^= 0x01
+    tampered = batch_to_json(ReplicaBatch(**{**b.__dict__, "payload": bytes(payload)}))
+    with pytest.raises(errors.CorruptBatch, match="offsets 0..19"):
+        batch_from_json(tampered)
