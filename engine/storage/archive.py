@@ -649,6 +649,32 @@ def read_row_group(f: Any, i: int, name: str, pl: PartitionletRow) -> Any:
         raise damaged(name, pl, f"row group {i} is damaged ({exc})") from None
 
 
+def verify(cluster_path: Path, pl: PartitionletRow) -> list[CorruptBatch]:
+    """Read every page of archived partitionlet `pl`'s file against its CRC, and its
+    footer (`plet check`): a `CorruptBatch` per damaged row group or footer, none when
+    sound. A missing file is a `StorageError`, as for any reader."""
+    assert pl.archive_file is not None
+    name = pl.archive_file
+    fs, path = filesystem(cluster_path, name)
+    try:
+        f = open_file(fs, path)
+    except FileNotFoundError as exc:
+        raise StorageError(f"archive file {name} of partitionlet {pl.id} is missing") from exc
+    except (OSError, pa.ArrowException) as exc:
+        return [damaged(name, pl, f"it does not open as Parquet ({exc})")]
+    problems = []
+    try:
+        footer(f, name, pl)
+    except CorruptBatch as exc:
+        problems.append(exc)
+    for i in range(f.metadata.num_row_groups):
+        try:
+            read_row_group(f, i, name, pl)
+        except CorruptBatch as exc:
+            problems.append(exc)
+    return problems
+
+
 def _kept(chunks: Sequence[tuple[int, int]], dropped: Any) -> Iterable[tuple[int, int]]:
     """The chunks [i, j) of batches without the `dropped` ones (None: all kept): a chunk
     with some splits into the runs between them."""

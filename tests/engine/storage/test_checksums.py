@@ -20,8 +20,8 @@ from engine.cli import cli
 from engine.client.browse import Browser, Query, Seek
 from engine.ops import balance
 from engine.replication import DirectoryTarget, ReplicaBatch
+from engine.storage import archive, scan
 from engine.storage import batch as batch_codec
-from engine.storage import scan
 from tests.timing import scaled
 
 TOPIC = "/s:t"
@@ -493,10 +493,12 @@ def archived(cluster_path: Path) -> list[Path]:
     return files
 
 
+def topic_id(cluster: Cluster) -> int:
+    return cluster.catalog.topic("/s", "t").id
+
+
 def forget(cluster_path: Path, files: list[Path]) -> None:
     """This process's open readers of `files` go (another process would open them anew)."""
-    from engine.storage import archive
-
     for f in files:
         archive.forget(str(f.relative_to(cluster_path)))
 
@@ -532,6 +534,10 @@ def test_archived_files_carry_checksums_that_every_read_verifies(cluster_path):
         with pytest.raises(errors.CorruptBatch) as raised:
             read_partition(cluster)
         exc = raised.value
+        # what `plet check` calls: this file's damage, none in the others
+        rows = [pl for pl in cluster.catalog.chain(topic_id(cluster), 0) if pl.archive_file]
+        found = {pl.archive_file: archive.verify(cluster_path, pl) for pl in rows}
+        assert [len(v) for v in found.values()] == [1] + [0] * (len(rows) - 1)
         assert files[0].name in str(exc) and exc.partition == 0
         assert exc.base_offset == 0
         ranges = cluster.scan_ranges([TOPIC])
@@ -573,3 +579,23 @@ def test_over_http_a_batch_travels_with_its_checksum(tmp_path):
     tampered = batch_to_json(ReplicaBatch(**{**b.__dict__, "payload": bytes(payload)}))
     with pytest.raises(errors.CorruptBatch, match="offsets 0..19"):
         batch_from_json(tampered)
+
+
+def test_the_kafka_facade_raises_its_corrupt_record_error(damaged):
+    from engine.kafka import KafkaConsumer
+    from engine.kafka import TopicPartition as KTP
+    from engine.kafka.errors import CorruptRecordException
+
+    consumer = KafkaConsumer(bootstrap_servers=f"file://{damaged.resolve()}",
+                             enable_auto_commit=False, auto_offset_reset="earliest")  # fmt: skip
+    try:
+        consumer.assign([KTP(TOPIC, 0)])
+        got = []
+        with pytest.raises(CorruptRecordException, match="offsets 100..119") as raised:
+            for _ in range(100):
+                for records in consumer.poll(timeout_ms=100, max_records=30).values():
+                    got += records
+        assert isinstance(raised.value.__cause__, errors.CorruptBatch)
+        assert [r.offset for r in got] == list(range(100))
+    finally:
+        consumer.close()
