@@ -283,10 +283,11 @@ class Cluster:
                         catalog.set_setting(key, str(value))
                         settings[key] = str(value)
                 vols = {}
+                names = _damage_names(settings["name"], catalog)
                 for volume_id, vpath in catalog.volumes():
                     full = Path(vpath) if os.path.isabs(vpath) else root / vpath
                     full.parent.mkdir(parents=True, exist_ok=True)
-                    vol = Volume(volume_id, full, clock)
+                    vol = Volume(volume_id, full, clock, names)
                     vols[volume_id] = vol
                     if not full.exists():
                         if catalog.volume_in_use(volume_id):
@@ -1680,3 +1681,14 @@ def _partition_info(
         sum(p.bytes for p in lets),
         lets,
     )
+
+
+def _damage_names(cluster_name: str, catalog: Catalog) -> Callable[[int], tuple[str, str | None]]:
+    """What a volume's error about a damaged batch names (engine.storage.volume.Names):
+    this cluster, and the topic of a topic id, read from the catalog when it happens."""
+
+    def names(topic_id: int) -> tuple[str, str | None]:
+        row = catalog.topic_by_id(topic_id)
+        return cluster_name, row.full_name if row is not None else None
+
+    return names

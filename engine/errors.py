@@ -8,6 +8,8 @@ Messages say what was wrong and what to do about it.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class PartitionletError(Exception):
     """Base class of every engine error."""
@@ -184,6 +186,70 @@ class NotACluster(StorageError):
 
 class CorruptFile(StorageError):
     """A catalog or volume file is not a readable SQLite database."""
+
+
+class CorruptBatch(StorageError):
+    """A stored record batch whose bytes do not match the CRC32C written with it (damaged
+    on disk or on its way from another cluster): none of it is handed out. Says where:
+    `cluster`, `volume` (its id, or a file), `topic`, `partition`, the offsets
+    `base_offset`..`last_offset` and the `partitionlet` (None where not known). Other
+    partitions are not affected; a reader may seek past `last_offset`."""
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        cluster: str | None = None,
+        volume: int | str | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        base_offset: int | None = None,
+        last_offset: int | None = None,
+        partitionlet: int | None = None,
+    ) -> None:
+        self.problem = problem
+        self.cluster = cluster
+        self.volume = volume
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.partitionlet = partitionlet
+        where = []
+        if cluster is not None:
+            where.append(f"cluster {cluster}")
+        if volume is not None:
+            where.append(f"volume {volume}")
+        if topic is not None:
+            where.append(f"topic {topic}")
+        if partition is not None:
+            where.append(f"partition {partition}")
+        if base_offset is not None:
+            where.append(f"offsets {base_offset}..{last_offset}")
+        if partitionlet is not None:
+            where.append(f"partitionlet {partitionlet}")
+        if not where:  # a message as it came (an error answered by another process)
+            super().__init__(problem)
+            return
+        super().__init__(
+            f"damaged record batch ({', '.join(where)}): {problem}; these offsets are not "
+            "served (other partitions are). Restore the partition from a replica or a "
+            "backup; `plet check` lists every damaged batch"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # keyword arguments, so that it pickles (a Spark task's error crosses processes)
+        where = {k: getattr(self, k) for k in _CORRUPT_BATCH_WHERE}
+        return (_corrupt_batch, (self.problem, where))
+
+
+_CORRUPT_BATCH_WHERE = (
+    "cluster", "volume", "topic", "partition", "base_offset", "last_offset", "partitionlet",
+)  # fmt: skip
+
+
+def _corrupt_batch(problem: str, where: dict[str, Any]) -> CorruptBatch:
+    return CorruptBatch(problem, **where)
 
 
 class FileLocked(StorageError):

@@ -118,7 +118,14 @@ def _files(spark: Any, native: dict[str, list[ScanTask]], wanted: Mapping | None
     from pyspark.sql import functions as F  # noqa: N812 (Spark's usual name)
 
     tasks = [t for ts in native.values() for t in ts]
-    df = spark.read.schema(scan.FILE_SCHEMA_DDL).parquet(*sorted(native))
+    # every page checked against the CRC the archiver wrote with it (docs/ARCHIVE.md): a
+    # damaged file fails the job rather than giving altered rows (a Hadoop setting, which
+    # Spark passes on from the read's options)
+    df = (
+        spark.read.schema(scan.FILE_SCHEMA_DDL)
+        .option("parquet.page.verify-checksum.enabled", "true")
+        .parquet(*sorted(native))
+    )
     if wanted is not None:
         df = df.where(_offsets_filter(tasks, wanted))
     streams = sorted({(t.topic, t.stream) for t in tasks})

@@ -25,6 +25,7 @@ from engine.errors import (
     AccessDenied,
     Closed,
     CommitFailed,
+    CorruptBatch,
     IllegalState,
     InvalidArgument,
     InvalidOffset,
@@ -186,6 +187,9 @@ class Consumer:
         self._next_group_check = 0.0
         self._group_checked: set[str] = set()  # the group's permissions passed, once each
         self._rotate = 0
+        # a damaged batch met by a poll that returned other partitions' records: the next
+        # poll raises it (unless that partition is seeked first)
+        self._damaged: tuple[TopicPartition, CorruptBatch] | None = None
         self._closed = False
         if topics:
             self.subscribe(list(topics))
@@ -514,6 +518,8 @@ class Consumer:
             self._drop_buffered({self._canonical(tp)})
 
     def _drop_buffered(self, tps: set[TopicPartition]) -> None:
+        if self._damaged is not None and self._damaged[0] in tps:
+            self._damaged = None  # seeked: its position is the caller's choice now
         if self._iter_buffer and tps:
             self._iter_buffer = deque(
                 r for r in self._iter_buffer if (r.topic, r.partition) not in tps
@@ -802,6 +808,9 @@ class Consumer:
             raise InvalidArgument(f"max_records must be >= 1, got {max_records!r}")
         deadline = time.monotonic() + max(0, timeout_ms) / 1000
         cluster = self._cluster
+        if self._damaged is not None:
+            damaged, self._damaged = self._damaged[1], None
+            raise damaged
         while True:
             self._refresh_metadata()
             self._maybe_sync_group()
@@ -823,7 +832,10 @@ class Consumer:
         self, limit: int, read: Callable[[TopicPartition, Any, int, int | None], tuple[Any, int]]
     ) -> dict[TopicPartition, Any]:
         """Up to `limit` messages of the unpaused partitions, starting at the next partition
-        in turn, each partition's as `read` gives them."""
+        in turn, each partition's as `read` gives them. A damaged batch (`CorruptBatch`)
+        stops only its partition, whose position stays before it: the records of the
+        others are returned and the error raised by the next poll, or now if there are
+        none."""
         out: dict[TopicPartition, Any] = {}
         items = list(self._assigned.items())
         if not items:
@@ -832,6 +844,7 @@ class Consumer:
         self._rotate += 1
         room = limit
         now_ms = self._clock.now_ms()
+        damaged: tuple[TopicPartition, CorruptBatch] | None = None
         for tp, state in items[start:] + items[:start]:
             if state.paused:
                 continue
@@ -839,12 +852,22 @@ class Consumer:
                 state.position = self._reset_position(tp, state)
             ttl = state.meta.ttl_s
             cutoff = now_ms - ttl * 1000 if ttl else None
-            got, count = read(tp, state, room, cutoff)
+            try:
+                got, count = read(tp, state, room, cutoff)
+            except CorruptBatch as exc:
+                # named as this consumer names it (the wire listener answers by these)
+                exc.topic, exc.partition = tp.topic, tp.partition
+                damaged = damaged or (tp, exc)
+                continue
             if count:
                 out[tp] = got
                 room -= count
                 if room <= 0:
                     break
+        if damaged is not None:
+            if not out:
+                raise damaged[1]
+            self._damaged = damaged
         return out
 
     def _read_records(

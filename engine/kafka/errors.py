@@ -325,6 +325,7 @@ _BY_ENGINE_NAME: dict[str, type[KafkaError]] = {
     "UnknownProducerId": UnknownProducerIdError,
     "IllegalState": IllegalStateError,
     "NotACluster": NoBrokersAvailable,
+    "CorruptBatch": CorruptRecordException,  # a stored batch failed its checksum
     # names the group membership work may introduce
     "CommitFailed": CommitFailedError,
     "RebalanceInProgress": RebalanceInProgressError,

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from engine import policies as stream_policies
-from engine.errors import InvalidPolicy
+from engine.errors import CorruptBatch, InvalidPolicy
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import PartitionletRow
 from engine.storage.chain_lock import chain_lock
@@ -127,6 +127,9 @@ class CompactionReport:
     by_topic: dict[str, TopicCompaction] = field(default_factory=dict, hash=False)
     # stream path -> why it was skipped (its stored policies are invalid)
     skipped_streams: dict[str, str] = field(default_factory=dict, hash=False)
+    # "topic partition N" -> the damaged batch that stopped its compaction (the other
+    # partitions were compacted; a damaged batch is never rewritten, `plet check` finds it)
+    damaged: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 # --- walking the catalog -------------------------------------------------------------------
@@ -477,12 +480,19 @@ def _compact(cluster: Cluster) -> CompactionReport:
     totals: defaultdict[str, int] = defaultdict(int)
     by_topic: dict[str, dict[str, int]] = {}
     skipped: dict[str, str] = {}
+    damaged: dict[str, str] = {}
     # Not only true: a stored `compact` that is not a boolean must reach the check (and
     # the report), not be left out silently (topics_with_policy keeps all but false).
     for page in _pages(cluster, "compact", lambda p: p["compact"], skipped, "compaction"):
         for p in page:
             totals["partitions"] += 1
-            for key, value in _compact_partition(cluster, p).items():
+            try:
+                done = _compact_partition(cluster, p)
+            except CorruptBatch as exc:
+                damaged[f"{p.topic} partition {p.partition}"] = str(exc)
+                log.warning("compaction of %s partition %s stopped: %s", p.topic, p.partition, exc)
+                continue
+            for key, value in done.items():
                 totals[key] += value
                 if key != "partitionlets_rewritten":
                     by_topic.setdefault(p.topic, defaultdict(int))[key] += value
@@ -500,6 +510,7 @@ def _compact(cluster: Cluster) -> CompactionReport:
             if v.get("messages_removed")
         },
         skipped_streams=dict(sorted(skipped.items())),
+        damaged=damaged,
     )
 
 

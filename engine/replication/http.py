@@ -232,14 +232,17 @@ def decode_body(body: bytes, encoding: str | None) -> Any:
 
 # What this server understands beyond the first version of the format, in `info`'s answer:
 # "transactions": batch items of 13 fields (the 9, then producer id, producer epoch, base
-# sequence, marker) and apply's "aborted" ranges. A client sends them only to a server that
-# says so; a server reads items of 9 fields as ever.
-FEATURES = ("transactions",)
+# sequence, marker) and apply's "aborted" ranges; "checksums": items of 14 fields (the 13,
+# then the batch's CRC32C as stored at the source, which the server checks before it
+# writes). A client sends them only to a server that says so; a server reads items of 9
+# and 13 fields as ever.
+FEATURES = ("transactions", "checksums")
 
 
 def batch_to_json(b: ReplicaBatch) -> list[Any]:
     """A batch as a wire item: 9 fields, 13 with an idempotent producer's fields or as a
-    transaction marker (to a server with the "transactions" feature only)."""
+    transaction marker (to a server with the "transactions" feature only), 14 with its
+    checksum (to a server with the "checksums" feature only)."""
     item: list[Any] = [
         b.base_offset,
         b.last_offset,
@@ -251,8 +254,10 @@ def batch_to_json(b: ReplicaBatch) -> list[Any]:
         base64.b64encode(b.payload).decode("ascii"),
         b.append_ms,
     ]
-    if b.producer_id is not None or b.marker is not None:
+    if b.producer_id is not None or b.marker is not None or b.crc is not None:
         item += [b.producer_id, b.producer_epoch, b.base_seq, b.marker]
+    if b.crc is not None:
+        item.append(b.crc)
     return item
 
 
@@ -260,10 +265,13 @@ def batch_from_json(item: list[Any]) -> ReplicaBatch:
     """The `ReplicaBatch` of one wire item, its types checked; what the values mean (a
     real batch, offsets and times in range) is checked by the engine before anything is
     written (`check_replica_batch`, in `DirectoryTarget.apply`)."""
-    if not isinstance(item, list) or len(item) not in (9, 13):
-        raise InvalidArgument("a replicated batch is a list of 9 or 13 fields")
+    if not isinstance(item, list) or len(item) not in (9, 13, 14):
+        raise InvalidArgument("a replicated batch is a list of 9, 13 or 14 fields")
     base, last, count, first_ts, max_ts, ts_type, origin, payload, append_ms = item[:9]
-    producer_id, epoch, base_seq, marker = item[9:] if len(item) == 13 else (None,) * 4
+    producer_id, epoch, base_seq, marker = item[9:13] if len(item) >= 13 else (None,) * 4
+    crc = item[13] if len(item) == 14 else None
+    if crc is not None and (isinstance(crc, bool) or not isinstance(crc, int)):
+        raise InvalidArgument("bad replicated batch: its checksum is an integer")
     for value in (base, last, count, first_ts, max_ts, ts_type, append_ms):
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidArgument("bad replicated batch: offsets and times are integers")
@@ -275,7 +283,7 @@ def batch_from_json(item: list[Any]) -> ReplicaBatch:
         raise InvalidArgument("bad replicated batch: the payload is not base64") from None
     batch = ReplicaBatch(
         base, last, count, first_ts, max_ts, ts_type, origin, raw, append_ms,
-        producer_id, epoch, base_seq, marker,
+        producer_id, epoch, base_seq, marker, crc,
     )  # fmt: skip
     check_replica_batch(batch)  # early: a bad item stops the request before any work
     return batch
@@ -371,6 +379,8 @@ class HttpTarget:
         features = info.get("features")
         # a server before transactions takes neither producer fields nor markers
         self.transactions = isinstance(features, list) and "transactions" in features
+        # a server before checksums takes no checksum (it computes its own)
+        self.checksums = isinstance(features, list) and "checksums" in features
 
     def close(self) -> None:
         pass  # urllib keeps no connection open between requests
@@ -521,6 +531,8 @@ class HttpTarget:
         args: dict[str, Any] = {"stream": stream, "topic": topic, "partition": partition}
         items = len(batches)
         kept = list(range(items))
+        if not self.checksums:
+            batches = [replace(b, crc=None) for b in batches]
         if self.transactions:
             if aborted:
                 args["aborted"] = [list(r) for r in aborted]

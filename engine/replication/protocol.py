@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine.errors import InvalidArgument
+from engine.errors import CorruptBatch, InvalidArgument
 from engine.policies import shown
 from engine.records import CREATE_TIME, LOG_APPEND_TIME
 from engine.storage import batch as batch_codec
@@ -88,7 +88,8 @@ def check_replica_batch(b: ReplicaBatch, where: str = "") -> None:
     could have written: its payload a complete record batch whose record count, offsets and
     timestamps agree with its row (`engine.storage.batch.check`: offsets within 0..MAX_OFFSET,
     timestamps within 0..MAX_TIMESTAMP_MS, first_ts <= max_ts), a known timestamp type and
-    a cluster uuid as its origin."""
+    a cluster uuid as its origin. `CorruptBatch` when it came with its source's checksum
+    (`crc`) and does not match it."""
     try:
         if not isinstance(b, ReplicaBatch):
             raise InvalidArgument(f"a ReplicaBatch is required, not {type(b).__name__}")
@@ -110,6 +111,15 @@ def check_replica_batch(b: ReplicaBatch, where: str = "") -> None:
                 raise InvalidArgument("a transaction marker takes one offset and no payload")
             _int_in(b.base_offset, batch_codec.MAX_OFFSET, "its offset")
             return
+        if b.crc is not None and not batch_codec.intact(
+            b.base_offset, b.last_offset, b.ts_type, b.first_ts, b.max_ts, b.payload, b.crc
+        ):
+            raise CorruptBatch(
+                f"a replicated batch {where + ' ' if where else ''}does not match the "
+                f"CRC32C its source stored with it (offsets {b.base_offset}..{b.last_offset}, "
+                f"from cluster {b.origin}): damaged at the source or on its way; nothing "
+                "of this call was written"
+            )
         batch_codec.check(
             b.payload,
             base_offset=b.base_offset,

@@ -9,7 +9,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import AccessDenied, Closed, InvalidArgument, PartitionletError, TryLater
+from engine.errors import (
+    AccessDenied,
+    Closed,
+    CorruptBatch,
+    InvalidArgument,
+    PartitionletError,
+    TryLater,
+)
 from engine.replication.protocol import Target
 from engine.replication.reading import (
     batch_at,
@@ -214,15 +221,24 @@ class Replicator:
         tgt.ensure_topics(link.target_stream, [(t.name, t.partitions, t.overrides) for t in topics])
         ends = tgt.end_offsets(link.target_stream, wanted)
         stuck = {(c["topic"], c["partition"]) for c in conflicts}
+        damaged: CorruptBatch | None = None
         for t in topics:
             for p in range(t.partitions):
                 if (t.full_name, p) in stuck:
                     continue
-                found = self._partition(link, tgt, t, p, ends.get((t.name, p), 0), stats)
+                try:
+                    found = self._partition(link, tgt, t, p, ends.get((t.name, p), 0), stats)
+                except CorruptBatch as exc:
+                    # a damaged batch stops its partition there; the others go on, and the
+                    # link reports it (the first one) at the end of the pass
+                    damaged = damaged or exc
+                    continue
                 if found is not None:
                     conflicts.append(found)
                     stuck.add((t.full_name, p))
         self._offsets(link, tgt, topics)
+        if damaged is not None:
+            raise damaged
 
     def _partition(
         self,

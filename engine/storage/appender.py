@@ -81,6 +81,9 @@ class Appender:
             codec = w.compression or self.codec(w.stream_id)
             if codec != "none":
                 w.payload = batch_codec.compress(w.payload, codec)
+            if w.marker is None:
+                # the checksum's costly part, here rather than under the volume's write lock
+                w.payload_crc = batch_codec.payload_crc(w.payload)
         pending = writes
         for _ in range(MAX_ROLL_RETRIES):
             self._load_active(

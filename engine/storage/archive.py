@@ -20,6 +20,13 @@ its markers as control batches. The new batch fields come after the old ones and
 markers under a new key, so a reader of format 1 reads a format 2 file as before; a file
 of format 1 reads as one whose batches have no producer.
 
+Checksums: every data page carries Parquet's own CRC32 (`write_page_checksum`), which
+every reader here verifies (`page_checksum_verification`), and the footer's entry is
+followed by its CRC32C under `META_CRC_KEY`; a damaged page or footer raises
+`errors.CorruptBatch` naming the file, never altered records. A batch is verified against
+its volume checksum when the archiver reads it (`Volume.replica_batches`), so the file
+holds what was stored. Files written before checksums have none and are read as before.
+
 `archive_file` in the catalog is a path relative to the cluster directory for the
 cluster's own `archive/` folder (so a moved cluster directory keeps its archive) and a
 full `pyarrow.fs` URI otherwise (the stream's `archive_uri` may change later; a file keeps
@@ -44,8 +51,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import zstandard
+from crc32c import crc32c
 
-from engine.errors import InvalidArgument, StorageError
+from engine.errors import CorruptBatch, InvalidArgument, StorageError
 from engine.storage import batch as batch_codec
 from engine.storage.reader import StoredBatch
 from engine.storage.volume import SEALED, PartitionletState, ReplicaBatch
@@ -63,6 +71,7 @@ READ_CHUNK_ROWS = 4096
 # Archived partitionlets kept open per process (footer, batch table, one row group).
 OPEN_FILES = 32
 META_KEY = b"partitionlet"
+META_CRC_KEY = b"partitionlet.crc32c"  # of META_KEY's value, as a decimal string
 FORMAT = 2  # 1: no producer fields, no markers
 URI_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs")
 # The batch table: one row per stored batch, these int64 fields.
@@ -227,7 +236,12 @@ def write(
     # so the writer is given it then (add_key_value_metadata).
     with fs.open_output_stream(path) as sink:
         writer = pq.ParquetWriter(
-            sink, schema, compression="zstd", write_statistics=True, version="2.6"
+            sink,
+            schema,
+            compression="zstd",
+            write_statistics=True,
+            version="2.6",
+            write_page_checksum=True,
         )
         try:
             for rb, b, has_headers, producer in parts:
@@ -253,7 +267,8 @@ def write(
                 (o, p, e, c, -1 if k is None else origins.setdefault(k, len(origins)))
                 for o, p, e, c, k in markers
             ]
-            writer.add_key_value_metadata({META_KEY: _meta(pl, batches, list(origins), kept)})
+            meta = _meta(pl, batches, list(origins), kept)
+            writer.add_key_value_metadata({META_KEY: meta, META_CRC_KEY: str(crc32c(meta))})
         finally:
             writer.close()
     size = fs.get_file_info(path).size or 0
@@ -353,12 +368,12 @@ class ArchiveReader:
             return
         fs, path = filesystem(self._cluster_path, self.name)
         try:
-            f = pq.ParquetFile(fs.open_input_file(path))
+            f = open_file(fs, path)
         except FileNotFoundError as exc:
             raise StorageError(
                 f"archive file {self.name} of partitionlet {self.pl.id} is missing"
             ) from exc
-        info = json.loads(f.metadata.metadata[META_KEY])
+        info = json.loads(footer(f, self.name, self.pl))
         raw = zstandard.ZstdDecompressor().decompress(base64.b64decode(info["batches"]))
         table = np.frombuffer(raw, dtype=np.int64).reshape(-1, len(info["fields"]))
         if table.shape[1] < len(_BATCH_FIELDS):  # format 1: batches without a producer
@@ -415,7 +430,7 @@ class ArchiveReader:
         g = int(np.searchsorted(gs, start, side="right")) - 1
         while start < end:
             if self._group is None or self._group[0] != g:
-                self._group = (g, self._file.read_row_group(g))
+                self._group = (g, read_row_group(self._file, g, self.name, self.pl))
             table = self._group[1]
             lo = start - int(gs[g])
             hi = min(end, int(gs[g + 1])) - int(gs[g])
@@ -592,12 +607,15 @@ class ArchiveReader:
                     if producer >= 0
                     else (None, None, None)
                 )
+                last, ts_type = int(t[i, _B["last"]]), int(t[i, _B["ts_type"]])
+                first_ts, max_ts = int(t[i, _B["first_ts"]]), int(t[i, _B["max_ts"]])
                 out.append(
                     ReplicaBatch(
-                        base, int(t[i, _B["last"]]), count, int(t[i, _B["first_ts"]]),
-                        int(t[i, _B["max_ts"]]), int(t[i, _B["ts_type"]]),
+                        base, last, count, first_ts, max_ts, ts_type,
                         self._origins[int(t[i, _B["origin"]])], payload,
                         int(t[i, _B["append_ms"]]), *ids,
+                        # of the batch as re-encoded here (its pages passed their CRCs)
+                        crc=batch_codec.checksum(base, last, ts_type, first_ts, max_ts, payload),
                     )
                 )  # fmt: skip
             return out
@@ -614,6 +632,71 @@ class ArchiveReader:
                 int(t[i, _B["last"]]),
                 self._origins[int(t[i, _B["origin"]])],
             )
+
+
+def open_file(fs: Any, path: str) -> Any:
+    """An archived file opened for reading, every data page checked against its CRC as it
+    is read (a page written without one, as before checksums, is read unchecked)."""
+    return pq.ParquetFile(fs.open_input_file(path), page_checksum_verification=True)
+
+
+def damaged(name: str, pl: PartitionletRow, problem: str) -> CorruptBatch:
+    """The error of a damaged archive file `name` of partitionlet `pl`."""
+    return CorruptBatch(
+        f"archive file {name}: {problem}",
+        topic=f"#{pl.topic_id}",
+        partition=pl.partition,
+        base_offset=pl.base_offset,
+        last_offset=None if pl.end_offset is None else pl.end_offset - 1,
+        partitionlet=pl.id,
+    )
+
+
+def footer(f: Any, name: str, pl: PartitionletRow) -> bytes:
+    """The partitionlet entry of an open file's footer, checked against its CRC32C."""
+    kv = f.metadata.metadata or {}
+    meta: bytes | None = kv.get(META_KEY)
+    if meta is None:
+        raise damaged(name, pl, "its footer has no partitionlet entry")
+    crc = kv.get(META_CRC_KEY)
+    if crc is not None and crc != str(crc32c(meta)).encode():
+        raise damaged(name, pl, "its footer does not match the CRC32C stored with it")
+    return meta
+
+
+def read_row_group(f: Any, i: int, name: str, pl: PartitionletRow) -> Any:
+    """Row group `i` of an open file; a page that fails its CRC (or does not decode)
+    raises `CorruptBatch`."""
+    try:
+        return f.read_row_group(i)
+    except (OSError, pa.ArrowException) as exc:
+        raise damaged(name, pl, f"row group {i} is damaged ({exc})") from None
+
+
+def verify(cluster_path: Path, pl: PartitionletRow) -> list[CorruptBatch]:
+    """Read every page of archived partitionlet `pl`'s file against its CRC, and its
+    footer (`plet check`): a `CorruptBatch` per damaged row group or footer, none when
+    sound. A missing file is a `StorageError`, as for any reader."""
+    assert pl.archive_file is not None
+    name = pl.archive_file
+    fs, path = filesystem(cluster_path, name)
+    try:
+        f = open_file(fs, path)
+    except FileNotFoundError as exc:
+        raise StorageError(f"archive file {name} of partitionlet {pl.id} is missing") from exc
+    except (OSError, pa.ArrowException) as exc:
+        return [damaged(name, pl, f"it does not open as Parquet ({exc})")]
+    problems = []
+    try:
+        footer(f, name, pl)
+    except CorruptBatch as exc:
+        problems.append(exc)
+    for i in range(f.metadata.num_row_groups):
+        try:
+            read_row_group(f, i, name, pl)
+        except CorruptBatch as exc:
+            problems.append(exc)
+    return problems
 
 
 def _kept(chunks: Sequence[tuple[int, int]], dropped: Any) -> Iterable[tuple[int, int]]:

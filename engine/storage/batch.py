@@ -30,6 +30,13 @@ that compression would not make smaller is stored plain.
 `decode` trusts its input: it reads what this engine wrote. A batch from outside (another
 cluster's replicator) goes through `check` first, which walks the layout with bounds and
 compares it with the row it comes with (count, offsets, timestamps).
+
+Checksums: every stored batch carries `checksum`, a CRC32C of its payload as stored
+(compressed or not) followed by the row fields a reader hands out with it (base and last
+offset, timestamp type, first and largest timestamp), so a flipped byte in either is
+found. The payload's part is computed first, outside the write lock (`payload_crc`), and
+only the 33 bytes of fields inside it; a reader recomputes both, a C call over bytes it
+holds already (no copy).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from typing import NamedTuple
 
 import lz4.frame
 import zstandard
+from crc32c import crc32c
 
 from engine.errors import InvalidArgument, StorageError
 
@@ -545,6 +553,56 @@ def check(
         pos += hlen
     if pos + blobs != size:
         raise _bad(f"{size} bytes, where its columns account for {pos + blobs}")
+
+
+_CRC_FIELDS = struct.Struct("<qqqqB")
+
+
+def payload_crc(payload: bytes) -> int:
+    """The payload's part of `checksum` (CRC32C of the stored payload)."""
+    crc: int = crc32c(payload)
+    return crc
+
+
+def checksum(
+    base_offset: int,
+    last_offset: int,
+    ts_type: int,
+    first_ts: int,
+    max_ts: int,
+    payload: bytes,
+    crc_of_payload: int | None = None,
+) -> int:
+    """The CRC32C stored with a batch: of its payload, then of its row's fields (in the
+    order of a read row, `engine.storage.reader.StoredBatch`). `crc_of_payload` is
+    `payload_crc(payload)` when it is known already. Raises TypeError or struct.error
+    when a field is not what a batch row holds (a damaged row)."""
+    if crc_of_payload is None:
+        crc_of_payload = crc32c(payload)
+    crc: int = crc32c(
+        _CRC_FIELDS.pack(base_offset, last_offset, first_ts, max_ts, ts_type), crc_of_payload
+    )
+    return crc
+
+
+def intact(
+    base_offset: int,
+    last_offset: int,
+    ts_type: int,
+    first_ts: int,
+    max_ts: int,
+    payload: bytes,
+    crc: int | None,
+) -> bool:
+    """Whether a stored batch (a read row, then its stored `crc`) matches its checksum. A
+    batch written before checksums (`crc` None) is taken as it is; a field of another type
+    than a batch row holds (a damaged row) is not intact."""
+    if crc is None:
+        return True
+    try:
+        return checksum(base_offset, last_offset, ts_type, first_ts, max_ts, payload) == crc
+    except (TypeError, struct.error):
+        return False
 
 
 def count_of(payload: bytes) -> int:

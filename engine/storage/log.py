@@ -19,6 +19,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.bulk import bulk_records
+from engine.errors import CorruptBatch
 from engine.records import ConsumerRecord, OffsetAndTimestamp
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import Catalog, PartitionletRow
@@ -295,7 +296,10 @@ class PartitionLog:
     ) -> tuple[list[ConsumerRecord], int]:
         """Up to `max_records` records at offsets >= `position`, and the next position.
 
-        Records older than `cutoff_ms` (expired by the stream's ttl) are skipped.
+        Records older than `cutoff_ms` (expired by the stream's ttl) are skipped. A damaged
+        stored batch (its checksum does not match) raises `errors.CorruptBatch` once the
+        records before it are returned: the next position is its first offset, so every
+        read of it raises again, and nothing of it is ever returned.
         """
         self._ensure_chain()
         position = max(position, self._start)
@@ -312,7 +316,12 @@ class PartitionLog:
         while len(records) < max_records:
             d = self._decoded
             if d is None or not d.base <= position <= d.last:
-                d, position = self._fetch(position)
+                try:
+                    d, position = self._fetch(position)
+                except CorruptBatch:
+                    if records:  # what lies before the damage first; the error next read
+                        break
+                    raise
                 if d is None:
                     break
                 if position < d.base:
@@ -383,7 +392,12 @@ class PartitionLog:
         while taken < max_records:
             d = self._decoded
             if d is None or not d.base <= position <= d.last:
-                d, position = self._fetch(position)
+                try:
+                    d, position = self._fetch(position)
+                except CorruptBatch:
+                    if out:  # what lies before the damage first; the error next read
+                        break
+                    raise
                 if d is None:
                     break
                 if position < d.base:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine import names
-from engine.errors import InvalidArgument, StorageError
+from engine.errors import CorruptBatch, InvalidArgument, StorageError
 from engine.policies import check_stored
 from engine.records import TopicPartition
 from engine.storage import batch as batch_codec
@@ -365,8 +365,8 @@ def _batches(path: str, task: ScanTask) -> tuple[list[ScanBatch], bool]:
             "SELECT state FROM partitionlets WHERE id = ?", (task.partitionlet,)
         ).fetchone()
         sql = (
-            "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload FROM batches "
-            "WHERE partitionlet = ? AND last_offset >= ? AND base_offset < ?"
+            "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload, crc "
+            "FROM batches WHERE partitionlet = ? AND last_offset >= ? AND base_offset < ?"
         )
         args: list[Any] = [task.partitionlet, task.start, task.end]
         for producer_id, first, marker in task.skip:  # as Volume.read leaves them out
@@ -378,7 +378,19 @@ def _batches(path: str, task: ScanTask) -> tuple[list[ScanBatch], bool]:
         raise translate(exc, path, "volume") from exc
     finally:
         conn.close()
-    return [ScanBatch(*r) for r in rows], state is not None and state[0] != DELETED
+    for r in rows:  # each against its checksum, as Volume.read checks
+        if not batch_codec.intact(*r):
+            raise CorruptBatch(
+                "its bytes do not match the CRC32C stored with them",
+                cluster=task.cluster,
+                volume=path,
+                topic=task.topic,
+                partition=task.partition,
+                base_offset=r[0],
+                last_offset=r[1],
+                partitionlet=task.partitionlet,
+            )
+    return [ScanBatch(*r[:6]) for r in rows], state is not None and state[0] != DELETED
 
 
 def read(task: ScanTask) -> list[ScanBatch]:
@@ -486,7 +498,7 @@ def read_archive(task: ScanTask, batch_rows: int = ARCHIVE_ROWS_PER_BATCH) -> It
         found = reader.aborted_offsets(task.partitionlet, task.skip)
         if found:
             aborted = np.array(found, dtype=np.int64).reshape(-1, 2)
-    with handle, pq.ParquetFile(handle) as f:
+    with handle, pq.ParquetFile(handle, page_checksum_verification=True) as f:
         md = f.metadata
         col = md.schema.to_arrow_schema().get_field_index("offset")
         groups = []
@@ -498,7 +510,7 @@ def read_archive(task: ScanTask, batch_rows: int = ARCHIVE_ROWS_PER_BATCH) -> It
             groups.append(i)
         if not groups:
             return
-        for rb in f.iter_batches(batch_size=batch_rows, row_groups=groups):
+        for rb in _checked_batches(f, batch_rows, groups, task):
             offsets = rb.column("offset")
             keep = pc.and_(pc.greater_equal(offsets, task.start), pc.less(offsets, task.end))
             if task.cutoff_ms is not None:
@@ -513,6 +525,30 @@ def read_archive(task: ScanTask, batch_rows: int = ARCHIVE_ROWS_PER_BATCH) -> It
                 rb = rb.filter(keep)
             if rb.num_rows:
                 yield rb
+
+
+def _checked_batches(f: Any, batch_rows: int, groups: list[int], task: ScanTask) -> Iterable[Any]:
+    """`f.iter_batches`, a page that fails its CRC (or does not decode) raising
+    `CorruptBatch` naming the task's file."""
+    import pyarrow as pa
+
+    batches = f.iter_batches(batch_size=batch_rows, row_groups=groups)
+    while True:
+        try:
+            rb = next(batches)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException) as exc:
+            raise CorruptBatch(
+                f"archive file {task.file} is damaged ({exc})",
+                cluster=task.cluster,
+                topic=task.topic,
+                partition=task.partition,
+                base_offset=task.start,
+                last_offset=task.end - 1,
+                partitionlet=task.partitionlet,
+            ) from None
+        yield rb
 
 
 def columns(batch: ScanBatch, task: ScanTask) -> Columns | None:

@@ -15,13 +15,14 @@ Thread-safety: one `Volume` may be shared; each thread uses its own connection.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from engine.clock import SYSTEM_CLOCK, Clock
+from engine.errors import CorruptBatch
 from engine.storage import batch as batch_codec
 from engine.storage.connection import (
     ThreadConnections,
@@ -33,6 +34,10 @@ from engine.storage.reader import StoredBatch
 
 ACTIVE, SEALED, DELETED = 0, 1, 2
 PAGE_SIZE = 16384
+# What a damaged batch's error names, given its topic id: (the cluster's name, the topic's
+# full name or None). The cluster passes it; a volume opened without it names ids.
+Names = Callable[[int], tuple[str, str | None]]
+_MISMATCH = "its bytes do not match the CRC32C stored with them"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS volume_meta (
@@ -70,7 +75,8 @@ CREATE TABLE IF NOT EXISTS batches (
     payload      BLOB NOT NULL,
     producer_id    INTEGER,            -- an idempotent producer's batch (ADDED_COLUMNS)
     producer_epoch INTEGER,
-    base_seq       INTEGER
+    base_seq       INTEGER,
+    crc            INTEGER             -- batch.checksum; NULL: written before checksums
 );
 CREATE UNIQUE INDEX IF NOT EXISTS batches_by_offset ON batches (partitionlet, last_offset);
 CREATE INDEX IF NOT EXISTS batches_by_time ON batches (partitionlet, ts_high);
@@ -101,6 +107,9 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("batches", "producer_id", "INTEGER"),
     ("batches", "producer_epoch", "INTEGER"),
     ("batches", "base_seq", "INTEGER"),
+    # The CRC32C of each batch (engine.storage.batch.checksum), verified by every read.
+    # Batches written before it have none (NULL): they are read unchecked, as before.
+    ("batches", "crc", "INTEGER"),
     ("markers", "origin", "TEXT"),
 )
 # The last batches of one producer in a partitionlet (the idempotence check); partial, so
@@ -129,6 +138,18 @@ PRODUCER_WINDOW = 5
 HEAT_BUCKET_S = 10
 # Heat older than this is deleted now and then by the writer (it only feeds recent views).
 HEAT_KEEP_S = 86400
+
+
+@dataclass
+class BatchCheck:
+    """What `Volume.verify_batches` found in one partitionlet: `batches` read, `unchecked`
+    of them written before checksums (no CRC to compare), and a `CorruptBatch` for each
+    damaged one, in offset order."""
+
+    partitionlet: int
+    batches: int = 0
+    unchecked: int = 0
+    problems: list[CorruptBatch] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -184,6 +205,9 @@ class BatchWrite:
     # a transaction marker, not a batch: True COMMIT, False ABORT (`producer` names whose;
     # it takes one offset and stores no message)
     marker: bool | None = None
+    # batch.payload_crc of `payload` as it is stored, computed before the write lock is
+    # taken (None: the volume computes it)
+    payload_crc: int | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -226,7 +250,7 @@ def is_full(pl: _Partitionlet, roll_bytes: int) -> bool:
 _INSERT_BATCHES = (
     "INSERT INTO batches (partitionlet, base_offset, last_offset, count, first_ts, max_ts, "
     "ts_high, ts_type, append_ms, origin, bytes, payload, producer_id, producer_epoch, "
-    "base_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "base_seq, crc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _NO_PRODUCER = (None, None, None)
 _MARKER_COLUMNS = "partitionlet, offset, producer_id, producer_epoch, is_commit, append_ms, origin"
@@ -275,8 +299,17 @@ class _Appending:
         origin: str,
         payload: bytes,
         producer: tuple[int, int, int] | None = None,
+        crc: int | None = None,
+        crc_of_payload: int | None = None,
     ) -> None:
+        """One batch; `crc` is its `batch.checksum` when known (a replicated batch checked
+        against it), else computed here (from `crc_of_payload`, its payload's part, when
+        known)."""
         size = len(payload)
+        if crc is None:
+            crc = batch_codec.checksum(
+                base_offset, last_offset, ts_type, first_ts, max_ts, payload, crc_of_payload
+            )
         # ts_high, the running max of max_ts, is the time index of `first_batch_at_time`.
         ts_high = max_ts if pl.max_ts is None or max_ts > pl.max_ts else pl.max_ts
         self.rows.append(
@@ -294,6 +327,7 @@ class _Appending:
                 size,
                 payload,
                 *(producer or _NO_PRODUCER),
+                crc,
             )
         )
         pl.next_offset = last_offset + 1
@@ -481,10 +515,17 @@ class Volume:
     append, so offsets are unique whichever process writes; times come from `clock`.
     Any thread may call it (each thread has its own connection), and any process."""
 
-    def __init__(self, volume_id: int, path: Path, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        volume_id: int,
+        path: Path,
+        clock: Clock = SYSTEM_CLOCK,
+        names: Names | None = None,
+    ) -> None:
         self.id = volume_id
         self.path = path
         self._clock = clock
+        self._names = names
         # 16 KiB pages: batches are blobs of up to a few MiB, and larger pages mean fewer
         # overflow pages to chain and checksum (measured: about a third less CPU per MB
         # written than with 4 KiB pages).
@@ -529,6 +570,88 @@ class Volume:
 
     def close(self) -> None:
         self._conns.close()
+
+    # --- checksums ------------------------------------------------------------------------
+
+    def corrupt(
+        self, pl_id: int, base_offset: Any, last_offset: Any, problem: str = _MISMATCH
+    ) -> CorruptBatch:
+        """The error of a damaged batch of `pl_id`, naming the cluster, this volume, the
+        topic and partition (as far as they can be read) and the offsets."""
+        cluster = topic = partition = None
+        try:
+            row = self.conn.execute(
+                "SELECT topic_id, partition FROM partitionlets WHERE id = ?", (pl_id,)
+            ).fetchone()
+        except sqlite3.DatabaseError:
+            row = None
+        if row is not None:
+            topic, partition = f"#{row[0]}", row[1]
+            if self._names is not None:
+                try:
+                    cluster, name = self._names(row[0])
+                except Exception:  # noqa: BLE001 - the error names what it can
+                    name = None
+                topic = name or topic
+        return CorruptBatch(
+            problem,
+            cluster=cluster,
+            volume=f"{self.id} ({self.path})",
+            topic=topic,
+            partition=partition,
+            base_offset=base_offset,
+            last_offset=last_offset,
+            partitionlet=pl_id,
+        )
+
+    def _verified(self, pl_id: int, rows: list[tuple[Any, ...]]) -> list[StoredBatch]:
+        """Read rows of (base_offset, last_offset, ts_type, first_ts, max_ts, payload, crc)
+        as `StoredBatch`es, each checked against its crc (NULL: a batch written before
+        checksums). The rows before the first damaged one are returned; a damaged first
+        one raises `CorruptBatch`, so a reader gets everything up to the damage, then
+        the error, and never a byte of a damaged batch."""
+        intact = batch_codec.intact
+        for i, row in enumerate(rows):
+            if not intact(row[0], row[1], row[2], row[3], row[4], row[5], row[6]):
+                if i:
+                    rows = rows[:i]
+                    break
+                raise self.corrupt(pl_id, row[0], row[1])
+        return [row[:6] for row in rows]
+
+    def _check_copied(self, pl_id: int, rows: list[tuple[Any, ...]]) -> None:
+        """Raise `CorruptBatch` for the first damaged row of `pl_id` among `rows`, full rows
+        of the batches table in the column order of `_INSERT_BATCHES` (a move's copy)."""
+        for r in rows:
+            if not batch_codec.intact(r[1], r[2], r[7], r[4], r[5], r[11], r[15]):
+                raise self.corrupt(pl_id, r[1], r[2])
+
+    def verify_batches(self, pl_id: int, chunk: int = 256) -> BatchCheck:
+        """Check every batch of partitionlet `pl_id` against its checksum (`plet check`):
+        read in chunks of `chunk` batches, each in its own read transaction, so appends
+        go on meanwhile. Returns what was checked and a `CorruptBatch` per damaged batch,
+        in offset order; never raises for a damaged batch."""
+        result = BatchCheck(pl_id)
+        after = -1
+        while True:
+            rows = self._query(
+                "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload, crc "
+                "FROM batches WHERE partitionlet = ? AND last_offset > ? "
+                "ORDER BY last_offset LIMIT ?",
+                (pl_id, after, chunk),
+            )
+            for row in rows:
+                result.batches += 1
+                if row[6] is None:
+                    result.unchecked += 1
+                elif not batch_codec.intact(*row):
+                    result.problems.append(self.corrupt(pl_id, row[0], row[1]))
+            if len(rows) < chunk:
+                return result
+            try:
+                after = int(rows[-1][1])
+            except (TypeError, ValueError):  # a damaged last offset: nothing after it is found
+                return result
 
     def initialize(self, cluster_id: str) -> None:
         try:
@@ -653,6 +776,7 @@ class Volume:
                 appending.add(
                     w.pl_id, pl, w.stream_id, offset, offset + w.count - 1, w.count,
                     w.first_ts, w.max_ts, w.ts_type, w.origin, w.payload, w.producer,
+                    crc_of_payload=w.payload_crc,
                 )  # fmt: skip
                 if w.producer is not None:
                     sequences.appended(w, offset)
@@ -751,12 +875,17 @@ class Volume:
 
     def batch_rows(self, pl_id: int, after_offset: int, limit: int) -> list[tuple[Any, ...]]:
         """Batches whose last offset is > `after_offset`, in offset order, as tuples of
-        (batch id, base_offset, last_offset, count, payload, producer id or None)."""
-        return self._query(
-            "SELECT id, base_offset, last_offset, count, payload, producer_id FROM batches "
+        (batch id, base_offset, last_offset, count, payload, producer id or None), each
+        checked against its checksum as `read` does (compaction never rewrites a damaged
+        batch into one with a good checksum)."""
+        rows = self._query(
+            "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload, crc, id, "
+            "count, producer_id FROM batches "
             "WHERE partitionlet = ? AND last_offset > ? ORDER BY last_offset LIMIT ?",
             (pl_id, after_offset, limit),
         )
+        good = len(self._verified(pl_id, rows))
+        return [(r[7], r[0], r[1], r[8], r[5], r[9]) for r in rows[:good]]
 
     def rewrite_batches(
         self, pl_id: int, rewrites: list[BatchRewrite]
@@ -800,8 +929,8 @@ class Volume:
             stream_id = row[0]
             for rw in rewrites:
                 cur = conn.execute(
-                    "SELECT count, bytes, substr(payload, 1, 2) FROM batches "
-                    "WHERE id = ? AND partitionlet = ?",
+                    "SELECT count, bytes, substr(payload, 1, 2), base_offset, last_offset, "
+                    "ts_type FROM batches WHERE id = ? AND partitionlet = ?",
                     (rw.batch_id, pl_id),
                 ).fetchone()
                 if cur is None or cur[0] != rw.expect_count:
@@ -819,15 +948,19 @@ class Volume:
                     freed_bytes += cur[1]
                     removed += cur[0]
                 else:
+                    crc = batch_codec.checksum(
+                        cur[3], cur[4], cur[5], rw.first_ts, rw.max_ts, payload
+                    )
                     conn.execute(
                         "UPDATE batches SET payload = ?, count = ?, first_ts = ?, max_ts = ?, "
-                        "bytes = ? WHERE id = ?",
+                        "bytes = ?, crc = ? WHERE id = ?",
                         (
                             payload,
                             rw.count,
                             rw.first_ts,
                             rw.max_ts,
                             len(payload),
+                            crc,
                             rw.batch_id,
                         ),
                     )
@@ -895,14 +1028,15 @@ class Volume:
         (base_offset, last_offset, ts_type, first_ts, max_ts, payload). `skip` leaves out
         the batches of aborted transactions: (producer id, first offset, marker offset)."""
         sql = (
-            "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload FROM batches "
-            "WHERE partitionlet = ? AND last_offset >= ?"
+            "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload, crc "
+            "FROM batches WHERE partitionlet = ? AND last_offset >= ?"
         )
         args: list[Any] = [pl_id, from_offset]
         for producer_id, first, marker in skip:
             sql += " AND NOT (producer_id IS ? AND base_offset BETWEEN ? AND ?)"
             args += [producer_id, first, marker]
-        return self._query(sql + " ORDER BY last_offset LIMIT ?", (*args, max_batches))
+        rows = self._query(sql + " ORDER BY last_offset LIMIT ?", (*args, max_batches))
+        return self._verified(pl_id, rows)
 
     def gap_end(
         self, pl_id: int, position: int, skip: Sequence[tuple[int, int, int]] = ()
@@ -975,11 +1109,12 @@ class Volume:
         """The first batch whose running max timestamp reaches `timestamp_ms`, in the form
         of `read`."""
         rows = self._query(
-            "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload FROM batches "
-            "WHERE partitionlet = ? AND ts_high >= ? ORDER BY ts_high, last_offset LIMIT 1",
+            "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload, crc "
+            "FROM batches WHERE partitionlet = ? AND ts_high >= ? "
+            "ORDER BY ts_high, last_offset LIMIT 1",
             (pl_id, timestamp_ms),
         )
-        return rows[0] if rows else None
+        return self._verified(pl_id, rows)[0] if rows else None
 
     def recent_bytes(self, window_s: int = 300) -> tuple[int, int]:
         """(bytes written, bytes read) here in the last `window_s` seconds."""
@@ -1195,17 +1330,20 @@ class Volume:
                         "max_ts, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         row,
                     )
-                    # Batches as they are (their append time and time index too); a move is
-                    # no write, so it adds no heat.
+                    # Batches as they are (their append time, time index and checksum too);
+                    # a move is no write, so it adds no heat. Each is checked first: a
+                    # damaged batch stops the move (the source stays as it is), so a move
+                    # never spreads damage.
                     cursor = src.execute(
                         "SELECT ?, base_offset, last_offset, count, first_ts, max_ts, ts_high, "
                         "ts_type, append_ms, origin, bytes, payload, producer_id, "
-                        "producer_epoch, base_seq FROM batches "
+                        "producer_epoch, base_seq, crc FROM batches "
                         "WHERE partitionlet = ? ORDER BY last_offset",
                         (pl_id, pl_id),
                     )
                     messages = nbytes = 0
                     while rows := cursor.fetchmany(chunk):
+                        source._check_copied(pl_id, rows)
                         conn.executemany(_INSERT_BATCHES, rows)
                         messages += sum(r[3] for r in rows)
                         nbytes += sum(r[10] for r in rows)
@@ -1270,13 +1408,22 @@ class Volume:
         try:
             rows = self.conn.execute(
                 "SELECT base_offset, last_offset, count, first_ts, max_ts, ts_type, origin, "
-                "payload, append_ms, producer_id, producer_epoch, base_seq FROM batches "
+                "payload, append_ms, producer_id, producer_epoch, base_seq, crc FROM batches "
                 "WHERE partitionlet = ? AND last_offset >= ? ORDER BY last_offset LIMIT ?",
                 (pl_id, from_offset, limit),
             ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
-        return [ReplicaBatch(*row) for row in rows]
+        batches = [ReplicaBatch.of_row(row) for row in rows]
+        # checked as `read` checks: the batches up to a damaged one, or the error
+        for i, b in enumerate(batches):
+            if not batch_codec.intact(
+                b.base_offset, b.last_offset, b.ts_type, b.first_ts, b.max_ts, b.payload, b.crc
+            ):
+                if i:
+                    return batches[:i]
+                raise self.corrupt(pl_id, b.base_offset, b.last_offset)
+        return batches
 
     @staticmethod
     def _replicated_marker_here(
@@ -1433,9 +1580,11 @@ class Volume:
                     producer = (b.producer_id, b.producer_epoch, b.base_seq)
                 # Not checked against this cluster's producers (`_Sequences`): the source
                 # checked them, and its producer ids are its own.
+                # b.crc, when it came with one, was checked against the batch
+                # (engine.replication.protocol.check_replica_batch)
                 appending.add(
                     pl_id, pl, target.stream_id, b.base_offset, b.last_offset, b.count,
-                    b.first_ts, b.max_ts, b.ts_type, b.origin, b.payload, producer,
+                    b.first_ts, b.max_ts, b.ts_type, b.origin, b.payload, producer, b.crc,
                 )  # fmt: skip
                 statuses.append("applied")
                 if is_full(pl, roll_bytes):
@@ -1473,6 +1622,14 @@ class ReplicaBatch:
     producer_epoch: int | None = None
     base_seq: int | None = None
     marker: bool | None = None
+    # its batch.checksum, as stored at the source (None: not known, as from a source
+    # before checksums); a replica checks it before writing and stores it
+    crc: int | None = None
+
+    @classmethod
+    def of_row(cls, r: tuple[Any, ...]) -> ReplicaBatch:
+        """A stored batch: a row of its fields in order, but `marker`, then its crc."""
+        return cls(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], crc=r[12])  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,8 @@ UNKNOWN_SERVER_ERROR = -1
 
 def of(exc: BaseException) -> int:
     """The Kafka error code of an engine error met while serving a request."""
+    if isinstance(exc, errors.CorruptBatch):
+        return CORRUPT_MESSAGE
     if isinstance(exc, errors.InvalidName):
         return INVALID_TOPIC_EXCEPTION
     if isinstance(exc, errors.UnknownTopic | errors.UnknownStream | errors.InvalidPartition):

@@ -48,3 +48,37 @@ def test_spark_reads_archive_files_with_the_data_sources_schema(spark, tmp_path)
     ]
     assert rows[1].headers[0].key == "n" and bytes(rows[1].headers[0].value) == b"1"
     assert rows[0].headers is None
+
+
+def test_spark_refuses_a_damaged_archive_page(spark, tmp_path):
+    """A flipped byte in a page of an archived file fails the read (the page's CRC, written
+    by the archiver, which `spark_tasks.history` has Spark's Parquet reader verify; the
+    data source's own read raises `errors.CorruptBatch`), never gives altered rows."""
+    import pyarrow.parquet as pq
+    import pytest
+
+    from engine.storage import archive
+    from spark_tasks import history
+
+    path = tmp_path / "c"
+    with Cluster.open(path, partitionlet_bytes=1500) as cluster:
+        cluster.create_stream("/a", archive_after=60, ttl=0)
+        cluster.create_topic("/a:t", partitions=1)
+        producer = Producer(cluster, acks=1)
+        for i in range(300):
+            producer.send("/a:t", value=b"value-%06d" % i, timestamp_ms=OLD_MS + i)
+        producer.close()
+        assert cluster.archive().archived
+    files = sorted((path / "archive").rglob("*.parquet"))
+    meta = pq.ParquetFile(files[0]).metadata
+    chunk = meta.row_group(0).column(meta.schema.to_arrow_schema().get_field_index("value"))
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    data = bytearray(files[0].read_bytes())
+    data[start + chunk.total_compressed_size // 2] ^= 0x01
+    files[0].write_bytes(bytes(data))
+    archive.forget(str(files[0].relative_to(path)))
+    # (without the check, Spark's reader read this file's 300 rows as if sound)
+    for way, error in (("spark", "CRC checksum verification failed"), ("source", "damaged")):
+        df = history.load(spark, {"cluster": str(path), "topic": "/a:t"}, archive=way)
+        with pytest.raises(Exception, match=error):
+            df.collect()

@@ -67,7 +67,7 @@ def test_a_valid_token_runs_the_target_protocol(app, cluster):
         "cluster_id": cluster.id,
         "name": cluster.name,
         "stream": "/new",
-        "features": ["transactions"],
+        "features": ["transactions", "checksums"],
     }
     assert post(client, "stream_policies", {"stream": "/new"}, token=token).json == {
         "policies": None

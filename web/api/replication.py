@@ -62,6 +62,10 @@ def replication(op: str) -> Response:
         return error_response(409, exc)
     except (ValueError, errors.IllegalState) as exc:
         return error_response(400, exc)
+    except errors.CorruptBatch as exc:
+        # a batch that arrived altered: the request's fault, refused whole; a retry of the
+        # same bytes would be too (a 5xx would be retried)
+        return error_response(400, exc)
     except errors.PartitionletError as exc:
         current_app.logger.warning("replication %s failed: %s", op, exc)
         return error_response(503, exc)

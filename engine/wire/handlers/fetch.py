@@ -208,7 +208,21 @@ class _LongPoll:
             # min_bytes 0 asks for an answer at once, data or not; once min_bytes is met,
             # only what is already there is added (no more waiting), up to the byte limits,
             # so one response carries as much as the client allows, not one poll's worth
-            got = consumer.poll_arrow(timeout_ms=0, max_records=_POLL_RECORDS)
+            try:
+                got = consumer.poll_arrow(timeout_ms=0, max_records=_POLL_RECORDS)
+            except errors.CorruptBatch as exc:
+                # a damaged stored batch: its partition answers CORRUPT_MESSAGE (as a
+                # Kafka broker does), after what it read before the damage; the others
+                # go on
+                damaged = live.get(TopicPartition(exc.topic or "", exc.partition or 0))
+                if damaged is None or damaged.tp is None:
+                    raise
+                consumer.pause(damaged.tp)
+                if not damaged.records:
+                    damaged.error = codes.CORRUPT_MESSAGE
+                if consumer.paused() >= set(live):
+                    break
+                continue
             if not got:
                 break
             for tp, batch in got.items():

@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 from werkzeug.serving import make_server
@@ -314,3 +315,27 @@ def test_topic_overrides_and_their_edits_replicate_over_http(pair):
         settle(a)
         assert b.topic("/s:t1").overrides == {"retention_bytes": 4096}
         assert b.topic("/s:t2").overrides == {"ttl": 60}
+
+
+def test_a_batch_altered_on_its_way_is_refused_whole_and_not_retried(pair):
+    a, b = pair
+    produce(a, "t2", 35, "a")
+    row = a.catalog.topic("/s", "t2")
+    [pl] = a.catalog.chain(row.id, 0)
+    batches = a.volume(pl.volume_id).replica_batches(pl.id, 0, 10)
+    assert batches and all(batch.crc is not None for batch in batches)
+    last = batches[-1]
+    altered = replace(last, payload=last.payload[:-1] + bytes([last.payload[-1] ^ 1]))
+    b.create_stream("/s", ttl=0)
+    b.create_topic("/s:t2", partitions=1)
+    with served(b.path) as port:
+        token = b.create_replication_token("/s")
+        target = HttpTarget(f"http://127.0.0.1:{port}", token)
+        assert target.checksums  # the server says it checks them
+        with pytest.raises(errors.CorruptBatch, match="CRC32C"):
+            target.apply("/s", "t2", 0, [*batches[:-1], altered])
+        assert target.requests == 2  # info, then apply once: not retried
+        assert b.topic("/s:t2").partitions[0].log_end_offset == 0
+        assert target.apply("/s", "t2", 0, batches).done == len(batches)
+        assert b.topic("/s:t2").partitions[0].log_end_offset == 35
+        target.close()
