@@ -602,18 +602,17 @@ class ArchiveReader:
                 if count == 0:
                     continue
                 producer = int(t[i, _B["producer_id"]])
-                ids = (
-                    (producer, int(t[i, _B["producer_epoch"]]), int(t[i, _B["base_seq"]]))
-                    if producer >= 0
-                    else (None, None, None)
-                )
+                known = producer >= 0  # -1: no idempotent producer wrote the batch
                 last, ts_type = int(t[i, _B["last"]]), int(t[i, _B["ts_type"]])
                 first_ts, max_ts = int(t[i, _B["first_ts"]]), int(t[i, _B["max_ts"]])
                 out.append(
                     ReplicaBatch(
                         base, last, count, first_ts, max_ts, ts_type,
                         self._origins[int(t[i, _B["origin"]])], payload,
-                        int(t[i, _B["append_ms"]]), *ids,
+                        int(t[i, _B["append_ms"]]),
+                        producer_id=producer if known else None,
+                        producer_epoch=int(t[i, _B["producer_epoch"]]) if known else None,
+                        base_seq=int(t[i, _B["base_seq"]]) if known else None,
                         # of the batch as re-encoded here (its pages passed their CRCs)
                         crc=batch_codec.checksum(base, last, ts_type, first_ts, max_ts, payload),
                     )

@@ -288,7 +288,7 @@ def test_browse_and_export_read_at_the_isolation_level_asked_live_and_archived(c
 
 def _as_format_1(path: str) -> None:
     """Rewrite an archive file as the engine wrote them before format 2: a batch table of
-    the first nine fields, no markers, no format key."""
+    the first nine fields, no markers, no format key, no footer checksum."""
     import base64
 
     import numpy as np
@@ -304,6 +304,7 @@ def _as_format_1(path: str) -> None:
     info["fields"] = info["fields"][:9]
     del info["markers"], info["format"]
     meta[store.META_KEY] = json.dumps(info).encode()
+    del meta[store.META_CRC_KEY]  # files of format 1 had no checksum of their footer
     pq.write_table(table.replace_schema_metadata(meta), path)
 
 
