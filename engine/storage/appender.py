@@ -99,7 +99,15 @@ class Appender:
         tries = 0
         deadline: float | None = None
         while True:
-            pending = self._write_once(pending, sync)
+            try:
+                pending = self._write_once(pending, sync)
+            except PartitionletError as exc:
+                if all(w.offset is None for w in writes):
+                    raise  # nothing stored: the caller may try it all again
+                for w in pending:  # some are stored: fail only the others
+                    if w.offset is None and w.error is None:
+                        w.error = exc
+                return
             if not pending:
                 return
             tries += 1
