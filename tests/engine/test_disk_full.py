@@ -229,9 +229,7 @@ def test_plet_topic_delete_frees_its_space_with_a_few_mb_free(disk):
         # shrink); the -wal files need room of their own to take the writes.
         disk.release()
         producer = Producer(cluster, default_stream="/s", acks=1)
-        futures = [
-            producer.send("small", value=value, key=str(i).encode()) for i in range(8_000)
-        ]
+        futures = [producer.send("small", value=value, key=str(i).encode()) for i in range(8_000)]
         producer.flush(scaled(60))
         for future in futures:
             future.get(timeout=scaled(30))
