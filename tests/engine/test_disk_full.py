@@ -174,9 +174,12 @@ def test_plet_serve_answers_a_full_disk_with_kafka_storage_error_and_logs_it_onc
     finally:
         proc.terminate()
         _, stderr = proc.communicate(timeout=scaled(30))
+    # one line per cause (a full file: the partition's volume, the catalog when rolling),
+    # though hundreds of produces failed
     storage_lines = [s for s in stderr.splitlines() if "KAFKA_STORAGE_ERROR" in s]
-    assert len(storage_lines) == 1, stderr[-3000:]
-    assert "disk is full" in storage_lines[0]
+    assert 1 <= len(storage_lines) == len(set(storage_lines)) <= 2, stderr[-3000:]
+    assert all("the disk is full" in line for line in storage_lines)
+    assert len([s for s in stderr.splitlines() if "disk is full" in s]) <= 4
     assert "Traceback" not in stderr
     with Cluster.open(path) as cluster:
         consumer = Consumer(cluster, enable_auto_commit=False, auto_offset_reset="earliest")
@@ -263,9 +266,10 @@ def test_a_delete_the_disk_interrupts_is_done_at_once_and_freed_by_the_next_open
         cluster.delete_topic("/s:t")
         with pytest.raises(UnknownTopic):
             cluster.topic("/s:t")
-        pending = cluster.pending_purges()
-        assert pending > 0
-        assert _stored_partitionlets(cluster) == pending
+        # every stored partitionlet of it is pending (with the successors not written yet)
+        stored = _stored_partitionlets(cluster)
+        assert stored > 0
+        assert cluster.pending_purges() >= stored
     disk.release()
     with Cluster.open(path) as cluster:
         assert cluster.pending_purges() == 0
