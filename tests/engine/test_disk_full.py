@@ -276,3 +276,35 @@ def test_a_delete_the_disk_interrupts_is_done_at_once_and_freed_by_the_next_open
         assert _stored_partitionlets(cluster) == 0
         assert cluster.rebalance(dry_run=True).orphans == ()
     assert disk.free() > 50 * 1024 * 1024
+
+
+def test_plet_retention_drops_expired_partitionlets_with_a_few_mb_free(disk):
+    path = disk.path / "c"
+    with Cluster.open(path, partitionlet_bytes=256 * 1024) as cluster:
+        cluster.create_stream("/old", default_partitions=4, ttl=3600)
+        producer = Producer(cluster, default_stream="/old", acks=1)
+        value = os.urandom(1000)
+        two_hours_ago = cluster.clock.now_ms() - 2 * 3600 * 1000
+        for i in range(16_000):  # 16 MB, expired an hour ago
+            producer.send("t", value=value, key=str(i).encode(), timestamp_ms=two_hours_ago)
+        producer.flush(scaled(60))
+        producer.close()
+        stored_before = _stored_partitionlets(cluster)
+    disk.fill(leave=4 * 1024 * 1024)
+    done = subprocess.run(
+        _plet("retention", "--cluster", str(path)),
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+    )
+    assert done.returncode == 0, done.stderr
+    dropped = int(re.match(r"dropped (\d+) partitionlets", done.stdout).group(1))
+    assert dropped >= stored_before > 0
+    with Cluster.open(path) as cluster:
+        assert _stored_partitionlets(cluster) == 0
+        assert cluster.rebalance(dry_run=True).orphans == ()
+        disk.release()
+        producer = Producer(cluster, default_stream="/old", acks=1)
+        producer.send("t", value=b"new", key=b"new").get(timeout=scaled(30))
+        producer.close()
+        assert [r.value for r in _records(cluster, "/old:t")] == [b"new"]
