@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import fcntl
 import json
+import logging
 import os
 import threading
 import uuid
@@ -77,6 +78,8 @@ from engine.storage.log import PartitionLog
 from engine.storage.placement import Placement
 from engine.storage.reader import BatchReader
 from engine.storage.volume import ACTIVE, PartitionletState, Volume
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # engine.replication imports this module
     from engine.client.schemas import SchemaRegistry
@@ -317,6 +320,7 @@ class Cluster:
             raise
         opened = cls(root, catalog, vols, settings, principal or Principal.current(), clock)
         opened._own_principal = principal is None
+        opened.finish_purges()  # a delete that a full disk interrupted (one query if none)
         return opened
 
     def as_principal(self, principal: Principal) -> Cluster:
@@ -1518,17 +1522,59 @@ class Cluster:
             watcher.forget_metadata()
 
     def _purge(self, pls: list[PartitionletRow]) -> None:
-        by_volume: dict[int, list[int]] = defaultdict(list)
-        for pl in pls:
-            by_volume[pl.volume_id].append(pl.id)
-        for volume_id, ids in by_volume.items():
-            self._vols[volume_id].purge(ids)
-        archived = [pl.archive_file for pl in pls if pl.archive_file is not None]
-        if archived:
-            from engine.storage import archive
+        """Free the space of a deleted topic's or stream's partitionlets (the catalog
+        recorded them as pending in the delete's transaction): what cannot be freed now
+        (a full disk) stays pending, so the delete has happened for every user anyway."""
+        if pls:
+            self.finish_purges()
 
-            for name in archived:
-                archive.delete(self.path, name)
+    def pending_purges(self) -> int:
+        """How many partitionlets of deleted topics and streams still hold space (a full
+        disk kept their purge from finishing; `finish_purges` tries again)."""
+        self.check_open()
+        return len(self.catalog.pending_purges())
+
+    def finish_purges(self) -> int:
+        """Free the space of deleted topics and streams that is still pending: purge their
+        partitionlets from the volumes and delete their archive files. What fails (a full
+        disk) stays pending for the next call; opening the cluster, the next delete and
+        the maintenance pass call it. Returns how many partitionlets are still pending."""
+        self.check_open()
+        pending = self.catalog.pending_purges()
+        if not pending:
+            return 0
+        by_volume: dict[int, list[int]] = defaultdict(list)
+        files: dict[int, str] = {}
+        for pl_id, volume_id, archive_file in pending:
+            if archive_file is not None:
+                files[pl_id] = archive_file
+            by_volume[volume_id].append(pl_id)
+        done: list[int] = []
+        for volume_id, ids in by_volume.items():
+            try:
+                vol = self._vols.get(volume_id)
+                if vol is not None:  # a volume removed from the cluster holds nothing
+                    vol.purge(ids)
+                for pl_id in ids:
+                    name = files.get(pl_id)
+                    if name is not None:
+                        from engine.storage import archive  # pyarrow: loaded when needed
+
+                        archive.delete(self.path, name)
+                    done.append(pl_id)
+            except StorageError as exc:
+                log.warning(
+                    "the space of %d deleted partitionlets on volume %d is not freed yet "
+                    "(tried again later): %s",
+                    len(ids),
+                    volume_id,
+                    exc,
+                )
+        try:
+            self.catalog.purged(done)
+        except StorageError as exc:  # purged already: the next call purges them again
+            log.warning("could not record freed partitionlets: %s", exc)
+        return len(pending) - len(done)
 
 
 _PERM_VERBS = {

@@ -254,3 +254,8 @@ def _corrupt_batch(problem: str, where: dict[str, Any]) -> CorruptBatch:
 
 class FileLocked(StorageError):
     """Another process held a file's write lock for longer than the busy timeout."""
+
+
+class DiskFull(StorageError):
+    """A write found no free space on the disk of a data file; nothing of it was stored.
+    It may succeed once space is freed (Kafka's KAFKA_STORAGE_ERROR over the wire)."""

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from engine.cli.options import cluster_option, open_cluster, paging_options
-from engine.cli.output import echo_json, echo_table, plural
+from engine.cli.output import echo_err, echo_json, echo_table, plural
 from engine.policies import POLICIES, Policy, cli_help
 from engine.times import format_duration, format_ms
 from engine.units import format_bytes
@@ -130,6 +130,17 @@ def stream_delete(ctx: click.Context, path: str, yes: bool) -> None:
         )
     cluster.delete_stream(path)
     click.echo(f"deleted stream {info.path}")
+    note_pending_purges(cluster.pending_purges())
+
+
+def note_pending_purges(pending: int) -> None:
+    """Say on stderr that a delete is done but some of its space is not freed yet."""
+    if pending:
+        echo_err(
+            f"note: the space of {plural(pending, 'deleted partitionlet')} is not freed yet "
+            "(is the disk full?); it is freed by the next command on this cluster or its "
+            "maintenance, once there is room"
+        )
 
 
 @stream.command("list")

@@ -9,7 +9,7 @@ import click
 
 from engine.cli.options import cluster_option, open_cluster, paging_options
 from engine.cli.output import echo_err, echo_json, echo_table, plural
-from engine.cli.streams import policy_assignments, policy_name
+from engine.cli.streams import note_pending_purges, policy_assignments, policy_name
 from engine.policies import TOPIC_POLICIES
 from engine.times import format_ms
 from engine.units import format_bytes
@@ -118,8 +118,10 @@ def _value_text(value: Any) -> str:
 @click.pass_context
 def topic_delete(ctx: click.Context, full_name: str) -> None:
     """Delete the topic FULL_NAME and its messages."""
-    open_cluster(ctx).delete_topic(full_name)
+    cluster = open_cluster(ctx)
+    cluster.delete_topic(full_name)
     click.echo(f"deleted topic {full_name}")
+    note_pending_purges(cluster.pending_purges())
 
 
 @topic.command("list")

@@ -49,6 +49,7 @@ from engine.errors import (
     UnknownStream,
     UnknownTopic,
 )
+from engine.log_once import LogOnce
 from engine.records import CREATE_TIME, LOG_APPEND_TIME, RecordMetadata
 from engine.storage import batch as batch_codec
 from engine.storage.appender import Appender
@@ -59,6 +60,10 @@ if TYPE_CHECKING:  # annotations only: the cluster module needs none of this one
     from engine.cluster import Cluster
 
 log = logging.getLogger(__name__)
+# Failed writes are the futures' to report; the log gets one line a minute per cause (a
+# full disk fails every batch), not a line or a traceback per batch.
+FAILURE_LOG_INTERVAL_S = 60.0
+_failure_log = LogOnce(log, FAILURE_LOG_INTERVAL_S)
 
 DEFAULT_BATCH_SIZE = 1024 * 1024  # bytes of values per partition batch
 DEFAULT_BUFFER_MEMORY = 64 * 1024 * 1024
@@ -246,6 +251,16 @@ def _call_back(
             f(*args, future._metadata())
     except Exception:  # a failing callback must not stop the sender or other callbacks
         log.exception("producer callback %r failed", f)
+
+
+def _log_failure(exc: BaseException) -> None:
+    """Log a failed write once a minute per cause: an engine error (a full disk) in one
+    line, anything else (a bug) with its traceback."""
+    cause = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, PartitionletError):
+        _failure_log(logging.ERROR, cause, "producer could not write batches: %s", cause)
+    else:
+        _failure_log(logging.ERROR, cause, "producer sender failed to write batches", exc_info=exc)
 
 
 class Producer:
@@ -903,6 +918,8 @@ class Producer:
             for b, w in zip(ready, writes, strict=True):
                 if w.error is not None:
                     b.error = w.error
+                    if isinstance(w.error, StorageError):
+                        _log_failure(w.error)
                     if isinstance(w.error, UnknownTopic):
                         self._forget_topic(b.topic)
                     if self._coordinator is not None:
@@ -917,7 +934,7 @@ class Producer:
                 self._txn_error = exc if isinstance(exc, PartitionletError) else _wrap(exc)
             else:
                 self._producer_id = None
-            log.exception("producer sender failed to write %d batches", len(taken))
+            _log_failure(exc)
             for b in taken:
                 if not b.resolved and b.error is None and b.offset < 0:
                     b.error = exc if isinstance(exc, PartitionletError) else _wrap(exc)

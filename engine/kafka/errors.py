@@ -260,6 +260,12 @@ InvalidTxnStateError = _code("InvalidTxnStateError", 48)
 InvalidTransactionTimeoutError = _code("InvalidTransactionTimeoutError", 50)
 TransactionalIdAuthorizationFailedError = _code("TransactionalIdAuthorizationFailedError", 53)
 SecurityDisabledError = _code("SecurityDisabledError", 54)
+KafkaStorageError = _code(
+    "KafkaStorageError",
+    56,
+    retriable=True,
+    description="The disk of a log file is full or failed; nothing was written.",
+)
 UnknownProducerIdError = _code("UnknownProducerIdError", 59)
 NonEmptyGroupError = _code(
     "NonEmptyGroupError", 68, description="The group has members, so it cannot be changed."
@@ -317,6 +323,7 @@ _BY_ENGINE_NAME: dict[str, type[KafkaError]] = {
     "AccessDenied": TopicAuthorizationFailedError,
     "Timeout": KafkaTimeoutError,
     "FileLocked": KafkaTimeoutError,
+    "DiskFull": KafkaStorageError,
     "Closed": IllegalStateError,
     "NoOffsetForPartition": NoOffsetForPartitionError,
     "ProducerFenced": ProducerFencedError,

@@ -30,6 +30,10 @@ def _expire_producer_ids(cluster: Cluster) -> int:
     return cluster.expire_producer_ids()
 
 
+def _finish_purges(cluster: Cluster) -> int:
+    return cluster.finish_purges()
+
+
 def _recover_transactions(cluster: Cluster) -> int:
     from engine.client.transactions import Transactions
 
@@ -138,6 +142,8 @@ class Maintenance:
                 archived = self._guarded("archive", _archive)
                 if archived is not None:
                     self.last_archive = archived
+            # deleted topics whose space a full disk kept from being freed
+            self._guarded("pending purges", _finish_purges)
             # copies left by a rebalance that died midway: they only cost disk space
             self._guarded("orphan clean-up", balance.clean_orphans)
             self._guarded("producer id expiry", _expire_producer_ids)

@@ -8,6 +8,11 @@ catalog for a successor starting at the sealed end offset, on the volume that `P
 (engine.storage.placement) chooses; if another writer got there first, the catalog returns
 that one instead.
 
+A batch is reported written (its `offset` set) if and only if its volume committed it: a
+roll that fails after the append (the catalog's disk is full) fails only the batches still
+waiting for the successor, and the next append to that partition rolls again, since the
+volume keeps the partitionlet sealed.
+
 Compression happens here, once for every writer that appends through an `Appender`: each
 batch's body is compressed by its stream's `compression` policy (engine.storage.batch)
 before it reaches the volume. Batches copied by replication keep the codec they have at
@@ -17,6 +22,9 @@ batch's codec (engine.storage.volume), so a policy change affects new batches on
 
 from __future__ import annotations
 
+import logging
+import random
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 
@@ -26,7 +34,13 @@ from engine.storage.catalog import Catalog, PartitionletRow
 from engine.storage.placement import Placement
 from engine.storage.volume import BatchWrite, Volume
 
+log = logging.getLogger(__name__)
+
+# Tries of a batch whose partitionlet other writers keep sealing under it, before it waits
+# its turn: after these it tries again after a short random pause (so the writers ahead of
+# it get through), for up to ROLL_WAIT_S, as long as a writer waits for a file's lock.
 MAX_ROLL_RETRIES = 8
+ROLL_WAIT_S = 30.0
 
 
 class Appender:
@@ -85,51 +99,84 @@ class Appender:
                 # the checksum's costly part, here rather than under the volume's write lock
                 w.payload_crc = batch_codec.payload_crc(w.payload)
         pending = writes
-        for _ in range(MAX_ROLL_RETRIES):
-            self._load_active(
-                {w.key for w in pending if w.key not in self._active},
-                {w.key for w in pending if w.new_topic},
-            )
-            by_volume: dict[int, list[BatchWrite]] = defaultdict(list)
-            for w in pending:
-                pl = self._active.get(w.key)
-                if pl is None:
-                    w.error = UnknownTopic(
-                        f"topic #{w.topic_id} partition {w.partition} no longer exists "
-                        "(deleted while writing)"
-                    )
-                    continue
-                w.pl_id = pl.id
-                w.pl_base_offset = pl.base_offset
-                by_volume[pl.volume_id].append(w)
-            retry: list[BatchWrite] = []
-            sealed: dict[tuple[int, int], tuple[int, int, int]] = {}
-            for volume_id, batch_writes in by_volume.items():
-                try:
-                    self._volumes[volume_id].append(
-                        batch_writes, sync=sync, roll_bytes=self.roll_bytes, roll_ms=self.roll_ms
-                    )
-                except PartitionletError as exc:
-                    for w in batch_writes:
-                        w.error = exc
-                    continue
-                for w in batch_writes:
-                    if w.needs_history:
-                        w.history = self._history(w)
+        tries = 0
+        deadline: float | None = None
+        while True:
+            try:
+                pending = self._write_once(pending, sync)
+            except PartitionletError as exc:
+                if all(w.offset is None for w in writes):
+                    raise  # nothing stored: the caller may try it all again
+                for w in pending:  # some are stored: fail only the others
                     if w.offset is None and w.error is None:
-                        retry.append(w)
-                    if w.sealed_at is not None:
-                        sealed[w.key] = (w.pl_id, w.sealed_at, volume_id)
-            if sealed:
-                self._roll(sealed)
-            if not retry:
+                        w.error = exc
                 return
-            pending = retry
+            if not pending:
+                return
+            tries += 1
+            if tries >= MAX_ROLL_RETRIES:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + ROLL_WAIT_S
+                elif now >= deadline:
+                    break
+                # its turn: the writers that sealed it under this one append and go
+                time.sleep(random.uniform(0.0, 0.001 * min(tries, 20)))
         for w in pending:
             w.error = StorageError(
                 f"partition {w.partition} of topic #{w.topic_id} kept rolling under this "
-                f"writer ({MAX_ROLL_RETRIES} tries); try again"
+                f"writer for {ROLL_WAIT_S:.0f} s ({tries} tries); try again"
             )
+
+    def _write_once(self, pending: list[BatchWrite], sync: bool) -> list[BatchWrite]:
+        """One round of `write`: append what can be, roll what was sealed; returns the
+        writes to try again (their partitionlet was sealed before they got in)."""
+        self._load_active(
+            {w.key for w in pending if w.key not in self._active},
+            {w.key for w in pending if w.new_topic},
+        )
+        by_volume: dict[int, list[BatchWrite]] = defaultdict(list)
+        for w in pending:
+            pl = self._active.get(w.key)
+            if pl is None:
+                w.error = UnknownTopic(
+                    f"topic #{w.topic_id} partition {w.partition} no longer exists "
+                    "(deleted while writing)"
+                )
+                continue
+            w.pl_id = pl.id
+            w.pl_base_offset = pl.base_offset
+            by_volume[pl.volume_id].append(w)
+        retry: list[BatchWrite] = []
+        sealed: dict[tuple[int, int], tuple[int, int, int]] = {}
+        for volume_id, batch_writes in by_volume.items():
+            try:
+                self._volumes[volume_id].append(
+                    batch_writes, sync=sync, roll_bytes=self.roll_bytes, roll_ms=self.roll_ms
+                )
+            except PartitionletError as exc:
+                for w in batch_writes:
+                    w.error = exc
+                continue
+            for w in batch_writes:
+                if w.needs_history:
+                    w.history = self._history(w)
+                if w.offset is None and w.error is None:
+                    retry.append(w)
+                if w.sealed_at is not None:
+                    sealed[w.key] = (w.pl_id, w.sealed_at, volume_id)
+        if sealed:
+            try:
+                self._roll(sealed)
+            except PartitionletError as exc:
+                # The appends are committed and readable: only what waits for a successor
+                # fails. The volume keeps the partitionlet sealed, so the next append to
+                # the partition finds it so and rolls again.
+                for w in retry:
+                    if w.key in sealed:
+                        w.error = exc
+                retry = [w for w in retry if w.error is None]
+        return retry
 
     def _history(self, w: BatchWrite) -> list[tuple[int, int, int, int]]:
         """An idempotent producer's last batches in the partitionlet before `w`'s: sealed,
@@ -173,8 +220,12 @@ class Appender:
         self._active.update(catalog.add_partitionlets(wanted))
         for pl_id, _, volume_id in sealed.values():
             state = self._volumes[volume_id].state(pl_id)
-            if state is not None:  # statistics for listings that read no volume
+            if state is None:
+                continue
+            try:  # statistics for listings that read no volume
                 catalog.record_sealed_stats(pl_id, state.bytes, state.first_ts, state.max_ts)
+            except StorageError as exc:  # a full disk: listings read the volume instead
+                log.debug("no sealed statistics for partitionlet %d: %s", pl_id, exc)
 
     # --- for a writer that appends through the volume itself (replicated apply) -------------
 

@@ -154,6 +154,15 @@ CREATE INDEX IF NOT EXISTS partitionlets_chain
     ON partitionlets (topic_id, partition, base_offset);
 CREATE UNIQUE INDEX IF NOT EXISTS partitionlets_one_active
     ON partitionlets (topic_id, partition) WHERE end_offset IS NULL;
+-- Partitionlets of deleted topics and streams whose space is still to be freed: their
+-- batches in their volume, their archive file. Written in the delete's own transaction (the
+-- delete is done for everyone from its commit), removed once freed; a purge that failed (a
+-- full disk) is finished later by whoever runs `Cluster.finish_purges`.
+CREATE TABLE IF NOT EXISTS purges (
+    partitionlet INTEGER PRIMARY KEY,
+    volume_id    INTEGER NOT NULL,
+    archive_file TEXT
+);
 -- A partition's log start moved by DeleteRecords (Cluster.delete_records) inside a
 -- partitionlet: readers start there; a row only for partitions where it was moved, never
 -- below the first partitionlet's base (the start is the larger of the two).
@@ -746,6 +755,12 @@ class Catalog:
                 )
             ]
             self.conn.execute(
+                "INSERT OR IGNORE INTO purges (partitionlet, volume_id, archive_file) "
+                "SELECT id, volume_id, archive_file FROM partitionlets WHERE topic_id IN "
+                "(SELECT id FROM topics WHERE stream_id = ?)",
+                (stream_id,),
+            )
+            self.conn.execute(
                 "DELETE FROM partitionlets WHERE topic_id IN "
                 "(SELECT id FROM topics WHERE stream_id = ?)",
                 (stream_id,),
@@ -1046,6 +1061,11 @@ class Catalog:
                     f"SELECT {_PL_COLUMNS} FROM partitionlets WHERE topic_id = ?", (topic.id,)
                 )
             ]
+            self.conn.execute(
+                "INSERT OR IGNORE INTO purges (partitionlet, volume_id, archive_file) "
+                "SELECT id, volume_id, archive_file FROM partitionlets WHERE topic_id = ?",
+                (topic.id,),
+            )
             self.conn.execute("DELETE FROM partitionlets WHERE topic_id = ?", (topic.id,))
             self.conn.execute("DELETE FROM log_starts WHERE topic_id = ?", (topic.id,))
             self.groups.forget_topics("topic_id = ?", (topic.id,))
@@ -1055,6 +1075,28 @@ class Catalog:
             )
             self.bump_topology()
         return pls
+
+    def pending_purges(self) -> list[tuple[int, int, str | None]]:
+        """Partitionlets of deleted topics whose space is still to be freed: (id, volume
+        id, archive file or None), by id."""
+        return [
+            (r[0], r[1], r[2])
+            for r in self._query(
+                "SELECT partitionlet, volume_id, archive_file FROM purges ORDER BY partitionlet"
+            )
+        ]
+
+    def purged(self, pl_ids: Sequence[int]) -> None:
+        """These partitionlets' space is freed: forget them."""
+        if not pl_ids:
+            return
+        with self.write():
+            for i in range(0, len(pl_ids), 500):
+                chunk = list(pl_ids[i : i + 500])
+                self.conn.execute(
+                    f"DELETE FROM purges WHERE partitionlet IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                )
 
     # --- partitionlets --------------------------------------------------------------------
 

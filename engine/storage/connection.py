@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from engine.errors import CorruptFile, FileLocked, StorageError
+from engine.errors import CorruptFile, DiskFull, FileLocked, StorageError
 
 # How long a writer waits for another process's write lock before giving up. Writers hold
 # it for one batch commit (milliseconds), so a long wait means something is stuck.
@@ -60,6 +60,10 @@ def connect(path: Path, *, what: str, page_size: int | None = None) -> sqlite3.C
         conn.execute("PRAGMA foreign_keys=OFF")
         conn.execute("PRAGMA temp_store=MEMORY")
         conn.execute("PRAGMA cache_size=-16000")  # 16 MB page cache per connection
+        # Off (some builds turn it on): deleting N bytes would overwrite them with zeros, so
+        # freeing space on a full disk would need as much free space as it frees. Deleted
+        # data stays in free pages until they are reused, as in any file system.
+        conn.execute("PRAGMA secure_delete=OFF")
         return conn
     except sqlite3.DatabaseError as exc:
         raise translate(exc, path, what) from exc
@@ -77,6 +81,11 @@ def translate(exc: sqlite3.Error, path: Path | str, what: str) -> StorageError:
         return CorruptFile(
             f"{what} {path} is not a readable SQLite database ({text}); restore it from a "
             "replica or backup, or move it aside"
+        )
+    if name == "SQLITE_FULL" or "database or disk is full" in text:
+        return DiskFull(
+            f"{what} {path}: the disk is full ({text}); nothing of this write was stored. "
+            "Free space on it (delete topics, shorten retention, move volumes), then try again"
         )
     if name.startswith("SQLITE_BUSY") or name.startswith("SQLITE_LOCKED") or "locked" in text:
         return FileLocked(

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from engine import errors
+from engine.log_once import LogOnce
+
+log = logging.getLogger(__name__)
+# Storage trouble (a full disk fails every produce) is logged here, where every handler's
+# engine error turns into a code: one line per minute per cause, with a count of the rest.
+STORAGE_LOG_INTERVAL_S = 60.0
+_storage_log = LogOnce(log, STORAGE_LOG_INTERVAL_S)
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -45,6 +54,7 @@ GROUP_ID_NOT_FOUND = 69
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 OPERATION_NOT_ATTEMPTED = 55
+KAFKA_STORAGE_ERROR = 56
 MEMBER_ID_REQUIRED = 79
 ELECTION_NOT_NEEDED = 84
 NO_REASSIGNMENT_IN_PROGRESS = 85
@@ -54,8 +64,12 @@ UNKNOWN_SERVER_ERROR = -1
 
 
 def of(exc: BaseException) -> int:
-    """The Kafka error code of an engine error met while serving a request."""
+    """The Kafka error code of an engine error met while serving a request; a storage
+    error (a full disk, a damaged or locked file) is logged, once a minute per cause."""
     if isinstance(exc, errors.CorruptBatch):
+        # not retriable: a damaged batch stays damaged until it is restored
+        cause = f"{type(exc).__name__}: {exc}"
+        _storage_log(logging.ERROR, cause, "answering CORRUPT_MESSAGE: %s", cause)
         return CORRUPT_MESSAGE
     if isinstance(exc, errors.InvalidName):
         return INVALID_TOPIC_EXCEPTION
@@ -81,4 +95,8 @@ def of(exc: BaseException) -> int:
         return REQUEST_TIMED_OUT
     if isinstance(exc, errors.TryLater):
         return NOT_ENOUGH_REPLICAS  # retriable in every client: they back off and resend
+    if isinstance(exc, errors.StorageError):
+        cause = f"{type(exc).__name__}: {exc}"
+        _storage_log(logging.ERROR, cause, "answering KAFKA_STORAGE_ERROR: %s", cause)
+        return KAFKA_STORAGE_ERROR  # retriable: clients resend once the disk has room
     return UNKNOWN_SERVER_ERROR

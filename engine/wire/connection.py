@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from engine.log_once import LogOnce
 from engine.wire import codec, codes
 from engine.wire.broker import Broker
-from engine.wire.limits import Limits, LogOnce
+from engine.wire.limits import Limits
 from engine.wire.park import Park
 from engine.wire.registry import APIS
 

@@ -1,19 +1,18 @@
 """What one listener lets its clients hold (docs/WIRE.md, Limits): connections in all, per
 address and per logged-in user; the bytes of unfinished frames of connections that have not
 logged in yet, and of each user's connections once logged in; the bytes one produce
-request may decompress to; and log lines, so a flood of one error writes one line per interval with a
-count, not a traceback per occurrence."""
+request may decompress to. (Its log lines go through engine.log_once.)"""
 
 from __future__ import annotations
 
-import logging
 import resource
 import threading
-import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.auth.logins import LIMITER, LoginLimiter
+
+# kept for one release: their old home, now engine.log_once
+from engine.log_once import LOG_INTERVAL_S, LogOnce  # noqa: F401
 
 
 def _default_max_connections() -> int:
@@ -62,31 +61,6 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 # Metadata for all topics (and DescribeLogDirs without topics) lists at most this many
 # topics: Kafka's Metadata has no paging (engine.wire.names reads the catalog in pages).
 DEFAULT_MAX_LISTED_TOPICS = 10_000
-# How often one kind of error is logged at most (the next line says how many were dropped).
-LOG_INTERVAL_S = 10.0
-
-
-class LogOnce:
-    """Log one kind of message at most once per `interval` seconds, with how many of its
-    kind were not logged since the last line."""
-
-    def __init__(self, logger: logging.Logger, interval: float = LOG_INTERVAL_S) -> None:
-        self._log = logger
-        self._interval = interval
-        self._lock = threading.Lock()
-        self._last: dict[str, tuple[float, int]] = {}  # kind -> (logged at, dropped since)
-
-    def __call__(self, level: int, kind: str, msg: str, *args: Any, exc_info: Any = None) -> None:
-        now = time.monotonic()
-        with self._lock:
-            at, dropped = self._last.get(kind, (-self._interval, 0))
-            if now - at < self._interval:
-                self._last[kind] = (at, dropped + 1)
-                return
-            self._last[kind] = (now, 0)
-        if dropped:
-            msg += f" ({dropped} more like it in the last {self._interval:g} s not logged)"
-        self._log.log(level, msg, *args, exc_info=exc_info)
 
 
 @dataclass

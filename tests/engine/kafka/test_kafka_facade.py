@@ -841,3 +841,13 @@ def test_close_with_a_short_timeout_keeps_the_cluster_open_until_written(cluster
         TopicPartition("/kafka:bulk", 0): count
     }
     raw.close()
+
+
+def test_a_full_disk_is_kafka_storage_error_in_the_facade():
+    from engine import errors as engine_errors
+    from engine.kafka import errors as kafka_errors
+
+    got = kafka_errors.translate(engine_errors.DiskFull("volume v.db: the disk is full"))
+    assert isinstance(got, kafka_errors.KafkaStorageError)
+    assert (got.errno, got.retriable) == (56, True)
+    assert kafka_errors.for_code(56) is kafka_errors.KafkaStorageError
