@@ -188,3 +188,10 @@ class CorruptFile(StorageError):
 
 class FileLocked(StorageError):
     """Another process held a file's write lock for longer than the busy timeout."""
+
+
+class DamagedPartition(StorageError):
+    """A partition's stored data disagrees with what its catalog or volume promises (a
+    damaged index, row or file, or a log cut short): the message names the topic, the
+    partition and the volume. Writes to it are refused and reads stop there instead of
+    skipping; the other partitions keep working. `plet check` says what to repair."""

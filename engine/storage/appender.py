@@ -20,7 +20,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
-from engine.errors import PartitionletError, StorageError, UnknownStream, UnknownTopic
+from engine.errors import (
+    CorruptFile,
+    DamagedPartition,
+    PartitionletError,
+    StorageError,
+    UnknownStream,
+    UnknownTopic,
+)
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import Catalog, PartitionletRow
 from engine.storage.placement import Placement
@@ -108,9 +115,11 @@ class Appender:
                     )
                 except PartitionletError as exc:
                     for w in batch_writes:
-                        w.error = exc
+                        w.error = self._named(w, exc) if isinstance(exc, CorruptFile) else exc
                     continue
                 for w in batch_writes:
+                    if isinstance(w.error, DamagedPartition):
+                        w.error = self._named(w, w.error)
                     if w.needs_history:
                         w.history = self._history(w)
                     if w.offset is None and w.error is None:
@@ -127,6 +136,16 @@ class Appender:
                 f"partition {w.partition} of topic #{w.topic_id} kept rolling under this "
                 f"writer ({MAX_ROLL_RETRIES} tries); try again"
             )
+
+    def _named(self, w: BatchWrite, exc: StorageError) -> DamagedPartition:
+        """`exc` (a damaged file or partition) as an error that names `w`'s topic and
+        partition."""
+        topic = self._catalog.topic_by_id(w.topic_id)
+        name = topic.full_name if topic is not None else f"#{w.topic_id}"
+        text = str(exc)
+        if isinstance(exc, DamagedPartition):
+            return DamagedPartition(text.replace(f"topic #{w.topic_id}", f"topic {name}", 1))
+        return DamagedPartition(f"partition {w.partition} of topic {name}: {text}")
 
     def _history(self, w: BatchWrite) -> list[tuple[int, int, int, int]]:
         """An idempotent producer's last batches in the partitionlet before `w`'s: sealed,

@@ -113,6 +113,29 @@ def write_transaction(conn: sqlite3.Connection, path: Path | str, what: str) -> 
         raise translate(exc, path, what) from exc
 
 
+def integrity(conn: sqlite3.Connection, path: Path | str, what: str, quick: bool) -> list[str]:
+    """What SQLite's `integrity_check` (or the cheaper `quick_check`, which leaves indexes
+    out) finds wrong in a file: [] when sound; a file too damaged to check says so."""
+    pragma = "quick_check" if quick else "integrity_check"
+    try:
+        lines = [row[0] for row in conn.execute(f"PRAGMA {pragma}(1000)")]
+    except sqlite3.DatabaseError as exc:
+        return [str(translate(exc, path, what))]
+    found = []
+    for line in lines:
+        found += [part for part in str(line).splitlines() if part and part != "ok"]
+    return [line for line in found if not line.startswith("*** in database")]
+
+
+def reindex(conn: sqlite3.Connection, path: Path | str, what: str) -> None:
+    """Rebuild every index of a file from its tables (what a damaged index needs)."""
+    try:
+        with write_transaction(conn, path, what):
+            conn.execute("REINDEX")
+    except sqlite3.DatabaseError as exc:
+        raise translate(exc, path, what) from exc
+
+
 @contextmanager
 def read_transaction(conn: sqlite3.Connection) -> Iterator[None]:
     """A consistent snapshot over several statements; kept short so checkpoints can run."""

@@ -1,0 +1,530 @@
+"""`plet check`: verify a cluster's files against each other, name each problem, repair
+what can be rebuilt.
+
+What is checked (docs/ARCHITECTURE.md, "Durability"):
+
+- `files`: every volume the catalog lists can be opened (present, a sound header, this
+  cluster's), and no volume holds a partitionlet id the catalog never issued;
+- `integrity`: SQLite's `integrity_check` of the catalog and every volume (`quick_check`
+  with `quick`, which leaves indexes out);
+- `chains`: each partition's chain in the catalog against the rows of its volumes: one
+  chain without holes, its sealed partitionlets ending where their volume row ends, the
+  active one's row starting where the catalog says;
+- `counts` (not `quick`): each row's counts and next offset against its batches, read from
+  the table itself (so a damaged index cannot hide one);
+- `orphans`: volume rows the catalog does not place there (an interrupted move);
+- `archives`: every archived partitionlet's file against the catalog;
+- `groups`: committed offsets against their partitions' log ends.
+
+Each check is one function `(Context) -> list[Problem]` in `CHECKS`; adding a check is
+adding one. A problem says what can repair it: `plet check --repair` rebuilds indexes,
+recounts rows, corrects a sealed end the volume vouches for and removes orphans; the rest
+needs a replica or a backup. The last result is kept in the catalog (`last_check`), which
+the consoles show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import StorageError
+from engine.storage.volume import ACTIVE, DELETED, PartitionletState
+
+if TYPE_CHECKING:
+    from engine.cluster import Cluster
+    from engine.storage.catalog import PartitionletRow
+
+# What `plet check` suggests when a problem cannot be rebuilt from what the cluster holds.
+RESTORE = "restore the file from a replica (`plet replica`) or a backup"
+LAST_CHECK_KEY = "last_check"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing found wrong: which check found it, in which file, about which partition
+    (when it concerns one), what to do, and whether `plet check --repair` does it."""
+
+    check: str
+    file: str  # "catalog", "volume 2", or an archive file's name
+    message: str
+    topic: str | None = None
+    partition: int | None = None
+    repair: str = RESTORE
+    repairable: bool = False
+
+    @property
+    def where(self) -> str:
+        if self.topic is None:
+            return self.file
+        part = f" partition {self.partition}" if self.partition is not None else ""
+        return f"{self.topic}{part} ({self.file})"
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What `check` found (and repaired): `ok` when nothing is wrong."""
+
+    cluster: str
+    path: str
+    quick: bool
+    checked_ms: int
+    seconds: float
+    checked: dict[str, int]  # what was looked at: volumes, partitionlets, groups, ...
+    problems: tuple[Problem, ...]
+    repaired: tuple[Problem, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        return data
+
+
+@dataclass(frozen=True)
+class LastCheck:
+    """The last `check` of a cluster, as the consoles show it."""
+
+    checked_ms: int
+    quick: bool
+    problems: int
+    summary: tuple[str, ...]  # the first problems, one line each
+
+    @property
+    def ok(self) -> bool:
+        return self.problems == 0
+
+
+@dataclass
+class Context:
+    """What the checks read once and share: the cluster, its catalog rows by partition,
+    each readable volume's rows (and, unless `quick`, what its batches hold)."""
+
+    cluster: Cluster
+    quick: bool
+    chains: dict[tuple[int, int], list[PartitionletRow]] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+    rows: dict[int, dict[int, PartitionletState]] = field(default_factory=dict)
+    stored: dict[int, dict[int, tuple[int, int, int, int]]] = field(default_factory=dict)
+    unreadable: set[int] = field(default_factory=set)  # volumes whose rows could not be read
+    ends: dict[tuple[int, int], int] = field(default_factory=dict)  # log end offsets
+
+    def name(self, topic_id: int) -> str:
+        return self.names.get(topic_id, f"topic #{topic_id}")
+
+
+Check = Callable[[Context], list[Problem]]
+
+
+# --- the checks --------------------------------------------------------------------------
+
+
+def _files(ctx: Context) -> list[Problem]:
+    cluster = ctx.cluster
+    found = []
+    on_volume: dict[int, set[tuple[int, int]]] = defaultdict(set)
+    for key, chain in ctx.chains.items():
+        for pl in chain:
+            if pl.archive_file is None:
+                on_volume[pl.volume_id].add(key)
+    for vid, damage in sorted(cluster.damaged_volumes().items()):
+        keys = sorted(on_volume.get(vid, ()))
+        found.append(Problem("files", f"volume {vid}", damage, repair=RESTORE))
+        found += [
+            Problem(
+                "files",
+                f"volume {vid}",
+                f"cannot be read or written: volume {vid} is damaged",
+                ctx.name(t),
+                p,
+            )
+            for t, p in keys
+        ]
+    issued = cluster.catalog.issued_partitionlet_id()
+    for vid, vol in sorted(cluster.open_volumes().items()):
+        highest = vol.max_partitionlet_id()
+        if highest > issued:
+            found.append(
+                Problem(
+                    "files",
+                    "catalog",
+                    f"volume {vid} holds partitionlet {highest} but the catalog issued ids up "
+                    f"to {issued} only: the catalog lost commits (an old copy, or a cut WAL)",
+                    repair="restore the catalog from a backup",
+                )
+            )
+    return found
+
+
+def _integrity(ctx: Context) -> list[Problem]:
+    found = []
+    files: list[tuple[str, Callable[[bool], list[str]]]] = [
+        ("catalog", ctx.cluster.catalog.integrity)
+    ]
+    files += [(f"volume {vid}", vol.integrity) for vid, vol in ctx.cluster.open_volumes().items()]
+    for name, run in files:
+        lines = run(ctx.quick)
+        if not lines:
+            continue
+        # An index that disagrees with its table is rebuilt from the table (and checked
+        # again after); a table's own damage is not ours to rebuild.
+        only_indexes = any(" index " in line for line in lines)
+        shown = lines[:5] + ([f"... and {len(lines) - 5} more"] if len(lines) > 5 else [])
+        found.append(
+            Problem(
+                "integrity",
+                name,
+                "SQLite's integrity check: " + "; ".join(shown),
+                repair="rebuild its indexes: plet check --repair" if only_indexes else RESTORE,
+                repairable=only_indexes,
+            )
+        )
+    return found
+
+
+def _chains(ctx: Context) -> list[Problem]:
+    found: list[Problem] = []
+    for (topic_id, partition), chain in sorted(ctx.chains.items()):
+        topic = ctx.name(topic_id)
+        problem = _reporter(found, topic, partition)
+        for before, after in zip(chain, chain[1:], strict=False):
+            if before.end_offset != after.base_offset:
+                end = "active" if before.end_offset is None else f"ends at {before.end_offset}"
+                problem(
+                    "catalog",
+                    f"partitionlet {before.id} {end} but the next one ({after.id}) starts at "
+                    f"{after.base_offset}: a hole in the chain",
+                )
+        for pl in chain:
+            if pl.archive_file is not None or pl.volume_id in ctx.unreadable:
+                continue
+            vol = f"volume {pl.volume_id}"
+            row = ctx.rows.get(pl.volume_id, {}).get(pl.id)
+            span = f"{pl.base_offset}..{'' if pl.end_offset is None else pl.end_offset - 1}"
+            if row is None or row.state == DELETED:
+                if pl.end_offset is None and row is None:
+                    continue  # active, nothing appended yet
+                problem(
+                    vol,
+                    f"partitionlet {pl.id} (offsets {span}) has no row in {vol}: its "
+                    "messages are gone",
+                )
+                continue
+            if row.base_offset != pl.base_offset:
+                problem(
+                    vol,
+                    f"partitionlet {pl.id} starts at {pl.base_offset} in the catalog, at "
+                    f"{row.base_offset} in {vol}",
+                )
+            if pl.end_offset is not None and (
+                row.state == ACTIVE or row.next_offset != pl.end_offset
+            ):
+                fix = (
+                    row.state != ACTIVE
+                    and row.next_offset > pl.base_offset
+                    and _successor_starts(chain, pl, row.next_offset)
+                )
+                problem(
+                    vol if not fix else "catalog",
+                    f"partitionlet {pl.id} holds offsets {span} in the catalog, "
+                    f"{row.base_offset}..{row.next_offset - 1} in {vol}"
+                    + ("" if row.state != ACTIVE else " (not sealed there: its log was cut)"),
+                    "correct the catalog from the volume: plet check --repair" if fix else RESTORE,
+                    fix,
+                )
+    return found
+
+
+def _reporter(found: list[Problem], topic: str, partition: int) -> Callable[..., None]:
+    """Adds a `chains` problem of one partition to `found`: (file, text, repair, repairable)."""
+
+    def problem(file: str, text: str, repair: str = RESTORE, repairable: bool = False) -> None:
+        found.append(Problem("chains", file, text, topic, partition, repair, repairable))
+
+    return problem
+
+
+def _successor_starts(chain: list[PartitionletRow], pl: PartitionletRow, end: int) -> bool:
+    i = chain.index(pl)
+    return i + 1 < len(chain) and chain[i + 1].base_offset == end
+
+
+def _counts(ctx: Context) -> list[Problem]:
+    if ctx.quick:
+        return []
+    found = []
+    placed = {pl.id: key for key, chain in ctx.chains.items() for pl in chain}
+    for vid, rows in sorted(ctx.rows.items()):
+        stored = ctx.stored.get(vid, {})
+        for pl_id, row in rows.items():
+            if row.state == DELETED:
+                continue
+            batches, messages, nbytes, last = stored.get(pl_id, (0, 0, 0, row.base_offset - 1))
+            wrong = []
+            if row.next_offset <= last:
+                wrong.append(f"its next offset is {row.next_offset}, it holds offsets up to {last}")
+            if (row.batches, row.messages, row.bytes) != (batches, messages, nbytes):
+                wrong.append(
+                    f"its row counts {row.batches} batches, {row.messages} messages, "
+                    f"{row.bytes} bytes; its batches are {batches}, {messages}, {nbytes}"
+                )
+            if wrong:
+                topic_id, partition = placed.get(pl_id, (None, None))
+                found.append(
+                    Problem(
+                        "counts",
+                        f"volume {vid}",
+                        f"partitionlet {pl_id}: " + "; ".join(wrong),
+                        None if topic_id is None else ctx.name(topic_id),
+                        partition,
+                        "recount it from its batches: plet check --repair",
+                        True,
+                    )
+                )
+    return found
+
+
+def _orphans(ctx: Context) -> list[Problem]:
+    placed = ctx.cluster.catalog.partitionlet_volumes()
+    return [
+        Problem(
+            "orphans",
+            f"volume {vid}",
+            f"partitionlet {pl_id} has a row here but the catalog does not place it here "
+            "(left by an interrupted move or delete)",
+            repair="remove it: plet check --repair",
+            repairable=True,
+        )
+        for vid, rows in sorted(ctx.rows.items())
+        for pl_id, row in sorted(rows.items())
+        if row.state != DELETED and placed.get(pl_id) != vid
+    ]
+
+
+def _archives(ctx: Context) -> list[Problem]:
+    archived = [pl for chain in ctx.chains.values() for pl in chain if pl.archive_file]
+    if not archived:
+        return []
+    from engine.storage import archive  # pyarrow: loaded when an archive is met
+
+    found = []
+    for pl in archived:
+        text = archive.verify(ctx.cluster.path, pl)
+        if text is not None:
+            found.append(
+                Problem("archives", str(pl.archive_file), text, ctx.name(pl.topic_id), pl.partition)
+            )
+    return found
+
+
+def _groups(ctx: Context) -> list[Problem]:
+    rows = ctx.cluster.catalog.groups.all_offsets(sorted({t for t, _ in ctx.chains}))
+    found = []
+    for group_id, topic_id, partition, offset, _, _ in rows:
+        end = ctx.ends.get((topic_id, partition))
+        if end is not None and offset > end:
+            topic = ctx.name(topic_id)
+            found.append(
+                Problem(
+                    "groups",
+                    "catalog",
+                    f"group {group_id!r} committed offset {offset}, beyond the log end {end}: "
+                    "messages it read are no longer stored",
+                    topic,
+                    partition,
+                    f"restore the volume, or move the group: plet group reset --group "
+                    f"{group_id} --topic {topic} --to-latest",
+                )
+            )
+    return found
+
+
+CHECKS: list[tuple[str, Check]] = [
+    ("files", _files),
+    ("integrity", _integrity),
+    ("chains", _chains),
+    ("counts", _counts),
+    ("orphans", _orphans),
+    ("archives", _archives),
+    ("groups", _groups),
+]
+
+
+# --- running them ------------------------------------------------------------------------
+
+
+def _context(cluster: Cluster, quick: bool) -> Context:
+    ctx = Context(cluster, quick)
+    for pl in cluster.catalog.all_partitionlets():
+        ctx.chains.setdefault((pl.topic_id, pl.partition), []).append(pl)
+    for topic in cluster.catalog.topics_by_id(sorted({t for t, _ in ctx.chains})):
+        ctx.names[topic.id] = topic.full_name
+    for vid, vol in cluster.open_volumes().items():
+        try:
+            ctx.rows[vid] = {row.id: row for row in vol.rows()}
+            if not quick:
+                ctx.stored[vid] = vol.stored()
+        except StorageError:
+            ctx.unreadable.add(vid)  # `integrity` says why
+    for key, chain in ctx.chains.items():
+        last = chain[-1]
+        if last.end_offset is not None:
+            ctx.ends[key] = last.end_offset
+        elif last.volume_id not in ctx.unreadable and last.volume_id in ctx.rows:
+            row = ctx.rows[last.volume_id].get(last.id)
+            ctx.ends[key] = last.base_offset if row is None else row.next_offset
+    return ctx
+
+
+def run(cluster: Cluster, *, quick: bool = False, repair: bool = False) -> CheckReport:
+    """Check `cluster` (see the module's docstring); with `repair`, repair what can be
+    rebuilt and check again. The result is kept as the cluster's last check."""
+    cluster.check_open()
+    started = time.perf_counter()
+    problems = _find(cluster, quick)
+    repaired: list[Problem] = []
+    if repair and any(p.repairable for p in problems):
+        repaired = _repair(cluster, [p for p in problems if p.repairable])
+        problems = _find(cluster, quick)
+    report = CheckReport(
+        cluster.name,
+        str(cluster.path),
+        quick,
+        cluster.clock.now_ms(),
+        time.perf_counter() - started,
+        _checked(cluster),
+        tuple(problems),
+        tuple(repaired),
+    )
+    _remember(cluster, report)
+    return report
+
+
+def run_path(
+    path: str | os.PathLike[str], *, quick: bool = False, repair: bool = False
+) -> CheckReport:
+    """`run` on the cluster at `path`; a catalog that cannot be opened is itself the
+    report's one problem (nothing else can be checked without it)."""
+    from engine.cluster import Cluster
+
+    try:
+        cluster = Cluster.open(path)
+    except StorageError as exc:
+        return CheckReport(
+            "", str(path), quick, int(time.time() * 1000), 0.0, {},
+            (Problem("files", "catalog", str(exc), repair=RESTORE),),
+        )  # fmt: skip
+    with cluster:
+        return run(cluster, quick=quick, repair=repair)
+
+
+def _find(cluster: Cluster, quick: bool) -> list[Problem]:
+    ctx = _context(cluster, quick)
+    found: list[Problem] = []
+    for _, check in CHECKS:
+        found += check(ctx)
+    return found
+
+
+def _checked(cluster: Cluster) -> dict[str, int]:
+    return {
+        "volumes": len(cluster.open_volumes()) + len(cluster.damaged_volumes()),
+        "partitionlets": len(cluster.catalog.all_partitionlets()),
+        "groups": len(cluster.catalog.group_ids()),
+    }
+
+
+def _repair(cluster: Cluster, problems: list[Problem]) -> list[Problem]:
+    """Repair what `problems` say can be (indexes, counts, a sealed end, orphans)."""
+    from engine.ops import balance
+
+    done = []
+    for p in problems:
+        if p.check == "integrity":
+            try:
+                if p.file == "catalog":
+                    cluster.catalog.reindex()
+                else:
+                    cluster.volume(int(p.file.split()[1])).reindex()
+            except StorageError:
+                continue  # the check after says it is still there
+            done.append(p)
+    if any(p.check == "counts" for p in problems):
+        for vol in cluster.open_volumes().values():
+            stored = vol.stored()
+            for row in vol.rows():
+                if row.state == DELETED:
+                    continue
+                n, m, b, last = stored.get(row.id, (0, 0, 0, row.base_offset - 1))
+                if (row.batches, row.messages, row.bytes) != (n, m, b) or row.next_offset <= last:
+                    vol.recount(row.id, n, m, b, last)
+        done += [p for p in problems if p.check == "counts"]
+    chain_fixes = [p for p in problems if p.check == "chains"]
+    if chain_fixes:
+        for pl in cluster.catalog.all_partitionlets():
+            if pl.end_offset is None or pl.archive_file is not None:
+                continue
+            holder = cluster.open_volumes().get(pl.volume_id)
+            state = holder.state(pl.id) if holder is not None else None
+            if state is not None and state.state != ACTIVE and state.next_offset != pl.end_offset:
+                chain = cluster.catalog.chain(pl.topic_id, pl.partition)
+                if _successor_starts(chain, pl, state.next_offset):
+                    cluster.catalog.set_end_offset(pl.id, state.next_offset)
+        done += chain_fixes
+    if any(p.check == "orphans" for p in problems):
+        balance.clean_orphans(cluster)
+        done += [p for p in problems if p.check == "orphans"]
+    return done
+
+
+def _remember(cluster: Cluster, report: CheckReport) -> None:
+    summary = [f"{p.where}: {p.message}" for p in report.problems[:5]]
+    value = {
+        "checked_ms": report.checked_ms,
+        "quick": report.quick,
+        "problems": len(report.problems),
+        "summary": summary,
+    }
+    try:
+        cluster.catalog.set_setting(LAST_CHECK_KEY, json.dumps(value))
+    except StorageError:
+        pass  # a catalog that cannot be written: the report itself says why
+
+
+def last_check(cluster: Cluster) -> LastCheck | None:
+    """The last `plet check` of this cluster (None: never checked)."""
+    text = cluster.catalog.settings().get(LAST_CHECK_KEY)
+    if text is None:
+        return None
+    data = json.loads(text)
+    return LastCheck(
+        int(data["checked_ms"]), bool(data["quick"]), int(data["problems"]), tuple(data["summary"])
+    )
+
+
+def suggestions(report: CheckReport) -> list[str]:
+    """The distinct repairs the report's problems call for, repairable ones first."""
+    seen: dict[str, bool] = {}
+    for p in report.problems:
+        seen.setdefault(p.repair, p.repairable)
+    return sorted(seen, key=lambda r: not seen[r])
+
+
+__all__ = [
+    "CHECKS",
+    "CheckReport",
+    "LastCheck",
+    "Problem",
+    "last_check",
+    "run",
+    "run_path",
+    "suggestions",
+]
