@@ -510,6 +510,31 @@ def last_check(cluster: Cluster) -> LastCheck | None:
     )
 
 
+def health(cluster: Cluster) -> tuple[bool, str]:
+    """(sound, one line) of what the consoles show: the volumes found damaged at open and
+    the last `plet check`'s result, or that none ran."""
+    from engine.times import format_ms
+
+    damaged = cluster.damaged_volumes()
+    last = last_check(cluster)
+    parts = []
+    if damaged:
+        parts.append(
+            f"damaged volume{'s' if len(damaged) > 1 else ''} {', '.join(map(str, damaged))}"
+        )
+    if last is None:
+        parts.append("never checked (plet check)")
+    else:
+        kind = "quick check" if last.quick else "check"
+        found = (
+            "no problems"
+            if last.ok
+            else f"{last.problems} problem{'s' if last.problems > 1 else ''}"
+        )
+        parts.append(f"last {kind} {format_ms(last.checked_ms, seconds=True)}: {found}")
+    return not damaged and (last is None or last.ok), "; ".join(parts)
+
+
 def suggestions(report: CheckReport) -> list[str]:
     """The distinct repairs the report's problems call for, repairable ones first."""
     seen: dict[str, bool] = {}
@@ -523,6 +548,7 @@ __all__ = [
     "CheckReport",
     "LastCheck",
     "Problem",
+    "health",
     "last_check",
     "run",
     "run_path",
