@@ -118,7 +118,12 @@ class Context:
     ends: dict[tuple[int, int], int] = field(default_factory=dict)  # log end offsets
 
     def name(self, topic_id: int) -> str:
-        return self.names.get(topic_id, f"topic #{topic_id}")
+        """A topic's full name, read when a problem needs it (most checks find none)."""
+        name = self.names.get(topic_id)
+        if name is None:
+            topic = self.cluster.catalog.topic_by_id(topic_id)
+            name = self.names[topic_id] = f"topic #{topic_id}" if topic is None else topic.full_name
+        return name
 
 
 Check = Callable[[Context], list[Problem]]
@@ -193,63 +198,66 @@ def _integrity(ctx: Context) -> list[Problem]:
 def _chains(ctx: Context) -> list[Problem]:
     found: list[Problem] = []
     for (topic_id, partition), chain in sorted(ctx.chains.items()):
-        topic = ctx.name(topic_id)
-        problem = _reporter(found, topic, partition)
-        for before, after in zip(chain, chain[1:], strict=False):
-            if before.end_offset != after.base_offset:
-                end = "active" if before.end_offset is None else f"ends at {before.end_offset}"
-                problem(
-                    "catalog",
-                    f"partitionlet {before.id} {end} but the next one ({after.id}) starts at "
-                    f"{after.base_offset}: a hole in the chain",
-                )
-        for pl in chain:
-            if pl.archive_file is not None or pl.volume_id in ctx.unreadable:
-                continue
-            vol = f"volume {pl.volume_id}"
-            row = ctx.rows.get(pl.volume_id, {}).get(pl.id)
-            span = f"{pl.base_offset}..{'' if pl.end_offset is None else pl.end_offset - 1}"
-            if row is None or row.state == DELETED:
-                if pl.end_offset is None and row is None:
-                    continue  # active, nothing appended yet
-                problem(
-                    vol,
-                    f"partitionlet {pl.id} (offsets {span}) has no row in {vol}: its "
-                    "messages are gone",
-                )
-                continue
-            if row.base_offset != pl.base_offset:
-                problem(
-                    vol,
-                    f"partitionlet {pl.id} starts at {pl.base_offset} in the catalog, at "
-                    f"{row.base_offset} in {vol}",
-                )
-            if pl.end_offset is not None and (
-                row.state == ACTIVE or row.next_offset != pl.end_offset
-            ):
-                fix = (
-                    row.state != ACTIVE
-                    and row.next_offset > pl.base_offset
-                    and _successor_starts(chain, pl, row.next_offset)
-                )
-                problem(
-                    vol if not fix else "catalog",
-                    f"partitionlet {pl.id} holds offsets {span} in the catalog, "
-                    f"{row.base_offset}..{row.next_offset - 1} in {vol}"
-                    + ("" if row.state != ACTIVE else " (not sealed there: its log was cut)"),
-                    "correct the catalog from the volume: plet check --repair" if fix else RESTORE,
-                    fix,
-                )
+        issues = _chain_issues(ctx, chain)
+        if issues:
+            topic = ctx.name(topic_id)
+            found += [Problem("chains", *i[:2], topic, partition, *i[2:]) for i in issues]
     return found
 
 
-def _reporter(found: list[Problem], topic: str, partition: int) -> Callable[..., None]:
-    """Adds a `chains` problem of one partition to `found`: (file, text, repair, repairable)."""
+def _span(pl: PartitionletRow) -> str:
+    return f"{pl.base_offset}..{'' if pl.end_offset is None else pl.end_offset - 1}"
 
-    def problem(file: str, text: str, repair: str = RESTORE, repairable: bool = False) -> None:
-        found.append(Problem("chains", file, text, topic, partition, repair, repairable))
 
-    return problem
+def _chain_issues(ctx: Context, chain: list[PartitionletRow]) -> list[tuple[str, str, str, bool]]:
+    """(file, text, repair, repairable) of what is wrong with one partition's chain."""
+    issues: list[tuple[str, str, str, bool]] = []
+    for before, after in zip(chain, chain[1:], strict=False):
+        if before.end_offset != after.base_offset:
+            end = "active" if before.end_offset is None else f"ends at {before.end_offset}"
+            issues.append(
+                (
+                    "catalog",
+                    f"partitionlet {before.id} {end} but the next one ({after.id}) starts at "
+                    f"{after.base_offset}: a hole in the chain",
+                    RESTORE,
+                    False,
+                )
+            )
+    for pl in chain:
+        if pl.archive_file is not None or pl.volume_id in ctx.unreadable:
+            continue
+        row = ctx.rows.get(pl.volume_id, {}).get(pl.id)
+        if row is not None and row.state != DELETED and row.base_offset == pl.base_offset:
+            if pl.end_offset is None or (row.state != ACTIVE and row.next_offset == pl.end_offset):
+                continue  # the usual case, checked without making a string
+        vol = f"volume {pl.volume_id}"
+        if row is None or row.state == DELETED:
+            if pl.end_offset is None and row is None:
+                continue  # active, nothing appended yet
+            text = f"partitionlet {pl.id} (offsets {_span(pl)}) has no row in {vol}: its "
+            issues.append((vol, text + "messages are gone", RESTORE, False))
+            continue
+        if row.base_offset != pl.base_offset:
+            text = (
+                f"partitionlet {pl.id} starts at {pl.base_offset} in the catalog, at "
+                f"{row.base_offset} in {vol}"
+            )
+            issues.append((vol, text, RESTORE, False))
+        if pl.end_offset is not None and (row.state == ACTIVE or row.next_offset != pl.end_offset):
+            fix = (
+                row.state != ACTIVE
+                and row.next_offset > pl.base_offset
+                and _successor_starts(chain, pl, row.next_offset)
+            )
+            text = (
+                f"partitionlet {pl.id} holds offsets {_span(pl)} in the catalog, "
+                f"{row.base_offset}..{row.next_offset - 1} in {vol}"
+                + ("" if row.state != ACTIVE else " (not sealed there: its log was cut)")
+            )
+            repair = "correct the catalog from the volume: plet check --repair"
+            issues.append(("catalog" if fix else vol, text, repair if fix else RESTORE, fix))
+    return issues
 
 
 def _successor_starts(chain: list[PartitionletRow], pl: PartitionletRow, end: int) -> bool:
@@ -365,8 +373,6 @@ def _context(cluster: Cluster, quick: bool) -> Context:
     ctx = Context(cluster, quick)
     for pl in cluster.catalog.all_partitionlets():
         ctx.chains.setdefault((pl.topic_id, pl.partition), []).append(pl)
-    for topic in cluster.catalog.topics_by_id(sorted({t for t, _ in ctx.chains})):
-        ctx.names[topic.id] = topic.full_name
     for vid, vol in cluster.open_volumes().items():
         try:
             ctx.rows[vid] = {row.id: row for row in vol.rows()}
@@ -389,18 +395,22 @@ def run(cluster: Cluster, *, quick: bool = False, repair: bool = False) -> Check
     rebuilt and check again. The result is kept as the cluster's last check."""
     cluster.check_open()
     started = time.perf_counter()
-    problems = _find(cluster, quick)
+    ctx, problems = _find(cluster, quick)
     repaired: list[Problem] = []
     if repair and any(p.repairable for p in problems):
         repaired = _repair(cluster, [p for p in problems if p.repairable])
-        problems = _find(cluster, quick)
+        ctx, problems = _find(cluster, quick)
     report = CheckReport(
         cluster.name,
         str(cluster.path),
         quick,
         cluster.clock.now_ms(),
         time.perf_counter() - started,
-        _checked(cluster),
+        {
+            "volumes": len(cluster.open_volumes()) + len(cluster.damaged_volumes()),
+            "partitionlets": sum(len(chain) for chain in ctx.chains.values()),
+            "groups": len(cluster.catalog.group_ids()),
+        },
         tuple(problems),
         tuple(repaired),
     )
@@ -426,20 +436,12 @@ def run_path(
         return run(cluster, quick=quick, repair=repair)
 
 
-def _find(cluster: Cluster, quick: bool) -> list[Problem]:
+def _find(cluster: Cluster, quick: bool) -> tuple[Context, list[Problem]]:
     ctx = _context(cluster, quick)
     found: list[Problem] = []
     for _, check in CHECKS:
         found += check(ctx)
-    return found
-
-
-def _checked(cluster: Cluster) -> dict[str, int]:
-    return {
-        "volumes": len(cluster.open_volumes()) + len(cluster.damaged_volumes()),
-        "partitionlets": len(cluster.catalog.all_partitionlets()),
-        "groups": len(cluster.catalog.group_ids()),
-    }
+    return ctx, found
 
 
 def _repair(cluster: Cluster, problems: list[Problem]) -> list[Problem]:
