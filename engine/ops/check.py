@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -174,7 +175,8 @@ def _integrity(ctx: Context) -> list[Problem]:
     files: list[tuple[str, Callable[[bool], list[str]]]] = [
         ("catalog", ctx.cluster.catalog.integrity)
     ]
-    files += [(f"volume {vid}", vol.integrity) for vid, vol in ctx.cluster.open_volumes().items()]
+    volumes = ctx.cluster.open_volumes()
+    files += [(f"volume {vid}", vol.integrity) for vid, vol in volumes.items()]
     for name, run in files:
         lines = run(ctx.quick)
         if not lines:
@@ -182,17 +184,24 @@ def _integrity(ctx: Context) -> list[Problem]:
         # An index that disagrees with its table is rebuilt from the table (and checked
         # again after); a table's own damage is not ours to rebuild.
         only_indexes = any(" index " in line for line in lines)
-        shown = lines[:5] + ([f"... and {len(lines) - 5} more"] if len(lines) > 5 else [])
-        found.append(
-            Problem(
-                "integrity",
-                name,
-                "SQLite's integrity check: " + "; ".join(shown),
-                repair="rebuild its indexes: plet check --repair" if only_indexes else RESTORE,
-                repairable=only_indexes,
-            )
-        )
+        shown = lines[:3] + ([f"... and {len(lines) - 3} more"] if len(lines) > 3 else [])
+        text = "SQLite's integrity check: " + "; ".join(shown)
+        repair = "rebuild its indexes: plet check --repair" if only_indexes else RESTORE
+        where: list[tuple[str | None, int | None]] = [(None, None)]
+        if name != "catalog":  # name the partitions whose batches the index lost
+            rows = [int(m.group(1)) for m in map(_MISSING_ROW.match, lines) if m]
+            placed = {pl.id: (pl.topic_id, pl.partition) for c in ctx.chains.values() for pl in c}
+            try:
+                pl_ids = volumes[int(name.split()[1])].partitionlets_of_batches(rows)
+            except StorageError:
+                pl_ids = set()
+            keys = sorted({placed[i] for i in pl_ids if i in placed})
+            where = [(ctx.name(t), p) for t, p in keys] or where
+        found += [Problem("integrity", name, text, t, p, repair, only_indexes) for t, p in where]
     return found
+
+
+_MISSING_ROW = re.compile(r"row (\d+) missing from index")
 
 
 def _chains(ctx: Context) -> list[Problem]:
@@ -449,16 +458,20 @@ def _repair(cluster: Cluster, problems: list[Problem]) -> list[Problem]:
     from engine.ops import balance
 
     done = []
+    rebuilt: dict[str, bool] = {}
     for p in problems:
         if p.check == "integrity":
-            try:
-                if p.file == "catalog":
-                    cluster.catalog.reindex()
-                else:
-                    cluster.volume(int(p.file.split()[1])).reindex()
-            except StorageError:
-                continue  # the check after says it is still there
-            done.append(p)
+            if p.file not in rebuilt:
+                try:
+                    if p.file == "catalog":
+                        cluster.catalog.reindex()
+                    else:
+                        cluster.volume(int(p.file.split()[1])).reindex()
+                    rebuilt[p.file] = True
+                except StorageError:
+                    rebuilt[p.file] = False  # the check after says it is still there
+            if rebuilt[p.file]:
+                done.append(p)
     if any(p.check == "counts" for p in problems):
         for vol in cluster.open_volumes().values():
             stored = vol.stored()

@@ -1247,6 +1247,21 @@ class Volume:
             found[pl_id] = (n, m, b, max(end, last))
         return found
 
+    def partitionlets_of_batches(self, batch_ids: list[int]) -> set[int]:
+        """The partitionlets these batches (by row id, as integrity_check names them) are of."""
+        found: set[int] = set()
+        for i in range(0, len(batch_ids), 500):
+            chunk = batch_ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                r[0]
+                for r in self._query(
+                    f"SELECT DISTINCT partitionlet FROM batches WHERE id IN ({marks})",
+                    tuple(chunk),
+                )
+            )
+        return found
+
     def max_partitionlet_id(self) -> int:
         """The highest partitionlet id this volume has a row of (0: none)."""
         return int(self._query("SELECT coalesce(max(id), 0) FROM partitionlets")[0][0])

@@ -153,7 +153,7 @@ def test_flipped_index_page_stops_readers_and_is_repaired(damaged):
 
     code, out = plet_check(damaged)
     assert code == 1
-    assert f"volume {volume}" in out and "batches_by_offset" in out
+    assert f"{T} partition {victim} (volume {volume})" in out and "batches_by_offset" in out
     assert "plet check --repair" in out
 
     code, out = plet_check(damaged, "--repair")
