@@ -652,7 +652,10 @@ class Volume:
                 w.offset = w.sealed_at = None
                 w.needs_history = w.duplicate = False
                 if w.pl_id not in refused:
-                    refused[w.pl_id] = self._disagreement(w, pls.get(w.pl_id), ends[w.pl_id])
+                    refused[w.pl_id] = self._disagreement(
+                        w.pl_id, w.topic_id, w.partition, w.pl_base_offset,
+                        pls.get(w.pl_id), ends[w.pl_id],
+                    )  # fmt: skip
                 if refused[w.pl_id] is not None:
                     w.error = refused[w.pl_id]
                     continue
@@ -721,13 +724,20 @@ class Volume:
         return ends
 
     def _disagreement(
-        self, w: BatchWrite, pl: _Partitionlet | None, end: int | None
+        self,
+        pl_id: int,
+        topic_id: int,
+        partition: int,
+        base_offset: int,
+        pl: _Partitionlet | None,
+        end: int | None,
     ) -> DamagedPartition | None:
-        """Why `w`'s partitionlet must take no append (an offset would be handed out twice,
-        or past a hole), or None: its row must exist whenever it holds batches, start
-        where the catalog's chain says, and point past the last offset stored."""
+        """Why partitionlet `pl_id` (row `pl`, holding offsets up to `end`) must take no
+        append (an offset would be handed out twice, or past a hole), or None: its row must
+        exist whenever it holds batches, start where the catalog's chain says
+        (`base_offset`), and point past the last offset stored."""
         where = (
-            f"partition {w.partition} of topic #{w.topic_id} (partitionlet {w.pl_id}, "
+            f"partition {partition} of topic #{topic_id} (partitionlet {pl_id}, "
             f"volume {self.id}, {self.path})"
         )
         if pl is None:
@@ -736,10 +746,9 @@ class Volume:
             problem = f"holds offsets up to {end} but its row is missing"
         elif None in (pl.next_offset, pl.state, pl.base_offset, pl.bytes, pl.created_ms):
             problem = "its row is damaged (empty fields)"
-        elif pl.base_offset != w.pl_base_offset:
+        elif pl.base_offset != base_offset:
             problem = (
-                f"its row starts at offset {pl.base_offset}, the catalog's chain at "
-                f"{w.pl_base_offset}"
+                f"its row starts at offset {pl.base_offset}, the catalog's chain at {base_offset}"
             )
         elif pl.next_offset < pl.base_offset or (end is not None and pl.next_offset <= end):
             problem = f"its row's next offset is {pl.next_offset} but it holds offsets up to {end}"
@@ -1521,6 +1530,12 @@ class Volume:
         with self._writing(sync) as conn:
             pls = self._partitionlets([pl_id])
             pl = pls.get(pl_id)
+            refused = self._disagreement(
+                pl_id, target.topic_id, target.partition, target.pl_base_offset, pl,
+                self._stored_ends([pl_id])[pl_id],
+            )  # fmt: skip
+            if refused is not None:
+                raise refused
             if pl is None:
                 base = target.pl_base_offset
                 pl = pls[pl_id] = _Partitionlet(
