@@ -1545,7 +1545,10 @@ class Cluster:
         for pl in pls:
             by_volume[pl.volume_id].append(pl.id)
         for volume_id, ids in by_volume.items():
-            self._vols[volume_id].purge(ids)
+            # A damaged volume keeps its rows: orphans that `plet check --repair` (or a
+            # rebalance) removes once the file is back; the delete itself goes through.
+            if self._vols[volume_id].damage is None:
+                self._vols[volume_id].purge(ids)
         archived = [pl.archive_file for pl in pls if pl.archive_file is not None]
         if archived:
             from engine.storage import archive

@@ -268,10 +268,27 @@ def _served_without(path: Path, volume: int, others: list[int], victim: int) -> 
 
 def test_missing_volume_leaves_the_others_served(damaged):
     victim, volume, others = victim_and_others(damaged)
+    saved = volume_file(damaged, volume).read_bytes()
     for suffix in ("", "-wal", "-shm"):
         Path(str(volume_file(damaged, volume)) + suffix).unlink(missing_ok=True)
     _served_without(damaged, volume, others, victim)
     assert not volume_file(damaged, volume).exists()  # never made again, empty
+    # the topic can still be deleted; once the file is back, its rows are orphans to remove
+    with Cluster.open(damaged) as cluster:
+        cluster.delete_topic(T)
+    volume_file(damaged, volume).write_bytes(saved)
+    code, out = plet_check(damaged)
+    assert code == 1 and "[orphans]" in out
+    code, out = plet_check(damaged, "--repair")
+    assert code == 0, out
+
+
+def test_unreadable_catalog_is_the_one_problem(damaged):
+    (damaged / "catalog.db").write_bytes(b"\x00garbage" * 1000)
+    code, out = plet_check(damaged)
+    assert code == 1
+    assert "catalog" in out and "not a readable SQLite database" in out
+    assert "replica" in out or "backup" in out
 
 
 def test_zeroed_volume_header_leaves_the_others_served(damaged):
