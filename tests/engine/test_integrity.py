@@ -365,3 +365,8 @@ def test_truncated_wal_after_kill_is_reported_never_skipped(cluster_path, tmp_pa
             with pytest.raises(errors.DamagedPartition) as info:
                 read(cluster, p)
             assert f"partition {p} of topic {T}" in str(info.value)
+            # offsets up to 999 were handed out (and read by the group): none is again
+            with pytest.raises(errors.DamagedPartition) as info:
+                produce(cluster, p, b"after the cut")
+            assert f"partition {p} of topic {T}" in str(info.value)
+            assert "lost commits" in str(info.value)
