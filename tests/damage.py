@@ -115,3 +115,11 @@ def commit_ends(wal: Path) -> list[int]:
             ends.append(at + frame)
         at += frame
     return ends
+
+
+def page_offset(db: Path, page: int) -> int:
+    """Where page `page` (from 1) starts in the file."""
+    with open(db, "rb") as f:
+        header = f.read(100)
+    size = int.from_bytes(header[16:18], "big")
+    return (page - 1) * (65536 if size == 1 else size)

@@ -1289,7 +1289,7 @@ class Catalog:
 
     def reindex(self) -> None:
         """Rebuild the catalog's indexes from its tables."""
-        reindex(self.conn, self.path, "catalog")
+        reindex(self.path, "catalog")
 
     def issued_partitionlet_id(self) -> int:
         """The highest partitionlet id ever issued (AUTOINCREMENT keeps it past deletes)."""

@@ -127,13 +127,51 @@ def integrity(conn: sqlite3.Connection, path: Path | str, what: str, quick: bool
     return [line for line in found if not line.startswith("*** in database")]
 
 
-def reindex(conn: sqlite3.Connection, path: Path | str, what: str) -> None:
-    """Rebuild every index of a file from its tables (what a damaged index needs)."""
+def reindex(path: Path, what: str) -> None:
+    """Rebuild every index of a file from its tables (what a damaged index needs).
+
+    REINDEX walks an index's pages to free them, which fails when those pages are damaged;
+    such an index is taken out of the schema (its pages left unused), made again from its
+    table, and the file vacuumed to take the pages back. Uses a connection of its own, so
+    no cached schema outlives the change; other connections see the schema version move.
+    """
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     try:
-        with write_transaction(conn, path, what):
-            conn.execute("REINDEX")
+        broken = []
+        for name, sql in conn.execute(
+            "SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL"
+        ).fetchall():
+            try:
+                with write_transaction(conn, path, what):
+                    conn.execute(f'REINDEX "{name}"')
+            except CorruptFile:
+                broken.append((name, sql))
+        if not broken:
+            return
+        conn.execute("PRAGMA writable_schema=ON")
+        try:
+            with write_transaction(conn, path, what):
+                conn.executemany(
+                    "DELETE FROM sqlite_schema WHERE type = 'index' AND name = ?",
+                    [(name,) for name, _ in broken],
+                )
+                version = conn.execute("PRAGMA schema_version").fetchone()[0]
+                conn.execute(f"PRAGMA schema_version={int(version) + 1}")
+        finally:
+            conn.execute("PRAGMA writable_schema=OFF")
+        conn.close()
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        for _, sql in broken:
+            with write_transaction(conn, path, what):
+                conn.execute(sql)
+        try:
+            conn.execute("VACUUM")  # the dropped indexes' pages
+        except sqlite3.DatabaseError:
+            pass  # they stay unused; `plet check` says so, and a later repair vacuums
     except sqlite3.DatabaseError as exc:
         raise translate(exc, path, what) from exc
+    finally:
+        conn.close()
 
 
 @contextmanager

@@ -1229,7 +1229,7 @@ class Volume:
 
     def reindex(self) -> None:
         """Rebuild this file's indexes from its tables."""
-        reindex(self.conn, self.path, "volume")
+        reindex(self.path, "volume")
 
     def rows(self) -> list[PartitionletState]:
         """Every partitionlet row here, tombstones too, by id."""
