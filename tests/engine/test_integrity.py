@@ -17,7 +17,6 @@ from click.testing import CliRunner
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
 from engine.cli import cli
-from engine.ops import check as checking
 from tests import damage
 
 T = "/s:t"
@@ -118,6 +117,8 @@ def test_a_sound_cluster_checks_clean_and_remembers_it(damaged):
     code, out = plet_check(damaged, "--quick", "--json")
     data = json.loads(out)
     assert (code, data["ok"], data["quick"], data["problems"]) == (0, True, True, [])
+    from engine.ops import check as checking
+
     with Cluster.open(damaged) as cluster:
         last = checking.last_check(cluster)
     assert last is not None and last.ok and last.quick
