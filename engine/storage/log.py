@@ -198,6 +198,12 @@ class PartitionLog:
 
     def end_offset(self) -> int:
         """The log end offset: the next offset to be written."""
+        try:
+            return self._end_offset()
+        except CorruptFile as exc:  # a damaged volume: say which partition it stops
+            raise self._damaged(str(exc)) from exc
+
+    def _end_offset(self) -> int:
         self._ensure_chain()
         if not self._chain:
             self.refresh()
@@ -550,6 +556,14 @@ class PartitionLog:
         self, timestamp_ms: int, cutoff_ms: int | None
     ) -> OffsetAndTimestamp | None:
         """The earliest offset whose timestamp is >= `timestamp_ms`, or None."""
+        try:
+            return self._offset_for_time(timestamp_ms, cutoff_ms)
+        except CorruptFile as exc:  # a damaged volume: say which partition it stops
+            raise self._damaged(str(exc)) from exc
+
+    def _offset_for_time(
+        self, timestamp_ms: int, cutoff_ms: int | None
+    ) -> OffsetAndTimestamp | None:
         self._ensure_chain()
         target = timestamp_ms if cutoff_ms is None else max(timestamp_ms, cutoff_ms)
         for pl in self._chain:

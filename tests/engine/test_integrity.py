@@ -286,6 +286,11 @@ def _served_without(path: Path, volume: int, others: list[int], victim: int) -> 
         with pytest.raises(errors.DamagedPartition) as info:
             produce(cluster, victim, b"lost?")
         assert f"partition {victim} of topic {T}" in str(info.value)
+    result = CliRunner().invoke(
+        cli, ["consume", T, "--cluster", str(path), "--from-beginning", "--partition", str(victim)]
+    )
+    assert result.exit_code == 1
+    assert f"partition {victim} of topic {T}" in result.output
     code, out = plet_check(path)
     assert code == 1
     assert f"vol-{volume}.db" in out
