@@ -1271,6 +1271,17 @@ class Volume:
             )
         return found
 
+    def snapshot(
+        self, *, counts: bool
+    ) -> tuple[list[PartitionletState], dict[int, tuple[int, int, int, int]] | None]:
+        """`rows()` and (with `counts`) `stored()`, read in one transaction, so an append
+        between the two cannot make them disagree."""
+        try:
+            with read_transaction(self.conn):
+                return self.rows(), self.stored() if counts else None
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+
     def max_partitionlet_id(self) -> int:
         """The highest partitionlet id this volume has a row of (0: none)."""
         return int(self._query("SELECT coalesce(max(id), 0) FROM partitionlets")[0][0])
