@@ -744,6 +744,8 @@ class Volume:
             if end is None:
                 return None  # its first append
             problem = f"holds offsets up to {end} but its row is missing"
+        elif pl.state == DELETED:
+            return None  # a tombstone: the append finds it closed, as a sealed one
         elif None in (pl.next_offset, pl.state, pl.base_offset, pl.bytes, pl.created_ms):
             problem = "its row is damaged (empty fields)"
         elif pl.base_offset != base_offset:
