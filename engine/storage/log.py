@@ -175,6 +175,10 @@ class PartitionLog:
         self._decoded: _Decoded | None = None
         self._ahead: list[StoredBatch] = []  # fetched rows not yet decoded, of _ahead_pl
         self._ahead_pl = -1
+        # transaction markers met by `_check_gap`: (partitionlet, first, last offset looked
+        # at, the markers' offsets there), so a reader of small transactions asks once per
+        # fetch, not once per marker
+        self._markers_seen: tuple[int, int, int, frozenset[int]] | None = None
 
     # --- the chain ------------------------------------------------------------------------
 
@@ -498,6 +502,16 @@ class PartitionLog:
         if any(first < end and marker >= start for _, first, marker in self._skip):
             return
         reader = self._reader(pl)
+        seen = self._markers_seen
+        if seen is None or seen[0] != pl.id or not seen[1] <= start <= end - 1 <= seen[2]:
+            # up to the last batch fetched ahead: the gaps before it are asked here at once
+            last = self._ahead[0][1] if self._ahead and self._ahead_pl == pl.id else end - 1
+            last = max(last, end - 1)
+            found = frozenset(m[0] for m in reader.markers(pl.id, start, last))
+            seen = self._markers_seen = (pl.id, start, last, found)
+        markers = seen[3]
+        if end - start <= len(markers) and all(o in markers for o in range(start, end)):
+            return  # transaction markers
         state = reader.state(pl.id)
         if state is None or state.state == DELETED:
             return  # moved or dropped meanwhile: the caller reads the chain again
@@ -507,11 +521,9 @@ class PartitionLog:
                 f"{pl.end_offset - 1}, its volume {pl.volume_id} holds "
                 f"{state.base_offset}..{state.next_offset - 1}"
             )
-        if len(reader.markers(pl.id, start, end - 1)) >= end - start:
-            return
         span = state.next_offset - state.base_offset
-        markers = len(reader.markers(pl.id, state.base_offset, state.next_offset))
-        if state.messages + markers < span:
+        in_all = len(reader.markers(pl.id, state.base_offset, state.next_offset))
+        if state.messages + in_all < span:
             return  # compaction or the ttl removed messages here: gaps are expected
         raise self._damaged(
             f"offsets {start}..{end - 1} of partitionlet {pl.id} (volume {pl.volume_id}) "
