@@ -34,6 +34,7 @@ from console.widgets.stream_tree import StreamTree
 from console.widgets.transactions import TransactionsPane
 from engine import Cluster
 from engine.errors import NotACluster
+from engine.ops import check
 
 REFRESH_S = 3.0
 
@@ -134,7 +135,10 @@ class ConsoleApp(App[None]):
             self.query_one(StreamTree).tree.reset(Text(f"error: {message.error}", style="red"))
             return
         self.cluster = message.cluster
-        self.sub_title = f"{self.cluster.name} · {self.cluster_path}"
+        sound, health = check.health(self.cluster)
+        self.sub_title = f"{self.cluster.name} · {self.cluster_path} · {health}"
+        if not sound:
+            self.notify(health, severity="warning", timeout=30)
         self.query_one(StreamTree).load()
         if self.start_topic:
             self.open_path(self.start_topic)

@@ -39,6 +39,7 @@ from engine.clock import SYSTEM_CLOCK, Clock
 from engine.errors import (
     AccessDenied,
     Closed,
+    CorruptFile,
     IllegalState,
     InvalidArgument,
     InvalidName,
@@ -87,6 +88,8 @@ if TYPE_CHECKING:  # engine.replication imports this module
     from engine.ops.heat import ReadCounter
     from engine.replication import ReplicaInfo, UpstreamInfo
     from engine.replication.http import ReplicationTokenInfo
+
+_log = logging.getLogger(__name__)
 
 CATALOG_FILE = "catalog.db"
 # A producer id unused this long is forgotten (Kafka's producer.id.expiration.ms, 1 day).
@@ -196,8 +199,11 @@ class Cluster:
         self._cat = catalog
         self._vols = volumes
         self._closed = False
-        # Storage is built from the parts it uses, never from the Cluster itself.
-        self._placement = Placement(volumes, clock)
+        # Storage is built from the parts it uses, never from the Cluster itself; new
+        # partitionlets go to the volumes that can be used.
+        self._placement = Placement(
+            {vid: vol for vid, vol in volumes.items() if vol.damage is None}, clock
+        )
         self.appends = AppendSignal()
         # Producers of this object drop their cached topics and policies at once when it
         # changes them (other processes' changes arrive through the catalog's topology
@@ -294,14 +300,21 @@ class Cluster:
                     vols[volume_id] = vol
                     if not full.exists():
                         if catalog.volume_in_use(volume_id):
-                            raise StorageError(
+                            # never made again: a new file would hand out its offsets twice
+                            vol.damage = (
                                 f"volume {volume_id} ({full}) is missing but holds "
                                 "partitionlets: restore the file (or mount its disk) and "
                                 "open the cluster again"
                             )
+                            continue
                         vol.initialize(settings["cluster_id"])
                     else:
-                        vol.ensure_schema()
+                        vol.damage = vol.header_problem()
+                        if vol.damage is None:
+                            try:
+                                vol.ensure_schema()
+                            except CorruptFile as exc:
+                                vol.damage = str(exc)
             except BaseException:
                 if "catalog" in locals():
                     catalog.close()
@@ -312,7 +325,10 @@ class Cluster:
                 fcntl.flock(lock, fcntl.LOCK_UN)
         try:
             for vol in vols.values():
-                vol.check(settings["cluster_id"])
+                if vol.damage is None:
+                    vol.check(settings["cluster_id"])
+                if vol.damage is not None:  # the other volumes are served
+                    _log.warning("%s; its partitions cannot be read or written", vol.damage)
         except BaseException:
             catalog.close()
             for vol in vols.values():
@@ -417,8 +433,15 @@ class Cluster:
         return archive.reader(self.path, pl)
 
     def open_volumes(self) -> dict[int, Volume]:
-        """Every open volume file, by id (a copy: the cluster's own map stays as it is)."""
-        return dict(self._vols)
+        """Every open volume file, by id (a copy: the cluster's own map stays as it is);
+        not the damaged ones (`damaged_volumes`)."""
+        return {vid: vol for vid, vol in self._vols.items() if vol.damage is None}
+
+    def damaged_volumes(self) -> dict[int, str]:
+        """{volume id: what is wrong} of the volumes that could not be opened (missing,
+        a damaged header, unreadable): their partitions raise `errors.DamagedPartition`
+        when read or written, the others are served."""
+        return {vid: vol.damage for vid, vol in self._vols.items() if vol.damage is not None}
 
     @property
     def jobs(self) -> JobTable:
@@ -534,7 +557,7 @@ class Cluster:
 
     def _stream_info(self, row: StreamRow) -> StreamInfo:
         messages, nbytes = self.catalog.archived_usage(row.id)
-        for vol in self._vols.values():
+        for vol in self.open_volumes().values():
             m, b = vol.stream_usage(row.id)
             messages += m
             nbytes += b
@@ -827,7 +850,8 @@ class Cluster:
             by_volume[pl.volume_id].append(pl.id)
         states: dict[int, PartitionletState] = {}
         for volume_id, ids in by_volume.items():
-            states.update(self._vols[volume_id].states(ids))
+            if self._vols[volume_id].damage is None:  # a damaged one's are not known
+                states.update(self._vols[volume_id].states(ids))
         return states
 
     def _partitionlet_info(
@@ -901,7 +925,7 @@ class Cluster:
         self.check_open()
         streams, topics = self.catalog.totals()
         messages, data = self.catalog.archived_usage()
-        for vol in self._vols.values():
+        for vol in self.open_volumes().values():
             m, b = vol.usage_totals()
             messages += m
             data += b
@@ -910,7 +934,7 @@ class Cluster:
     def volumes(self) -> list[VolumeInfo]:
         self.check_open()
         infos = []
-        for volume_id, vol in sorted(self._vols.items()):
+        for volume_id, vol in sorted(self.open_volumes().items()):
             data_bytes, count, active = vol.sizes()
             infos.append(
                 VolumeInfo(
@@ -1553,6 +1577,8 @@ class Cluster:
         for volume_id, ids in by_volume.items():
             try:
                 vol = self._vols.get(volume_id)
+                if vol is not None and vol.damage is not None:
+                    continue  # stays pending until the file is back (`plet check` says so)
                 if vol is not None:  # a volume removed from the cluster holds nothing
                     vol.purge(ids)
                 for pl_id in ids:

@@ -259,3 +259,10 @@ class FileLocked(StorageError):
 class DiskFull(StorageError):
     """A write found no free space on the disk of a data file; nothing of it was stored.
     It may succeed once space is freed (Kafka's KAFKA_STORAGE_ERROR over the wire)."""
+
+
+class DamagedPartition(StorageError):
+    """A partition's stored data disagrees with what its catalog or volume promises (a
+    damaged index, row or file, or a log cut short): the message names the topic, the
+    partition and the volume. Writes to it are refused and reads stop there instead of
+    skipping; the other partitions keep working. `plet check` says what to repair."""

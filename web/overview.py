@@ -8,6 +8,7 @@ from typing import Any
 
 from flask import Blueprint, current_app
 
+from engine.ops import check
 from engine.ops.maintenance import Maintenance
 from web import state
 from web.pages import cluster, render
@@ -55,8 +56,15 @@ def _maintenance_status() -> dict[str, Any]:
 
 def _context() -> dict:
     c = cluster()
+    sound, line = check.health(c)
     return {
         "cluster": c,
+        "health": {
+            "sound": sound,
+            "line": line,
+            "last": check.last_check(c),
+            "damaged": c.damaged_volumes(),
+        },
         "totals": c.totals(),
         "group_count": len(c.groups()),
         **_volumes_and_rates(),

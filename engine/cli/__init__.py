@@ -21,6 +21,7 @@ import click
 
 from engine.cli import (
     archive,
+    check,
     clusters,
     demo,
     export,
@@ -114,6 +115,7 @@ for _command in (
     maintenance.heat,
     maintenance.retention,
     maintenance.compact,
+    check.check,
     archive.archive,
     groups.group,
     replicas.replica,

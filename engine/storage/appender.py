@@ -28,11 +28,18 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 
-from engine.errors import PartitionletError, StorageError, UnknownStream, UnknownTopic
+from engine.errors import (
+    CorruptFile,
+    DamagedPartition,
+    PartitionletError,
+    StorageError,
+    UnknownStream,
+    UnknownTopic,
+)
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import Catalog, PartitionletRow
 from engine.storage.placement import Placement
-from engine.storage.volume import BatchWrite, Volume
+from engine.storage.volume import DELETED, SEALED, BatchWrite, Volume
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +73,14 @@ class Appender:
         self.roll_ms = roll_ms
         self._active: dict[tuple[int, int], PartitionletRow] = {}
         self._codecs: dict[int, str] = {}  # stream id -> its `compression` policy
+        # partitions whose chain disagrees with its volumes (`_check_chain`): no writes
+        self._refused: dict[tuple[int, int], DamagedPartition] = {}
 
     def forget(self) -> None:
         """Drop cached metadata (topics were deleted or changed, or policies)."""
         self._active.clear()
         self._codecs.clear()
+        self._refused.clear()
 
     def codec(self, stream_id: int) -> str:
         """The `compression` policy of a stream ("none" for a stream gone, or one whose
@@ -138,6 +148,9 @@ class Appender:
         by_volume: dict[int, list[BatchWrite]] = defaultdict(list)
         for w in pending:
             pl = self._active.get(w.key)
+            if w.key in self._refused:
+                w.error = self._refused[w.key]
+                continue
             if pl is None:
                 w.error = UnknownTopic(
                     f"topic #{w.topic_id} partition {w.partition} no longer exists "
@@ -156,9 +169,11 @@ class Appender:
                 )
             except PartitionletError as exc:
                 for w in batch_writes:
-                    w.error = exc
+                    w.error = self._named(w, exc) if isinstance(exc, CorruptFile) else exc
                 continue
             for w in batch_writes:
+                if isinstance(w.error, DamagedPartition):
+                    w.error = self._named(w, w.error)
                 if w.needs_history:
                     w.history = self._history(w)
                 if w.offset is None and w.error is None:
@@ -177,6 +192,16 @@ class Appender:
                         w.error = exc
                 retry = [w for w in retry if w.error is None]
         return retry
+
+    def _named(self, w: BatchWrite, exc: StorageError) -> DamagedPartition:
+        """`exc` (a damaged file or partition) as an error that names `w`'s topic and
+        partition."""
+        topic = self._catalog.topic_by_id(w.topic_id)
+        name = topic.full_name if topic is not None else f"#{w.topic_id}"
+        text = str(exc)
+        if isinstance(exc, DamagedPartition):
+            return DamagedPartition(text.replace(f"topic #{w.topic_id}", f"topic {name}", 1))
+        return DamagedPartition(f"partition {w.partition} of topic {name}: {text}")
 
     def _history(self, w: BatchWrite) -> list[tuple[int, int, int, int]]:
         """An idempotent producer's last batches in the partitionlet before `w`'s: sealed,
@@ -204,6 +229,40 @@ class Appender:
                 )
             )
         self._active.update(found)
+        self._check_chain([pl for pl in found.values() if pl.base_offset > 0])
+
+    def _check_chain(self, active: list[PartitionletRow]) -> None:
+        """Refuse the partitions whose active partitionlet follows one its volume does not
+        hold to the end the catalog says: that volume lost commits (a cut WAL, an old copy),
+        and the offsets after what it holds may have been handed out and read already, so
+        none is handed out again. Once per active partitionlet learnt, a row read each."""
+        before: dict[int, list[tuple[tuple[int, int], PartitionletRow]]] = defaultdict(list)
+        key_base = {(pl.topic_id, pl.partition): pl.base_offset for pl in active}
+        for pl in active:
+            prev = self._catalog.partitionlet_before(pl.topic_id, pl.partition, pl.base_offset)
+            volume = self._volumes.get(prev.volume_id) if prev is not None else None
+            if prev is not None and prev.archive_file is None and volume is not None:
+                if volume.damage is None:  # a damaged one refuses by itself
+                    before[prev.volume_id].append(((pl.topic_id, pl.partition), prev))
+        for volume_id, pairs in before.items():
+            volume = self._volumes[volume_id]
+            states = volume.states([prev.id for _, prev in pairs])
+            for key, prev in pairs:
+                st = states.get(prev.id)
+                if st is None or st.state == DELETED:
+                    continue  # moved or dropped since the catalog was read
+                if st.state != SEALED or st.next_offset != prev.end_offset:
+                    topic = self._catalog.topic_by_id(key[0])
+                    name = topic.full_name if topic is not None else f"#{key[0]}"
+                    self._refused[key] = DamagedPartition(
+                        f"partition {key[1]} of topic {name}: the catalog says partitionlet "
+                        f"{prev.id} holds offsets {prev.base_offset}..{key_base[key] - 1}, its "
+                        f"volume {volume_id} ({volume.path}) holds {st.base_offset}.."
+                        f"{st.next_offset - 1}"
+                        + (" and has not sealed it" if st.state != SEALED else "")
+                        + ": the volume lost commits; writes to this partition are refused so "
+                        "that no offset is handed out twice; run `plet check` for the repair"
+                    )
 
     def _roll(self, sealed: dict[tuple[int, int], tuple[int, int, int]]) -> None:
         """Give each sealed partitionlet its successor (or learn the one another made)."""
@@ -231,9 +290,12 @@ class Appender:
 
     def active(self, key: tuple[int, int]) -> PartitionletRow | None:
         """The active partitionlet of (topic id, partition), learnt (or made) when not
-        known yet; None when the partition no longer exists."""
+        known yet; None when the partition no longer exists; `DamagedPartition` when its
+        chain disagrees with its volumes (`_check_chain`)."""
         if key not in self._active:
             self._load_active({key}, set())
+        if key in self._refused:
+            raise self._refused[key]
         return self._active.get(key)
 
     def sealed(self, key: tuple[int, int], pl_id: int, end: int, volume_id: int) -> None:

@@ -328,6 +328,34 @@ def check(cluster_path: Path, name: str, pl: PartitionletRow, written: Written) 
         raise StorageError(f"archive file {name} of partitionlet {pl.id}: {'; '.join(problems)}")
 
 
+def verify(cluster_path: Path, pl: PartitionletRow) -> str | None:
+    """What is wrong with archived partitionlet `pl`'s file against the catalog (missing,
+    unreadable, another partitionlet's, a row count or offsets that differ), or None."""
+    assert pl.archive_file is not None
+    try:
+        fs, path = filesystem(cluster_path, pl.archive_file)
+        with fs.open_input_file(path) as f:
+            meta = pq.read_metadata(f)
+    except FileNotFoundError:
+        return f"archive file {pl.archive_file} is missing"
+    except (OSError, pa.ArrowException, StorageError) as exc:
+        return f"archive file {pl.archive_file} cannot be read: {exc}"
+    info = json.loads((meta.metadata or {}).get(META_KEY, b"{}"))
+    if info.get("id") != pl.id:
+        return f"archive file {pl.archive_file} holds partitionlet {info.get('id')}"
+    if pl.archive_messages is not None and meta.num_rows != pl.archive_messages:
+        return (
+            f"archive file {pl.archive_file} holds {meta.num_rows} messages, the catalog "
+            f"says {pl.archive_messages}"
+        )
+    if (info.get("base_offset"), info.get("end_offset")) != (pl.base_offset, pl.end_offset):
+        return (
+            f"archive file {pl.archive_file} holds offsets {info.get('base_offset')}.."
+            f"{info.get('end_offset')}, the catalog says {pl.base_offset}..{pl.end_offset}"
+        )
+    return None
+
+
 def delete(cluster_path: Path, name: str) -> bool:
     """Delete an archived file; False if it was not there (not an error)."""
     forget(name)
@@ -672,7 +700,7 @@ def read_row_group(f: Any, i: int, name: str, pl: PartitionletRow) -> Any:
         raise damaged(name, pl, f"row group {i} is damaged ({exc})") from None
 
 
-def verify(cluster_path: Path, pl: PartitionletRow) -> list[CorruptBatch]:
+def verify_pages(cluster_path: Path, pl: PartitionletRow) -> list[CorruptBatch]:
     """Read every page of archived partitionlet `pl`'s file against its CRC, and its
     footer (`plet check`): a `CorruptBatch` per damaged row group or footer, none when
     sound. A missing file is a `StorageError`, as for any reader."""

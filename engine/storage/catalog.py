@@ -36,7 +36,9 @@ from engine.storage.accounts import Accounts
 from engine.storage.connection import (
     BUSY_TIMEOUT_MS,
     ThreadConnections,
+    integrity,
     read_transaction,
+    reindex,
     translate,
     write_transaction,
 )
@@ -1319,6 +1321,30 @@ class Catalog:
             self.conn.execute(
                 "UPDATE partitionlets SET bytes = ?, first_ts = ?, max_ts = ? WHERE id = ?",
                 (nbytes, first_ts, max_ts, pl_id),
+            )
+
+    # --- checking (engine.ops.check) -------------------------------------------------------
+
+    def integrity(self, quick: bool) -> list[str]:
+        """What SQLite's integrity_check (quick_check) finds wrong here; [] when sound."""
+        return integrity(self.conn, self.path, "catalog", quick)
+
+    def reindex(self) -> None:
+        """Rebuild the catalog's indexes from its tables."""
+        reindex(self.path, "catalog")
+
+    def issued_partitionlet_id(self) -> int:
+        """The highest partitionlet id ever issued (AUTOINCREMENT keeps it past deletes)."""
+        rows = self._query("SELECT seq FROM sqlite_sequence WHERE name = 'partitionlets'")
+        return int(rows[0][0]) if rows else 0
+
+    def set_end_offset(self, pl_id: int, end_offset: int) -> None:
+        """Correct a sealed partitionlet's end offset (`plet check --repair`: from its
+        volume, when its successor starts there)."""
+        with self.write():
+            self.conn.execute(
+                "UPDATE partitionlets SET end_offset = ? WHERE id = ? AND end_offset IS NOT NULL",
+                (end_offset, pl_id),
             )
 
     # --- consumer groups (engine.storage.groups holds their statements) -------------------

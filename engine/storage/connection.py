@@ -122,6 +122,67 @@ def write_transaction(conn: sqlite3.Connection, path: Path | str, what: str) -> 
         raise translate(exc, path, what) from exc
 
 
+def integrity(conn: sqlite3.Connection, path: Path | str, what: str, quick: bool) -> list[str]:
+    """What SQLite's `integrity_check` (or the cheaper `quick_check`, which leaves indexes
+    out) finds wrong in a file: [] when sound; a file too damaged to check says so."""
+    pragma = "quick_check" if quick else "integrity_check"
+    try:
+        lines = [row[0] for row in conn.execute(f"PRAGMA {pragma}(1000)")]
+    except sqlite3.DatabaseError as exc:
+        return [str(translate(exc, path, what))]
+    found = []
+    for line in lines:
+        found += [part for part in str(line).splitlines() if part and part != "ok"]
+    return [line for line in found if not line.startswith("*** in database")]
+
+
+def reindex(path: Path, what: str) -> None:
+    """Rebuild every index of a file from its tables (what a damaged index needs).
+
+    REINDEX walks an index's pages to free them, which fails when those pages are damaged;
+    such an index is taken out of the schema (its pages left unused), made again from its
+    table, and the file vacuumed to take the pages back. Uses a connection of its own, so
+    no cached schema outlives the change; other connections see the schema version move.
+    """
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    try:
+        broken = []
+        for name, sql in conn.execute(
+            "SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL"
+        ).fetchall():
+            try:
+                with write_transaction(conn, path, what):
+                    conn.execute(f'REINDEX "{name}"')
+            except CorruptFile:
+                broken.append((name, sql))
+        if not broken:
+            return
+        conn.execute("PRAGMA writable_schema=ON")
+        try:
+            with write_transaction(conn, path, what):
+                conn.executemany(
+                    "DELETE FROM sqlite_schema WHERE type = 'index' AND name = ?",
+                    [(name,) for name, _ in broken],
+                )
+                version = conn.execute("PRAGMA schema_version").fetchone()[0]
+                conn.execute(f"PRAGMA schema_version={int(version) + 1}")
+        finally:
+            conn.execute("PRAGMA writable_schema=OFF")
+        conn.close()
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        for _, sql in broken:
+            with write_transaction(conn, path, what):
+                conn.execute(sql)
+        try:
+            conn.execute("VACUUM")  # the dropped indexes' pages
+        except sqlite3.DatabaseError:
+            pass  # they stay unused; `plet check` says so, and a later repair vacuums
+    except sqlite3.DatabaseError as exc:
+        raise translate(exc, path, what) from exc
+    finally:
+        conn.close()
+
+
 @contextmanager
 def read_transaction(conn: sqlite3.Connection) -> Iterator[None]:
     """A consistent snapshot over several statements; kept short so checkpoints can run."""

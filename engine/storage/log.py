@@ -19,7 +19,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.bulk import bulk_records
-from engine.errors import CorruptBatch
+from engine.errors import CorruptBatch, CorruptFile, DamagedPartition
 from engine.records import ConsumerRecord, OffsetAndTimestamp
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import Catalog, PartitionletRow
@@ -175,6 +175,10 @@ class PartitionLog:
         self._decoded: _Decoded | None = None
         self._ahead: list[StoredBatch] = []  # fetched rows not yet decoded, of _ahead_pl
         self._ahead_pl = -1
+        # transaction markers met by `_check_gap`: (partitionlet, first, last offset looked
+        # at, the markers' offsets there), so a reader of small transactions asks once per
+        # fetch, not once per marker
+        self._markers_seen: tuple[int, int, int, frozenset[int]] | None = None
 
     # --- the chain ------------------------------------------------------------------------
 
@@ -198,6 +202,12 @@ class PartitionLog:
 
     def end_offset(self) -> int:
         """The log end offset: the next offset to be written."""
+        try:
+            return self._end_offset()
+        except CorruptFile as exc:  # a damaged volume: say which partition it stops
+            raise self._damaged(str(exc)) from exc
+
+    def _end_offset(self) -> int:
         self._ensure_chain()
         if not self._chain:
             self.refresh()
@@ -303,10 +313,13 @@ class PartitionLog:
         """
         self._ensure_chain()
         position = max(position, self._start)
-        if self.committed:
-            self._see_transactions(position)
-        with bulk_records(max_records):
-            return self._read(position, max_records, cutoff_ms)
+        try:
+            if self.committed:
+                self._see_transactions(position)
+            with bulk_records(max_records):
+                return self._read(position, max_records, cutoff_ms)
+        except CorruptFile as exc:  # a damaged volume: say which partition it stops
+            raise self._damaged(str(exc)) from exc
 
     def _read(
         self, position: int, max_records: int, cutoff_ms: int | None
@@ -382,6 +395,14 @@ class PartitionLog:
         Python object per message), and the next position. Batches that expired as a
         whole are skipped; `Columns.first_ts` below `cutoff_ms` says a batch holds some
         expired records, which the caller drops."""
+        try:
+            return self._read_columns(position, max_records, cutoff_ms)
+        except CorruptFile as exc:  # a damaged volume: say which partition it stops
+            raise self._damaged(str(exc)) from exc
+
+    def _read_columns(
+        self, position: int, max_records: int, cutoff_ms: int | None
+    ) -> tuple[list[Columns], int]:
         out: list[Columns] = []
         taken = 0
         self._ensure_chain()
@@ -450,7 +471,10 @@ class PartitionLog:
             while self._ahead and self._ahead[-1][1] < position:
                 self._ahead.pop()
             if self._ahead:
-                return _Decoded(pl, self._ahead.pop()), position
+                row = self._ahead.pop()
+                if row[0] > position:
+                    self._check_gap(pl, position, row[0])
+                return _Decoded(pl, row), position
             # Nothing at or after `position` in this partitionlet.
             state = self._reader(pl).state(pl.id)
             if pl.end_offset is not None:
@@ -461,6 +485,7 @@ class PartitionLog:
                     if not self._moved(pl):
                         position = max(position, pl.end_offset)
                     continue
+                self._check_gap(pl, position, pl.end_offset)
                 position = max(position, pl.end_offset)  # emptied by compaction
                 continue
             if state is not None and state.state != ACTIVE and position >= state.next_offset:
@@ -473,9 +498,57 @@ class PartitionLog:
             if state is not None and position < state.next_offset:  # else no gap: no query
                 gap_end = self._reader(pl).gap_end(pl.id, position, self._skip)
                 if gap_end is not None:
+                    self._check_gap(pl, position, gap_end)
                     position = gap_end
             return None, position
         return None, position
+
+    def _check_gap(self, pl: PartitionletRow, start: int, end: int) -> None:
+        """Raise `DamagedPartition` unless offsets start..end-1 of `pl` may hold no
+        message: transaction markers, an aborted transaction (read_committed), or what
+        compaction or the ttl removed. A partitionlet whose messages and markers fill its
+        range has no gap to jump, so a reader there met a damaged index, row or file; and
+        one the catalog says is sealed must end where the catalog's chain says."""
+        start = max(start, pl.base_offset, self._start)
+        if start >= end or pl.archive_file is not None:
+            return  # an archive file keeps no markers (its gaps are its own)
+        if any(first < end and marker >= start for _, first, marker in self._skip):
+            return
+        reader = self._reader(pl)
+        seen = self._markers_seen
+        if seen is None or seen[0] != pl.id or not seen[1] <= start <= end - 1 <= seen[2]:
+            # up to the last batch fetched ahead: the gaps before it are asked here at once
+            last = self._ahead[0][1] if self._ahead and self._ahead_pl == pl.id else end - 1
+            last = max(last, end - 1)
+            found = frozenset(m[0] for m in reader.markers(pl.id, start, last))
+            seen = self._markers_seen = (pl.id, start, last, found)
+        markers = seen[3]
+        if end - start <= len(markers) and all(o in markers for o in range(start, end)):
+            return  # transaction markers
+        state = reader.state(pl.id)
+        if state is None or state.state == DELETED:
+            return  # moved or dropped meanwhile: the caller reads the chain again
+        if pl.end_offset is not None and state.next_offset != pl.end_offset:
+            raise self._damaged(
+                f"the catalog says partitionlet {pl.id} holds offsets {pl.base_offset}.."
+                f"{pl.end_offset - 1}, its volume {pl.volume_id} holds "
+                f"{state.base_offset}..{state.next_offset - 1}"
+            )
+        span = state.next_offset - state.base_offset
+        in_all = len(reader.markers(pl.id, state.base_offset, state.next_offset))
+        if state.messages + in_all < span:
+            return  # compaction or the ttl removed messages here: gaps are expected
+        raise self._damaged(
+            f"offsets {start}..{end - 1} of partitionlet {pl.id} (volume {pl.volume_id}) "
+            f"cannot be read though it holds {state.messages} messages for its "
+            f"{span} offsets (a damaged index or file)"
+        )
+
+    def _damaged(self, problem: str) -> DamagedPartition:
+        return DamagedPartition(
+            f"partition {self.partition} of topic {self.topic}: {problem}; reading stops "
+            "here instead of skipping messages (run `plet check`)"
+        )
 
     def _moved(self, pl: PartitionletRow) -> bool:
         """Re-read the chain; True if `pl` now lives elsewhere (or is gone)."""
@@ -508,6 +581,14 @@ class PartitionLog:
         self, timestamp_ms: int, cutoff_ms: int | None
     ) -> OffsetAndTimestamp | None:
         """The earliest offset whose timestamp is >= `timestamp_ms`, or None."""
+        try:
+            return self._offset_for_time(timestamp_ms, cutoff_ms)
+        except CorruptFile as exc:  # a damaged volume: say which partition it stops
+            raise self._damaged(str(exc)) from exc
+
+    def _offset_for_time(
+        self, timestamp_ms: int, cutoff_ms: int | None
+    ) -> OffsetAndTimestamp | None:
         self._ensure_chain()
         target = timestamp_ms if cutoff_ms is None else max(timestamp_ms, cutoff_ms)
         for pl in self._chain:

@@ -14,6 +14,7 @@ Thread-safety: one `Volume` may be shared; each thread uses its own connection.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.clock import SYSTEM_CLOCK, Clock
-from engine.errors import CorruptBatch
+from engine.errors import CorruptBatch, CorruptFile, DamagedPartition
 from engine.storage import batch as batch_codec
 from engine.storage.connection import (
     ThreadConnections,
+    integrity,
     read_transaction,
+    reindex,
     translate,
     write_transaction,
 )
@@ -530,9 +533,14 @@ class Volume:
         # overflow pages to chain and checksum (measured: about a third less CPU per MB
         # written than with 4 KiB pages).
         self._conns = ThreadConnections(path, f"volume {volume_id}", page_size=PAGE_SIZE)
+        # Why this file cannot be used (set by Cluster.open: missing, a bad header,
+        # unreadable); every statement on it then raises `CorruptFile` with it.
+        self.damage: str | None = None
 
     @property
     def conn(self) -> sqlite3.Connection:
+        if self.damage is not None:
+            raise CorruptFile(self.damage)
         return self._conns.get()
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -704,14 +712,37 @@ class Volume:
             )
         ]
 
-    def check(self, cluster_id: str) -> None:
-        """Fail clearly if this file is not this cluster's volume (or not readable)."""
-        from engine.errors import CorruptFile
+    def header_problem(self) -> str | None:
+        """What is wrong with the file's SQLite header, read without opening it (a few
+        bytes, so opening a cluster stays cheap): None when it looks sound."""
+        try:
+            size = self.path.stat().st_size
+            with open(self.path, "rb") as f:
+                header = f.read(100)
+        except OSError as exc:
+            return f"volume {self.id} ({self.path}) cannot be read: {exc}"
+        where = f"volume {self.id} ({self.path})"
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+            return f"{where} has no SQLite header (zeroed, cut or overwritten)"
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        valid = header[24:28] == header[92:96]  # the page count is kept up to date
+        if valid and pages * page_size > size:
+            return (
+                f"{where} is cut short: its header counts {pages} pages of {page_size} "
+                f"bytes, the file holds {size} bytes"
+            )
+        return None
 
+    def check(self, cluster_id: str) -> None:
+        """Fail clearly if this file is another cluster's volume; note in `damage` why it
+        cannot be read, if it cannot."""
         try:
             meta = dict(self.conn.execute("SELECT key, value FROM volume_meta").fetchall())
         except sqlite3.DatabaseError as exc:
-            raise translate(exc, self.path, "volume") from exc
+            self.damage = str(translate(exc, self.path, "volume"))
+            return
         if meta.get("cluster_id") != cluster_id:
             raise CorruptFile(
                 f"volume {self.path} belongs to cluster {meta.get('cluster_id')!r}, not "
@@ -732,13 +763,24 @@ class Volume:
         """
         now = self._clock.now_ms()
         with self._writing(sync) as conn:
-            pls = self._partitionlets(sorted({w.pl_id for w in writes}))
+            ids = sorted({w.pl_id for w in writes})
+            pls = self._partitionlets(ids)
+            ends = self._stored_ends(ids)
+            refused: dict[int, DamagedPartition | None] = {}
             appending = _Appending(now)
             sequences = _Sequences()
             markers: list[tuple[int, int, int, int, int, int, str | None]] = []
             for w in writes:
                 w.offset = w.sealed_at = None
                 w.needs_history = w.duplicate = False
+                if w.pl_id not in refused:
+                    refused[w.pl_id] = self._disagreement(
+                        w.pl_id, w.topic_id, w.partition, w.pl_base_offset,
+                        pls.get(w.pl_id), ends[w.pl_id],
+                    )  # fmt: skip
+                if refused[w.pl_id] is not None:
+                    w.error = refused[w.pl_id]
+                    continue
                 pl = pls.get(w.pl_id)
                 if pl is None:  # its first append: the row is made at the end
                     base = w.pl_base_offset
@@ -786,6 +828,61 @@ class Volume:
             appending.write(conn, pls)
             if markers:
                 conn.executemany(_INSERT_MARKERS, markers)
+
+    def _stored_ends(self, pl_ids: list[int]) -> dict[int, int | None]:
+        """Inside a write transaction: the last offset each partitionlet's batches and
+        markers hold (None: none), one index lookup each, whatever its row says."""
+        ends: dict[int, int | None] = {}
+        for i in range(0, len(pl_ids), 500):
+            chunk = pl_ids[i : i + 500]
+            for pl_id, last, marker in self.conn.execute(
+                "SELECT p.value, (SELECT max(last_offset) FROM batches WHERE partitionlet "
+                "= p.value), (SELECT max(offset) FROM markers WHERE partitionlet = p.value) "
+                "FROM json_each(?) p",
+                (json.dumps(chunk),),
+            ):
+                ends[pl_id] = (
+                    last if marker is None or (last is not None and last > marker) else marker
+                )
+        return ends
+
+    def _disagreement(
+        self,
+        pl_id: int,
+        topic_id: int,
+        partition: int,
+        base_offset: int,
+        pl: _Partitionlet | None,
+        end: int | None,
+    ) -> DamagedPartition | None:
+        """Why partitionlet `pl_id` (row `pl`, holding offsets up to `end`) must take no
+        append (an offset would be handed out twice, or past a hole), or None: its row must
+        exist whenever it holds batches, start where the catalog's chain says
+        (`base_offset`), and point past the last offset stored."""
+        where = (
+            f"partition {partition} of topic #{topic_id} (partitionlet {pl_id}, "
+            f"volume {self.id}, {self.path})"
+        )
+        if pl is None:
+            if end is None:
+                return None  # its first append
+            problem = f"holds offsets up to {end} but its row is missing"
+        elif pl.state == DELETED:
+            return None  # a tombstone: the append finds it closed, as a sealed one
+        elif None in (pl.next_offset, pl.state, pl.base_offset, pl.bytes, pl.created_ms):
+            problem = "its row is damaged (empty fields)"
+        elif pl.base_offset != base_offset:
+            problem = (
+                f"its row starts at offset {pl.base_offset}, the catalog's chain at {base_offset}"
+            )
+        elif pl.next_offset < pl.base_offset or (end is not None and pl.next_offset <= end):
+            problem = f"its row's next offset is {pl.next_offset} but it holds offsets up to {end}"
+        else:
+            return None
+        return DamagedPartition(
+            f"{where}: {problem}; writes to this partition are refused so that no offset is "
+            "handed out twice; run `plet check` for the repair"
+        )
 
     def create_partitionlet(
         self, pl_id: int, stream_id: int, topic_id: int, partition: int, base_offset: int
@@ -1260,6 +1357,81 @@ class Volume:
                 total += p.stat().st_size
         return total
 
+    # --- checking (engine.ops.check) -------------------------------------------------------
+
+    def integrity(self, quick: bool) -> list[str]:
+        """What SQLite's integrity_check (quick_check) finds wrong here; [] when sound."""
+        return integrity(self.conn, self.path, "volume", quick)
+
+    def reindex(self) -> None:
+        """Rebuild this file's indexes from its tables."""
+        reindex(self.path, "volume")
+
+    def rows(self) -> list[PartitionletState]:
+        """Every partitionlet row here, tombstones too, by id."""
+        return [
+            PartitionletState(*r)
+            for r in self._query(f"SELECT {_STATE_COLUMNS} FROM partitionlets ORDER BY id")
+        ]
+
+    def stored(self) -> dict[int, tuple[int, int, int, int]]:
+        """{partitionlet id: (batches, messages, bytes, last offset)} counted from the
+        batches themselves, read from the table, not through an index that may be damaged;
+        the last offset also counts transaction markers."""
+        found = {
+            pl_id: (n, m, b, last)
+            for pl_id, n, m, b, last in self._query(
+                "SELECT partitionlet, count(*), sum(count), sum(bytes), max(last_offset) "
+                "FROM batches NOT INDEXED GROUP BY partitionlet"
+            )
+        }
+        for pl_id, last in self._query(
+            "SELECT partitionlet, max(offset) FROM markers GROUP BY partitionlet"
+        ):
+            n, m, b, end = found.get(pl_id, (0, 0, 0, -1))
+            found[pl_id] = (n, m, b, max(end, last))
+        return found
+
+    def partitionlets_of_batches(self, batch_ids: list[int]) -> set[int]:
+        """The partitionlets these batches (by row id, as integrity_check names them) are of."""
+        found: set[int] = set()
+        for i in range(0, len(batch_ids), 500):
+            chunk = batch_ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                r[0]
+                for r in self._query(
+                    f"SELECT DISTINCT partitionlet FROM batches WHERE id IN ({marks})",
+                    tuple(chunk),
+                )
+            )
+        return found
+
+    def snapshot(
+        self, *, counts: bool
+    ) -> tuple[list[PartitionletState], dict[int, tuple[int, int, int, int]] | None]:
+        """`rows()` and (with `counts`) `stored()`, read in one transaction, so an append
+        between the two cannot make them disagree."""
+        try:
+            with read_transaction(self.conn):
+                return self.rows(), self.stored() if counts else None
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+
+    def max_partitionlet_id(self) -> int:
+        """The highest partitionlet id this volume has a row of (0: none)."""
+        return int(self._query("SELECT coalesce(max(id), 0) FROM partitionlets")[0][0])
+
+    def recount(self, pl_id: int, batches: int, messages: int, nbytes: int, last: int) -> None:
+        """Set a row's counts to what its batches hold, and its next offset past `last`
+        when it points at or below it (never lower: an offset is never handed out twice)."""
+        with self._writing(sync=True) as conn:
+            conn.execute(
+                "UPDATE partitionlets SET batches = ?, messages = ?, bytes = ?, "
+                "next_offset = max(next_offset, ?) WHERE id = ?",
+                (batches, messages, nbytes, last + 1, pl_id),
+            )
+
     # --- moving partitionlets between volumes (engine.ops.balance) ---------------------------
 
     def live_partitionlets(self) -> dict[int, tuple[int, int]]:
@@ -1517,6 +1689,12 @@ class Volume:
         with self._writing(sync) as conn:
             pls = self._partitionlets([pl_id])
             pl = pls.get(pl_id)
+            refused = self._disagreement(
+                pl_id, target.topic_id, target.partition, target.pl_base_offset, pl,
+                self._stored_ends([pl_id])[pl_id],
+            )  # fmt: skip
+            if refused is not None:
+                raise refused
             if pl is None:
                 base = target.pl_base_offset
                 pl = pls[pl_id] = _Partitionlet(

@@ -74,3 +74,15 @@ async def test_a_missing_cluster_is_an_error_on_screen(tmp_path, until):
         assert "no cluster at" in str(tree.root.label)
         assert app.cluster is None
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.asyncio
+async def test_the_header_shows_the_last_check(cluster_path, until):
+    from engine.ops import check
+
+    with Cluster.open(cluster_path, name="checked") as c:
+        check.run(c, quick=True)
+    app = ConsoleApp(cluster_path, refresh_s=60)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await until(pilot, lambda: app.cluster is not None)
+        assert "last quick check" in app.sub_title and "no problems" in app.sub_title

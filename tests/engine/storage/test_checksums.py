@@ -536,7 +536,7 @@ def test_archived_files_carry_checksums_that_every_read_verifies(cluster_path):
         exc = raised.value
         # what `plet check` calls: this file's damage, none in the others
         rows = [pl for pl in cluster.catalog.chain(topic_id(cluster), 0) if pl.archive_file]
-        found = {pl.archive_file: archive.verify(cluster_path, pl) for pl in rows}
+        found = {pl.archive_file: archive.verify_pages(cluster_path, pl) for pl in rows}
         assert [len(v) for v in found.values()] == [1] + [0] * (len(rows) - 1)
         assert files[0].name in str(exc) and exc.partition == 0
         assert exc.base_offset == 0
@@ -599,3 +599,28 @@ def test_the_kafka_facade_raises_its_corrupt_record_error(damaged):
         assert [r.offset for r in got] == list(range(100))
     finally:
         consumer.close()
+
+
+def test_plet_check_names_each_damaged_batch_and_quick_skips_the_bytes(damaged):
+    import json
+
+    from click.testing import CliRunner
+
+    from engine.cli import cli
+
+    def plet_check(*options: str):
+        result = CliRunner().invoke(cli, ["check", "--cluster", str(damaged), *options])
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        return result.exit_code, result.output
+
+    code, out = plet_check("--json")
+    report = json.loads(out)
+    assert code == 1 and not report["ok"]
+    [problem] = [p for p in report["problems"] if p["check"] == "checksums"]
+    assert (problem["topic"], problem["partition"]) == (TOPIC, 0)
+    assert "offsets 100..119" in problem["message"] and problem["repairable"] is False
+    code, out = plet_check()
+    assert code == 1 and "offsets 100..119" in out and TOPIC in out
+    # --quick reads no batch: the damage inside a value is for the full check to find
+    code, out = plet_check("--quick", "--json")
+    assert [p for p in json.loads(out)["problems"] if p["check"] == "checksums"] == []
