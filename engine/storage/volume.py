@@ -713,22 +713,28 @@ class Volume:
         ]
 
     def header_problem(self) -> str | None:
-        """What is wrong with the file's SQLite header, read without opening it (a few
-        bytes, so opening a cluster stays cheap): None when it looks sound."""
+        """What is wrong with the file's SQLite header (zeroed, overwritten, or counting
+        more pages than the file holds): None when it looks sound. Read through SQLite,
+        never through a file descriptor of our own: closing one drops every POSIX lock this
+        process holds on the file, those of its other connections too (SQLite's "how to
+        corrupt" list), while SQLite keeps such descriptors open until its locks go."""
+        where = f"volume {self.id} ({self.path})"
         try:
             size = self.path.stat().st_size
-            with open(self.path, "rb") as f:
-                header = f.read(100)
         except OSError as exc:
-            return f"volume {self.id} ({self.path}) cannot be read: {exc}"
-        where = f"volume {self.id} ({self.path})"
-        if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
-            return f"{where} has no SQLite header (zeroed, cut or overwritten)"
-        page_size = int.from_bytes(header[16:18], "big")
-        page_size = 65536 if page_size == 1 else page_size
-        pages = int.from_bytes(header[28:32], "big")
-        valid = header[24:28] == header[92:96]  # the page count is kept up to date
-        if valid and pages * page_size > size:
+            return f"{where} cannot be read: {exc}"
+        # immutable: the file as it is on disk (no WAL, no locks), as the header says
+        uri = f"{self.path.resolve().as_uri()}?mode=ro&immutable=1"
+        try:
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            try:
+                page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+                pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            return f"{where} has no readable SQLite header (zeroed, cut or overwritten: {exc})"
+        if pages * page_size > size:
             return (
                 f"{where} is cut short: its header counts {pages} pages of {page_size} "
                 f"bytes, the file holds {size} bytes"

@@ -62,13 +62,15 @@ Click = Callable[..., Awaitable[None]]
 
 @pytest.fixture
 def click(until) -> Click:
-    """`await click(pilot, "#save")`: click a button once it is laid out and can take the
-    click, and check that the click landed on it. Textual ignores a click (or Enter) on a
+    """`await click(pilot, "#save")`: click a button once its screen shows it, it is laid
+    out and can take the click, and check that the click landed on it. Textual ignores a click (or Enter) on a
     button that still shows its last press (0.2 s, more on a busy machine); a person never
     presses again that fast, a test does."""
     from textual.widgets import Button
 
     async def press(pilot, selector: str) -> None:
+        # a dialog opened by the last key may still be composing (a busy machine)
+        await until(pilot, lambda: len(pilot.app.screen.query(selector)) > 0)
         button = pilot.app.screen.query_one(selector, Button)
         await until(pilot, lambda: button.region.area and not button.has_class("-active"))
         assert await pilot.click(selector), f"the click missed {selector}"

@@ -199,7 +199,8 @@ def test_follow_hands_over_new_records_until_cancelled(cluster, topic):
     seen: list[ConsumerRecord] = []
     arrived = threading.Event()
 
-    def on_records(records):
+    def on_records(records, marks):
+        assert not marks.aborted and not marks.markers  # no transaction wrote them
         seen.extend(records)
         arrived.set()
 
