@@ -26,6 +26,7 @@ from engine.clock import SYSTEM_CLOCK, Clock
 from engine.errors import CorruptBatch, CorruptFile, DamagedPartition
 from engine.storage import batch as batch_codec
 from engine.storage.connection import (
+    BUSY_TIMEOUT_MS,
     ThreadConnections,
     integrity,
     read_transaction,
@@ -713,32 +714,27 @@ class Volume:
         ]
 
     def header_problem(self) -> str | None:
-        """What is wrong with the file's SQLite header (zeroed, overwritten, or counting
-        more pages than the file holds): None when it looks sound. Read through SQLite,
-        never through a file descriptor of our own: closing one drops every POSIX lock this
-        process holds on the file, those of its other connections too (SQLite's "how to
-        corrupt" list), while SQLite keeps such descriptors open until its locks go."""
+        """What is wrong with the file's SQLite header (zeroed or overwritten): None when
+        SQLite reads its schema. Read through SQLite, with its locks: never through a file
+        descriptor of our own, whose close drops every POSIX lock this process holds on
+        the file (those of its other connections too), and never around SQLite's locks
+        (`immutable`), which sees a checkpoint half-way (a header ahead of the file's size)
+        as damage. A file cut short shows where its missing pages are read (as a damaged
+        partition) and in `plet check`."""
         where = f"volume {self.id} ({self.path})"
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
         try:
-            size = self.path.stat().st_size
-        except OSError as exc:
-            return f"{where} cannot be read: {exc}"
-        # immutable: the file as it is on disk (no WAL, no locks), as the header says
-        uri = f"{self.path.resolve().as_uri()}?mode=ro&immutable=1"
-        try:
-            conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
             try:
-                page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-                pages = conn.execute("PRAGMA page_count").fetchone()[0]
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             finally:
                 conn.close()
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return None  # a writer holds it: it reads, so the open goes on
+            return f"{where} cannot be read: {exc}"
         except sqlite3.DatabaseError as exc:
-            return f"{where} has no readable SQLite header (zeroed, cut or overwritten: {exc})"
-        if pages * page_size > size:
-            return (
-                f"{where} is cut short: its header counts {pages} pages of {page_size} "
-                f"bytes, the file holds {size} bytes"
-            )
+            return f"{where} has no readable SQLite header (zeroed or overwritten: {exc})"
         return None
 
     def check(self, cluster_id: str) -> None:

@@ -444,3 +444,55 @@ def test_a_live_cluster_checks_clean_while_it_is_written_and_read(cluster_path):
             writer.join()
     assert len(reports) > 1
     assert [r.problems for r in reports] == [()] * len(reports)
+
+
+def test_opening_again_beside_a_writer_process_neither_damages_nor_false_alarms(cluster_path):
+    """A process that holds the volumes open opens the cluster again and again while another
+    process opens, writes and closes it (closing its last connection checkpoints). The
+    open's checks must read through SQLite: a descriptor of their own, once closed, drops
+    this process's locks (the other process then deleted the WAL under us: "disk I/O
+    error", "malformed"); a read around SQLite's locks sees a checkpoint half-way and calls
+    a sound volume cut short."""
+    import sqlite3
+
+    with Cluster.open(cluster_path) as cluster:
+        cluster.create_stream("/s", ttl=0)
+        cluster.create_topic(T, partitions=4)
+    script = textwrap.dedent(
+        f"""
+        import time
+        from engine import Cluster, Producer
+        end = time.monotonic() + 6
+        while time.monotonic() < end:
+            with Cluster.open({str(cluster_path)!r}) as c:
+                p = Producer(c, acks=1)
+                for k in range(20):
+                    p.send({T!r}, b"w", partition=k % 4)
+                p.close()
+        """
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script])
+    damaged: list[dict] = []
+    opens = 0
+    try:
+        with Cluster.open(cluster_path) as held:
+            producer = Producer(held, acks=1)
+            while writer.poll() is None:
+                for k in range(10):
+                    producer.send(T, b"a", partition=k % 4)
+                producer.flush()
+                with Cluster.open(cluster_path) as again:
+                    opens += 1
+                    if again.damaged_volumes():
+                        damaged.append(again.damaged_volumes())
+            producer.close()
+    finally:
+        writer.wait(timeout=60)
+    assert writer.returncode == 0 and opens > 10
+    assert damaged == []
+    for f in sorted((cluster_path / "volumes").glob("*.db")):
+        conn = sqlite3.connect(f)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok", f
+        conn.close()
+    code, out = plet_check(cluster_path)
+    assert code == 0, out
