@@ -734,7 +734,7 @@ class Volume:
                 return None  # a writer holds it: it reads, so the open goes on
             return f"{where} cannot be read: {exc}"
         except sqlite3.DatabaseError as exc:
-            return f"{where} has no readable SQLite header (zeroed or overwritten: {exc})"
+            return f"{where} has no SQLite header (zeroed or overwritten: {exc})"
         return None
 
     def check(self, cluster_id: str) -> None:
