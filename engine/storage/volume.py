@@ -26,7 +26,6 @@ from engine.clock import SYSTEM_CLOCK, Clock
 from engine.errors import CorruptBatch, CorruptFile, DamagedPartition
 from engine.storage import batch as batch_codec
 from engine.storage.connection import (
-    BUSY_TIMEOUT_MS,
     ThreadConnections,
     integrity,
     read_transaction,
@@ -714,27 +713,22 @@ class Volume:
         ]
 
     def header_problem(self) -> str | None:
-        """What is wrong with the file's SQLite header (zeroed or overwritten): None when
-        SQLite reads its schema. Read through SQLite, with its locks: never through a file
-        descriptor of our own, whose close drops every POSIX lock this process holds on
-        the file (those of its other connections too), and never around SQLite's locks
-        (`immutable`), which sees a checkpoint half-way (a header ahead of the file's size)
-        as damage. A file cut short shows where its missing pages are read (as a damaged
-        partition) and in `plet check`."""
-        where = f"volume {self.id} ({self.path})"
-        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        """What is wrong with the file before SQLite reads it: None unless it is too short
+        to hold an SQLite header (SQLite would take an empty file for a new database and
+        make it again, handing its offsets out twice). A zeroed or overwritten header is
+        SQLite's to find, at the open's first read (`ensure_schema`, `check`): read here
+        through a descriptor of our own, its close would drop every POSIX lock this
+        process holds on the file, those of its other connections too; read around
+        SQLite's locks, a checkpoint half-way looks like a file cut short."""
         try:
-            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
-            try:
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            finally:
-                conn.close()
-        except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                return None  # a writer holds it: it reads, so the open goes on
-            return f"{where} cannot be read: {exc}"
-        except sqlite3.DatabaseError as exc:
-            return f"{where} has no SQLite header (zeroed or overwritten: {exc})"
+            size = self.path.stat().st_size
+        except OSError as exc:
+            return f"volume {self.id} ({self.path}) cannot be read: {exc}"
+        if size < 100:
+            return (
+                f"volume {self.id} ({self.path}) has no SQLite header (zeroed, cut or "
+                f"overwritten: {size} bytes)"
+            )
         return None
 
     def check(self, cluster_id: str) -> None:

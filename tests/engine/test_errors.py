@@ -128,7 +128,7 @@ def test_corrupt_volume(cluster_path):
         with pytest.raises(errors.DamagedPartition) as info:
             read_all(cluster)
     assert victim.name in message
-    assert "no SQLite header" in message
+    assert "not a readable SQLite database" in message
     assert victim.name in str(info.value) and "partition" in str(info.value)
     # nothing else damaged, the bad file left as it was
     after = files_of(cluster_path)
@@ -328,3 +328,19 @@ def test_unknown_group(cluster):
     with pytest.raises(errors.UnknownGroup) as info:
         cluster.group("no-such-group")
     assert isinstance(info.value, errors.NotFound)
+
+
+def test_an_emptied_volume_is_never_made_again(cluster_path):
+    """SQLite takes an empty file for a new database: a volume emptied (truncated to 0
+    bytes) must be reported, not given a fresh schema whose offsets start again at 0."""
+    make_cluster(cluster_path, messages=20)
+    victim = volume_files(cluster_path)[1]
+    for suffix in ("-wal", "-shm"):
+        Path(str(victim) + suffix).unlink(missing_ok=True)
+    victim.write_bytes(b"")
+    with Cluster.open(cluster_path) as cluster:
+        (message,) = cluster.damaged_volumes().values()
+        assert "no SQLite header" in message and victim.name in message
+        with pytest.raises(errors.DamagedPartition):
+            read_all(cluster)
+    assert victim.stat().st_size == 0  # left as it was
