@@ -310,6 +310,10 @@ class Cluster:
                         vol.initialize(settings["cluster_id"])
                     else:
                         vol.damage = vol.header_problem()
+                        if vol.damage is not None and not catalog.volume_in_use(volume_id):
+                            # too short, but it holds nothing: another process's new one
+                            # (SQLite writes its header next), safe to make
+                            vol.damage = None
                         if vol.damage is None:
                             try:
                                 vol.ensure_schema()
