@@ -7,7 +7,8 @@
   500);
 - `plet serve` (its own process, its own cluster): confluent-kafka's producer at acks=all
   plain, idempotent and transactional with 100 and 10,000 messages per transaction, and its
-  consumer read_uncommitted and read_committed.
+  consumer read_uncommitted and read_committed; once on topics of one partition, once on
+  topics of `WIDE_PARTITIONS` written round robin.
 
 Each row gives msg/s and its ratio to the plain row of the same API (for consumes, to
 read_uncommitted). Targets: 10,000-message transactions at >= 0.8x plain produce,
@@ -32,6 +33,10 @@ from typing import Any
 
 VALUE = b"v" * 100
 TXN_SIZES = (100, 10_000)
+# The wire cases run again on topics of this many partitions: librdkafka's idempotent and
+# transactional producer keeps one produce request in flight per partition, so with one
+# partition the listener's time per request is the producer's pace.
+WIDE_PARTITIONS = 4
 
 
 def _timed(work: Callable[[], object]) -> float:
@@ -105,7 +110,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wire(path: Path, n: int) -> list[tuple[str, float, str]]:
+def wire(path: Path, n: int, partitions: int = 1) -> list[tuple[str, float, str]]:
+    """The wire cases on topics of `partitions` partitions, written round robin."""
     from confluent_kafka import Consumer as CKConsumer
     from confluent_kafka import Producer as CKProducer
     from confluent_kafka import TopicPartition as CKTP
@@ -115,7 +121,7 @@ def wire(path: Path, n: int) -> list[tuple[str, float, str]]:
     with Cluster.open(path) as cluster:
         cluster.create_stream("/kafka")
         for name in ("plain", "idem", *(f"txn{s}" for s in TXN_SIZES)):
-            cluster.create_topic(f"/kafka:{name}", partitions=1)
+            cluster.create_topic(f"/kafka:{name}", partitions=partitions)
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "serve", "--cluster", str(path), "--listen",
@@ -129,24 +135,31 @@ def wire(path: Path, n: int) -> list[tuple[str, float, str]]:
     bootstrap = f"127.0.0.1:{port}"
     settings = {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10000}
     rows: list[tuple[str, float, str]] = []
+    over = "" if partitions == 1 else f", {partitions} partitions"
     try:
-        plain = "confluent-kafka produce plain acks=all"
+        plain = f"confluent-kafka produce plain acks=all{over}"
         cases: list[tuple[str, dict[str, Any], str, int | None]] = [
             (plain, {"acks": "all"}, "plain", None),
-            ("confluent-kafka produce idempotent", {"enable.idempotence": True}, "idem", None),
+            (
+                f"confluent-kafka produce idempotent{over}",
+                {"enable.idempotence": True},
+                "idem",
+                None,
+            ),
         ]
         for size in TXN_SIZES:
-            txn: dict[str, Any] = {"transactional.id": f"t{size}"}
-            cases.append((f"confluent-kafka produce {size:,}/transaction", txn, f"txn{size}", size))
+            txn: dict[str, Any] = {"transactional.id": f"t{size}-{partitions}"}
+            case = f"confluent-kafka produce {size:,}/transaction{over}"
+            cases.append((case, txn, f"txn{size}", size))
         for case, extra, topic, per_txn in cases:
             producer = CKProducer({**settings, **extra})
 
             def produce(p: CKProducer = producer, t: str = topic, s: int | None = per_txn) -> None:
                 def send(count: int) -> None:
-                    for _ in range(count):
+                    for i in range(count):
                         while True:
                             try:
-                                p.produce(t, VALUE, partition=0)
+                                p.produce(t, VALUE, partition=i % partitions)
                                 break
                             except BufferError:
                                 p.poll(0.05)
@@ -163,7 +176,7 @@ def wire(path: Path, n: int) -> list[tuple[str, float, str]]:
             if per_txn is not None:
                 producer.init_transactions(60)
             rows.append((case, _timed(produce), plain))
-        uncommitted = "confluent-kafka consume read_uncommitted"
+        uncommitted = f"confluent-kafka consume read_uncommitted{over}"
         for isolation in ("read_uncommitted", "read_committed"):
             consumer = CKConsumer(
                 {"bootstrap.servers": bootstrap, "group.id": f"b-{isolation}",
@@ -171,14 +184,15 @@ def wire(path: Path, n: int) -> list[tuple[str, float, str]]:
                  "fetch.wait.max.ms": 100}
             )  # fmt: skip
             consumer.list_topics(timeout=30)
-            consumer.assign([CKTP(f"txn{TXN_SIZES[-1]}", 0, 0)])
+            consumer.assign([CKTP(f"txn{TXN_SIZES[-1]}", p, 0) for p in range(partitions)])
 
             def drain(c: CKConsumer = consumer) -> None:
                 got = 0
                 while got < n:
                     got += sum(1 for m in c.consume(min(10000, n - got), 5) if not m.error())
 
-            rows.append((f"confluent-kafka consume {isolation}", _timed(drain), uncommitted))
+            case = f"confluent-kafka consume {isolation}{over}"
+            rows.append((case, _timed(drain), uncommitted))
             consumer.close()
     finally:
         proc.terminate()
@@ -193,6 +207,7 @@ def main(argv: list[str]) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-transactions-"))
     try:
         rows = embedded(root / "embedded", n) + wire(root / "wire", n)
+        rows += wire(root / "wire-4", n, partitions=WIDE_PARTITIONS)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     seconds = {case: s for case, s, _ in rows}

@@ -22,7 +22,7 @@ import os
 import threading
 import uuid
 import weakref
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -475,6 +475,7 @@ class Cluster:
             self._placement,
             roll_bytes=self.partitionlet_bytes,
             roll_ms=self.partitionlet_ms,
+            clock=self.clock,
         )
 
     def partition_log(
@@ -870,6 +871,16 @@ class Cluster:
                 pl.archive_messages or 0, pl.first_ts, pl.max_ts, pl.created_ms,
                 "archive", archive.file_uri(self.path, pl.archive_file),
             )  # fmt: skip
+        damage = self._vols[pl.volume_id].damage if pl.volume_id in self._vols else None
+        if damage is not None:  # what the catalog knows: the range, and a sealed one's size
+            end = pl.end_offset
+            if end is None:
+                end = max(pl.base_offset, pl.reached_offset or 0)
+            return PartitionletInfo(
+                pl.id, topic, pl.partition, pl.volume_id, pl.base_offset, end - 1, pl.active,
+                pl.bytes, end - pl.base_offset, pl.first_ts, pl.max_ts, pl.created_ms,
+                damage=damage,
+            )  # fmt: skip
         if state is None:  # created in the catalog, nothing appended yet
             end = pl.end_offset if pl.end_offset is not None else pl.base_offset
             return PartitionletInfo(
@@ -938,7 +949,17 @@ class Cluster:
     def volumes(self) -> list[VolumeInfo]:
         self.check_open()
         infos = []
-        for volume_id, vol in sorted(self.open_volumes().items()):
+        damaged = self.damaged_volumes()
+        placed = Counter(self.catalog.partitionlet_volumes().values()) if damaged else Counter()
+        for volume_id, vol in sorted(self._vols.items()):
+            if vol.damage is not None:
+                infos.append(
+                    VolumeInfo(
+                        volume_id, str(vol.path), vol.file_bytes(), 0, placed[volume_id], 0, 0,
+                        vol.damage,
+                    )
+                )  # fmt: skip
+                continue
             data_bytes, count, active = vol.sizes()
             infos.append(
                 VolumeInfo(

@@ -68,6 +68,10 @@ class PartitionletInfo:
     # "live" (in its volume) or "archive" (one Parquet file, `file`: its URI; docs/ARCHIVE.md)
     tier: str = "live"
     file: str | None = None
+    # what is wrong with its volume, which could not be opened (Cluster.damaged_volumes):
+    # its range and size are then the catalog's (`messages` counts its offsets), and its
+    # messages cannot be read
+    damage: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,9 @@ class VolumeInfo:
     partitionlets: int
     active_partitionlets: int
     recent_write_bytes: int  # written in the last placement window
+    # what is wrong with it, when it could not be opened (Cluster.damaged_volumes): its
+    # counts are then the catalog's, and `data_bytes` and the write load are unknown (0)
+    damage: str | None = None
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,8 @@ class PartitionsPane(Pane):
                     v.id,
                     (
                         v.id,
-                        Text(_short_path(v.path, self.cluster.path)),
+                        Text(_short_path(v.path, self.cluster.path))
+                        + (Text(" damaged", style="bold red") if v.damage else Text("")),
                         format_bytes(v.bytes),
                         format_bytes(v.data_bytes),
                         v.partitionlets,

@@ -201,12 +201,19 @@ def topic_info(ctx: click.Context, full_name: str, as_json: bool) -> None:
             + f"  ({plural(part.messages, 'message')}, {format_bytes(part.bytes)})"
             + f"  {format_ms(part.first_timestamp)} .. {format_ms(part.last_timestamp)}"
         )
+        for volume, damage in sorted(
+            {(p.volume, p.damage) for p in part.partitionlets if p.damage}
+        ):
+            click.echo(
+                click.style(f"  volume {volume} is damaged", fg="red")
+                + f" ({damage}): its partitionlets' ranges are the catalog's and cannot be read"
+            )
         echo_table(
             ("PARTITIONLET", "VOLUME", "BASE_OFFSET", "LAST_OFFSET", "ACTIVE", "MESSAGES", "SIZE"),
             (
                 (
                     let.id,
-                    let.volume,
+                    f"{let.volume} (damaged)" if let.damage else let.volume,
                     let.base_offset,
                     let.last_offset,
                     "yes" if let.active else "no",

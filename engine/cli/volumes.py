@@ -27,20 +27,27 @@ def volume_list(ctx: click.Context, as_json: bool) -> None:
         echo_json([asdict(info) for info in infos])
         return
     echo_table(
-        ("VOLUME", "PATH", "FILE SIZE", "DATA", "PARTITIONLETS", "ACTIVE", "WRITTEN (5m)"),
+        ("VOLUME", "PATH", "FILE SIZE", "DATA", "PARTITIONLETS", "ACTIVE", "WRITTEN (5m)", "STATE"),
         (
             (
                 info.id,
                 info.path,
                 format_bytes(info.bytes),
-                format_bytes(info.data_bytes),
+                "?" if info.damage else format_bytes(info.data_bytes),
                 f"{info.partitionlets:,}",
-                f"{info.active_partitionlets:,}",
-                format_bytes(info.recent_write_bytes),
+                "?" if info.damage else f"{info.active_partitionlets:,}",
+                "?" if info.damage else format_bytes(info.recent_write_bytes),
+                "damaged" if info.damage else "ok",
             )
             for info in infos
         ),
     )
+    for info in infos:
+        if info.damage:
+            click.echo(
+                click.style(f"volume {info.id} is damaged", fg="red")
+                + f": {info.damage}. Its partitions are not served; `plet check` says more."
+            )
 
 
 @click.group()
@@ -75,19 +82,26 @@ def partitionlet_list(ctx: click.Context, topic_name: str | None, as_json: bool)
             "ACTIVE",
             "MESSAGES",
             "SIZE",
+            "TIER",
         ),
         (
             (
                 info.id,
                 info.topic,
                 info.partition,
-                info.volume,
+                f"{info.volume} (damaged)" if info.damage else info.volume,
                 info.base_offset,
                 info.last_offset,
                 "yes" if info.active else "no",
                 f"{info.messages:,}",
                 format_bytes(info.bytes),
+                info.tier,
             )
             for info in infos
         ),
     )
+    archived = [info for info in infos if info.file]
+    if archived:  # a file's URI is long: listed under the table, not in a column
+        click.echo()
+        for info in archived:
+            click.echo(f"partitionlet {info.id} is archived in {info.file}")

@@ -849,8 +849,10 @@ class Producer:
         while True:
             with self._lock:
                 while not self._batches and not self._closing:
-                    self._wake.wait()
-                if self.linger_ms and not self._urgent and not self._closing:
+                    # idle: wake when the offsets reached are due to be saved
+                    if not self._wake.wait(appender.marks_due_in()):
+                        break
+                if self._batches and self.linger_ms and not self._urgent and not self._closing:
                     deadline = self._batches[0].created + self.linger_ms / 1000
                     while not self._urgent and not self._closing:
                         left = deadline - time.monotonic()
@@ -870,6 +872,7 @@ class Producer:
                 closing = self._closing
             if taken:
                 self._write(appender, taken)
+            appender.save_marks(now=closing)
             if closing:
                 with self._lock:
                     if not self._batches:

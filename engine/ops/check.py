@@ -238,10 +238,33 @@ def _chain_issues(ctx: Context, chain: list[PartitionletRow]) -> list[tuple[str,
         if pl.archive_file is not None or pl.volume_id in ctx.unreadable:
             continue
         row = ctx.rows.get(pl.volume_id, {}).get(pl.id)
+        reached = pl.reached_offset if pl.end_offset is None else None
+        if reached is not None and row is not None:
+            # what its batches reach, when read (a damaged row is the `counts` check's)
+            stored = ctx.stored.get(pl.volume_id, {}).get(pl.id)
+            if stored is not None and stored[3] + 1 >= reached:
+                reached = None
         if row is not None and row.state != DELETED and row.base_offset == pl.base_offset:
-            if pl.end_offset is None or (row.state != ACTIVE and row.next_offset == pl.end_offset):
+            if pl.end_offset is None and (reached is None or row.next_offset >= reached):
                 continue  # the usual case, checked without making a string
+            if row.state != ACTIVE and row.next_offset == pl.end_offset:
+                continue
         vol = f"volume {pl.volume_id}"
+        if reached is not None and (
+            row is None or row.state == DELETED or row.next_offset < reached
+        ):
+            holds = (
+                "nothing"
+                if row is None or row.state == DELETED
+                else f"{row.base_offset}..{row.next_offset - 1}"
+            )
+            text = (
+                f"partitionlet {pl.id} reached offset {reached - 1} (the catalog's mark), "
+                f"{vol} holds {holds}: the volume lost commits, and the offsets after what it "
+                "holds may have been read already"
+            )
+            issues.append((vol, text, RESTORE, False))
+            continue
         if row is None or row.state == DELETED:
             if pl.end_offset is None and row is None:
                 continue  # active, nothing appended yet

@@ -8,6 +8,14 @@ catalog for a successor starting at the sealed end offset, on the volume that `P
 (engine.storage.placement) chooses; if another writer got there first, the catalog returns
 that one instead.
 
+An offset once handed out is never handed out again, also when a volume loses its last
+commits (a cut WAL, an old copy put back): about once a second (`MARK_INTERVAL_S`) a writer
+saves in the catalog, another file, the offset each partitionlet it appended to has
+reached; a partition whose volume holds less than its mark, or less than the catalog's
+chain says, takes no more writes (`errors.DamagedPartition`), since the offsets after what
+the volume holds may have been read already. Appends in the last second before such a loss
+can still go unnoticed: the price of not writing the catalog at each append.
+
 A batch is reported written (its `offset` set) if and only if its volume committed it: a
 roll that fails after the append (the catalog's disk is full) fails only the batches still
 waiting for the successor, and the next append to that partition rolls again, since the
@@ -28,6 +36,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 
+from engine.clock import SYSTEM_CLOCK, Clock
 from engine.errors import (
     CorruptFile,
     DamagedPartition,
@@ -48,6 +57,8 @@ log = logging.getLogger(__name__)
 # it get through), for up to ROLL_WAIT_S, as long as a writer waits for a file's lock.
 MAX_ROLL_RETRIES = 8
 ROLL_WAIT_S = 30.0
+# How often a writer saves the offsets its partitionlets reached (`Appender.save_marks`).
+MARK_INTERVAL_S = 1.0
 
 
 class Appender:
@@ -65,8 +76,10 @@ class Appender:
         *,
         roll_bytes: int,
         roll_ms: int,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._catalog = catalog
+        self._clock = clock
         self._volumes = volumes
         self._placement = placement
         self.roll_bytes = roll_bytes
@@ -75,6 +88,11 @@ class Appender:
         self._codecs: dict[int, str] = {}  # stream id -> its `compression` policy
         # partitions whose chain disagrees with its volumes (`_check_chain`): no writes
         self._refused: dict[tuple[int, int], DamagedPartition] = {}
+        # partitionlet id -> the next offset its appends reached, not saved yet
+        self._marks: dict[int, int] = {}
+        # when `save_marks` may write next (clock.monotonic): a writer that appends once and
+        # goes (a transaction's markers) costs the catalog nothing
+        self._next_save = clock.monotonic() + MARK_INTERVAL_S
 
     def forget(self) -> None:
         """Drop cached metadata (topics were deleted or changed, or policies)."""
@@ -99,8 +117,16 @@ class Appender:
     def write(self, writes: list[BatchWrite], *, sync: bool) -> None:
         """Append every batch (in list order within a partition); sets `offset` or `error`.
 
-        A failure on one volume fails only the batches bound for that volume.
+        A failure on one volume fails only the batches bound for that volume. The offsets
+        reached are saved when due (`save_marks`).
         """
+        try:
+            self._write(writes, sync)
+        finally:
+            self._note_reached(writes)
+        self.save_marks()
+
+    def _write(self, writes: list[BatchWrite], sync: bool) -> None:
         for w in writes:
             codec = w.compression or self.codec(w.stream_id)
             if codec != "none":
@@ -138,6 +164,40 @@ class Appender:
                 f"writer for {ROLL_WAIT_S:.0f} s ({tries} tries); try again"
             )
 
+    # --- the offsets reached, saved in the catalog -------------------------------------------
+
+    def _note_reached(self, writes: list[BatchWrite]) -> None:
+        marks = self._marks
+        for w in writes:
+            if w.offset is not None and not w.duplicate:
+                end = w.offset + max(w.count, 1)  # a marker takes one offset
+                if marks.get(w.pl_id, -1) < end:
+                    marks[w.pl_id] = end
+
+    def marks_due_in(self) -> float | None:
+        """Seconds until `save_marks` has something to write (0: now); None: nothing to
+        save. A writer that waits for work waits at most this long."""
+        if not self._marks:
+            return None
+        return max(0.0, self._next_save - self._clock.monotonic())
+
+    def save_marks(self, *, now: bool = False) -> None:
+        """Save the offsets reached since the last save, when `MARK_INTERVAL_S` has passed
+        since it (or `now`). A failure (a full disk) keeps them for the next try: the
+        appends themselves are committed, and a late mark only narrows what is checked."""
+        if not self._marks:
+            return
+        clock_now = self._clock.monotonic()
+        if not now and clock_now < self._next_save:
+            return
+        self._next_save = clock_now + MARK_INTERVAL_S
+        try:
+            self._catalog.mark_reached(self._marks)
+        except PartitionletError as exc:  # a full disk, a closed cluster
+            log.debug("offsets reached not saved: %s", exc)
+            return
+        self._marks = {}
+
     def _write_once(self, pending: list[BatchWrite], sync: bool) -> list[BatchWrite]:
         """One round of `write`: append what can be, roll what was sealed; returns the
         writes to try again (their partitionlet was sealed before they got in)."""
@@ -159,6 +219,7 @@ class Appender:
                 continue
             w.pl_id = pl.id
             w.pl_base_offset = pl.base_offset
+            w.pl_reached = pl.reached_offset
             by_volume[pl.volume_id].append(w)
         retry: list[BatchWrite] = []
         sealed: dict[tuple[int, int], tuple[int, int, int]] = {}

@@ -48,6 +48,9 @@ from engine.storage.metrics import MetricsTable
 from engine.storage.producers import PRODUCER_SCHEMA, ProducerIds
 from engine.storage.transactions import TRANSACTION_SCHEMA, TransactionTables
 
+# How long `Catalog.mark_reached` waits for the write lock (ms).
+MARK_LOCK_WAIT_MS = 50
+
 FORMAT = "partitionlet-catalog"
 SCHEMA_VERSION = 1
 
@@ -66,6 +69,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("jobs", "rows_per_s", "REAL"),
     ("jobs", "first_task_ms", "INTEGER"),
     ("topics", "policies", "TEXT"),
+    ("partitionlets", "reached_offset", "INTEGER"),
 )
 
 # The name search (engine/search.py): an FTS5 trigram index of every topic name (rowid: the
@@ -150,7 +154,11 @@ CREATE TABLE IF NOT EXISTS partitionlets (
     max_ts      INTEGER,
     archive_file     TEXT,     -- archived (engine.ops.archive): its Parquet file; NULL: live
     archive_messages INTEGER,  -- the messages of that file
-    archive_bytes    INTEGER   -- and its size
+    archive_bytes    INTEGER,  -- and its size
+    -- an offset its appends had reached (a lower bound of its next offset), saved by the
+    -- writers about once a second (engine.storage.appender): a volume that holds less lost
+    -- commits whose offsets may have been read already. NULL: none saved yet
+    reached_offset   INTEGER
 );
 CREATE INDEX IF NOT EXISTS partitionlets_chain
     ON partitionlets (topic_id, partition, base_offset);
@@ -398,6 +406,7 @@ class PartitionletRow:
     archive_file: str | None = None  # archived (engine.storage.archive): its file
     archive_messages: int | None = None
     archive_bytes: int | None = None
+    reached_offset: int | None = None  # the appends' last saved mark (see SCHEMA)
 
     @property
     def active(self) -> bool:
@@ -410,7 +419,7 @@ class PartitionletRow:
 
 _PL_COLUMNS = (
     "id, topic_id, partition, volume_id, base_offset, end_offset, created_ms, sealed_ms, "
-    "bytes, first_ts, max_ts, archive_file, archive_messages, archive_bytes"
+    "bytes, first_ts, max_ts, archive_file, archive_messages, archive_bytes, reached_offset"
 )
 
 
@@ -1322,6 +1331,25 @@ class Catalog:
                 "UPDATE partitionlets SET bytes = ?, first_ts = ?, max_ts = ? WHERE id = ?",
                 (nbytes, first_ts, max_ts, pl_id),
             )
+
+    def mark_reached(self, marks: dict[int, int]) -> None:
+        """Save, for each partitionlet id, an offset its appends have reached (its next
+        offset then), in one transaction; a mark only ever moves forward. Waits at most
+        MARK_LOCK_WAIT_MS for the catalog's write lock (`errors.FileLocked` after): the writer
+        that saves is a producer's sender, which must not stall behind a long catalog
+        transaction of another process, and saves again later."""
+        conn = self.conn
+        (wait,) = conn.execute("PRAGMA busy_timeout").fetchone()
+        conn.execute(f"PRAGMA busy_timeout = {MARK_LOCK_WAIT_MS}")
+        try:
+            with self.write():
+                conn.executemany(
+                    "UPDATE partitionlets SET reached_offset = ? WHERE id = ? "
+                    "AND (reached_offset IS NULL OR reached_offset < ?)",
+                    [(offset, pl_id, offset) for pl_id, offset in marks.items()],
+                )
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(wait)}")
 
     # --- checking (engine.ops.check) -------------------------------------------------------
 

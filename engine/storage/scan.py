@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine import names
-from engine.errors import CorruptBatch, InvalidArgument, StorageError
+from engine.errors import CorruptBatch, DamagedPartition, InvalidArgument, StorageError
 from engine.policies import check_stored
 from engine.records import TopicPartition
 from engine.storage import batch as batch_codec
@@ -362,7 +362,8 @@ def _batches(path: str, task: ScanTask) -> tuple[list[ScanBatch], bool]:
     try:
         conn.execute("BEGIN")  # one snapshot for the state and the batches
         state = conn.execute(
-            "SELECT state FROM partitionlets WHERE id = ?", (task.partitionlet,)
+            "SELECT state, base_offset, next_offset, messages FROM partitionlets WHERE id = ?",
+            (task.partitionlet,),
         ).fetchone()
         sql = (
             "SELECT base_offset, last_offset, ts_type, first_ts, max_ts, payload, crc "
@@ -373,6 +374,8 @@ def _batches(path: str, task: ScanTask) -> tuple[list[ScanBatch], bool]:
             sql += " AND NOT (producer_id IS ? AND base_offset BETWEEN ? AND ?)"
             args += [producer_id, first, marker]
         rows = conn.execute(sql + " ORDER BY last_offset", args).fetchall()
+        if state is not None and state[0] != DELETED:
+            _check_gaps(conn, path, task, rows, state)
         conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         raise translate(exc, path, "volume") from exc
@@ -391,6 +394,47 @@ def _batches(path: str, task: ScanTask) -> tuple[list[ScanBatch], bool]:
                 partitionlet=task.partitionlet,
             )
     return [ScanBatch(*r[:6]) for r in rows], state is not None and state[0] != DELETED
+
+
+def _check_gaps(
+    conn: sqlite3.Connection,
+    path: str,
+    task: ScanTask,
+    rows: list[tuple[Any, ...]],
+    state: tuple[int, int, int, int],
+) -> None:
+    """Raise `DamagedPartition` when offsets of the task's range hold no batch and nothing
+    explains it, as the engine's readers do (engine.storage.log): transaction markers
+    there, an aborted transaction left out (read_committed), or a partitionlet whose
+    messages and markers no longer fill its range (compaction, the ttl). A damaged index
+    or row must not make a job skip messages. Costs nothing when the batches follow each
+    other."""
+    _, base, next_offset, messages = state
+    stop = min(task.end, next_offset)
+    gaps = []
+    position = max(task.start, base)
+    for r in rows:
+        if r[0] > position:
+            gaps.append((position, min(r[0], stop)))
+        position = max(position, r[1] + 1)
+    if position < stop:
+        gaps.append((position, stop))
+    markers = "SELECT count(*) FROM markers WHERE partitionlet = ? AND offset >= ? AND offset < ?"
+    for first, end in gaps:
+        if first >= end or any(f < end and m >= first for _, f, m in task.skip):
+            continue
+        (found,) = conn.execute(markers, (task.partitionlet, first, end)).fetchone()
+        if found == end - first:
+            continue  # transaction markers
+        (in_all,) = conn.execute(markers, (task.partitionlet, base, next_offset)).fetchone()
+        if (messages or 0) + in_all < next_offset - base:
+            return  # compaction or the ttl removed messages here: gaps are expected
+        raise DamagedPartition(
+            f"partition {task.partition} of topic {task.topic}: offsets {first}..{end - 1} of "
+            f"partitionlet {task.partitionlet} (volume {path}) cannot be read though it holds "
+            f"{messages} messages for its {next_offset - base} offsets (a damaged index or "
+            "file); the scan stops here instead of skipping messages (run `plet check`)"
+        )
 
 
 def read(task: ScanTask) -> list[ScanBatch]:

@@ -196,6 +196,8 @@ class BatchWrite:
     error: BaseException | None = None
     pl_id: int = 0  # the active partitionlet it is sent to
     pl_base_offset: int = 0
+    # the catalog's mark of the offset that partitionlet's appends reached (None: none)
+    pl_reached: int | None = None
     sealed_at: int | None = None
     compression: str | None = None  # the topic's own codec; None: its stream's policy
     # an idempotent producer's batch: (producer id, epoch, base sequence)
@@ -413,6 +415,10 @@ class BatchRewrite:
     first_ts: int
     max_ts: int
     tombstones: int = 0  # tombstones among the removed messages (for reports)
+
+
+def _lost(reached: int) -> str:
+    return f"where the catalog's mark says it reached offset {reached - 1}: the volume lost commits"
 
 
 def _producer_batches(
@@ -772,7 +778,7 @@ class Volume:
                 if w.pl_id not in refused:
                     refused[w.pl_id] = self._disagreement(
                         w.pl_id, w.topic_id, w.partition, w.pl_base_offset,
-                        pls.get(w.pl_id), ends[w.pl_id],
+                        pls.get(w.pl_id), ends[w.pl_id], w.pl_reached,
                     )  # fmt: skip
                 if refused[w.pl_id] is not None:
                     w.error = refused[w.pl_id]
@@ -850,19 +856,25 @@ class Volume:
         base_offset: int,
         pl: _Partitionlet | None,
         end: int | None,
+        reached: int | None = None,
     ) -> DamagedPartition | None:
         """Why partitionlet `pl_id` (row `pl`, holding offsets up to `end`) must take no
         append (an offset would be handed out twice, or past a hole), or None: its row must
         exist whenever it holds batches, start where the catalog's chain says
-        (`base_offset`), and point past the last offset stored."""
+        (`base_offset`), point past the last offset stored, and be past the catalog's mark
+        of the offset its appends `reached` (less: this file lost commits, whose offsets
+        may have been read already)."""
         where = (
             f"partition {partition} of topic #{topic_id} (partitionlet {pl_id}, "
             f"volume {self.id}, {self.path})"
         )
         if pl is None:
             if end is None:
-                return None  # its first append
-            problem = f"holds offsets up to {end} but its row is missing"
+                if reached is None or reached <= base_offset:
+                    return None  # its first append
+                problem = f"its row and batches are missing, {_lost(reached)}"
+            else:
+                problem = f"holds offsets up to {end} but its row is missing"
         elif pl.state == DELETED:
             return None  # a tombstone: the append finds it closed, as a sealed one
         elif None in (pl.next_offset, pl.state, pl.base_offset, pl.bytes, pl.created_ms):
@@ -873,6 +885,8 @@ class Volume:
             )
         elif pl.next_offset < pl.base_offset or (end is not None and pl.next_offset <= end):
             problem = f"its row's next offset is {pl.next_offset} but it holds offsets up to {end}"
+        elif reached is not None and pl.next_offset < reached:
+            problem = f"it holds offsets {pl.base_offset}..{pl.next_offset - 1}, {_lost(reached)}"
         else:
             return None
         return DamagedPartition(

@@ -14,3 +14,41 @@ def test_the_checksum_code_is_timed_inside_produce_and_consume():
     assert 0 < share.consume_checksum_s < share.consume_s
     assert "checksums" in share.text()
     assert (batch.payload_crc, batch.checksum, batch.intact) == real  # put back
+
+
+def test_off_is_the_engine_before_checksums(tmp_path):
+    """With the checksums off nothing is computed or verified, and the rows carry no CRC
+    (as those written before checksums); on, every row carries one."""
+    from engine import Cluster, Producer
+
+    real = (batch.payload_crc, batch.checksum, batch.intact)
+    for on in (False, True):
+        with Cluster.open(tmp_path / f"c-{on}", volumes=1) as cluster:
+            cluster.create_stream("/s", ttl=0)
+            cluster.create_topic("/s:t", partitions=1)
+            producer = Producer(cluster, acks=1)
+            if on:
+                producer.send("/s:t", b"v", partition=0).get(timeout=10)
+            else:
+                with checksums.checksums_off():
+                    producer.send("/s:t", b"v", partition=0).get(timeout=10)
+            producer.close()
+            (volume,) = cluster.open_volumes().values()
+            crcs = [row[0] for row in volume.conn.execute("SELECT crc FROM batches")]
+            assert len(crcs) == 1 and (crcs[0] is not None) is on
+    assert (batch.payload_crc, batch.checksum, batch.intact) == real  # put back
+
+
+def test_compare_alternates_on_and_off_in_one_run(tmp_path):
+    results = checksums.compare(tmp_path, 100, 500, rounds=2)
+    assert {c.case for c in results} == {
+        "embedded produce",
+        "embedded consume",
+        "Spark scan (task reads)",
+        "wire produce (server)",
+        "wire consume (server)",
+    }
+    for c in results:
+        assert len(c.on) == len(c.off) == 2
+        assert all(s >= 0 for s in c.on + c.off)
+    assert "| embedded consume, 100 B | 500 |" in checksums.markdown(results)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 
 from engine import Cluster, Consumer, Producer, TopicPartition, errors
 from engine.cli import cli
+from engine.storage import scan
 from tests import damage
 
 T = "/s:t"
@@ -151,6 +153,17 @@ def test_flipped_index_page_stops_readers_and_is_repaired(damaged):
         assert "plet check" in message
         for p in others:  # the other volume's partitions are served whole
             assert read(cluster, p) == expected(p)
+        # Spark's scan reads the volume through the same index: it stops as well
+        end = BATCHES * BATCH
+        (task,) = cluster.scan_plan({TopicPartition(T, victim): (0, end)})
+        with pytest.raises(errors.DamagedPartition) as info:
+            scan.read(task)
+        assert f"partition {victim} of topic {T}" in str(info.value)
+        for p in others:
+            tasks = cluster.scan_plan({TopicPartition(T, p): (0, end)})
+            assert (
+                sum(b.last_offset - b.base_offset + 1 for t in tasks for b in scan.read(t)) == end
+            )
 
     code, out = plet_check(damaged)
     assert code == 1
@@ -275,7 +288,16 @@ def test_flipped_catalog_row_stops_readers_instead_of_skipping(cluster_path):
 def _served_without(path: Path, volume: int, others: list[int], victim: int) -> None:
     with Cluster.open(path) as cluster:
         assert list(cluster.damaged_volumes()) == [volume]
-        assert [v.id for v in cluster.volumes()] == [v for v in (1, 2) if v != volume]
+        listed = {v.id: v for v in cluster.volumes()}
+        assert [v for v in listed if listed[v].damage is None] == [v for v in (1, 2) if v != volume]
+        assert listed[volume].damage == cluster.damaged_volumes()[volume]
+        assert listed[volume].partitionlets == len(
+            [pl for pl in cluster.partitionlets(T) if pl.volume == volume]
+        )
+        # what the catalog knows of the victim's partition: its range, marked damaged
+        (part,) = [p for p in cluster.topic(T).partitions if p.partition == victim]
+        assert part.log_end_offset == BATCHES * BATCH
+        assert all(pl.damage for pl in part.partitionlets if pl.volume == volume)
         for p in others:
             assert read(cluster, p) == expected(p)
             assert produce(cluster, p, b"more") == BATCHES * BATCH
@@ -296,6 +318,14 @@ def _served_without(path: Path, volume: int, others: list[int], victim: int) -> 
     assert f"vol-{volume}.db" in out
     assert f"{T} partition {victim} (volume {volume}): cannot be read or written" in out
     assert "replica" in out
+    result = CliRunner().invoke(cli, ["topic", "info", T, "--cluster", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"volume {volume} is damaged" in result.output
+    assert f"{volume} (damaged)" in result.output
+    assert f"0..{BATCHES * BATCH:,}" in result.output  # the catalog's range, not "empty"
+    result = CliRunner().invoke(cli, ["volume", "list", "--cluster", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"volume {volume} is damaged" in result.output
 
 
 def test_missing_volume_leaves_the_others_served(damaged):
@@ -339,10 +369,11 @@ PRODUCER = textwrap.dedent(
     """
     import sys
     from engine import Cluster, Consumer, Producer, TopicPartition
-    from engine.storage import connection
+    from engine.storage import appender, connection
     connection.WAL_CHECKPOINT_BYTES = 1 << 30  # every append stays in the WAL, unchecked
-    path = sys.argv[1]
-    with Cluster.open(path, volumes=1, partitionlet_bytes=4096) as cluster:
+    appender.MARK_INTERVAL_S = 0.0  # the offsets reached saved at every append
+    path, partitionlet_bytes = sys.argv[1], int(sys.argv[2])
+    with Cluster.open(path, volumes=1, partitionlet_bytes=partitionlet_bytes) as cluster:
         cluster.create_stream("/s", ttl=0)
         cluster.create_topic("/s:t", partitions=2)
     cluster = Cluster.open(path)
@@ -363,12 +394,13 @@ PRODUCER = textwrap.dedent(
 )
 
 
-def test_truncated_wal_after_kill_is_reported_never_skipped(cluster_path, tmp_path):
+def cut_wal_after_kill(cluster_path: Path, tmp_path: Path, partitionlet_bytes: int) -> None:
+    """Run PRODUCER in its own process, kill -9 it, then cut the volume's WAL in half."""
     script = tmp_path / "producer.py"
     script.write_text(PRODUCER)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen(
-        [sys.executable, str(script), str(cluster_path)],
+        [sys.executable, str(script), str(cluster_path), str(partitionlet_bytes)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=env,
@@ -388,6 +420,10 @@ def test_truncated_wal_after_kill_is_reported_never_skipped(cluster_path, tmp_pa
     for shm in cluster_path.glob("**/*-shm"):
         shm.unlink()  # what a reboot would leave: SQLite rebuilds it from the WAL
 
+
+def test_truncated_wal_after_kill_is_reported_never_skipped(cluster_path, tmp_path):
+    cut_wal_after_kill(cluster_path, tmp_path, partitionlet_bytes=4096)  # rolls many times
+
     code, out = plet_check(cluster_path)
     assert code == 1
     assert f"{T} partition 0" in out and f"{T} partition 1" in out
@@ -404,6 +440,34 @@ def test_truncated_wal_after_kill_is_reported_never_skipped(cluster_path, tmp_pa
                 produce(cluster, p, b"after the cut")
             assert f"partition {p} of topic {T}" in str(info.value)
             assert "lost commits" in str(info.value)
+
+
+def test_truncated_wal_of_an_active_partitionlet_hands_out_no_offset_twice(cluster_path, tmp_path):
+    """The cut falls inside one partitionlet per partition (none rolled): the volume is
+    consistent with itself, only the catalog's mark of the offsets reached says that
+    offsets up to 999 were handed out."""
+    cut_wal_after_kill(cluster_path, tmp_path, partitionlet_bytes=64 << 20)
+
+    code, out = plet_check(cluster_path)
+    assert code == 1
+    for p in range(2):
+        assert re.search(
+            rf"{re.escape(T)} partition {p} \(volume 1\): partitionlet \d+ reached offset 999 "
+            r"\(the catalog's mark\), volume 1 holds 0\.\.\d+: the volume lost commits",
+            out,
+        ), out
+
+    with Cluster.open(cluster_path) as cluster:
+        for p in range(2):
+            got = read(cluster, p)  # what the volume kept is served, in order
+            assert 0 < len(got) < 1000
+            assert got == [(i, b"p%d-%d" % (p, i)) for i in range(len(got))]
+            with pytest.raises(errors.DamagedPartition) as info:
+                produce(cluster, p, b"after the cut")
+            text = str(info.value)
+            assert f"partition {p} of topic {T}" in text
+            assert "it reached offset 999: the volume lost commits" in text
+            assert cluster.topic(T).partitions[p].log_end_offset == len(got)
 
 
 def test_a_live_cluster_checks_clean_while_it_is_written_and_read(cluster_path):

@@ -40,7 +40,10 @@ def describe_log_dirs(
         wanted = [(name, None) for name, _, _ in broker.listing()]  # Metadata's all topics
     else:
         wanted = [(t.topic, set(t.partitions)) for t in request.topics]
-    volumes = {v.id: v.path for v in cluster.volumes()}
+    listed = cluster.volumes()
+    volumes = {v.id: v.path for v in listed}
+    # a volume that could not be opened is Kafka's offline log dir: its error, no topics
+    offline = {v.path for v in listed if v.damage is not None}
     archive_root = str(Path(cluster.path) / "archive")
     # log dir -> topic name -> partition -> bytes
     sizes: dict[str, dict[str, dict[int, int]]] = {path: {} for path in volumes.values()}
@@ -55,7 +58,7 @@ def describe_log_dirs(
                 continue
             for pl in part.partitionlets:
                 where = archived_in if pl.tier == _ARCHIVE else volumes.get(pl.volume)
-                if where is None:
+                if where is None or where in offline:
                     continue
                 by_partition = sizes.setdefault(where, {}).setdefault(name, defaultdict(int))
                 by_partition[part.partition] += pl.bytes
@@ -64,7 +67,7 @@ def describe_log_dirs(
         total, usable = _disk(path)
         results.append(
             R(
-                error_code=codes.NONE,
+                error_code=codes.KAFKA_STORAGE_ERROR if path in offline else codes.NONE,
                 log_dir=path,
                 topics=[
                     R.DescribeLogDirsTopic(

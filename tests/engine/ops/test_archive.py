@@ -359,8 +359,15 @@ def test_plet_archive_command(cluster_path):
     with Cluster.open(cluster_path) as cluster:
         assert "archive" in {p.tier for p in cluster.partitionlets(T)}
         assert {p.tier for p in cluster.partitionlets("/b:t")} == {"live"}
+        archived = [p for p in cluster.partitionlets(T) if p.tier == "archive"]
     got = runner.invoke(cli, ["archive", "--cluster", str(cluster_path), "--stream", "/nope"])
     assert got.exit_code == 1 and "does not exist" in got.output
+    # the listing says where each partitionlet is: the tier, and an archived one's file
+    got = runner.invoke(cli, ["partitionlet", "list", T, "--cluster", str(cluster_path)])
+    assert got.exit_code == 0, got.output
+    assert "TIER" in got.output and " archive" in got.output and " live" in got.output
+    for p in archived:
+        assert f"partitionlet {p.id} is archived in {p.file}" in got.output
 
 
 # --- replication -------------------------------------------------------------------------------
