@@ -60,6 +60,7 @@ class Settings:
     redis_pipeline: int = 1_000
     redis_read_chunk: int = 10_000
     consume_max_records: int = 100_000
+    smoke: bool = False  # `--quick`: too few messages to judge a target by
 
     def messages_for(self, size: int) -> int:
         return self.messages.get(size) or default_messages(size)
@@ -76,6 +77,7 @@ class Settings:
             "redis_pipeline": self.redis_pipeline,
             "redis_read_chunk": self.redis_read_chunk,
             "consume_max_records": self.consume_max_records,
+            "smoke": self.smoke,
         }
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from bench import checksums as checksum_cost
 from bench import compression as compression_case
 from bench import poll_size, report
 from bench import topics as many_topics
@@ -296,6 +297,16 @@ def _problems(run: Run) -> list[str]:
     f"the server's CPU time (${wire_listener.PROFILE_ENV}=FILE profiles the server). "
     "[default: not run]",
 )
+@click.option(
+    "--checksums",
+    "checksum_messages",
+    metavar="N",
+    callback=_param(parse_count),
+    help="Also run the checksums case: N 100-B and N/3 1-KiB messages produced and consumed "
+    "embedded and over the wire, and scanned as Spark's tasks do, with the batch checksums "
+    "on and off (the engine before them), alternated over five rounds; CPU seconds and the "
+    "change. [default: not run]",
+)
 @click.option("--keep", is_flag=True, help="Keep the work directory (it is removed by default).")
 @click.option("--no-redis", is_flag=True, help="Leave out the Redis Streams peer.")
 @click.option(
@@ -326,6 +337,7 @@ def bench_command(
     poll_messages: int | None,
     compression_messages: int | None,
     wire_messages: int | None,
+    checksum_messages: int | None,
     base: Path | None,
     keep: bool,
     no_redis: bool,
@@ -365,6 +377,7 @@ def bench_command(
         messages={size: count for size in sizes} if count else {},
         redis=not no_redis,
         consume_max_records=max_records,
+        smoke=quick,
     )
     click.echo(_describe(settings), err=True)
     load_before = _load()
@@ -398,6 +411,18 @@ def bench_command(
             )
             if load_before:
                 wire.load = f"{load_before} before, {_load()} after (1-minute average)"
+        checksums = None
+        if checksum_messages:
+            click.echo(f"checksums: {checksum_messages:,} messages ...", err=True)
+            checksums = [
+                c
+                for size in checksum_cost.SIZES
+                for c in checksum_cost.compare(
+                    workdir / f"checksums-{size}",
+                    size,
+                    checksum_messages if size <= 100 else max(1, checksum_messages // 3),
+                )
+            ]
         if load_before:  # other work on the machine skews the numbers: say how much there was
             run.machine["load"] = f"{load_before} before, {_load()} after (1-minute average)"
     finally:
@@ -426,6 +451,9 @@ def bench_command(
     if wire is not None:
         click.echo()
         click.echo(wire_listener.text(wire))
+    if checksums is not None:
+        click.echo()
+        click.echo(checksum_cost.text(checksums))
     if json_path is not None:
         data = run.to_json()
         if many is not None:
@@ -467,6 +495,8 @@ def bench_command(
             ]
         if wire is not None:
             data["wire"] = wire.to_json()
+        if checksums is not None:
+            data["checksums"] = [{**asdict(c), "change": c.change} for c in checksums]
         json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_path}", err=True)
     if markdown_path is not None:
@@ -483,6 +513,8 @@ def bench_command(
             text += "\n" + compression_case.markdown(compressed) + "\n"
         if wire is not None:
             text += "\n" + wire_listener.markdown(wire) + "\n"
+        if checksums is not None:
+            text += "\n" + checksum_cost.markdown(checksums) + "\n"
         markdown_path.write_text(text, encoding="utf-8")
         click.echo(f"wrote {markdown_path}", err=True)
     problems = _problems(run)

@@ -384,8 +384,8 @@ def redis_cases(ctx: Context) -> list[Case]:
         return []
     if redis_server_path() is None:
         ctx.note(
-            "Redis peer skipped: redis-server is not on PATH "
-            "(Debian: apt-get install redis-server)."
+            "Redis peer skipped: redis-server is not on PATH (`make setup-test` installs "
+            "it; Debian: apt-get install redis-server)."
         )
         return []
     try:

@@ -7,6 +7,7 @@ wrap it in a `Case` from that module's provider, and list the provider here if i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,13 @@ class Run:
 
     @property
     def outcomes(self) -> list[report.TargetOutcome]:
-        return report.evaluate_targets(self.results)
+        outcomes = report.evaluate_targets(self.results)
+        if self.settings.smoke:  # a few thousand messages say nothing of a rate
+            return [
+                dataclasses.replace(o, actual=f"{o.actual} (--quick: not judged)", met=None)
+                for o in outcomes
+            ]
+        return outcomes
 
     @property
     def failed(self) -> list[Result]:

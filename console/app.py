@@ -73,6 +73,8 @@ class ConsoleApp(App[None]):
         Binding("v", "cycle_view", "Text/JSON/hex"),
         Binding("w", "cycle_window", "Chart window"),
         Binding("e", "permissions", "Permissions", show=False),
+        # the Groups pane's own `o` first; from anywhere else, the group selected there
+        Binding("o", "reset_group", "Reset offsets", show=False),
         *[
             Binding(str(i), f"show_tab('{name}')", title, show=False)
             for i, (name, title) in enumerate(TABS, start=1)

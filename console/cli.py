@@ -26,7 +26,7 @@ def tui_command(ctx: click.Context, topic: str | None) -> None:
 
     \b
     Example:
-      plet tui --cluster data/demo --topic /apps/sensors:car-17
+      plet tui --cluster data/demo/dc1 --topic /apps/sensors:car-17
     """
     from engine import names
     from engine.cli import fail, require_cluster_path

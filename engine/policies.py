@@ -29,6 +29,7 @@ from typing import Any
 from engine.auth import acl
 from engine.errors import InvalidPolicy
 from engine.storage.batch import CODECS, MAX_TIMESTAMP_MS
+from engine.times import NotADuration, parse_duration
 
 # Upper bounds keep a typo (an extra zero or two) from becoming a policy nobody meant.
 MAX_PARTITIONS = 10_000
@@ -40,6 +41,7 @@ MAX_SPAN_MS = MAX_TIMESTAMP_MS
 MAX_TTL_S = MAX_SPAN_MS // 1000
 TIMESTAMP_TYPES = ("create", "log_append")
 _YEAR_9999 = "the year 9999"
+DURATION_EXAMPLES = "2d, 12h, 90m, 1h30m, 45s or 500ms"
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,9 @@ class Policy:
     uri: bool = False  # a str checked as an archive URI (engine.storage.archive)
     metavar: str = ""  # the value's name on the command line: SECONDS, MS, N, BYTES, ACE
     topic: bool = False  # a topic may override it (DESIGN, "Stream policies")
+    # a duration: its unit in milliseconds (1,000: seconds; 1: ms), and text with units
+    # ("2d", "90m", "500ms", engine.times.parse_duration) is taken too; 0: not a duration
+    unit_ms: int = 0
 
     @property
     def kind(self) -> str:
@@ -86,8 +91,12 @@ class Policy:
         if self.type is not int:
             return ""
         if self.far:
-            return f"A whole number, {self.min:,} or more."
-        return f"A whole number from {self.min:,} to {self.max:,}."
+            text = f"A whole number, {self.min:,} or more."
+        else:
+            text = f"A whole number from {self.min:,} to {self.max:,}."
+        if self.unit_ms:
+            text += f" Or a duration: {DURATION_EXAMPLES}."
+        return text
 
     @property
     def hint(self) -> str:
@@ -120,6 +129,7 @@ POLICIES: tuple[Policy, ...] = (
         far=_YEAR_9999,
         metavar="SECONDS",
         topic=True,
+        unit_ms=1000,
     ),
     Policy(
         "default_partitions",
@@ -151,6 +161,7 @@ POLICIES: tuple[Policy, ...] = (
         far=_YEAR_9999,
         metavar="MS",
         topic=True,
+        unit_ms=1,
     ),
     Policy(
         "delete_retention_ms",
@@ -163,6 +174,7 @@ POLICIES: tuple[Policy, ...] = (
         far=_YEAR_9999,
         metavar="MS",
         topic=True,
+        unit_ms=1,
     ),
     Policy(
         "timestamp_type",
@@ -222,6 +234,7 @@ POLICIES: tuple[Policy, ...] = (
         far=_YEAR_9999,
         metavar="SECONDS",
         topic=True,
+        unit_ms=1000,
     ),
     Policy(
         "archive_uri",
@@ -318,6 +331,17 @@ def _check(name: str, value: Any) -> Any:
         return _bool(name, value)
     if row.type is int:
         assert row.min is not None and row.max is not None
+        if row.unit_ms and isinstance(value, str) and not _DIGITS.match(value.strip()):
+            try:
+                value = parse_duration(value, row.unit_ms)
+            except NotADuration:
+                units = "seconds" if row.unit_ms == 1_000 else "milliseconds"
+                raise InvalidPolicy(
+                    f"policy {name!r} must be an integer, got {shown(value)}: a number of "
+                    f"{units}, or a duration ({DURATION_EXAMPLES})"
+                ) from None
+            except ValueError as exc:  # a unit it does not know, a fraction of its unit
+                raise InvalidPolicy(f"policy {name!r}: {exc}") from None
         return _int(name, value, row.min, row.max, row.far)
     if row.choices:
         if not isinstance(value, str) or value not in row.choices:

@@ -101,6 +101,56 @@ def iso_ms(ms: int) -> str:
     return format_ms(ms).replace(" ", "T", 1)
 
 
+# What `parse_duration` reads: a number and a unit, repeated ("1h30m", "7 d", "500ms").
+_DURATION_PART = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]+)", re.IGNORECASE)
+_DURATION_SIZES_MS = {
+    "ms": 1, "msec": 1,
+    "s": 1_000, "sec": 1_000, "secs": 1_000, "second": 1_000, "seconds": 1_000,
+    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hr": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+    "w": 604_800_000, "week": 604_800_000, "weeks": 604_800_000,
+}  # fmt: skip
+
+
+class NotADuration(ValueError):
+    """Text that is no duration at all (as opposed to one with a bad unit or a fraction)."""
+
+
+def parse_duration(text: str, unit_ms: int = 1_000) -> int:
+    """A duration typed by a person, in units of `unit_ms` milliseconds (1,000: seconds,
+    1: milliseconds): a whole number is in those units; else numbers with units, summed
+    ("2d", "90m", "500ms", "1h30m", and what `format_duration` shows: "7 d", "5 min",
+    "12.5 s"). ValueError saying what is accepted, also for a duration that is not a
+    whole number of the units ("500ms" in seconds)."""
+    raw = text.strip()
+    if re.fullmatch(r"[0-9]{1,20}", raw):
+        return int(raw)
+    total_ms = 0.0
+    pos = 0
+    for part in _DURATION_PART.finditer(raw):
+        if part.start() != pos:
+            break
+        size = _DURATION_SIZES_MS.get(part.group(2).lower())
+        if size is None:
+            raise ValueError(
+                f"{_shown(text)}: {part.group(2)!r} is not a unit of time (ms, s, m or min, "
+                "h, d, w)"
+            )
+        total_ms += float(part.group(1)) * size
+        pos = part.end()
+    if not raw or pos != len(raw) or pos == 0:
+        raise NotADuration(
+            f"{_shown(text)} is not a duration: give a whole number, or numbers with units "
+            "such as 2d, 90m, 1h30m or 500ms"
+        )
+    units, rest = divmod(round(total_ms), unit_ms)
+    if rest or total_ms != round(total_ms):
+        what = {1: "milliseconds", 1_000: "seconds"}.get(unit_ms, f"units of {unit_ms} ms")
+        raise ValueError(f"{_shown(text)} is not a whole number of {what}")
+    return int(units)
+
+
 def format_duration(seconds: float | None, *, zero: str = "0 s") -> str:
     """A duration for people, the same in every frontend: in the largest unit that holds it
     whole ("7 d", "12 h", "5 min", "30 s"), else in seconds to a tenth ("12.3 s"). `zero`

@@ -38,6 +38,10 @@ SCAN_MESSAGES = browse.SCAN_MESSAGES
 SCAN_SECONDS = browse.SCAN_SECONDS
 EXPORT_DEFAULT = 10_000
 EXPORT_MAX = 1_000_000
+# A filtered download counts its matches before it streams them; the count stops here
+# (messages scanned, seconds), and the file is then marked partial.
+EXPORT_SCAN_MESSAGES = 5_000_000
+EXPORT_SCAN_SECONDS = 30.0
 MAX_WHOLE = browse.MAX_OFFSET
 whole = browse.whole
 

@@ -65,6 +65,9 @@ def render(page: str, partial: str | None = None, **context: Any) -> str:
 
 
 # The main navigation: (endpoint, label), shown when the endpoint is registered.
+# (endpoint, label): the item is the current page's on every page of the endpoint's
+# blueprint, except where SECTIONS says which blueprints and endpoints it stands for (the
+# search blueprint serves the topic listing and the name search, which is no nav item)
 NAV = (
     ("overview.index", "Overview"),
     ("streams.index", "Streams"),
@@ -78,6 +81,15 @@ NAV = (
 )
 
 
+SECTIONS = {"search.topics": {"topics", "search.topics"}}
+
+
+def _is_current(endpoint: str) -> bool:
+    """Whether the nav item of `endpoint` is the section of the page being served."""
+    section = SECTIONS.get(endpoint, {endpoint.split(".")[0]})
+    return request.blueprint in section or request.endpoint in section
+
+
 def init_app(app) -> None:
     @app.context_processor
     def page_globals() -> dict[str, Any]:
@@ -87,6 +99,8 @@ def init_app(app) -> None:
         return {
             "cluster_name": lambda: cluster().name,
             "cluster_id": lambda: cluster().id,
-            "nav_items": lambda: [(e, label) for e, label in NAV if has_endpoint(e)],
+            "nav_items": lambda: [
+                (e, label, _is_current(e)) for e, label in NAV if has_endpoint(e)
+            ],
             "has_endpoint": has_endpoint,
         }

@@ -269,7 +269,11 @@ def download(name: str):
     query = replace(selection.request, cursor=None)
     browser = Browser(cluster(), info, query.partitions)  # AccessDenied: a 403 page
     try:
-        records = browser.export(query, max_count, until_ms=until, to_offset=to_offset)
+        budget = browse.Budget(msgs.EXPORT_SCAN_MESSAGES, msgs.EXPORT_SCAN_SECONDS)
+        plan = browser.export_plan(
+            query, max_count, until_ms=until, to_offset=to_offset, budget=budget
+        )
+        records = browser.export(query, max_count, plan=plan)
         if kind == "csv":
             lines = browse.csv_lines(records, formulas=request.args.get("formulas") == "keep")
         else:
@@ -283,8 +287,14 @@ def download(name: str):
         raise
     response.call_on_close(browser.close)
     which = "all" if selection.partition is None else f"p{selection.partition}"
-    filename = f"{info.stream[1:].replace('/', '_')}_{info.topic}_{which}.{kind}"
+    partial = "_partial" if plan.partial else ""
+    filename = f"{info.stream[1:].replace('/', '_')}_{info.topic}_{which}{partial}.{kind}"
     response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    if plan.partial:  # the count of matches stopped at its budget: fewer than could be
+        response.headers["X-Partitionlet-Partial"] = (
+            f"the search for matches stopped after {plan.scanned:,} messages "
+            f"({msgs.EXPORT_SCAN_SECONDS:g} s at most): the file holds those it found"
+        )
     # an export holds what only this user may read: never kept by a browser or proxy cache
     response.headers["Cache-Control"] = "no-store"
     return response

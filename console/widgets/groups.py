@@ -239,7 +239,10 @@ class GroupsPane(Pane):
             return
         from console.screens.reset_offsets import ResetOffsetsScreen
 
+        # the group's own topics first, one of them chosen; the open topic stays offered
+        # (a group may be moved onto a topic it has not read yet)
         topics = sorted({p.topic for p in info.partitions})
+        chosen = self.topic if self.topic in topics else (topics[0] if topics else self.topic)
         if self.topic and self.topic not in topics:
             topics.append(self.topic)
 
@@ -249,7 +252,7 @@ class GroupsPane(Pane):
                 self.notify(f"reset {info.group_id}: {moved}")
                 self.reload(quiet=True)
 
-        self.app.push_screen(ResetOffsetsScreen(info.group_id, topics, self.topic), done)
+        self.app.push_screen(ResetOffsetsScreen(info.group_id, topics, chosen), done)
 
     @on(Button.Pressed, "#group-delete")
     def action_delete_group(self) -> None:

@@ -94,7 +94,7 @@ def cli() -> None:
 
     \b
     Start with:
-      plet demo                     seed data/demo and take a short tour
+      plet demo                     seed data/demo/dc1 and take a short tour
       plet init --cluster data/dc1  create an empty cluster
     Exit codes: 0 success, 1 error (not found, invalid name, access denied, ...),
     2 usage error.

@@ -4,6 +4,7 @@ of `create` and `edit`."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from typing import Any
@@ -13,8 +14,29 @@ import click
 from engine.cli.options import cluster_option, open_cluster, paging_options
 from engine.cli.output import echo_err, echo_json, echo_table, plural
 from engine.policies import POLICIES, Policy, cli_help
-from engine.times import format_duration, format_ms
+from engine.times import format_duration, format_ms, parse_duration
 from engine.units import format_bytes
+
+
+class _Duration(click.ParamType[int]):
+    """A duration policy's value: a whole number of its unit, or text with units ("2d",
+    "90m", engine.times.parse_duration); a usage error otherwise, as for any number."""
+
+    name = "duration"
+
+    def __init__(self, unit_ms: int) -> None:
+        self.unit_ms = unit_ms
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if re.fullmatch(r"[+-]?[0-9]+", text):
+            return int(text)  # the engine checks its range, naming the policy
+        try:
+            return parse_duration(text, self.unit_ms)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def _policy_option(row: Policy) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -25,10 +47,13 @@ def _policy_option(row: Policy) -> Callable[[Callable[..., Any]], Callable[..., 
         return click.option(
             f"--{flag}/--no-{flag}", row.name, default=None, help=cli_help(row.name)
         )
+    kind: click.ParamType[int] | type[int] | None = int if row.kind == "int" else None
+    if row.unit_ms:
+        kind = _Duration(row.unit_ms)
     return click.option(
         row.option,
         row.name,
-        type=int if row.kind == "int" else None,
+        type=kind,
         metavar=row.metavar or None,
         help=cli_help(row.name),
     )

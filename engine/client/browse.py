@@ -754,6 +754,84 @@ class Browser:
 
     # --- export ---------------------------------------------------------------------------
 
+    def export_plan(
+        self,
+        query: Query,
+        max_count: int,
+        *,
+        until_ms: int | None = None,
+        to_offset: int | None = None,
+        budget: Budget | None = None,
+    ) -> ExportPlan:
+        """Where an export of what `query` selects starts and ends in each partition.
+
+        Without a filter: from the query's seek (from newest, the last `max_count` offsets
+        of each partition) to the end. With a filter, the matches are counted first, so the
+        export holds what the filter selects however far back it lies: forward, the first
+        `max_count` matches in partition order; from newest, the last `max_count` matches
+        of each partition. Counting stops at `budget` (messages and seconds; none: no
+        limit), and the plan says it is `partial` and how far it got."""
+        begins, ends = self.bounds()
+        if until_ms is not None:
+            ends = self.offsets_at(until_ms + 1, ends)
+        if to_offset is not None:
+            ends = {p: min(ends[p], to_offset + 1) for p in self.partitions}
+        newest = query.seek.kind == "newest" and query.cursor is None
+        match = query.filter.compile() if query.filter else None
+        if newest and match is None:
+            starts = {p: max(begins[p], ends[p] - max_count) for p in self.partitions}
+            return ExportPlan(starts, ends)
+        if newest:
+            starts = dict(ends)  # each partition's start is found counting back from its end
+        else:
+            starts, _ = self._start(replace(query, direction=FORWARD), begins, ends)
+            starts = {p: min(starts[p], ends[p]) for p in starts}
+        if match is None:
+            return ExportPlan(starts, ends)
+        meter = (budget or Budget(MAX_OFFSET, float("inf"))).start()
+        scanned = 0
+        if newest:
+            for p in sorted(starts):
+                low, found = ends[p], 0
+                while low > begins[p] and found < max_count and not meter.exhausted:
+                    chunk_low = max(begins[p], low - SCAN_CHUNK)
+                    got = self._read_range(p, chunk_low, low)
+                    meter.spend(len(got))
+                    scanned += len(got)
+                    hits = [r.offset for r in got if match(r)]
+                    if found + len(hits) >= max_count:
+                        low = hits[len(hits) - (max_count - found)]
+                        found = max_count
+                    else:
+                        low, found = chunk_low, found + len(hits)
+                starts[p] = low
+                if meter.exhausted and low > begins[p] and found < max_count:
+                    return ExportPlan(starts, ends, partial=True, scanned=scanned)
+            return ExportPlan(starts, ends, scanned=scanned)
+        found = 0
+        for i, p in enumerate(sorted(starts)):
+            position = starts[p]
+            while position < ends[p] and found < max_count and not meter.exhausted:
+                got, following = self._read(p, position, ends[p], SCAN_CHUNK)
+                if not got:
+                    position = ends[p]
+                    break
+                meter.spend(len(got))
+                scanned += len(got)
+                for r in got:
+                    if match(r):
+                        found += 1
+                        if found == max_count:
+                            following = r.offset + 1
+                            break
+                position = following
+            if found >= max_count or (meter.exhausted and position < ends[p]):
+                ends[p] = position
+                for later in sorted(starts)[i + 1 :]:
+                    ends[later] = starts[later]  # nothing of the partitions after it
+                return ExportPlan(starts, ends, partial=found < max_count, scanned=scanned)
+        return ExportPlan(starts, ends, scanned=scanned)
+
     def export(
         self,
         query: Query,
@@ -761,21 +839,15 @@ class Browser:
         *,
         until_ms: int | None = None,
         to_offset: int | None = None,
+        plan: ExportPlan | None = None,
     ) -> Iterator[ConsumerRecord]:
         """The records `query` selects, partition by partition in offset order, at most
-        `max_count` of them, up to and including `until_ms` and `to_offset` when given.
-        From newest, the last `max_count` offsets of each partition. No budget: an export
-        is streamed (a generator), as long as the reader reads."""
-        begins, ends = self.bounds()
-        if query.seek.kind == "newest" and query.cursor is None:
-            starts = {p: max(begins[p], ends[p] - max_count) for p in self.partitions}
-        else:
-            forward = replace(query, direction=FORWARD)
-            starts, _ = self._start(forward, begins, ends)
-        if until_ms is not None:
-            ends = self.offsets_at(until_ms + 1, ends)
-        if to_offset is not None:
-            ends = {p: min(ends[p], to_offset + 1) for p in self.partitions}
+        `max_count` of them, up to and including `until_ms` and `to_offset` when given:
+        those of `plan` (`export_plan`, made here when not given). No budget of its own:
+        an export is streamed (a generator), as long as the reader reads."""
+        if plan is None:
+            plan = self.export_plan(query, max_count, until_ms=until_ms, to_offset=to_offset)
+        starts, ends = plan.starts, plan.ends
         match = query.filter.compile() if query.filter else None
         count = 0
         for p in sorted(starts):
@@ -790,6 +862,18 @@ class Browser:
                         count += 1
                         if count >= max_count:
                             return
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """Where an export reads in each partition, [starts, ends), and whether counting its
+    matches stopped at the budget first (`partial`: the export holds fewer than it could),
+    after `scanned` messages."""
+
+    starts: dict[int, int]
+    ends: dict[int, int]
+    partial: bool = False
+    scanned: int = 0
 
 
 def _order(record: ConsumerRecord) -> tuple[int, int, int]:

@@ -98,7 +98,10 @@ def test_quick_run_reports_every_system_with_ratios(tmp_path):
         else:
             assert r["ratios"] == {}
     assert [t["target"] for t in data["targets"]] == [t.label for t in report.TARGETS]
-    assert all(t["met"] in (True, False) for t in data["targets"])
+    # a smoke run judges no target: a few thousand messages say nothing of a rate
+    assert all(t["met"] is None for t in data["targets"])
+    assert all(t["actual"].endswith("(--quick: not judged)") for t in data["targets"])
+    assert "NOT MET" not in result.stdout
     assert data["settings"]["messages"] == {"100": QUICK_MESSAGES, "1024": QUICK_MESSAGES}
     assert re.fullmatch(
         r"[\d.]+ before, [\d.]+ after \(1-minute average\)", data["machine"]["load"]

@@ -42,13 +42,13 @@ async def test_edit_a_policy_saves_through_edit_stream(demo, make_app, until):
         assert isinstance(pane, PoliciesPane)
         ttl = app.query_one("#policy-ttl", Input)
         assert ttl.value == "86400"
-        ttl.value = "3600"
+        ttl.value = "2d"  # a duration with its unit, as every form takes one
         app.query_one("#policy-compact").value = True
         ttl.focus()
         await pilot.press("ctrl+s")
         await until(pilot, lambda: pane.saves == 1)
         policies = demo.stream("/apps/sensors").policies
-        assert policies["ttl"] == 3600 and policies["compact"] is True
+        assert policies["ttl"] == 172_800 and policies["compact"] is True
         assert "saved compact, ttl" in _text(app, "#policy-error")
 
 

@@ -131,3 +131,37 @@ async def test_delete_refused_while_the_group_has_live_members(demo, make_app, u
             assert [g.group_id for g in demo.groups()] == ["analytics"]
     finally:
         consumer.close()
+
+
+async def test_the_reset_dialog_chooses_one_of_the_groups_topics(demo, make_app, until):
+    """With another topic open, the dialog offers it too, but chooses the group's own."""
+    app = make_app(refresh_s=60)
+    async with app.run_test(size=(140, 44)) as pilot:
+        app.open_path("/apps/sensors:car-17")
+        await pilot.press("4")
+        pane = app.query_one("#groups")
+        await until(pilot, lambda: pane.loads >= 1 and pane.selected == "analytics")
+        app.query_one("#group-table").focus()
+        await pilot.press("o")
+        assert isinstance(app.screen, ResetOffsetsScreen)
+        await until(pilot, lambda: app.screen.query("#reset-topic"))
+        choice = app.screen.query_one("#reset-topic", Select)
+        assert choice.value == CLICKS
+        assert [value for _, value in choice._options if value != Select.NULL] == [
+            CLICKS,
+            "/apps/sensors:car-17",
+        ]
+
+
+async def test_o_resets_the_selected_group_from_anywhere(demo, make_app, until):
+    app = make_app(refresh_s=60)
+    async with app.run_test(size=(140, 44)) as pilot:
+        app.open_path(CLICKS)
+        await pilot.press("4")
+        pane = app.query_one("#groups")
+        await until(pilot, lambda: pane.loads >= 1 and pane.selected == "analytics")
+        await pilot.press("1")  # another tab; the focus leaves the Groups pane
+        app.query_one("#stream-tree").focus()
+        await pilot.press("o")
+        await until(pilot, lambda: isinstance(app.screen, ResetOffsetsScreen))
+        assert app.screen.group_id == "analytics"

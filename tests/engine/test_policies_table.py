@@ -89,7 +89,8 @@ def test_unknown_policy_names_the_known_ones():
 def test_cli_help_is_the_tables_hint_with_its_default():
     assert cli_help("ttl") == (
         "Seconds a message is kept, counted from its timestamp; 0 keeps forever. "
-        "A whole number, 0 or more. [default: 604800]"
+        "A whole number, 0 or more. Or a duration: 2d, 12h, 90m, 1h30m, 45s or 500ms. "
+        "[default: 604800]"
     )
     assert cli_help("default_partitions").endswith("A whole number from 1 to 10,000. [default: 1]")
     assert cli_help("compact").endswith("[default: off]")
@@ -104,3 +105,21 @@ def test_cli_help_is_the_tables_hint_with_its_default():
         "--min-compaction-lag-ms",
     ]
     assert policy("timestamp_type").metavar == "create|log_append"
+
+
+def test_durations_take_units_and_store_the_policys_own_unit():
+    """TTL and archive_after are in seconds, the compaction times in milliseconds; a
+    duration with units is taken for each and stored as a whole number of its unit."""
+    assert validate({"ttl": "2d"})["ttl"] == 172_800
+    assert validate({"archive_after": "1h30m"})["archive_after"] == 5_400
+    assert validate({"min_compaction_lag_ms": "90m"})["min_compaction_lag_ms"] == 5_400_000
+    assert validate({"delete_retention_ms": "500ms"})["delete_retention_ms"] == 500
+    assert validate({"ttl": "600"})["ttl"] == 600  # a number is in the unit, as before
+    with pytest.raises(InvalidPolicy, match="'500ms' is not a whole number of seconds"):
+        validate({"ttl": "500ms"})
+    with pytest.raises(InvalidPolicy, match="policy 'ttl' must be an integer, got 'soon'"):
+        validate({"ttl": "soon"})
+    with pytest.raises(InvalidPolicy, match="policy 'default_partitions' must be an integer"):
+        validate({"default_partitions": "2d"})  # a count, not a duration
+    with pytest.raises(InvalidPolicy, match="must be at least 0"):
+        validate({"ttl": "-1"})

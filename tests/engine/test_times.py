@@ -3,6 +3,7 @@ milliseconds, UTC when it names no zone, from 1970 to the end of the year 9999."
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -133,3 +134,40 @@ def test_a_shown_time_reads_back_as_the_same_instant():
 )
 def test_format_duration_uses_the_largest_whole_unit(seconds, kwargs, shown):
     assert times.format_duration(seconds, **kwargs) == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "unit_ms", "value"),
+    [
+        ("600", 1_000, 600),  # a whole number is in the policy's own unit
+        ("600", 1, 600),
+        ("2d", 1_000, 172_800),
+        ("90m", 1_000, 5_400),
+        ("1h30m", 1_000, 5_400),
+        ("1.5h", 1, 5_400_000),
+        ("500ms", 1, 500),
+        ("2 weeks", 1_000, 1_209_600),
+        ("7 d", 1_000, 604_800),  # what format_duration shows reads back
+        ("5 min", 1_000, 300),
+        (" 45S ", 1_000, 45),
+    ],
+)
+def test_parse_duration_takes_a_number_or_numbers_with_units(text, unit_ms, value):
+    assert times.parse_duration(text, unit_ms) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "unit_ms", "message"),
+    [
+        ("soon", 1_000, "'soon' is not a duration: give a whole number, or numbers with units"),
+        ("2x", 1_000, "'x' is not a unit of time"),
+        ("500ms", 1_000, "'500ms' is not a whole number of seconds"),
+        ("1.0001s", 1, "is not a whole number of milliseconds"),
+        ("-5", 1_000, "is not a duration"),
+        ("", 1_000, "is not a duration"),
+        ("5 5", 1_000, "is not a duration"),
+    ],
+)
+def test_parse_duration_says_what_it_takes(text, unit_ms, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        times.parse_duration(text, unit_ms)

@@ -109,10 +109,11 @@ def test_the_fragment_carries_the_recorded_points(client, recorded):
     # the Data table lists the busy minute in text
     assert re.search(r"<td class=\"num\">2(\.00)?</td>", body)
 
-    lag = figure_data(
-        client.get("/charts?scope=group&name=g&metric=lag_messages").get_data(as_text=True)
-    )
+    body = client.get("/charts?scope=group&name=g&metric=lag_messages").get_data(as_text=True)
+    lag = figure_data(body)
     assert [v for v in lag["series"][0]["values"] if v is not None] == [30.0]
+    # a lag is a count of messages: written as one, not as "30.00"
+    assert re.search(r"latest \d+, peak 30\b", body) and "30.00" not in body
 
     name = metrics.replica_name(STREAM, recorded)
     link = figure_data(

@@ -143,6 +143,26 @@ def test_a_cluster_directory_is_not_taken_as_the_demo_root(tmp_path):
     assert not (tmp_path / "old-demo" / "dc1").exists()
 
 
+def test_plet_demo_and_the_consoles_examples_work_after_make_run(tmp_path, monkeypatch):
+    """`make run` builds data/demo/{dc1,dc2,dc3}; `plet demo` and `plet tui --cluster
+    data/demo/dc1` (the examples of --help) then use dc1, which holds the tour's data."""
+    from click.testing import CliRunner
+
+    from engine.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    demo.prepare(tmp_path / "data" / "demo", topics=0, replay=False, echo=lambda _: None)
+    result = CliRunner().invoke(cli, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert "cluster 'dc1' at data/demo/dc1" in result.output
+    assert "Already seeded: nothing added" in result.output
+    result = CliRunner().invoke(
+        cli, ["consume", "/apps/sensors:car-17", "--max-messages", "1", "--cluster",
+              "data/demo/dc1"],
+    )  # fmt: skip
+    assert result.exit_code == 0 and result.output.strip(), result.output
+
+
 def test_traffic_moves_offsets_and_stops(tmp_path):
     got = demo.prepare(tmp_path / "demo", topics=50, replay=False, echo=lambda _: None)
     topics = [demo.RING_TOPIC_DC1, f"{demo.ACE_STREAM}:car-17", demo.fleet_topic(7)]

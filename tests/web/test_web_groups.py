@@ -103,6 +103,12 @@ def test_reset_to_a_time(client, seeded):
     moment = datetime.fromtimestamp((T0 + 6000) / 1000, UTC).isoformat()
     assert reset(client, "time", time=moment).status_code == 200
     assert committed(seeded) == {0: 6, 1: 6}
+    assert reset(client, "time", time="2026-01-01T00:00:04Z").status_code == 200
+    assert committed(seeded) == {0: 4, 1: 4}
+    # the time field is text in UTC ISO form, not the browser's local date picker
+    page = client.get("/groups/billing").get_data(as_text=True)
+    field = re.search(r'<input id="reset-time"[^>]*>', page).group(0)
+    assert 'type="text"' in field and 'placeholder="2024-05-01T12:00:00Z"' in field
 
 
 def test_htmx_reset_answers_the_form_and_triggers_the_table_refresh(client, seeded):

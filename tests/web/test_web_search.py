@@ -99,3 +99,19 @@ def test_api_search(app, named):
     listing = client.get("/api/v1/topics?sort=created&limit=2", headers=headers).get_json()
     assert [t["topic"] for t in listing["topics"]] == ["car-17", "fleet-status"]
     assert listing["next_after"]
+
+
+def test_the_nav_marks_the_section_of_the_page(client, named):
+    """The search page belongs to no nav item (it shares the topic listing's blueprint);
+    the topic listing and every topic's page are the Topics section."""
+
+    def current(url: str) -> list[str]:
+        page = client.get(url).get_data(as_text=True)
+        nav = page[page.index('<nav aria-label="Main">') :]
+        nav = nav[: nav.index("</nav>")]
+        return re.findall(r'aria-current="page">([^<]+)<', nav)
+
+    assert current("/search?q=fleet") == []
+    assert current("/topics") == ["Topics"]
+    assert current("/topics/apps/sensors:car-17") == ["Topics"]
+    assert current("/streams") == ["Streams"]

@@ -213,6 +213,18 @@ def _policies(client, path: str, headers=None, **values):
     return client.post(f"/streams{path}/~/policies", data=data, headers=headers or {})
 
 
+def test_durations_are_taken_with_units(client, cluster):
+    cluster.create_stream("/apps/logs")
+    answer = _policies(client, "/apps/logs", ttl="2d", min_compaction_lag_ms="90m")
+    assert answer.status_code == 303
+    policies = cluster.stream("/apps/logs").policies
+    assert policies["ttl"] == 172_800 and policies["min_compaction_lag_ms"] == 5_400_000
+    answer = _policies(client, "/apps/logs", ttl="500ms")
+    assert answer.status_code == 400
+    assert "&#39;500ms&#39; is not a whole number of seconds" in _text(answer)
+    assert cluster.stream("/apps/logs").policies["ttl"] == 172_800
+
+
 def test_edit_policies_round_trip(client, cluster):
     cluster.create_stream("/apps/sensors")
     answer = _policies(
@@ -253,7 +265,7 @@ def test_invalid_policy_shows_inline_errors_and_changes_nothing(client, cluster)
     answer = _policies(client, "/s", ttl="soon", default_partitions="0", max_message_bytes="7")
     html = _text(answer)
     assert answer.status_code == 400
-    ttl = re.search(r'<input type="text" inputmode="numeric" id="policy-ttl"[^>]*>', html).group(0)
+    ttl = re.search(r'<input type="text" id="policy-ttl"[^>]*>', html).group(0)  # durations: text
     assert 'aria-invalid="true"' in ttl and 'value="soon"' in ttl  # what was typed, to fix
     assert 'id="policy-ttl-error">policy &#39;ttl&#39; must be an integer' in html
     assert 'id="policy-default_partitions-error"' in html

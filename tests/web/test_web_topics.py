@@ -508,6 +508,45 @@ def test_download_until_a_time_and_newest(client, topic):
     assert [json.loads(x)["offset"] for x in text(answer).splitlines()] == [27, 28, 29]
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "csv"])
+def test_a_filtered_download_from_newest_holds_the_matches_however_old(client, topic, kind):
+    """Start at newest with a header filter: the matches lie before the last `max`
+    offsets, which a download once read and filtered, returning an empty file."""
+    answer = client.get(
+        URL + "/download",
+        query_string={"file": kind, "partition": "0", "header": "seq=1", "max": "5"},
+    )
+    assert answer.status_code == 200
+    if kind == "jsonl":
+        offsets = [json.loads(x)["offset"] for x in text(answer).splitlines()]
+    else:
+        offsets = [int(r["offset"]) for r in csv.DictReader(io.StringIO(text(answer)))]
+    # "seq=1" is in the headers of offsets 1 and 10..19: the newest five of those, all
+    # older than the last five offsets (25..29), which hold none
+    assert offsets == [15, 16, 17, 18, 19]
+    assert "X-Partitionlet-Partial" not in answer.headers
+    # a value filter that matches many: the newest `max` of them, in offset order
+    answer = client.get(
+        URL + "/download",
+        query_string={"file": "jsonl", "partition": "0", "value": "v1", "max": "4"},
+    )
+    assert [json.loads(x)["offset"] for x in text(answer).splitlines()] == [16, 17, 18, 19]
+
+
+def test_a_filtered_download_says_when_its_search_stopped_short(client, topic, monkeypatch):
+    monkeypatch.setattr(messages, "EXPORT_SCAN_MESSAGES", 1)  # one chunk, then the budget is out
+    monkeypatch.setattr(browse, "SCAN_CHUNK", 10)
+    answer = client.get(
+        URL + "/download",
+        query_string={"file": "jsonl", "partition": "0", "value": "v1", "max": "100"},
+    )
+    assert answer.status_code == 200
+    assert "stopped after 10 messages" in answer.headers["X-Partitionlet-Partial"]
+    assert answer.headers["Content-Disposition"].endswith('_p0_partial.jsonl"')
+    # the newest ten offsets (20..29) were searched: none holds "v1"
+    assert text(answer) == ""
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

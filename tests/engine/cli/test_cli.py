@@ -301,6 +301,11 @@ def test_invalid_policy_value_changes_nothing(cpath):
     assert "log_append" in result.stderr  # says what is accepted
     fails(1, "stream", "info", "/apps/x", "--cluster", cpath)
 
+    ok("stream", "create", "/apps/d", "--ttl", "2d", "--archive-after", "90m", "--cluster", cpath)
+    made = stream_info(cpath, "/apps/d")["policies"]
+    assert (made["ttl"], made["archive_after"]) == (172_800, 5_400)  # durations, in seconds
+    result = fails(2, "stream", "edit", "/apps/d", "--ttl", "soon", "--cluster", cpath)
+    assert "'soon' is not a duration" in result.stderr and "2d, 90m, 1h30m" in result.stderr
     ok("stream", "create", "/apps/s", "--ttl", "3600", "--cluster", cpath)
     before = stream_info(cpath, "/apps/s")["policies"]
     result = fails(1, "stream", "edit", "/apps/s", "--ttl", "-5", "--cluster", cpath)
@@ -859,15 +864,15 @@ def test_demo_twice(tmp_path):
     assert all(json.loads(r["value"])["level"] for r in logs)
 
 
-def test_demo_ignores_plet_cluster_and_defaults_to_data_demo(tmp_path, monkeypatch):
+def test_demo_ignores_plet_cluster_and_defaults_to_make_runs_dc1(tmp_path, monkeypatch):
     real = tmp_path / "real"
     ok("init", "--cluster", real)
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
     result = ok("demo", env={"PLET_CLUSTER": str(real)})
-    assert "at data/demo" in result.stdout
-    assert (work / "data" / "demo").is_dir()
+    assert "cluster 'dc1' at data/demo/dc1" in result.stdout
+    assert (work / "data" / "demo" / "dc1" / "catalog.db").is_file()
     assert json.loads(ok("stream", "list", "--json", "--cluster", real).stdout) == []
 
 

@@ -319,3 +319,25 @@ def test_pages_seek_back_below_what_the_consumer_read_ahead(cluster):
         assert [r.offset for r in page.records] == [10, 11, 12, 13, 14]
         page = browser.page(Query("/b/r:t", limit=100))
         assert [r.offset for r in page.records] == list(range(99, -1, -1))
+
+
+def test_a_filtered_export_holds_what_the_filter_selects(cluster, topic, monkeypatch):
+    """Matches ("hit": messages 0 and 30 in partition 0, 10 in 1, 20 in 2) are counted
+    before the export streams them, wherever they lie."""
+    hits = Filter(value="hit")
+    with Browser(cluster, topic) as browser:
+        forward = Query(topic, filter=hits, seek=Seek.parse("oldest"))
+        plan = browser.export_plan(forward, 3)
+        assert not plan.partial and plan.scanned > 0
+        assert numbers(browser.export(forward, 3, plan=plan)) == [0, 30, 10]
+        newest = Query(topic, filter=hits)
+        # the last matches of each partition, however far back (not the last offsets),
+        # partition by partition up to the count
+        assert numbers(browser.export(newest, 1)) == [30]
+        assert numbers(browser.export(newest, 2)) == [0, 30]
+        assert numbers(browser.export(newest, 4)) == [0, 30, 10, 20]
+        # the count stops at its budget, and the plan says so
+        monkeypatch.setattr(browse, "SCAN_CHUNK", 2)
+        plan = browser.export_plan(forward, 3, budget=browse.Budget(1, 60.0))
+        assert plan.partial and plan.scanned == 2
+        assert numbers(browser.export(forward, 3, plan=plan)) == [0]
