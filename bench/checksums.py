@@ -149,8 +149,9 @@ def checksums_off() -> Iterator[None]:
     from engine.storage import batch
 
     saved = {name: getattr(batch, name) for name in ("payload_crc", "checksum", "intact")}
-    batch.payload_crc = lambda *args: None  # type: ignore[assignment]
-    batch.checksum = lambda *args, **kwargs: None  # type: ignore[assignment]
+    # the engine before checksums: None where a CRC was, which the rows store as NULL
+    batch.payload_crc = lambda *args: None  # type: ignore[assignment]  # None is no int
+    batch.checksum = lambda *args, **kwargs: None  # type: ignore[assignment]  # None is no int
     batch.intact = lambda *args: True
     try:
         yield

@@ -23,8 +23,10 @@ def _committed(cluster) -> dict[int, int | None]:
     return {p.partition: p.committed for p in cluster.group("analytics").partitions}
 
 
-async def _dialog(app, pilot, until):
-    app.open_path(CLICKS)
+async def _dialog(app, pilot, until, path: str = CLICKS):
+    """The reset dialog of group analytics, opened with `o` from the Groups tab while
+    `path` is open."""
+    app.open_path(path)
     await pilot.press("4")
     pane = app.query_one("#groups")
     await until(pilot, lambda: pane.loads >= 1 and pane.selected == "analytics")
@@ -137,15 +139,9 @@ async def test_the_reset_dialog_chooses_one_of_the_groups_topics(demo, make_app,
     """With another topic open, the dialog offers it too, but chooses the group's own."""
     app = make_app(refresh_s=60)
     async with app.run_test(size=(140, 44)) as pilot:
-        app.open_path("/apps/sensors:car-17")
-        await pilot.press("4")
-        pane = app.query_one("#groups")
-        await until(pilot, lambda: pane.loads >= 1 and pane.selected == "analytics")
-        app.query_one("#group-table").focus()
-        await pilot.press("o")
-        assert isinstance(app.screen, ResetOffsetsScreen)
-        await until(pilot, lambda: app.screen.query("#reset-topic"))
-        choice = app.screen.query_one("#reset-topic", Select)
+        dialog = await _dialog(app, pilot, until, "/apps/sensors:car-17")
+        await until(pilot, lambda: dialog.query("#reset-topic"))
+        choice = dialog.query_one("#reset-topic", Select)
         assert choice.value == CLICKS
         assert [value for _, value in choice._options if value != Select.NULL] == [
             CLICKS,

@@ -40,6 +40,8 @@ def test_the_policies_form_shows_every_policy_of_the_table(client, cluster):
         elif row.kind == "choice":
             options = re.search(rf'id="policy-{row.name}".*?</select>', form, re.S).group(0)
             assert re.findall(r'<option value="([^"]+)"', options) == list(row.choices)
+        elif row.kind == "int" and row.unit_ms:  # a duration takes units: "2d"
+            assert 'type="text"' in control and "inputmode" not in control
         elif row.kind == "int":
             assert 'inputmode="numeric"' in control
         elif row.kind == "text":
