@@ -18,8 +18,15 @@ from engine.cli import cluster_option
     metavar="FULL_NAME",
     help="Open on this topic's messages (/stream/path:topic).",
 )
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Offer no change: the change keys and buttons are disabled, each saying why. A "
+    "guard against slips; a user who must not change anything needs a read-only user "
+    "(plet user edit NAME --read-only), which the engine enforces.",
+)
 @click.pass_context
-def tui_command(ctx: click.Context, topic: str | None) -> None:
+def tui_command(ctx: click.Context, topic: str | None, read_only: bool) -> None:
     """Browse and administer the cluster in the terminal: streams and topics, messages
     (seek, filter, follow, produce), partitions, policies, groups, replication, heat and
     replay jobs. Press ? in the console for its keys.
@@ -38,4 +45,4 @@ def tui_command(ctx: click.Context, topic: str | None) -> None:
         names.split_full_name(topic)  # InvalidName: an error message, not a broken screen
     from console.app import ConsoleApp
 
-    ConsoleApp(path, topic=topic).run()
+    ConsoleApp(path, topic=topic, read_only=read_only).run()

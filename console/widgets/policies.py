@@ -9,7 +9,7 @@ are these same controls with the same checks (`policy_control`, `check_value`)."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -83,6 +83,10 @@ def topic_policies_text(info: TopicInfo, stream_policies: dict[str, Any]) -> Tex
 
 class PoliciesPane(Pane):
     AUTO_REFRESH = False  # a refresh would overwrite what the user is typing
+    GATES: ClassVar[dict[str, str]] = {
+        "edit_stream": "policy-save",
+        "edit_topic": "topic-policy-edit",
+    }
 
     BINDINGS = [
         Binding("ctrl+s", "save", "Save"),
@@ -193,7 +197,7 @@ class PoliciesPane(Pane):
 
     @on(Button.Pressed, "#policy-save")
     def action_save(self) -> None:
-        if self.info is None:
+        if self.info is None or self.refused("edit_stream"):
             return
         changed, errors = self.changes()
         for row in POLICIES:
@@ -233,7 +237,7 @@ class PoliciesPane(Pane):
         """The dialog editing the open topic's overrides; the tab reloads once it saved."""
         from console.screens.topic_policies import TopicPoliciesScreen
 
-        if self.info is None or self.topic_info is None:
+        if self.info is None or self.topic_info is None or self.refused("edit_topic"):
             return
 
         def done(saved: bool | None) -> None:
