@@ -176,3 +176,31 @@ def test_an_idempotent_producer_id_is_refused(setup):
     with pytest.raises(errors.AccessDenied, match="read-only"):
         view(setup, "auditor").init_producer_id()
     assert view(setup, "dev").init_producer_id()[1] == 0
+
+
+def test_plet_user_sets_and_lists_the_flag(cluster_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from engine import Cluster
+    from engine.cli import cli
+
+    def plet(*args: str):
+        env = {"PLET_CLUSTER": None, "PLET_ADMIN_PASSWORD": None}
+        return CliRunner().invoke(cli, [*args, "--cluster", str(cluster_path)], env=env)
+
+    Cluster.open(cluster_path).close()
+    got = plet("user", "add", "ann", "--password", PASSWORD, "--read-only")
+    assert got.exit_code == 0 and "added user ann, read-only" in got.stdout
+    listed = json.loads(plet("user", "list", "--json").stdout)
+    assert [(u["name"], u["read_only"]) for u in listed] == [("ann", True)]
+    table = plet("user", "list").stdout.splitlines()
+    assert table[0].split() == ["USER", "GROUPS", "ADMIN", "READ-ONLY"]
+    assert table[1].split() == ["ann", "-", "no", "yes"]
+    got = plet("user", "edit", "ann", "--no-read-only")
+    assert got.exit_code == 0 and got.stdout.strip() == "user ann: groups -"
+    with Cluster.open(cluster_path) as c:
+        assert not c.user("ann").read_only
+    got = plet("user", "edit", "ann", "--read-only", "--admin")
+    assert got.stdout.strip() == "user ann: groups -, administrator, read-only"
