@@ -21,8 +21,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from console.widgets.pane import Pane, note
 from engine import StreamInfo, TopicInfo
-from engine.auth import acl
-from engine.errors import InvalidPolicy
+from engine.auth.actions import Verdict
 from engine.policies import POLICIES, Policy, policy, sources, validate
 from engine.times import format_ms
 from engine.units import format_bytes
@@ -123,24 +122,28 @@ class PoliciesPane(Pane):
     def context_changed(self) -> None:
         note(self.query_one("#policy-error", Static), "")
 
-    def fetch(self) -> tuple[StreamInfo | None, TopicInfo | None]:
+    def fetch(self) -> tuple[StreamInfo | None, TopicInfo | None, Verdict | None]:
         stream = self.cluster.stream(self.stream) if self.stream else None
-        return stream, self.cluster.topic(self.topic) if self.topic and stream else None
+        topic = self.cluster.topic(self.topic) if self.topic and stream else None
+        # whether to offer the overrides' edit (engine.auth.actions; the engine decides
+        # when saving)
+        may = self.console.allowed()("edit_topic", stream.path) if stream else None
+        return stream, topic, may
 
-    def show(self, data: tuple[StreamInfo | None, TopicInfo | None]) -> None:
-        info, topic = data
+    def show(self, data: tuple[StreamInfo | None, TopicInfo | None, Verdict | None]) -> None:
+        info, topic, may_edit = data
         self.info, self.topic_info = info, topic
         summary = self.query_one("#policy-summary", Static)
         topic_part = self.query_one("#topic-policies", Static)
         topic_part.display = topic is not None
-        self.may_edit_topic = info is not None and self._may_edit_topics(info)
+        self.may_edit_topic = bool(may_edit)
         self.query_one("#topic-policy-edit").display = topic is not None and self.may_edit_topic
         if info is not None and topic is not None:
             text = topic_policies_text(topic, info.policies)
-            if not self.may_edit_topic:
+            if may_edit is not None and not may_edit:
                 text.append(
-                    f"You do not satisfy this stream's topic permission "
-                    f"({info.policies.get('topic_perm')}): you cannot change these.",
+                    f"You cannot change these ({may_edit.reason}; topic_perm is "
+                    f"{info.policies.get('topic_perm')}).",
                     style="dim",
                 )
             topic_part.update(text)
@@ -159,15 +162,6 @@ class PoliciesPane(Pane):
                 continue
             set_control(self.query_one(f"#{_field_id(name)}"), value)
             self._field_note(name, None)
-
-    def _may_edit_topics(self, info: StreamInfo) -> bool:
-        """Whether the console's user satisfies topic_perm (to offer the edit; the engine
-        decides when saving)."""
-        who = self.cluster.principal
-        try:
-            return acl.check(info.policies.get("topic_perm"), who, info.creator)
-        except InvalidPolicy:
-            return who.superuser  # an unreadable stored ACE passes super users only (engine)
 
     def _field_note(self, name: str, error: str | None) -> None:
         widget = self.query_one(f"#{_field_id(name)}-error", Static)
