@@ -97,6 +97,7 @@ class PoliciesPane(Pane):
         self.info: StreamInfo | None = None
         self.topic_info: TopicInfo | None = None
         self.may_edit_topic = False  # the console's user satisfies the stream's topic_perm
+        self.may_edit: Verdict | None = None  # why (not), engine.auth.actions
         self.saves = 0  # successful saves, for tests
 
     def compose(self) -> ComposeResult:
@@ -136,6 +137,7 @@ class PoliciesPane(Pane):
         summary = self.query_one("#policy-summary", Static)
         topic_part = self.query_one("#topic-policies", Static)
         topic_part.display = topic is not None
+        self.may_edit = may_edit
         self.may_edit_topic = bool(may_edit)
         self.query_one("#topic-policy-edit").display = topic is not None and self.may_edit_topic
         if info is not None and topic is not None:
@@ -224,7 +226,7 @@ class PoliciesPane(Pane):
 
     @on(Button.Pressed, "#policy-revert")
     def action_revert(self) -> None:
-        self.show((self.info, self.topic_info))
+        self.show((self.info, self.topic_info, self.may_edit))
 
     @on(Button.Pressed, "#topic-policy-edit")
     def edit_topic(self) -> None:
