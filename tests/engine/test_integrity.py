@@ -504,6 +504,20 @@ def test_truncated_wal_of_an_active_partitionlet_hands_out_no_offset_twice(clust
     accept_the_loss_and_go_on(cluster_path)
 
 
+def test_a_running_producer_writes_again_once_the_loss_is_accepted(cluster_path, tmp_path):
+    """The repair bumps the catalog's topology: a producer that was refused learns the
+    partition's new active partitionlet at its next send, without a restart."""
+    cut_wal_after_kill(cluster_path, tmp_path, partitionlet_bytes=64 << 20)
+    with Cluster.open(cluster_path) as cluster:
+        producer = Producer(cluster, acks=1)
+        with pytest.raises(errors.DamagedPartition):
+            producer.send(T, b"refused", partition=0).get(timeout=10)
+        code, out = plet_check(cluster_path, "--repair", "--accept-loss")
+        assert code == 0, out
+        assert producer.send(T, b"after", partition=0).get(timeout=10).offset == 1000
+        producer.close()
+
+
 def test_a_live_cluster_checks_clean_while_it_is_written_and_read(cluster_path):
     """Writers roll partitionlets and a group commits between the files the check reads:
     no false alarm (what one pass finds counts only if a second pass finds it too)."""
