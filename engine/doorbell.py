@@ -64,6 +64,7 @@ class Doorbells:
         self._stop_r = self._stop_w = -1
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._pid = os.getpid()
 
     # --- ringing ---------------------------------------------------------------------------
 
@@ -71,6 +72,8 @@ class Doorbells:
         """Wake every other process waiting on this cluster. Never blocks, never raises."""
         if self._closed:
             return
+        if self._pid != os.getpid():
+            self._forked()
         with self._lock:
             try:
                 self._relist()
@@ -126,6 +129,8 @@ class Doorbells:
     def listen(self) -> None:
         """Make this process's doorbell and its thread, once. A directory where no FIFO can
         be made (read-only, or no FIFOs here) leaves waiters to look at the files."""
+        if self._pid != os.getpid():
+            self._forked()
         if self._thread is not None or self._closed or not supported():
             return
         with self._lock:
@@ -176,9 +181,33 @@ class Doorbells:
                 return
             self._on_ring()
 
+    def _forked(self) -> None:
+        """In a child made by fork(): the parent's doorbell and thread are the parent's.
+        Start over with none (the inherited descriptors are closed, the FIFO left alone)."""
+        for fd in [
+            *self._others.values(),
+            self._read_fd,
+            self._keep_fd,
+            self._stop_r,
+            self._stop_w,
+        ]:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._lock = threading.Lock()
+        self._others = {}
+        self._listed_mtime = -1
+        self._name, self._thread = None, None
+        self._read_fd = self._keep_fd = self._stop_r = self._stop_w = -1
+        self._pid = os.getpid()
+
     # --- closing ---------------------------------------------------------------------------
 
     def close(self) -> None:
+        if self._pid != os.getpid():
+            self._forked()  # never the parent's doorbell
         with self._lock:
             if self._closed and self._thread is None:
                 self._close_writers()

@@ -120,3 +120,28 @@ def test_the_wire_listener_hears_other_processes(tmp_path):
         with Cluster.open(tmp_path / "c") as other:  # another open of it rings this one
             other.appends.notify()
         assert heard.wait(scaled(10))
+
+
+def test_a_forked_child_leaves_its_parent_doorbell_alone(tmp_path):
+    """A child made by fork() that closes its copy of the cluster neither stops the
+    parent's doorbell thread nor removes its FIFO; its own rings reach the parent."""
+    rung = threading.Event()
+    parent = Doorbells(tmp_path, rung.set)
+    parent.listen()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: ring the parent, then close its copy
+            code = 0
+            try:
+                parent.ring()
+                parent.close()
+            except BaseException:
+                code = 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert rung.wait(scaled(10))
+        assert parent.listening
+        assert len(list((tmp_path / WAKE_DIR).iterdir())) == 1
+    finally:
+        parent.close()
