@@ -10,8 +10,9 @@ What is checked (docs/ARCHITECTURE.md, "Durability"):
 - `chains`: each partition's chain in the catalog against the rows of its volumes: one
   chain without holes, its sealed partitionlets ending where their volume row ends, the
   active one's row starting where the catalog says;
-- `counts` (not `quick`): each row's counts and next offset against its batches, read from
-  the table itself (so a damaged index cannot hide one);
+- `counts`: each row's counts and next offset against its batches, read from the table
+  itself (so a damaged index cannot hide one); with `quick`, only the next offset of an
+  active row below the catalog's mark, by the index;
 - `orphans`: volume rows the catalog does not place there (an interrupted move);
 - `archives`: every archived partitionlet's file against the catalog;
 - `checksums` (not `quick`): every stored batch against its CRC32C, live and archived;
@@ -118,6 +119,18 @@ class Context:
     stored: dict[int, dict[int, tuple[int, int, int, int]]] = field(default_factory=dict)
     unreadable: set[int] = field(default_factory=set)  # volumes whose rows could not be read
     ends: dict[tuple[int, int], int] = field(default_factory=dict)  # log end offsets
+
+    def stored_end(self, volume_id: int, pl_id: int) -> int | None:
+        """The last offset a partitionlet's batches reach, whatever its row says: from the
+        counts read (full check), else one index lookup (`quick`); None when unknown."""
+        stored = self.stored.get(volume_id)
+        if stored is not None:
+            found = stored.get(pl_id)
+            return None if found is None else found[3]
+        try:
+            return self.cluster.open_volumes()[volume_id].stored_ends([pl_id])[pl_id]
+        except (KeyError, StorageError):
+            return None  # `integrity` says why
 
     def name(self, topic_id: int) -> str:
         """A topic's full name, read when a problem needs it (most checks find none)."""
@@ -239,10 +252,10 @@ def _chain_issues(ctx: Context, chain: list[PartitionletRow]) -> list[tuple[str,
             continue
         row = ctx.rows.get(pl.volume_id, {}).get(pl.id)
         reached = pl.reached_offset if pl.end_offset is None else None
-        if reached is not None and row is not None:
-            # what its batches reach, when read (a damaged row is the `counts` check's)
-            stored = ctx.stored.get(pl.volume_id, {}).get(pl.id)
-            if stored is not None and stored[3] + 1 >= reached:
+        if reached is not None and row is not None and row.next_offset < reached:
+            # what its batches reach (a damaged row below them is the `counts` check's)
+            last = ctx.stored_end(pl.volume_id, pl.id)
+            if last is not None and last + 1 >= reached:
                 reached = None
         if row is not None and row.state != DELETED and row.base_offset == pl.base_offset:
             if pl.end_offset is None and (reached is None or row.next_offset >= reached):
@@ -300,7 +313,7 @@ def _successor_starts(chain: list[PartitionletRow], pl: PartitionletRow, end: in
 
 def _counts(ctx: Context) -> list[Problem]:
     if ctx.quick:
-        return []
+        return _quick_counts(ctx)
     found = []
     placed = {pl.id: key for key, chain in ctx.chains.items() for pl in chain}
     for vid, rows in sorted(ctx.rows.items()):
@@ -330,6 +343,34 @@ def _counts(ctx: Context) -> list[Problem]:
                         True,
                     )
                 )
+    return found
+
+
+def _quick_counts(ctx: Context) -> list[Problem]:
+    """Quick: only the rows whose next offset lies below the catalog's mark are checked
+    against their batches (by the index), since those would take offsets again."""
+    found = []
+    for (topic_id, partition), chain in ctx.chains.items():
+        pl = chain[-1]
+        row = ctx.rows.get(pl.volume_id, {}).get(pl.id)
+        if pl.end_offset is not None or pl.reached_offset is None or row is None:
+            continue
+        if row.state == DELETED or row.next_offset >= pl.reached_offset:
+            continue
+        last = ctx.stored_end(pl.volume_id, pl.id)
+        if last is not None and row.next_offset <= last:
+            found.append(
+                Problem(
+                    "counts",
+                    f"volume {pl.volume_id}",
+                    f"partitionlet {pl.id}: its next offset is {row.next_offset}, it holds "
+                    f"offsets up to {last}",
+                    ctx.name(topic_id),
+                    partition,
+                    "recount it from its batches: plet check --repair",
+                    True,
+                )
+            )
     return found
 
 

@@ -832,7 +832,7 @@ class Volume:
                 conn.executemany(_INSERT_MARKERS, markers)
 
     def _stored_ends(self, pl_ids: list[int]) -> dict[int, int | None]:
-        """Inside a write transaction: the last offset each partitionlet's batches and
+        """Inside a transaction: the last offset each partitionlet's batches and
         markers hold (None: none), one index lookup each, whatever its row says."""
         ends: dict[int, int | None] = {}
         for i in range(0, len(pl_ids), 500):
@@ -1425,6 +1425,15 @@ class Volume:
         try:
             with read_transaction(self.conn):
                 return self.rows(), self.stored() if counts else None
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+
+    def stored_ends(self, pl_ids: list[int]) -> dict[int, int | None]:
+        """The last offset each partitionlet's batches and markers reach (None: none), by
+        the index, whatever its row says: one lookup each (`plet check --quick`)."""
+        try:
+            with read_transaction(self.conn):
+                return self._stored_ends(pl_ids)
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
 

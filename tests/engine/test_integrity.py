@@ -237,6 +237,9 @@ def test_flipped_partitionlets_row_refuses_writes_instead_of_reusing_offsets(dam
     assert "next offset is 244" in out
     # the batches still reach the catalog's mark: a damaged row, not lost commits
     assert "lost commits" not in out
+    code, out = plet_check(damaged, "--quick")  # asks the index what the batches reach
+    assert code == 1 and "lost commits" not in out, out
+    assert "next offset is 244, it holds offsets up to 499" in out
 
     code, out = plet_check(damaged, "--repair")
     assert code == 0, out
