@@ -208,11 +208,12 @@ def _shown(text: str) -> str:
 
 def _quote(text: str) -> str:
     """`text` in the quotes that make it literal text again."""
+    text = text.replace("\\", "\\\\")
     if '"' not in text:
         return f'"{text}"'
     if "'" not in text:
         return f"'{text}'"
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + text.replace('"', '\\"') + '"'
 
 
 # --- matching ---------------------------------------------------------------------------------

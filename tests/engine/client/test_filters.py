@@ -85,6 +85,11 @@ def test_quoted_text_is_literal_text():
     assert parse('"a\\nb"') == Text("a\\nb")  # other backslashes are themselves
 
 
+@pytest.mark.parametrize("text", ["12:00", 'say "hi": now', 'it\'s "x"=1', "a\\b:c", "\\"])
+def test_the_quoting_an_error_suggests_finds_the_text(text):
+    assert parse(filters._quote(text)) == Text(text)
+
+
 def test_quoted_names_and_values():
     assert parse('"my name"="a b"') == HeaderIs("my name", ("a b",))
     assert parse('"a:b" : c') == HeaderIs("a:b", ("c",))
