@@ -971,6 +971,38 @@ class Volume:
                 st = replace(st, state=SEALED)
         return st
 
+    def seal_as_it_is(
+        self, pl_id: int, stream_id: int, topic_id: int, partition: int, base_offset: int
+    ) -> int | None:
+        """Seal `pl_id` where its batches end here (its row's next offset, or past its last
+        batch when the row says less), making an empty sealed row at `base_offset` when
+        its row is gone (what a volume that lost commits holds, given up by `plet check
+        --repair --accept-loss`). Its next offset afterwards, or None for a tombstone."""
+        conn = self.conn
+        with write_transaction(conn, self.path, "volume"):
+            row = conn.execute(
+                "SELECT state, next_offset FROM partitionlets WHERE id = ?", (pl_id,)
+            ).fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO partitionlets (id, stream_id, topic_id, partition, base_offset, "
+                    "next_offset, created_ms, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (pl_id, stream_id, topic_id, partition, base_offset, base_offset,
+                     self._clock.now_ms(), SEALED),
+                )  # fmt: skip
+                return base_offset
+            state, next_offset = row
+            if state == DELETED:
+                return None
+            last = self._stored_ends([pl_id])[pl_id]
+            if last is not None and last >= next_offset:  # a damaged row: what it holds
+                next_offset = last + 1
+            conn.execute(
+                "UPDATE partitionlets SET state = ?, next_offset = ? WHERE id = ?",
+                (SEALED, next_offset, pl_id),
+            )
+            return int(next_offset)
+
     def drop(self, pl_ids: list[int]) -> dict[int, tuple[int, int]]:
         """Purge these partitionlets in one transaction, returning the (messages, bytes)
         each one freed (0, 0 for one purged already)."""
