@@ -129,12 +129,16 @@ def _mask_path(doc: Any, path: tuple[str, ...]) -> bool:
     return _mask_path(doc[path[0]], path[1:])
 
 
-def _fail(text: str, problem: str, index: int | None) -> NoReturn:
+def _fail(text: str, problem: str, index: int | None, detail: str = "") -> NoReturn:
+    """InvalidPolicy as an ACE's (engine.auth.acl): the problem, its column in the quoted
+    text, a detail, and the text again with a caret under the column."""
     if index is None:
         exc = InvalidPolicy(f"{POLICY}: {problem}")
     else:
         quoted = repr(text)
         message = f"{POLICY}: {problem} at column {index + 1} in {quoted}"
+        if detail:
+            message += f"; {detail}"
         caret = 1 + len(repr(text[:index])) - 2
         message += f"\n    {quoted}\n    {' ' * caret}^"
         exc = InvalidPolicy(message)
@@ -152,7 +156,7 @@ def _path(text: str, start: int, end: int) -> tuple[str, ...]:
         found = _SEGMENT.match(text, i, end)
         if found is None:
             what = "a field name is missing" if i >= end or text[i] == "." else "bad field name"
-            _fail(text, f"{what} (letters, digits, _ - $ @, or a quoted name)", i)
+            _fail(text, what, i, 'a name is letters, digits, _ - $ @, or quoted: "a b"')
         token = found.group()
         if token.startswith('"'):
             try:
@@ -188,7 +192,7 @@ def parse(text: Any) -> Mask:
         start, end = at + lead, at + lead + len(item)
         at += len(piece) + 1
         if not item:
-            _fail(text, f"an empty item: {_FORMS}", start)
+            _fail(text, "an empty item", start, _FORMS)
         if item == "key":
             key = True
         elif item == "value":
@@ -206,7 +210,7 @@ def parse(text: Any) -> Mask:
             headers.append(name.lower())
             item = "headers." + name
         else:
-            _fail(text, f"unknown item {item[:40]!r}: {_FORMS}", start)
+            _fail(text, f"unknown item {item[:40]!r}", start, _FORMS)
         if item not in items:
             items.append(item)
     return Mask(", ".join(items), key, value, tuple(dict.fromkeys(paths)), frozenset(headers))

@@ -171,3 +171,18 @@ def test_the_embedded_consumer_reads_the_data_itself(masked_topic):
     finally:
         consumer.close(autocommit=False)
     assert json.loads(got[0].value)["card"]["number"] == "4111-1111"
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def test_plet_stream_create_and_edit_take_the_mask_and_unmask_perm(cluster, cluster_path):
+    from tests.engine.cli.test_cli import ok, run
+
+    where = ("--cluster", cluster_path)
+    ok("stream", "create", "/pay", "--mask", "value.card.number ,key", *where)
+    ok("stream", "edit", "/pay", "--unmask-perm", "g:auditors", *where)
+    info = ok("stream", "info", "/pay", *where).stdout
+    assert "value.card.number, key" in info and "g:auditors" in info
+    bad = run("stream", "edit", "/pay", "--mask", "value.", *where)
+    assert bad.exit_code == 1 and "mask: a field name is missing at column 7" in bad.stderr
