@@ -100,9 +100,9 @@ class Mask:
             return _MARKER_BYTES
         raw = value.encode() if isinstance(value, str) else bytes(value)
         try:
-            doc = json.loads(raw)
+            doc = json.loads(raw, object_pairs_hook=_unique)
         except (ValueError, RecursionError):  # not JSON: nothing says which part is which
-            return _MARKER_BYTES
+            return _MARKER_BYTES  # (nor JSON that names a field twice: _unique)
         try:
             hit = False
             for path in self.paths:
@@ -112,6 +112,15 @@ class Mask:
             return json.dumps(doc, ensure_ascii=False).encode()
         except RecursionError:
             return _MARKER_BYTES
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose names are unique: a value returned as stored must not keep a copy of
+    a masked field that parsing dropped (`{"n": "4111", "n": 1}` parses as `{"n": 1}`)."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise ValueError("a name given twice")
+    return found
 
 
 def _mask_path(doc: Any, path: tuple[str, ...]) -> bool:
