@@ -20,8 +20,9 @@ text) and `ms(time)` (engine.times: an ISO 8601 time as epoch ms, for `timestamp
 
 `search(cluster, topic, query, ...)` checks the query, the topic and the consume
 permission at once (and finds the stream's data mask for the principal: a query sees, and
-a match holds, the masked message, engine.masking), then reads in a thread with `Consumer.poll_arrow` (columns, no object
-per message unless it matches) and answers a `SearchJob`. Its cost is bounded: at most
+a match holds, the masked message, engine.masking), then reads in a thread with
+`Consumer.poll_arrow` (columns, no object per message unless it matches) and answers a
+`SearchJob`. Its cost is bounded: at most
 `max_rate` messages a second (the thread sleeps to keep to it, leaving the GIL to the
 console), at most `max_scanned` messages in all, at most `max_matches` matches kept (the
 rest are counted). `SearchJobs` keeps each owner's jobs, a few at a time.
