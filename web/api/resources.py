@@ -339,8 +339,9 @@ def messages(name: str) -> Response:
     """A page of a topic's messages (consume_perm), read by the engine's browse service
     with the web page's query grammar (`browse.parse_query`): `partition`, `start`
     (oldest by default here, newest, offset, time), `offset`, `time`, `direction`,
-    `limit`, substring filters `key`, `value`, `header` (`name=value` or `name: value`),
-    `text`, `icase`, `cursor` (a page's `cursor`, to continue) and `isolation_level`
+    `limit`, substring filters `key`, `value` and `text`, `header` and `filter` in the
+    filter grammar (engine.client.filters: `host: api-2`, `host=api-2`, `host:api-2`),
+    `icase`, `cursor` (a page's `cursor`, to continue) and `isolation_level`
     (read_uncommitted, the default, shows aborted messages marked `aborted`, with the
     transaction `markers` among them; read_committed leaves them out and stops at each
     partition's last stable offset). `shape=v0` answers records in the deprecated shape;
@@ -369,6 +370,7 @@ def messages(name: str) -> Response:
         with browse.Browser(c, query.topic, query.partitions, isolation_level=level) as browser:
             page = browser.page(query)
             marks = browser.marks(page.records)
+            mask = browser.mask
     except browse.BadQuery as exc:
         # the API's error name for a bad argument, whichever module found it
         raise errors.InvalidArgument(str(exc)) from None
@@ -398,6 +400,8 @@ def messages(name: str) -> Response:
             "next_offsets": {str(p): o for p, o in sorted(page.positions.items())},
             "end_offsets": {str(p): o for p, o in sorted(page.ends.items())},
             "end_reached": not page.more,
+            # the stream's mask policy when it applies to this user (engine.masking)
+            "masked": mask.text if mask is not None else None,
         }
     )
 
