@@ -1622,7 +1622,7 @@ class Cluster:
             names.validate_stream_path(stream)
             stream = self._cat.stream(stream)
         who = principal or self.principal
-        if perm != "consume_perm":  # every other ACE policy guards a change
+        if perm not in effective.READS:  # every other ACE policy guards a change
             self.check_may_change(f"{what or _PERM_VERBS[perm]} stream {stream.path}", who)
         ace = stream.policies.get(perm)
         try:

@@ -7,9 +7,10 @@ super user, Kafka's `super.users`), so every policy of every stream is allowed t
 with the reason `ADMINISTRATOR`; anyone else is allowed what the ACE text says (reason
 `ACE`), `u:<creator>` matching when they created the stream. A stored ACE that does not
 parse (an old catalog) lets nobody but an administrator through, as `Cluster.authorize`
-does (reason `INVALID`). A read-only user (`UserInfo.read_only`) is allowed consume_perm
-alone: every other policy guards a change, which the engine refuses them (reason
-`READ_ONLY`, whatever the ACE or the admin flag says; `Cluster.check_may_change`).
+does (reason `INVALID`). A read-only user (`UserInfo.read_only`) is allowed `READS` alone
+(consume_perm, unmask_perm): every other policy guards a change, which the engine refuses
+them (reason `READ_ONLY`, whatever the ACE or the admin flag says;
+`Cluster.check_may_change`).
 
 Who may ask: a cluster administrator (`Cluster.is_administrator`) about anyone, a user
 about themselves; anyone else gets `AccessDenied`, before the name is even looked up, so
@@ -60,9 +61,9 @@ ACE = "ace"
 INVALID = "invalid ACE"
 """Reason: the stored ACE does not parse; only an administrator passes it."""
 READ_ONLY = "read-only user"
-"""Reason: the user is read-only; only consume_perm, which changes nothing, can allow them."""
-READS = frozenset({"consume_perm"})
-"""The ACE policies that guard no change (a read-only user may pass them)."""
+"""Reason: the user is read-only; only `READS`, which change nothing, can allow them."""
+READS = frozenset({"consume_perm", "unmask_perm"})
+"""The ACE policies that guard no change, only reading (a read-only user may pass them)."""
 
 MAX_LIMIT = 1000
 """Most streams one page may hold."""

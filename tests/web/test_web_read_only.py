@@ -146,6 +146,8 @@ def test_the_users_page_sets_the_read_only_flag_and_the_engine_refuses_her(app, 
     refused = alice.post("/streams/s/~/delete", data={"csrf_token": alice_csrf})
     assert refused.status_code == 403 and "is read-only" in _text(refused)
     assert [s.path for s in cluster.streams()] == ["/s"]
+    permissions = _text(alice.get(f"/users/{USER}/permissions"))
+    assert '<span class="muted">(read-only user)</span>' in permissions
     # her own password is still hers to change
     assert "Change password" in _buttons(_text(alice.get("/users")))
     # an administrator cannot lock themselves out

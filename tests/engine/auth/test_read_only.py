@@ -116,7 +116,8 @@ def test_effective_permissions_say_read_only(setup):
     found = setup.effective_permissions("auditor", prefix="/apps", limit=1)
     assert found.read_only
     (apps,) = found.streams
-    assert apps.allowed == {p: p == "consume_perm" for p in effective.PERMISSION_POLICIES}
+    assert apps.allowed == {p: p in effective.READS for p in effective.PERMISSION_POLICIES}
+    assert effective.READS == {"consume_perm", "unmask_perm"}  # seeing is no change
     assert apps.reasons["consume_perm"] == effective.ADMINISTRATOR
     assert apps.reasons["admin_perm"] == effective.READ_ONLY
     assert not setup.effective_permissions("dev", prefix="/apps", limit=1).read_only
