@@ -8,7 +8,8 @@ change again; this only decides what a page shows.
 
 A read-only console refuses every request that could change something (any method but
 GET, HEAD and OPTIONS, on pages and the JSON API alike) with 403 before any view runs;
-logging in and out still work. The pages show a "read-only" badge and no change buttons.
+logging in and out, and stopping one's own message search, still work. The pages show a
+"read-only" badge and no change buttons.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ READ_ONLY = "READ_ONLY"
 
 # Methods that change nothing (RFC 9110's safe methods).
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
-# What a read-only console still takes: a session starts and ends, nothing else changes.
-_OPEN = frozenset({"auth.login", "auth.logout"})
+# What a read-only console still takes: a session starts and ends, and a message search
+# of the user's own stops (it lives in this process's memory); nothing of the cluster.
+_OPEN = frozenset({"auth.login", "auth.logout", "message_search.cancel"})
 
 
 def read_only() -> bool:

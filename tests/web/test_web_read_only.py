@@ -101,6 +101,12 @@ def test_a_read_only_console_shows_no_change_and_refuses_a_forged_one(read_only,
     assert [g.group_id for g in cluster.groups()] == ["g"]
     assert [s.path for s in cluster.streams()] == ["/s"]
     assert "eve" not in {u.name for u in cluster.users()}
+    # stopping one's own message search changes nothing of the cluster: still served
+    stop = client.post(
+        "/topics/s:t/search/0123456789abcdef/cancel",
+        headers={"HX-Request": "true", "X-CSRFToken": csrf},
+    )
+    assert stop.status_code == 200 and "read-only" not in _text(stop)
     assert client.post("/logout", data={"csrf_token": csrf}).status_code == 302
 
 
