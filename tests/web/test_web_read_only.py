@@ -173,3 +173,18 @@ def test_the_users_page_sets_the_read_only_flag_and_the_engine_refuses_her(app, 
         },
     )
     assert added.status_code == 302 and cluster.user("eve").read_only
+
+
+def test_plet_web_read_only_refuses_the_kafka_listener(tmp_path):
+    from click.testing import CliRunner
+
+    from engine.cli import cli
+
+    got = CliRunner().invoke(
+        cli,
+        ["web", "--read-only", "--kafka", "127.0.0.1:0", "--cluster", str(tmp_path / "c")],
+        env={"PLET_CLUSTER": None},
+    )
+    assert got.exit_code == 2
+    assert "--read-only serves no changes, and --kafka would take them" in got.output
+    assert not (tmp_path / "c").exists()  # refused before anything was opened
