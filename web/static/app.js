@@ -93,5 +93,18 @@ document.addEventListener("htmx:sendError", () => {
     if (!target) return;
     if (target.closest("[data-shortcuts-open]")) openHelp();
     else if (target.closest("[data-shortcuts-close]")) dialog()?.close();
+    else if (target.closest("[data-theme-toggle]")) window.pletTheme?.next();
   });
+
+  // The theme button says which theme it set (theme.js keeps the choice).
+  function showTheme() {
+    const choice = window.pletTheme?.chosen() || "auto";
+    for (const button of document.querySelectorAll("[data-theme-toggle]")) {
+      button.textContent = "Theme: " + choice;
+      button.setAttribute("aria-label", "Theme: " + choice + " (change it)");
+    }
+  }
+  document.addEventListener("plet:theme", showTheme);
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", showTheme);
+  else showTheme();
 })();
