@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from engine import Consumer, OffsetAndMetadata, Producer, TopicPartition
-from tests.e2e.conftest import PAGE_TIMEOUT_MS, log_in, shot
+from tests.e2e.conftest import PAGE_TIMEOUT_MS, log_in, open_produce, shot
 from tests.e2e.test_e2e_topics import _unique_topic
 
 # securitypolicyviolation events, reported through the console so one listener sees all
@@ -86,7 +86,7 @@ def test_produce_form_swap_violates_no_csp(watched, live_server):
     page, seen = watched
     name = _unique_topic(live_server.cluster)
     page.goto(live_server.url + "/topics/" + name[1:] + "?follow=1")
-    produce = page.get_by_role("region", name="Produce a message")
+    produce = open_produce(page)
     produce.get_by_label("Message value").fill("first")
     produce.get_by_label("Headers").fill("not a header")
     produce.get_by_role("button", name="Produce").click()

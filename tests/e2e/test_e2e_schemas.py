@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from engine.wire import KafkaServer
-from tests.e2e.conftest import ADMIN, ADMIN_PASSWORD, shot
+from tests.e2e.conftest import ADMIN, ADMIN_PASSWORD, open_produce, shot
 
 warnings.filterwarnings("ignore", module="authlib")  # its own deprecation of httpx
 
@@ -165,7 +165,7 @@ def test_produce_form_encodes_json_with_the_schema(admin_page, live_server):
 
     page = admin_page
     page.goto(f"{live_server.url}/topics/e2e-schemas:orders")
-    produce = page.get_by_role("region", name="Produce a message")
+    produce = open_produce(page)
     produce.get_by_label("Message value").fill('{"id": 1, "item": "bolt"}')
     produce.get_by_label("Encode with schema /e2e-schemas:orders-value v1").check()
     produce.get_by_role("button", name="Produce", exact=True).click()

@@ -32,7 +32,7 @@ def _text(answer) -> str:
 
 
 def test_register_from_the_topic_page_then_produce_and_read_decoded(client, topic, cluster):
-    page = _text(client.get("/topics/shop:orders"))
+    page = _text(client.get("/topics/shop:orders?tab=schema"))
     assert "Schemas of /shop:orders" in page
     assert "none: messages show as text, JSON or hex" in page
     assert "Encode with schema" not in page

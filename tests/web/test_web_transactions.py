@@ -40,12 +40,12 @@ def _rows(html: str) -> list[str]:
 
 
 def test_the_partition_table_shows_the_lso_next_to_the_end_offset(client, txns):
-    html = client.get("/topics/s:t").get_data(as_text=True)
+    html = client.get("/topics/s:t?tab=partitions").get_data(as_text=True)
     assert ">LSO</th>" in html
     cells = re.search(r'<td class="num lso( lso-held)?">(\d+)</td>', html)
     assert cells.groups() == (" lso-held", "5")  # held back by the open transaction
     txns["o"].commit_transaction()
-    html = client.get("/topics/s:t").get_data(as_text=True)
+    html = client.get("/topics/s:t?tab=partitions").get_data(as_text=True)
     assert re.search(r'<td class="num lso">(\d+)</td>', html).group(1) == "7"  # end offset
 
 
