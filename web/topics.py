@@ -30,6 +30,7 @@ from flask import (
     stream_with_context,
     url_for,
 )
+from htmx_flask import request as htmx_request
 
 from engine import errors, times
 from engine import policies as policy_table
@@ -202,7 +203,7 @@ def _page_context(info: TopicInfo, tab: str = "messages", **parts: Any) -> dict[
 
 def _tabs_partial() -> bool:
     """Whether htmx asked for the tabs and their panel (a tab's link), not the messages."""
-    return wants_partial() and request.htmx.target == "topic-tabs"
+    return wants_partial() and htmx_request.htmx.target == "topic-tabs"
 
 
 @topics.route("/topics/<path:name>")
