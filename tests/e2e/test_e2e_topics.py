@@ -305,3 +305,74 @@ def test_topic_policy_overrides_round_trip_and_bad_values_show_inline(admin_page
     expect(policies.get_by_role("status")).to_have_text("Saved the topic's policies.")
     expect(ttl_row.locator("td.source")).to_have_text("stream")
     assert live_server.cluster.topic(name).overrides == {}
+
+
+def _messages(cluster, name: str) -> list[tuple]:
+    """(partition, offset, timestamp, key, value, headers) of every message of `name`."""
+    from engine import Consumer, TopicPartition
+
+    consumer = Consumer(cluster)
+    try:
+        count = cluster.topic(name).partition_count
+        consumer.assign([TopicPartition(name, p) for p in range(count)])
+        consumer.seek_to_beginning()
+        found = []
+        while batch := consumer.poll(timeout_ms=0, max_records=10_000):
+            for records in batch.values():
+                found += [
+                    (r.partition, r.offset, r.timestamp, r.key, r.value, list(r.headers or ()))
+                    for r in records
+                ]
+        return sorted(found)
+    finally:
+        consumer.close(autocommit=False)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv"])
+def test_an_import_of_an_export_round_trips(admin_page, live_server, tmp_path, kind):
+    page = admin_page
+    cluster = live_server.cluster
+    source = _unique_topic(cluster, partitions=2)
+    target = source[: -len(":t")] + ":copy"
+    cluster.create_topic(target, partitions=2)
+    _produce(
+        cluster,
+        source,
+        *(
+            {
+                "value": b"=formula %d" % i if i % 4 == 0 else b"\xff\x00 %d" % i,
+                "key": None if i == 5 else b"key-%d" % i,
+                "partition": i % 2,
+                "headers": [("n", b"%d" % i), ("empty", None)],
+                "timestamp_ms": 1_700_000_000_000 + 1000 * i,
+            }
+            for i in range(30)
+        ),
+    )
+    page.goto(live_server.url + "/topics/" + source[1:] + "?start=oldest")
+    button = "Download JSON lines" if kind == "jsonl" else "Download CSV"
+    with page.expect_download() as info:
+        page.get_by_role("form", name="Download messages").get_by_role(
+            "button", name=button
+        ).click()
+    path = tmp_path / f"export.{kind}"
+    info.value.save_as(path)
+
+    page.goto(live_server.url + "/topics/" + target[1:])
+    page.get_by_text("Import messages", exact=True).click()
+    form = page.get_by_role("region", name="Import messages")
+    form.get_by_label("File").set_input_files(path)
+    form.get_by_role("button", name="Dry run").click()
+    result = page.locator("#import-result")
+    expect(result).to_contain_text(
+        f"Dry run: 30 messages into {target}: 15 to partition 0, 15 to partition 1."
+    )
+    expect(
+        result.get_by_role("table", name="Messages to import").locator("tbody tr")
+    ).to_have_count(20)
+    assert _messages(cluster, target) == []
+    shot(page, f"topic-import-dry-run-{kind}")
+    form.get_by_role("button", name="Import", exact=True).click()
+    expect(result).to_contain_text(f"Wrote 30 of 30 messages (100%) into {target}")
+    shot(page, f"topic-import-done-{kind}")
+    assert _messages(cluster, target) == _messages(cluster, source)
