@@ -132,3 +132,20 @@ def test_the_icon_loads_and_favicon_ico_answers(watched, live_server):
     assert ico.url.endswith(href)
     # the page's own icon request (whichever URL Chromium asked) failed nowhere
     assert seen == {"csp": [], "errors": [], "failed": []}
+
+
+def test_topic_tabs_and_an_import_violate_no_csp(watched, live_server, tmp_path):
+    page, seen = watched
+    name = _unique_topic(live_server.cluster)
+    path = tmp_path / "two.jsonl"
+    path.write_text('{"value": "one", "partition": 0}\n{"value": "two", "key": "k"}\n')
+    page.goto(live_server.url + "/topics/" + name[1:])
+    for tab in ("Partitions", "Consumers", "Configs", "Schema", "Charts", "Messages"):
+        page.get_by_role("tab", name=tab).click()
+        expect(page.get_by_role("tab", name=tab)).to_have_attribute("aria-selected", "true")
+    page.get_by_text("Import messages", exact=True).click()
+    form = page.get_by_role("region", name="Import messages")
+    form.get_by_label("File").set_input_files(path)
+    form.get_by_role("button", name="Import", exact=True).click()
+    expect(page.locator("#import-result")).to_contain_text("Wrote 2 of 2 messages (100%)")
+    assert seen == {"csp": [], "errors": [], "failed": []}
