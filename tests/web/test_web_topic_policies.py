@@ -47,6 +47,7 @@ def test_an_override_is_set_and_unset(client, cluster):
     cluster.create_topic("/apps:t", 1)
     answer = _save(client, "apps:t", {"ttl": "30", "retention_bytes": "1000"})
     assert answer.status_code == 303
+    assert answer.headers["Location"].endswith("/topics/apps:t?tab=configs")  # back on its tab
     info = cluster.topic("/apps:t")
     assert info.overrides == {"ttl": 30, "retention_bytes": 1000}
     rows = _rows(_text(client.get("/topics/apps:t?tab=configs")))
