@@ -105,6 +105,7 @@ def create_app(
     from web.errors import register_error_handlers
     from web.groups import groups
     from web.heat import heat
+    from web.imports import imports
     from web.overview import overview
     from web.replays import replays
     from web.replication import replication
@@ -121,6 +122,7 @@ def create_app(
         overview,
         streams,
         topics,
+        imports,
         search,
         message_search_pages,
         groups,
@@ -160,6 +162,9 @@ def close_app(app: Flask) -> None:
     searches = app.extensions.get("message_searches")  # web/search_messages.py
     if searches is not None:
         searches.close()  # their threads read the cluster: they end first
+    writes = app.extensions.get("imports")  # web/imports.py
+    if writes is not None:
+        writes.close()  # their threads write to the cluster: they end first
     state(app).close()
 
 

@@ -94,3 +94,12 @@ def shot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def open_produce(page):
+    """Unfold the topic page's produce form (a click away on its Messages tab) and return
+    its region."""
+    page.locator("#produce-toggle > summary").click()
+    produce = page.get_by_role("region", name="Produce a message")
+    expect(produce).to_be_visible()
+    return produce
