@@ -1,0 +1,120 @@
+"""One console, many clusters (web/clusters.py): each cluster under /c/<name>/, the main one
+at / too, logins kept per cluster, a switcher in the header, graph nodes that link."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from werkzeug.test import Client
+
+from engine import Cluster, Producer
+from engine.served_clusters import served_clusters
+from tests.web.conftest import ADMIN, ADMIN_PASSWORD
+
+STREAM = "/ring"
+TOPIC = f"{STREAM}:only-in-dc2"
+DC2_PASSWORD = "dc2-admin-password"
+_CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+@pytest.fixture
+def console(tmp_path):
+    """dc1 (main) replicating /ring to dc2; dc2 holds a topic of its own and its own admin."""
+    from web.clusters import Console
+
+    dc1 = Cluster.open(tmp_path / "dc1", name="dc1")
+    dc2 = Cluster.open(tmp_path / "dc2", name="dc2")
+    dc1.add_user(ADMIN, ADMIN_PASSWORD, admin=True)
+    dc2.add_user(ADMIN, DC2_PASSWORD, admin=True)
+    dc1.create_stream(STREAM)
+    dc1.add_replica(STREAM, dc2.path)
+    dc2.create_topic(TOPIC, partitions=1)
+    producer = Producer(dc2)
+    producer.send(TOPIC, value=b"hello from dc2").get(10)
+    producer.close()
+    dc1.close()
+    dc2.close()
+    console = Console(served_clusters(tmp_path / "dc1"), testing=True)
+    yield console
+    console.close()
+
+
+def log_in(client: Client, prefix: str, password: str):
+    page = client.get(f"{prefix}/login")
+    token = _CSRF.search(page.get_data(as_text=True)).group(1)
+    return client.post(
+        f"{prefix}/login", data={"username": ADMIN, "password": password, "csrf_token": token}
+    )
+
+
+def test_each_cluster_is_served_under_its_name(console):
+    client = Client(console)
+    assert log_in(client, "/c/dc2", DC2_PASSWORD).status_code == 302
+    page = client.get(f"/c/dc2/topics{TOPIC}")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200
+    assert "hello from dc2" in html
+    # its own URLs carry the prefix (url_for sees SCRIPT_NAME)
+    assert 'href="/c/dc2/streams"' in html
+    assert client.get(f"/c/dc2/topics{TOPIC}").status_code == 200
+    assert client.get("/c/nowhere/").status_code == 404
+
+
+def test_a_login_on_dc1_does_not_log_in_to_dc2(console):
+    client = Client(console)
+    answer = log_in(client, "", ADMIN_PASSWORD)
+    assert answer.status_code == 302
+    assert client.get("/streams").status_code == 200
+    assert client.get("/c/dc1/streams").status_code == 200  # the main cluster, named
+    # dc2 has its own users: dc1's session is not a dc2 session
+    denied = client.get(f"/c/dc2/topics{TOPIC}")
+    assert denied.status_code == 302
+    assert denied.headers["Location"].startswith("/c/dc2/login?next=/c/dc2/topics/ring")
+    # nor is dc1's password dc2's
+    assert log_in(client, "/c/dc2", ADMIN_PASSWORD).status_code == 401
+    # logged in to both, logging out of dc2 leaves dc1 logged in
+    assert log_in(client, "/c/dc2", DC2_PASSWORD).status_code == 302
+    page = client.get("/c/dc2/streams").get_data(as_text=True)
+    token = _CSRF.search(page).group(1)
+    assert client.post("/c/dc2/logout", data={"csrf_token": token}).status_code == 302
+    assert client.get("/c/dc2/streams").status_code == 302
+    assert client.get("/streams").status_code == 200
+
+
+def test_the_login_comes_back_to_the_page_of_the_cluster_asked_for(console):
+    client = Client(console)
+    where = client.get(f"/c/dc2/topics{TOPIC}").headers["Location"]
+    page = client.get(where)
+    token = _CSRF.search(page.get_data(as_text=True)).group(1)
+    back = client.post(
+        where, data={"username": ADMIN, "password": DC2_PASSWORD, "csrf_token": token}
+    )
+    assert back.status_code == 302
+    assert back.headers["Location"] == f"/c/dc2/topics{TOPIC}"
+
+
+def test_the_header_switches_between_the_clusters(console):
+    client = Client(console)
+    log_in(client, "", ADMIN_PASSWORD)
+    html = client.get("/").get_data(as_text=True)
+    switch = html[html.index('data-testid="cluster-switch"') : html.index("</details>")]
+    assert re.findall(r'<a href="([^"]+)"', switch) == ["/c/dc1/", "/c/dc2/"]
+    assert 'href="/c/dc1/" aria-current="true"' in switch
+    log_in(client, "/c/dc2", DC2_PASSWORD)
+    html = client.get("/c/dc2/").get_data(as_text=True)
+    assert 'href="/c/dc2/" aria-current="true"' in html
+
+
+def test_the_replication_graph_links_to_the_served_cluster(console):
+    client = Client(console)
+    log_in(client, "", ADMIN_PASSWORD)
+    html = client.get("/replication").get_data(as_text=True)
+    assert '<a class="node-link" href="/c/dc2/" aria-label="Open dc2">' in html
+    assert html.count('class="node-link"') == 1  # this cluster (dc1) links nowhere
+
+
+def test_an_app_served_alone_shows_the_plain_badge(client):
+    html = client.get("/").get_data(as_text=True)
+    assert 'data-testid="cluster-switch"' not in html
+    assert 'class="cluster-name"' in html
