@@ -28,6 +28,7 @@ time (**… more** loads the next page). The search box above it narrows the tre
 | `f` | anywhere | follow the tail (new messages appear as they arrive, newest first) |
 | `p` | anywhere | produce a message to the open topic (key, value, headers, partition) |
 | `v` | anywhere | show the value as text, JSON or hex |
+| `c` | anywhere | switch to another cluster (when `plet tui` lists several) |
 | `ctrl+s` | Policies | save the form (checked by the engine and the admin ACE) |
 | `o` | Groups | reset the chosen group's offsets |
 | `delete` | Groups | delete the chosen group (asks first; not while it has live members) |
