@@ -157,7 +157,8 @@ class ConsoleApp(App[None]):
         self.query_one(StreamTree).load()
         if self.start_topic:
             self.open_path(self.start_topic)
-            self.query_one("#msg-table").focus()
+            # a stream (a followed link, console/widgets/replication.py) keeps its tab
+            self.query_one("#msg-table" if ":" in self.start_topic else "#stream-tree").focus()
         else:
             self.query_one("#stream-tree").focus()
             self.active_pane().reload()
@@ -173,18 +174,33 @@ class ConsoleApp(App[None]):
         here = str(Path(self.cluster_path).resolve())
         return next((c.name for c in self.clusters if c.path == here), None)
 
-    def switch_cluster(self, name: str) -> None:
+    def follow_link(self, target: str, stream: str) -> None:
+        """Show `stream` of the cluster at `target` (a replication link's target), when it
+        is one of `clusters`."""
+        found = next((c for c in self.clusters if c.path == target), None)
+        if found is None:
+            self.notify(
+                f"{target} is not one of this console's clusters (plet tui --also PATH)",
+                severity="warning",
+            )
+            return
+        self.switch_cluster(found.name, stream)
+
+    def switch_cluster(self, name: str, open_path: str | None = None) -> None:
         """Show the cluster of `clusters` named `name`: the tree and every tab start again
-        on it (nothing chosen), the others stay open for a switch back."""
+        on it (on `open_path`, a stream or topic, if given, else nothing chosen); the others
+        stay open for a switch back."""
         target = next((c for c in self.clusters if c.name == name), None)
         if target is None or target.path is None:
             self.notify(f"no cluster {name!r} here", severity="error")
             return
         if name == self.current_cluster():
+            if open_path is not None:
+                self.open_path(open_path)
             return
         if self.cluster is not None:  # an injected one too, to be found again
             self._opened.setdefault(str(Path(self.cluster_path).resolve()), self.cluster)
-        self.cluster_path, self.cluster, self.start_topic = target.path, None, None
+        self.cluster_path, self.cluster, self.start_topic = target.path, None, open_path
         self.set_context(None, None)
         for pane in self.panes():
             pane.stale = True

@@ -173,6 +173,9 @@ def web_command(
     if max_request_bytes is not None:
         limits["MAX_CONTENT_LENGTH"] = max_request_bytes
     console = Console(served, **limits)
+    for skipped, why in console.skipped:
+        click.echo(f"not serving {skipped.name} ({skipped.path}): {why}", err=True)
+    served = list(console.clusters)
     app = console.main
     kafka_server = None
     try:

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from flask import Flask, current_app, request
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
+from engine.cluster import CATALOG_FILE
+from engine.errors import NotACluster, PartitionletError
 from engine.served_clusters import ServedCluster
 
 MOUNT = "/c"
@@ -66,27 +69,39 @@ def cookie_name(cluster: ServedCluster) -> str:
 class Console:
     """The WSGI app of a console over `clusters` (the main one first): an app per local
     cluster (`apps`, by name), mounted under `/c/<name>`; the main one also at `/`.
-    `config` goes to every app (`create_app`). Close it with `close()`."""
+    `config` goes to every app (`create_app`). A cluster found along links that cannot be
+    opened now is left out (`skipped`, with why). Close it with `close()`."""
 
     def __init__(self, clusters: Sequence[ServedCluster], **config: Any) -> None:
         from web import close_app, create_app
 
         if not clusters or not clusters[0].main or clusters[0].path is None:
             raise ValueError("the first cluster must be the main, local one")
-        self.clusters = tuple(clusters)
         self.apps: dict[str, Flask] = {}
+        # (cluster, why) of linked clusters that could not be opened: left out, not fatal
+        self.skipped: list[tuple[ServedCluster, str]] = []
         try:
-            for cluster in self.clusters:
+            for cluster in clusters:
                 if cluster.path is None:
                     continue
                 settings = {"SESSION_COOKIE_NAME": cookie_name(cluster), **config}
-                app = create_app(cluster.path, **settings)
-                app.extensions[EXTENSION] = ServedList(self.clusters, cluster.name)
-                self.apps[cluster.name] = app
+                try:
+                    if not (Path(cluster.path) / CATALOG_FILE).is_file():
+                        # gone since it was listed: create_app would make an empty one
+                        raise NotACluster(f"no cluster at {cluster.path}")
+                    self.apps[cluster.name] = create_app(cluster.path, **settings)
+                except (PartitionletError, OSError) as exc:
+                    if not cluster.linked:
+                        raise  # named on purpose: the user must hear of it
+                    self.skipped.append((cluster, str(exc) or type(exc).__name__))
         except BaseException:
             for app in self.apps.values():
                 close_app(app)
             raise
+        skipped = {c.name for c, _ in self.skipped}
+        self.clusters = tuple(c for c in clusters if c.name not in skipped)
+        for name, app in self.apps.items():
+            app.extensions[EXTENSION] = ServedList(self.clusters, name)
         self.main = self.apps[self.clusters[0].name]
         self._dispatch = DispatcherMiddleware(
             self.main, {f"{MOUNT}/{name}": app for name, app in self.apps.items()}

@@ -79,3 +79,21 @@ async def test_with_one_cluster_c_does_nothing(cluster_path, until):
         await pilot.pause(0.1)
         assert not isinstance(app.screen, ClustersScreen)
         assert app.cluster.name == "alone"
+
+
+async def test_enter_on_a_link_follows_it_to_the_target_cluster(two, until):
+    path, clusters = two
+    app = ConsoleApp(path, clusters=clusters, refresh_s=60)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await until(pilot, lambda: streams(app) == ["/shared"])
+        app.open_path("/shared")
+        app.show_tab("replication")
+        pane = app.query_one("#replication")
+        await until(pilot, lambda: pane.loads >= 1 and pane.links)
+        table = app.query_one("#repl-links")
+        table.focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: app.cluster is not None and app.cluster.name == "dc2")
+        await until(pilot, lambda: app.stream == "/shared")
+        assert app.query_one("#tabs").active == "tab-replication"
+        await until(pilot, lambda: pane.loads >= 2 and not pane.links)  # dc2's: no links out

@@ -8,8 +8,8 @@ import re
 import pytest
 from werkzeug.test import Client
 
-from engine import Cluster, Producer
-from engine.served_clusters import served_clusters
+from engine import Cluster, Producer, errors
+from engine.served_clusters import ServedCluster, served_clusters
 from tests.web.conftest import ADMIN, ADMIN_PASSWORD
 
 STREAM = "/ring"
@@ -118,3 +118,29 @@ def test_an_app_served_alone_shows_the_plain_badge(client):
     html = client.get("/").get_data(as_text=True)
     assert 'data-testid="cluster-switch"' not in html
     assert 'class="cluster-name"' in html
+
+
+def test_a_linked_cluster_gone_since_it_was_listed_is_left_out(tmp_path):
+    import shutil
+
+    from web.clusters import Console
+
+    with Cluster.open(tmp_path / "dc1", name="dc1") as dc1, Cluster.open(tmp_path / "dc2") as dc2:
+        dc1.create_stream(STREAM)
+        dc1.add_replica(STREAM, dc2.path)
+    listed = served_clusters(tmp_path / "dc1")
+    assert [c.name for c in listed] == ["dc1", "dc2"]
+    shutil.rmtree(tmp_path / "dc2")
+    console = Console(listed, testing=True)
+    try:
+        assert [c.name for c in console.clusters] == ["dc1"]
+        assert [(c.name, why) for c, why in console.skipped] == [
+            ("dc2", f"no cluster at {tmp_path / 'dc2'}")
+        ]
+        assert list(console.apps) == ["dc1"]
+    finally:
+        console.close()
+    assert not (tmp_path / "dc2").exists()  # never made again
+    # a cluster named on purpose is not left out silently
+    with pytest.raises(errors.NotACluster, match="no cluster at"):
+        Console([listed[0], ServedCluster("dc2", path=str(tmp_path / "dc2"))])
