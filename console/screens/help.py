@@ -34,6 +34,7 @@ time (**… more** loads the next page). The search box above it narrows the tre
 | `delete` | Groups | delete the chosen group (asks first; not while it has live members) |
 | `a` | Groups | edit the chosen group's permissions (its creator and administrators) |
 | `space` | Replication | pause or resume the chosen link |
+| `enter` | Replication | follow the chosen link to its target cluster (when listed) |
 | `n` / `x` | Replays | start a replay job / cancel the chosen one |
 | `x` | Transactions | abort the chosen open transaction (asks first) |
 

@@ -94,6 +94,18 @@ def test_the_login_comes_back_to_the_page_of_the_cluster_asked_for(console):
     assert back.headers["Location"] == f"/c/dc2/topics{TOPIC}"
 
 
+def test_each_cluster_has_its_own_api_under_its_name(console, tmp_path):
+    with Cluster.open(tmp_path / "dc2") as dc2:
+        token = dc2.create_api_token(ADMIN, "tests")
+    client = Client(console)
+    auth = {"Authorization": f"Bearer {token}"}
+    listed = client.get("/c/dc2/api/v1/streams", headers=auth)
+    assert listed.status_code == 200
+    assert {s["path"] for s in listed.get_json()["streams"]} == {STREAM}
+    # dc2's token is no token of dc1's
+    assert client.get("/api/v1/streams", headers=auth).status_code == 401
+
+
 def test_the_header_switches_between_the_clusters(console):
     client = Client(console)
     log_in(client, "", ADMIN_PASSWORD)
