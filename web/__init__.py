@@ -5,7 +5,8 @@ web/overview.py, web/streams.py, web/topics.py, web/groups.py, web/replication.p
 web/heat.py, web/replays.py, web/users.py, and the JSON API in web/api/), each page a template that includes the partial
 templates (`_name.html`) its htmx requests get back alone (web/pages.py decides which).
 Security (sessions, CSRF, headers) is set up in web/security.py; the logged-in user acts
-as an engine `Principal`, so stream ACEs decide what they see and change.
+as an engine `Principal`, so stream ACEs decide what they see and change. One app serves
+one cluster; web/clusters.py's `Console` mounts several under `/c/<name>/` (`plet web`).
 """
 
 from __future__ import annotations
