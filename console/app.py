@@ -101,7 +101,7 @@ class ConsoleApp(App[None]):
         self.cluster: Cluster | None = cluster
         # the clusters `c` switches between; the opened ones by path (closed on exit; an
         # injected cluster is the caller's)
-        self.clusters = [c for c in clusters if c.local]
+        self.clusters = list(clusters)
         self._opened: dict[str, Cluster] = {}
         self._given = cluster
         self.start_topic = topic
@@ -326,7 +326,8 @@ class ConsoleApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "switch_cluster":
-            return len(self.clusters) > 1  # no key, nor footer entry, with one cluster
+            # no key, nor footer entry, with one cluster to open
+            return sum(c.local for c in self.clusters) > 1
         return True
 
     def action_switch_cluster(self, name: str | None = None) -> None:

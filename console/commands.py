@@ -57,7 +57,7 @@ class ConsoleCommands(Provider):
                     partial(app.action_switch_cluster, c.name),
                 )
                 for c in app.clusters
-                if len(app.clusters) > 1 and c.name != app.current_cluster()
+                if c.local and c.name != app.current_cluster()
             ],
             ("Refresh", "read everything shown again", app.action_refresh),
             ("Help", "keys and tabs", app.action_help),

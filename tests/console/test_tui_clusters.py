@@ -12,8 +12,6 @@ from console.widgets.stream_tree import StreamTree
 from engine import Cluster
 from engine.served_clusters import served_clusters
 
-pytestmark = pytest.mark.asyncio
-
 
 @pytest.fixture
 def two(tmp_path):
@@ -34,6 +32,7 @@ def streams(app: ConsoleApp) -> list[str]:
     return [n.data.path for n in tree.root.children if n.data is not None]
 
 
+@pytest.mark.asyncio
 async def test_c_switches_to_another_cluster_and_back_by_the_palette(two, until):
     path, clusters = two
     app = ConsoleApp(path, clusters=clusters, refresh_s=60)
@@ -70,6 +69,7 @@ async def test_c_switches_to_another_cluster_and_back_by_the_palette(two, until)
     assert first.closed and second.closed
 
 
+@pytest.mark.asyncio
 async def test_with_one_cluster_c_does_nothing(cluster_path, until):
     Cluster.open(cluster_path, name="alone").close()
     app = ConsoleApp(cluster_path, clusters=served_clusters(cluster_path), refresh_s=60)
@@ -81,6 +81,7 @@ async def test_with_one_cluster_c_does_nothing(cluster_path, until):
         assert app.cluster.name == "alone"
 
 
+@pytest.mark.asyncio
 async def test_enter_on_a_link_follows_it_to_the_target_cluster(two, until):
     path, clusters = two
     app = ConsoleApp(path, clusters=clusters, refresh_s=60)
@@ -97,3 +98,20 @@ async def test_enter_on_a_link_follows_it_to_the_target_cluster(two, until):
         await until(pilot, lambda: app.stream == "/shared")
         assert app.query_one("#tabs").active == "tab-replication"
         await until(pilot, lambda: pane.loads >= 2 and not pane.links)  # dc2's: no links out
+
+
+def test_plet_tui_lists_the_clusters_as_plet_web_does(two, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from engine.cli import cli
+
+    path, _ = two
+    Cluster.open(tmp_path / "dc4", name="dc4").close()
+    started = []
+    monkeypatch.setattr(ConsoleApp, "run", lambda self: started.append(self))
+    args = ["tui", "--cluster", str(path), "--also", str(tmp_path / "dc4")]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    assert CliRunner().invoke(cli, [*args, "--no-linked"]).exit_code == 0
+    linked, named = started
+    assert [c.name for c in linked.clusters] == ["dc1", "dc4", "dc2"]
+    assert [c.name for c in named.clusters] == ["dc1", "dc4"]
