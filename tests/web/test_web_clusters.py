@@ -156,3 +156,54 @@ def test_a_linked_cluster_gone_since_it_was_listed_is_left_out(tmp_path):
     # a cluster named on purpose is not left out silently
     with pytest.raises(errors.NotACluster, match="no cluster at"):
         Console([listed[0], ServedCluster("dc2", path=str(tmp_path / "dc2"))])
+
+
+def test_plet_web_serves_the_named_and_linked_clusters_and_makes_their_admins(
+    tmp_path, monkeypatch
+):
+    """The command's wiring, its server faked: which clusters, their first passwords."""
+    import werkzeug.serving
+    from click.testing import CliRunner
+
+    from engine.cli import cli
+    from web import state
+    from web.clusters import Console
+
+    served = []
+
+    class Server:
+        server_port = 5999
+
+        def serve_forever(self):
+            raise KeyboardInterrupt
+
+        def server_close(self):
+            pass
+
+    def make_server(host, port, app, threaded):
+        served.append(app)
+        return Server()
+
+    monkeypatch.setattr(werkzeug.serving, "make_server", make_server)
+    monkeypatch.delenv("PLET_ADMIN_PASSWORD", raising=False)
+    with Cluster.open(tmp_path / "dc1", name="dc1") as dc1, Cluster.open(tmp_path / "dc2") as dc2:
+        dc1.create_stream(STREAM)
+        dc1.add_replica(STREAM, dc2.path)
+    Cluster.open(tmp_path / "dc3", name="dc3").close()
+    file = tmp_path / "clusters.toml"
+    file.write_text('[[cluster]]\nname = "eu"\nurl = "https://eu.example.com"\n')
+    args = ["web", "--cluster", str(tmp_path / "dc1"), "--no-replicate"]
+    result = CliRunner().invoke(cli, [*args, "--also", str(tmp_path / "dc3"), "--clusters", file])
+    assert result.exit_code == 0, result.output
+    [console] = served
+    assert isinstance(console, Console)
+    assert [c.name for c in console.clusters] == ["dc1", "dc3", "eu", "dc2"]
+    assert list(console.apps) == ["dc1", "dc3", "dc2"]
+    for name in ("dc1", "dc2", "dc3"):
+        assert f"http://127.0.0.1:5999/c/{name}/" in result.output
+    assert "https://eu.example.com/  (another console" in result.output
+    passwords = dict(re.findall(r"(dc\d)\s.*log in as admin / (\S+)", result.output))
+    assert set(passwords) == {"dc2", "dc3"}  # dc1's is printed above, as before
+    with Cluster.open(tmp_path / "dc2") as dc2:
+        assert dc2.authenticate("admin", passwords["dc2"]) is not None
+    assert all(state(app).cluster.closed for app in console.apps.values())
