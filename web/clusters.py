@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, current_app, request
+from flask import Flask, current_app, request, url_for
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from engine.cluster import CATALOG_FILE
 from engine.errors import NotACluster, PartitionletError
+from engine.replication.targets import is_url
 from engine.served_clusters import ServedCluster
 
 MOUNT = "/c"
@@ -155,12 +156,30 @@ def node_href(node: Any) -> str | None:
     return None
 
 
+def link_href(target: str, endpoint: str, **values: Any) -> str | None:
+    """The page `endpoint` (with `values`) in the cluster at a link's `target`: in this
+    console when it serves that directory, on another console's address (the same app, so
+    the same routes), or None."""
+    path = url_for(endpoint, **values)[len(request.script_root) :]
+    if is_url(target):
+        return target + path
+    served = served_list()
+    if served is None:
+        return None
+    for cluster in served.clusters:
+        if cluster.path == target:
+            return served.href(cluster).rstrip("/") + path
+    return None
+
+
 def init_app(app: Flask) -> None:
     app.add_template_global(cluster_links)
     app.add_template_global(node_href)
+    app.add_template_global(link_href)
 
 
 __all__ = [
+    "link_href",
     "MOUNT",
     "ClusterLink",
     "Console",

@@ -124,6 +124,8 @@ def test_the_replication_graph_links_to_the_served_cluster(console):
     html = client.get("/replication").get_data(as_text=True)
     assert '<a class="node-link" href="/c/dc2/" aria-label="Open dc2">' in html
     assert html.count('class="node-link"') == 1  # this cluster (dc1) links nowhere
+    # the link's target stream opens in dc2
+    assert f'<code><a href="/c/dc2/streams{STREAM}">{STREAM}</a></code>' in html
 
 
 def test_an_app_served_alone_shows_the_plain_badge(client):
