@@ -67,7 +67,7 @@ def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None
     is_flag=True,
     help="Set up (or reuse) the demo under --cluster (default data/demo; PLET_CLUSTER is "
     "ignored): three clusters dc1..dc3 replicating in a ring, 100,000 topics in one stream, "
-    "a replay and a live load; serve dc1.",
+    "a replay and a live load; serve dc1 (dc2 and dc3 under /c/dc2/, /c/dc3/).",
 )
 # For tests and quick tries: a smaller demo, and none of Spark's start-up time.
 @click.option("--demo-topics", type=click.IntRange(0), default=None, hidden=True)
