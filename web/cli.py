@@ -131,6 +131,7 @@ def web_command(
     from engine import Cluster
     from engine.auth.users import ensure_admin
     from engine.cli import cluster_path, fail, require_cluster_path
+    from engine.errors import PartitionletError
     from engine.ops.maintenance import Maintenance
     from engine.replication import Replicator
     from engine.served_clusters import served_clusters
@@ -164,10 +165,17 @@ def web_command(
 
     served = served_clusters(path, also, clusters_file, linked=linked)
     admins = {served[0].name: admin}
-    for other in served[1:]:
-        if other.path is not None:  # each cluster has its own users: someone must log in
+    for other in list(served[1:]):
+        if other.path is None:
+            continue
+        try:  # each cluster has its own users: someone must be able to log in
             with Cluster.open(other.path) as cluster:
                 admins[other.name] = ensure_admin(cluster)
+        except (PartitionletError, OSError) as exc:
+            if not other.linked:
+                raise  # named on purpose: the user must hear of it
+            click.echo(f"not serving {other.name} ({other.path}): {exc}", err=True)
+            served.remove(other)
 
     limits: dict[str, Any] = {}
     if max_request_bytes is not None:

@@ -160,16 +160,10 @@ def test_a_linked_cluster_gone_since_it_was_listed_is_left_out(tmp_path):
         Console([listed[0], ServedCluster("dc2", path=str(tmp_path / "dc2"))])
 
 
-def test_plet_web_serves_the_named_and_linked_clusters_and_makes_their_admins(
-    tmp_path, monkeypatch
-):
-    """The command's wiring, its server faked: which clusters, their first passwords."""
+@pytest.fixture
+def fake_server(monkeypatch):
+    """`plet web`'s server faked: it stops at once; the list collects what it served."""
     import werkzeug.serving
-    from click.testing import CliRunner
-
-    from engine.cli import cli
-    from web import state
-    from web.clusters import Console
 
     served = []
 
@@ -188,6 +182,20 @@ def test_plet_web_serves_the_named_and_linked_clusters_and_makes_their_admins(
 
     monkeypatch.setattr(werkzeug.serving, "make_server", make_server)
     monkeypatch.delenv("PLET_ADMIN_PASSWORD", raising=False)
+    return served
+
+
+def test_plet_web_serves_the_named_and_linked_clusters_and_makes_their_admins(
+    tmp_path, fake_server
+):
+    """The command's wiring: which clusters, their first passwords."""
+    from click.testing import CliRunner
+
+    from engine.cli import cli
+    from web import state
+    from web.clusters import Console
+
+    served = fake_server
     with Cluster.open(tmp_path / "dc1", name="dc1") as dc1, Cluster.open(tmp_path / "dc2") as dc2:
         dc1.create_stream(STREAM)
         dc1.add_replica(STREAM, dc2.path)
@@ -209,3 +217,32 @@ def test_plet_web_serves_the_named_and_linked_clusters_and_makes_their_admins(
     with Cluster.open(tmp_path / "dc2") as dc2:
         assert dc2.authenticate("admin", passwords["dc2"]) is not None
     assert all(state(app).cluster.closed for app in console.apps.values())
+
+
+def test_plet_web_leaves_out_a_linked_cluster_it_cannot_open(tmp_path, fake_server, monkeypatch):
+    from click.testing import CliRunner
+
+    from engine.auth import users
+    from engine.cli import cli
+
+    with Cluster.open(tmp_path / "dc1", name="dc1") as dc1, Cluster.open(tmp_path / "dc2") as dc2:
+        dc1.create_stream(STREAM)
+        dc1.add_replica(STREAM, dc2.path)
+    real = users.ensure_admin
+
+    def ensure_admin(cluster, password=None):
+        if cluster.name == "dc2":  # say, a directory this user may read but not write
+            raise errors.StorageError("attempt to write a readonly database")
+        return real(cluster, password)
+
+    monkeypatch.setattr(users, "ensure_admin", ensure_admin)
+    args = ["web", "--cluster", str(tmp_path / "dc1"), "--no-replicate"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    [console] = fake_server
+    assert [c.name for c in console.clusters] == ["dc1"]
+    assert "not serving dc2" in result.output
+    # named on purpose (--also), it is an error
+    result = CliRunner().invoke(cli, [*args, "--also", str(tmp_path / "dc2"), "--no-linked"])
+    assert result.exit_code == 1
+    assert "readonly database" in result.output
