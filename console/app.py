@@ -4,9 +4,8 @@ The engine is injected: pass an open `Cluster` as `cluster=` (tests do), or the 
 the one at `cluster_path` in a worker and closes it on exit. With `clusters=` (the list of
 engine.served_clusters, as `plet web` serves it), `c` switches to another of them: each is
 opened once, when first shown, and kept open until exit (a worker may still be reading the
-one left). Every engine call runs in a
-worker thread; results come back as events (console.events), so the UI never waits on
-SQLite. The tree on the left picks a stream or topic; each tab is a `Pane` that shows it.
+one left). Every engine call runs in a worker thread; results come back as events
+(console.events), so the UI never waits on SQLite. The tree on the left picks a stream or topic; each tab is a `Pane` that shows it.
 """
 
 from __future__ import annotations
@@ -140,9 +139,11 @@ class ConsoleApp(App[None]):
                     raise NotACluster(f"no cluster at {path!r}: create one with 'plet init'")
                 cluster = self._opened[path] = Cluster.open(path)
         except Exception as exc:  # shown to the user
-            self.post_message(ClusterReady(error=exc))
+            ready = ClusterReady(error=exc)
         else:
-            self.post_message(ClusterReady(cluster))
+            ready = ClusterReady(cluster)
+        if path == self.cluster_path:  # else a later switch overtook this one
+            self.post_message(ready)
 
     def on_cluster_ready(self, message: ClusterReady) -> None:
         if message.error is not None:

@@ -9,7 +9,7 @@ logging in to or out of one leaves the other as it was. Remote consoles of the l
 http(s) address) are links, never proxied.
 
 Each app knows the list (`ServedList`, in its extensions) for the header's cluster switcher
-and the replication graph's links (`cluster_links`, `node_href`).
+and the replication page's links (`cluster_links`, `node_href`, `link_href`).
 """
 
 from __future__ import annotations
@@ -179,12 +179,12 @@ def init_app(app: Flask) -> None:
 
 
 __all__ = [
-    "link_href",
     "MOUNT",
     "ClusterLink",
     "Console",
     "ServedList",
     "cluster_links",
     "cookie_name",
+    "link_href",
     "node_href",
 ]
