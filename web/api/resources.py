@@ -363,6 +363,7 @@ def messages(name: str) -> Response:
         with browse.Browser(c, query.topic, query.partitions, isolation_level=level) as browser:
             page = browser.page(query)
             marks = browser.marks(page.records)
+            mask = browser.mask
     except browse.BadQuery as exc:
         # the API's error name for a bad argument, whichever module found it
         raise errors.InvalidArgument(str(exc)) from None
@@ -392,6 +393,8 @@ def messages(name: str) -> Response:
             "next_offsets": {str(p): o for p, o in sorted(page.positions.items())},
             "end_offsets": {str(p): o for p, o in sorted(page.ends.items())},
             "end_reached": not page.more,
+            # the stream's mask policy when it applies to this user (engine.masking)
+            "masked": mask.text if mask is not None else None,
         }
     )
 
