@@ -70,6 +70,7 @@ ACTIONS: dict[str, Action] = {
         Action("delete_topic", "Delete topic", STREAM, "topic_perm"),
         Action("delete_records", "Delete records", STREAM, "topic_perm"),
         Action("produce", "Produce", STREAM, "produce_perm"),
+        Action("import_messages", "Import messages", STREAM, "produce_perm"),
         Action("register_schema", "Register schema", STREAM, "produce_perm"),
         Action("add_replica", "Add replica", STREAM, "copy_perm"),
         Action("manage_replicas", "Pause, resume or remove replicas", STREAM, "admin_perm"),

@@ -1142,8 +1142,16 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 def neutralize(cell: str) -> str:
     """`cell` made safe to open in a spreadsheet: a leading `'` when it could start a
-    formula."""
-    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+    formula. A cell that already starts with `'`s before such a character gets one more,
+    so `unneutralize` gives every cell back exactly (an import of a download)."""
+    return "'" + cell if cell.lstrip("'").startswith(FORMULA_STARTS) else cell
+
+
+def unneutralize(cell: str) -> str:
+    """The cell `neutralize` was given: one leading `'` fewer before a formula's start."""
+    if cell.startswith("'") and cell.lstrip("'").startswith(FORMULA_STARTS):
+        return cell[1:]
+    return cell
 
 
 def jsonl_lines(records: Iterable[ConsumerRecord]) -> Iterator[bytes]:
