@@ -26,14 +26,14 @@ def test_admin_opens_a_users_permissions_and_filters_them(admin_page, live_serve
     expect(table.get_by_text("Streams 1–1 of 1 whose path starts with /e2e-perm.")).to_be_visible()
     expect(page).to_have_url(re.compile(r"q=%2Fe2e-perm|q=/e2e-perm"))
     row = table.get_by_role("row").filter(has_text=STREAM)
-    # produce, consume, topic, copy, admin: only g:analysts lets her in
+    # produce, consume, unmask, topic, copy, admin: only g:analysts lets her in
     cells = row.get_by_role("cell")
-    expect(cells).to_have_count(2 + 5)
+    expect(cells).to_have_count(2 + 6)
     # each cell reads "Consume permission on /e2e-perm/shared: yes" to a screen reader
-    said = [" ".join(cells.nth(i).text_content().split()) for i in range(2, 7)]
+    said = [" ".join(cells.nth(i).text_content().split()) for i in range(2, 8)]
     assert said[1].startswith(f"✓ Consume permission on {STREAM}: yes"), said
     answers = [re.search(r": (yes|no)\b", text)[1] for text in said]
-    assert answers == ["no", "yes", "no", "no", "no"]
+    assert answers == ["no", "yes", "no", "no", "no", "no"]
     expect(cells.nth(3)).to_have_attribute("title", "consume_perm: g:analysts")
     shot(page, "user-permissions")
 
