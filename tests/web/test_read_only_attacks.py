@@ -99,6 +99,14 @@ def test_the_json_api_refuses_every_change(read_only):
             "message": "this console is read-only (read-only console, plet web "
             "--read-only): it serves no changes",
         }
+    # the schema registry (Kafka clients' door) answers in its own shape
+    for method, path, body in (
+        ("PUT", "/registry/config", {"compatibility": "NONE"}),
+        ("POST", "/registry/subjects/s:t-value/versions", {"schema": '"string"'}),
+    ):
+        answer = api.request(method, path, json=body)
+        assert answer.status_code == 403 and answer.json()["error_code"] == 40301, path
+    assert cluster.schemas.subjects() == []
     assert _state(cluster) == before
 
 
