@@ -36,6 +36,7 @@ from console.widgets.replication import ReplicationPane
 from console.widgets.stream_tree import StreamTree
 from console.widgets.transactions import TransactionsPane
 from engine import Cluster
+from engine.auth.actions import Allowed
 from engine.errors import NotACluster
 from engine.ops import check
 from engine.served_clusters import ServedCluster
@@ -94,8 +95,12 @@ class ConsoleApp(App[None]):
         cluster: Cluster | None = None,
         refresh_s: float = REFRESH_S,
         clusters: Sequence[ServedCluster] = (),
+        read_only: bool = False,
     ) -> None:
         super().__init__()
+        # `plet tui --read-only`: offers no change (engine.auth.actions); a guard against
+        # slips, not a wall: whoever can open the files can change them with `plet`
+        self.read_only = read_only
         self.cluster_path = str(cluster_path)
         self.cluster: Cluster | None = cluster
         # the clusters `c` switches between; the opened ones by path (closed on exit; an
@@ -153,6 +158,9 @@ class ConsoleApp(App[None]):
         self.cluster = message.cluster
         sound, health = check.health(self.cluster)
         self.sub_title = f"{self.cluster.name} · {self.cluster_path} · {health}"
+        changes = self.allowed().changes
+        if not changes:  # the header says so on every screen (the web's badge)
+            self.title = f"{self.TITLE} · read-only ({changes.reason})"
         if not sound:
             self.notify(health, severity="warning", timeout=30)
         self.query_one(StreamTree).load()
@@ -163,6 +171,12 @@ class ConsoleApp(App[None]):
         else:
             self.query_one("#stream-tree").focus()
             self.active_pane().reload()
+
+    def allowed(self) -> Allowed:
+        """What the console's user may do (engine.auth.actions); asking about a stream or
+        group reads the catalog, so do that in a worker."""
+        assert self.cluster is not None
+        return Allowed(self.cluster, read_only=self.read_only)
 
     def on_unmount(self) -> None:
         self.workers.cancel_all()

@@ -20,6 +20,13 @@ from engine.cli.options import served_cluster_options
     metavar="FULL_NAME",
     help="Open on this topic's messages (/stream/path:topic).",
 )
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Offer no change: the change keys and buttons are disabled, each saying why. A "
+    "guard against slips; a user who must not change anything needs a read-only user "
+    "(plet user edit NAME --read-only), which the engine enforces.",
+)
 @click.pass_context
 def tui_command(
     ctx: click.Context,
@@ -27,6 +34,7 @@ def tui_command(
     clusters_file: str | None,
     linked: bool,
     topic: str | None,
+    read_only: bool,
 ) -> None:
     """Browse and administer the cluster in the terminal: streams and topics, messages
     (seek, filter, follow, produce), partitions, policies, groups, replication, heat and
@@ -51,4 +59,4 @@ def tui_command(
     clusters = served_clusters(path, also, clusters_file, linked=linked)
     from console.app import ConsoleApp
 
-    ConsoleApp(path, topic=topic, clusters=clusters).run()
+    ConsoleApp(path, topic=topic, clusters=clusters, read_only=read_only).run()

@@ -418,6 +418,10 @@ def refusals(cluster: Cluster, kind: str, params: Mapping[str, Any]) -> builtins
     shows them all, each next to its field."""
     given = {k: v for k, v in params.items() if v is not None}
     admin = cluster.is_administrator
+    try:  # a job writes (its target, its result): nothing a read-only user may do
+        cluster.check_may_change("start jobs")
+    except AccessDenied as exc:
+        return [Refusal("kind", exc)]
     if kind in ADMIN_KINDS and not admin:
         denied = AccessDenied(
             f"Only administrators may run {kind} jobs: a {kind} job runs a Python file on the "
@@ -524,7 +528,9 @@ def may_see(cluster: Cluster, job: Job) -> bool:
 
 def may_cancel(cluster: Cluster, job: Job) -> bool:
     """Whether the principal of `cluster` may cancel a job: administrators and whoever
-    submitted it (`SUBMITTED_BY`)."""
+    submitted it (`SUBMITTED_BY`); never a read-only user."""
+    if cluster.principal.read_only:
+        return False
     return cluster.is_administrator or job.params.get(SUBMITTED_BY) == cluster.principal.user
 
 

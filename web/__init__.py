@@ -84,7 +84,7 @@ def create_app(
     app.config["TESTING"] = testing
     app.config["JSON_SORT_KEYS"] = False
     app.config["SECRET_KEY"] = _secret_key(path)
-    from web import clusters, filters, pages, security
+    from web import allowed, clusters, filters, pages, security
 
     app.config.update(security.CONFIG_DEFAULTS)
     # werkzeug holds every body to it: a Content-Length past it is refused unread, and a
@@ -98,6 +98,7 @@ def create_app(
     filters.init_app(app)
     pages.init_app(app)
     clusters.init_app(app)
+    allowed.init_app(app)  # what pages offer, and --read-only (web/allowed.py)
 
     # imported here, not at the top: the blueprints import this package (for state())
     from web.api import api

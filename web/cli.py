@@ -93,6 +93,13 @@ def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None
 )
 @listener_limit_options("kafka-")
 @click.option(
+    "--read-only",
+    is_flag=True,
+    help="Serve no changes: every request that could change something (a form, the JSON "
+    "API's POST, PUT, PATCH, DELETE) is refused with 403, and the pages show no change "
+    "buttons; logging in and out still work.",
+)
+@click.option(
     "--max-request-bytes",
     type=click.IntRange(1024),
     default=None,
@@ -117,6 +124,7 @@ def web_command(
     kafka_tls_key: str | None,
     kafka_insecure: bool,
     max_request_bytes: int | None,
+    read_only: bool,
     listener_limits: dict[str, Any],
 ) -> None:
     """Serve the web console and its JSON API, and run the replicator and maintenance in the
@@ -140,6 +148,12 @@ def web_command(
 
     if listener_limits and kafka is None:
         raise click.UsageError("the --kafka-... limits need --kafka HOST:PORT")
+    if read_only and kafka is not None:
+        # Kafka clients produce and commit over it: a read-only console serves no changes
+        raise click.UsageError(
+            "--read-only serves no changes, and --kafka would take them: run `plet serve` "
+            "for Kafka clients (a read-only user's are refused every change there too)"
+        )
     prepared = None
     if demo:
         from web import demo as web_demo
@@ -180,6 +194,8 @@ def web_command(
     limits: dict[str, Any] = {}
     if max_request_bytes is not None:
         limits["MAX_CONTENT_LENGTH"] = max_request_bytes
+    if read_only:
+        limits["READ_ONLY"] = True  # web/allowed.py, in every cluster's app
     console = Console(served, **limits)
     for skipped, why in console.skipped:
         click.echo(f"not serving {skipped.name} ({skipped.path}): {why}", err=True)

@@ -34,7 +34,6 @@ from htmx_flask import request as htmx_request
 
 from engine import errors, times
 from engine import policies as policy_table
-from engine.auth import acl
 from engine.client import browse
 from engine.client.browse import FORWARD, NEWEST, BadQuery, Browser, Marker, TransactionMarks
 from engine.client.producer import produce_one
@@ -44,8 +43,9 @@ from engine.client.transactions import Transactions
 from engine.headers import parse_headers
 from engine.records import TopicInfo
 from web import messages as msgs
+from web.allowed import may
 from web.messages import BadInput
-from web.pages import cluster, principal, render, wants_partial
+from web.pages import cluster, render, wants_partial
 from web.streams import TOPIC_POLICY_FIELDS, _override_error, _override_values, _policy_form
 
 topics = Blueprint("topics", __name__)
@@ -449,10 +449,7 @@ def _policies_context(
     """The Policies part: each policy a topic may override with its effective value and
     source, and the form of its overrides (as sent, when `found` has errors)."""
     stream = cluster().stream(info.stream)
-    try:
-        may_edit = acl.check(stream.policies.get("topic_perm"), principal(), stream.creator)
-    except errors.InvalidPolicy:
-        may_edit = principal().superuser  # an unreadable stored ACE passes super users only
+    may_edit = may("edit_topic", info.stream)
     form = {k: v for k, v in _policy_form(info, values).items() if k in policy_table.TOPIC_POLICIES}
     return {
         "policy_fields": TOPIC_POLICY_FIELDS,
@@ -461,7 +458,8 @@ def _policies_context(
         "policy_overridden": set(info.overrides) if overridden is None else overridden,
         "policy_errors": found or {},
         "policy_saved": saved,
-        "may_edit_policies": may_edit,
+        "may_edit_policies": bool(may_edit),
+        "edit_policies_refused": may_edit.reason,
         "topic_perm": stream.policies.get("topic_perm"),
     }
 

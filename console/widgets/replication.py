@@ -3,7 +3,7 @@ in, the chosen link's history of copies and lag (charts), the replication graph 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -22,6 +22,8 @@ from engine.replication import LinkState
 
 class ReplicationPane(Pane):
     BINDINGS = [Binding("space", "toggle_pause", "Pause/resume link")]
+    # the links shown are the open stream's: its admin_perm decides
+    GATES: ClassVar[dict[str, str]] = {"manage_replicas": "repl-toggle"}
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -141,6 +143,8 @@ class ReplicationPane(Pane):
         link = self.selected_link()
         if link is None or self.stream is None:
             self.notify("Pick a link first.", severity="warning")
+            return
+        if self.refused("manage_replicas"):  # read-only; the engine checks admin_perm
             return
         stream, target, paused = self.stream, link.target, link.state == LinkState.PAUSED
 

@@ -495,6 +495,8 @@ class SchemaRegistry:
 
     def _check(self, subject: str, perms: tuple[str, ...], what: str) -> None:
         cluster = self._cluster
+        if what != "read":
+            cluster.check_may_change(f"{what} schemas")  # a read-only user, even an admin
         if cluster.is_administrator:
             return
         stream = self.stream_of(subject)
@@ -623,6 +625,7 @@ class SchemaRegistry:
                 )
             level = level.upper()
         if subject is None:
+            self._cluster.check_may_change("set the registry's compatibility level")
             if not self._cluster.is_administrator:
                 raise errors.AccessDenied(
                     "only a cluster administrator may set the registry's compatibility level"

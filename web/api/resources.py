@@ -193,7 +193,14 @@ def _page(items: list[Any], key: str, limit: int, offset: int, total: int | None
 def me() -> Response:
     """Whom the token acts as: a cheap check that a token works."""
     who = user()
-    return json_response({"name": who.name, "groups": list(who.groups), "admin": who.admin})
+    return json_response(
+        {
+            "name": who.name,
+            "groups": list(who.groups),
+            "admin": who.admin,
+            "read_only": who.read_only,  # refused every change (docs/WEB.md, "Read-only")
+        }
+    )
 
 
 @api.route("/streams")
