@@ -100,7 +100,13 @@ class MessagesPane(Pane):
     AUTO_REFRESH = False  # a reload would move the user's page; following keeps it live
     # The keys (f, p, s, ctrl+f, v) are the app's: they must work while the tree has the
     # focus. They call the actions below. Escape (within the pane) cancels a search.
-    BINDINGS = [Binding("escape", "cancel_search", "Cancel search", show=False)]
+    # Enter in the seek, filter or query box leaves the focus there: moved to the table,
+    # the next letters typed would be those keys ("v" cycles the view, "e" opens a dialog).
+    # The down arrow moves it to the table (the table and the partition list take their own).
+    BINDINGS = [
+        Binding("escape", "cancel_search", "Cancel search", show=False),
+        Binding("down", "focus_table", "To the table", show=False),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -471,7 +477,6 @@ class MessagesPane(Pane):
             self.reload()
             return
         self.start_search(event.value)
-        self.query_one("#msg-table", DataTable).focus()
 
     # --- the detail pane --------------------------------------------------------------
 
@@ -520,13 +525,11 @@ class MessagesPane(Pane):
         if self.following and self.seek != browse.LATEST:
             self.query_one("#msg-follow", Checkbox).value = False
         self.reload()
-        self.query_one("#msg-table", DataTable).focus()
 
     @on(Input.Submitted, "#msg-filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         self.needle = event.value.strip()
         self.reload()
-        self.query_one("#msg-table", DataTable).focus()
 
     @on(Select.Changed, "#msg-partition")
     def _partition_changed(self, event: Select.Changed) -> None:
@@ -557,6 +560,9 @@ class MessagesPane(Pane):
     def action_toggle_follow(self) -> None:
         box = self.query_one("#msg-follow", Checkbox)
         box.value = not box.value
+
+    def action_focus_table(self) -> None:
+        self.query_one("#msg-table", DataTable).focus()
 
     def action_focus_seek(self) -> None:
         self.query_one("#msg-seek", Input).focus()

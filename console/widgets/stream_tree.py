@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input, Tree
@@ -72,6 +73,9 @@ class Search:
 
 class StreamTree(Vertical):
     """Search box and tree. Posts `StreamSelected` and `TopicSelected`."""
+
+    # Reached from the search box only: the tree takes its own down arrow.
+    BINDINGS = [Binding("down", "focus_tree", "To the tree", show=False)]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -278,5 +282,9 @@ class StreamTree(Vertical):
             else:
                 self.post_message(TopicSelected(text))
                 return
+        # The focus stays in the box (down arrow moves it to the tree): had it moved, the
+        # next letters typed would be the app's keys ("v" cycles the view, "e" opens a dialog).
         self.apply_search(text)
+
+    def action_focus_tree(self) -> None:
         self.tree.focus()
