@@ -28,6 +28,7 @@ from engine.times import format_ms
 
 MAX_ROWS = 1000  # rows kept while following; the oldest go first
 _KEY_WIDTH = 24
+_HEADERS_WIDTH = 30
 _VALUE_WIDTH = 80
 
 
@@ -48,6 +49,7 @@ def _cells(record: ConsumerRecord, decoder: Any = None, aborted: bool = False) -
         record.offset,
         format_ms(record.timestamp),
         Text(values.preview(record.key, _KEY_WIDTH, decoder)),
+        Text(values.headers_preview(record.headers, _HEADERS_WIDTH)),
         value,
     )
 
@@ -59,6 +61,7 @@ def _marker_cells(marker: Marker) -> tuple[Any, ...]:
         marker.partition,
         marker.offset,
         "",
+        Text(""),
         Text(""),
         Text.assemble(
             (f"{marker.kind} marker", style),
@@ -152,7 +155,7 @@ class MessagesPane(Pane):
             yield Button("Produce…", id="msg-produce", compact=True)
         yield Static(id="msg-status")
         table = Table(id="msg-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("P", "Offset", "Time (UTC)", "Key", "Value")
+        table.add_columns("P", "Offset", "Time (UTC)", "Key", "Headers", "Value")
         yield table
         with Vertical(id="msg-detail"):
             yield Static(id="msg-detail-head")
