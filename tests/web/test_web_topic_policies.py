@@ -111,7 +111,7 @@ def test_the_create_topic_form_sets_overrides_with_the_same_widget(client, clust
     html = _text(client.get("/streams/apps"))
     form = re.search(r'<form id="create-topic".*?</form>', html, re.S).group(0)
     assert re.findall(r'name="override" value="([a-z_]+)"', form) == list(TOPIC_POLICIES)
-    assert 'id="create-topic-ttl" name="ttl" value="90"' in form  # the stream's, to start from
+    assert 'id="create-topic-ttl" name="ttl" value="90 s"' in form  # the stream's, to start from
     data = {"csrf_token": client.csrf, "name": "t", "override": ["compact"], "compact": "true"}
     answer = client.post("/streams/apps/~/topics", data={**data, "ttl": "5"})
     assert answer.status_code == 303
