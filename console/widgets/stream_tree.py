@@ -143,6 +143,20 @@ class StreamTree(Vertical):
             self.post_message(Loaded(generation, error=exc))
 
     @work(thread=True, group="tree")
+    def _load_stream_window(self, generation: int, stream: str) -> None:
+        """Stream `stream` alone (beyond the pages of streams listed), to reveal a topic."""
+        try:
+            cluster = self.console.cluster
+            if cluster is None:
+                return  # closed since the load began
+            found = cluster.streams(prefix=stream, limit=1)  # the path itself sorts first
+            if not found or found[0].path != stream:
+                return  # no such stream: nothing to show
+            self.post_message(Loaded(generation, ("stream", stream, found[0].topic_count)))
+        except Exception as exc:  # shown to the user
+            self.post_message(Loaded(generation, error=exc))
+
+    @work(thread=True, group="tree")
     def _load_window(self, generation: int, topic: str) -> None:
         """The stream's topics from `topic` on (a topic beyond the pages shown, to reveal)."""
         stream, _, short = topic.rpartition(":")
@@ -185,6 +199,14 @@ class StreamTree(Vertical):
         if kind == "streams":
             _, offset, rows, more = message.data
             self._add_streams(offset, rows, more)
+        elif kind == "stream":
+            _, path, count = message.data
+            root = self.tree.root
+            root.remove_children()
+            root.add_leaf(
+                Text("… from the first stream", style="italic"), MoreNode(None, restart=True)
+            )
+            self._add_streams(0, [(path, count)], False)
         elif kind == "window":
             _, stream, found, more = message.data
             node = self._stream_node(stream)
@@ -208,7 +230,11 @@ class StreamTree(Vertical):
         self._reveal = topic
         node = self._stream_node(topic.rpartition(":")[0])
         if node is None:
-            return  # listed when the streams arrive (`_add_streams` opens its stream)
+            # listed when the streams arrive (`_add_streams` opens its stream), or beyond
+            # the pages of streams listed
+            if any(isinstance(c.data, MoreNode) for c in self.tree.root.children):
+                self._load_stream_window(self._generation, topic.rpartition(":")[0])
+            return
         if not node.is_expanded:
             node.expand()  # its first page is read, then `_add_topics` reveals
         elif isinstance(node.data, StreamNode) and node.data.loaded and node.children:
@@ -258,6 +284,9 @@ class StreamTree(Vertical):
             )
         if not rows and offset == 0:
             root.add_leaf(Text("(no streams)", style="dim italic"))
+        wanted = self._reveal.rpartition(":")[0] if self._reveal else None
+        if wanted and more and self._stream_node(wanted) is None:
+            self._load_stream_window(self._generation, wanted)  # beyond this page
 
     def _stream_node(self, stream: str) -> TreeNode[Any] | None:
         for node in self.tree.root.children:
@@ -298,7 +327,9 @@ class StreamTree(Vertical):
             self.post_message(TopicSelected(data.name))
         elif isinstance(data, MoreNode):
             event.node.set_label(Text("… loading", style="italic"))
-            if data.restart and data.stream is not None:
+            if data.restart and data.stream is None:
+                self.load()
+            elif data.restart and data.stream is not None:
                 parent = event.node.parent
                 if parent is not None:
                     parent.remove_children()

@@ -82,3 +82,24 @@ async def test_the_palette_reveals_a_topic_beyond_the_pages_listed(fleet, make_a
         )
         more = stream.children[-1]
         assert isinstance(more.data, MoreNode) and more.data.after == "vehicle-000019"
+
+
+async def test_the_palette_reveals_a_topic_of_a_stream_beyond_the_streams_listed(
+    cluster, make_app, until, monkeypatch
+):
+    monkeypatch.setattr(stream_tree, "STREAM_PAGE", 3)
+    for i in range(6):
+        cluster.create_stream(f"/s{i}", default_partitions=1)
+    cluster.create_topic("/s5:far")
+    app = make_app()
+    async with app.run_test(size=(120, 20)) as pilot:
+        sidebar = app.query_one(StreamTree)
+        await until(pilot, lambda: sidebar.loads >= 1)
+        assert sidebar._stream_node("/s5") is None  # on the second page of streams
+        tree = sidebar.tree
+        await _open_with_palette(app, pilot, until, "/s5:far")
+        await until(pilot, lambda: _cursor_shows(tree, "/s5:far"))
+        first = tree.root.children[0]
+        assert isinstance(first.data, MoreNode) and first.data.restart
+        tree.select_node(first)  # "… from the first stream"
+        await until(pilot, lambda: sidebar._stream_node("/s0") is not None)
