@@ -1555,6 +1555,19 @@ class Cluster:
             return False
         return True
 
+    def may_unmask(self, stream: str | StreamRow | StreamInfo) -> bool:
+        """Whether this cluster's principal sees `stream`'s messages unmasked (its `mask`
+        policy, engine.masking): an administrator (the library's own principal too: the
+        files are the boundary there), or whoever passes its unmask_perm. False for a
+        stream that does not exist."""
+        if self.is_administrator:
+            return True
+        try:
+            self.authorize(stream, "unmask_perm")
+        except (AccessDenied, UnknownStream):
+            return False
+        return True
+
     def authorize(
         self,
         stream: str | StreamRow | StreamInfo,
@@ -1563,8 +1576,8 @@ class Cluster:
         what: str | None = None,
     ) -> None:
         """Raise `AccessDenied` unless `principal` (default: the cluster's) satisfies the
-        ACE `perm` (produce_perm, consume_perm, topic_perm, copy_perm, admin_perm) of
-        `stream`: a stream path (`errors.UnknownStream` if there is none), or a stream as
+        ACE `perm` (produce_perm, consume_perm, unmask_perm, topic_perm, copy_perm,
+        admin_perm) of `stream`: a stream path (`errors.UnknownStream` if there is none), or a stream as
         the catalog or `stream()` gives it. `what` words the refusal ("reset offsets on")."""
         if perm not in _PERM_VERBS:
             raise InvalidArgument(f"perm must be one of {', '.join(_PERM_VERBS)}, not {perm!r}")
@@ -1659,6 +1672,7 @@ class Cluster:
 _PERM_VERBS = {
     "produce_perm": "produce to",
     "consume_perm": "consume from",
+    "unmask_perm": "see the masked fields of",
     "topic_perm": "create or delete topics of",
     "copy_perm": "copy (replicate) the whole of",
     "admin_perm": "administer",

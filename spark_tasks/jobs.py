@@ -443,6 +443,9 @@ def refusals(cluster: Cluster, kind: str, params: Mapping[str, Any]) -> builtins
             cluster.authorize(names.split_full_name(source)[0], "consume_perm")
         elif stream:
             cluster.authorize(stream, "consume_perm")
+        read = names.split_full_name(source)[0] if source else stream
+        if read:
+            _check_unmask(cluster, read)
     except PartitionletError as exc:
         found.append(Refusal("source" if source else "stream", exc))
     target = given.get("target")
@@ -459,6 +462,17 @@ def refusals(cluster: Cluster, kind: str, params: Mapping[str, Any]) -> builtins
         except PartitionletError as exc:
             found.append(Refusal("target", exc))
     return found
+
+
+def _check_unmask(cluster: Cluster, stream: str) -> None:
+    """AccessDenied when `stream` masks fields from the principal (engine.masking): a
+    replay reads the data itself, and its results hold it, so it needs `unmask_perm`."""
+    mask = cluster.stream(stream).policies.get("mask")
+    if mask and not cluster.may_unmask(stream):
+        raise AccessDenied(
+            f"stream {stream} masks {mask} from users without its unmask_perm, and a replay "
+            "reads the data itself: only who may unmask the stream may replay it"
+        )
 
 
 def _too_many_jobs(cluster: Cluster) -> TooManyJobs | None:

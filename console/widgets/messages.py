@@ -270,6 +270,8 @@ class MessagesPane(Pane):
             parts.append(f"filter {shown} ({page.scanned:,} scanned)")
         if page.truncated:
             parts.append("scan limit reached")
+        if page.masked:
+            parts.append(f"masked: {page.masked} (no unmask permission)")
         if self.following:
             parts.append(f"following: {self.arrived:,} new")
         parts.append(browse.describe_partitions(page.partitions, page.stable))

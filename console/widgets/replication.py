@@ -128,6 +128,14 @@ class ReplicationPane(Pane):
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         return self.links.get(key or "")
 
+    @on(DataTable.RowSelected, "#repl-links")
+    def _follow(self, event: DataTable.RowSelected) -> None:
+        """Enter on a link: its target stream, in the target cluster, when this console
+        lists that cluster (`c`'s list)."""
+        link = self.links.get(event.row_key.value or "")
+        if link is not None:
+            self.console.follow_link(link.target, link.target_stream)
+
     @on(Button.Pressed, "#repl-toggle")
     def action_toggle_pause(self) -> None:
         link = self.selected_link()

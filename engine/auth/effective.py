@@ -44,7 +44,8 @@ __all__ = [
 ]
 
 PERMISSION_POLICIES: tuple[str, ...] = policies.ACE_POLICIES
-"""The ACE policies, in the policy table's order (produce, consume, topic, copy, admin)."""
+"""The ACE policies, in the policy table's order (produce, consume, unmask, topic, copy,
+admin)."""
 
 ADMINISTRATOR = "administrator"
 """Reason: the user is an administrator, who passes every ACE."""

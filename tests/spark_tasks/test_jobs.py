@@ -332,3 +332,17 @@ def test_a_topic_pattern_that_is_no_regular_expression_is_refused(guarded, launc
     with pytest.raises(errors.InvalidArgument, match="topic_pattern is not a regular expression"):
         jobs.submit(guarded, "window-counts", stream="/secret", topic_pattern="(")
     assert launches == []
+
+
+def test_a_masked_stream_is_replayed_only_by_who_may_unmask_it(guarded, launches):
+    # a replay reads the data itself (engine.masking): the mask would not hold in its results
+    with Cluster.open(guarded) as c:
+        c.edit_stream("/in", mask="value.card")
+    with pytest.raises(errors.AccessDenied, match="only who may unmask the stream"):
+        jobs.submit(guarded, "window-counts", principal=ALICE, source="/in:t")
+    assert launches == []
+    with Cluster.open(guarded) as c:
+        c.edit_stream("/in", unmask_perm="g:analysts")
+    jobs.submit(guarded, "window-counts", principal=ALICE, source="/in:t")
+    jobs.submit(guarded, "window-counts", principal=ROOT, stream="/in")
+    assert len(launches) == 2
