@@ -20,6 +20,10 @@ from spark_tasks import jobs
 
 def _progress(job: jobs.Job) -> str:
     text = f"{job.tasks_done}/{job.tasks_total} tasks" if job.tasks_total else "-"
+    if job.done_fraction is not None and job.progress is not None:
+        text = f"{job.progress:.0%} ({text})"
+        if job.step and not job.done:
+            text += f", {job.step}"
     return f"{text}, {job.reading}" if job.reading else text
 
 
@@ -28,7 +32,7 @@ def _show(job: jobs.Job, as_json: bool, log: bool = True) -> None:
         click.echo(json.dumps(job.to_dict(), default=str, indent=2))
         return
     click.echo(f"job {job.id}: {job.kind} {job.state}")
-    click.echo(f"  params    {json.dumps(job.params)}")
+    click.echo(f"  params    {jobs.params_text(job.params)}")
     click.echo(f"  progress  {_progress(job)}")
     click.echo(f"  submitted {format_ms(job.submitted_ms, seconds=True)}")
     click.echo(f"  started   {format_ms(job.started_ms, seconds=True)}")

@@ -110,6 +110,10 @@ class Job:
     # when the job's first Spark task began (ms since the epoch); None before that: the
     # runner is still starting its SparkSession and planning (the "starting Spark" phase)
     first_task_ms: int | None = None
+    # the runner's progress, 0..1, which never goes back (spark_tasks.progress: the kind's
+    # steps, each an equal part); None from an older runner, which recorded tasks only
+    done_fraction: float | None = None
+    step: str | None = None  # the step running, for people: "step 2 of 2: writing"
 
     def __post_init__(self) -> None:
         # a record read back holds the state's text: a JobState from here on (an unknown
@@ -134,7 +138,11 @@ class Job:
 
     @property
     def progress(self) -> float | None:
-        """Tasks done of total (0..1), None before Spark has planned any."""
+        """How far the job is (0..1; it never goes back while the job runs), None before
+        Spark has planned any task. Of a record an older runner wrote, tasks done of total
+        over the Spark stages seen so far (which falls when Spark adds a stage)."""
+        if self.done_fraction is not None and (self.tasks_total or self.done_fraction):
+            return self.done_fraction
         return self.tasks_done / self.tasks_total if self.tasks_total else None
 
     @property
@@ -198,6 +206,8 @@ def _job(cluster: str, row: Any) -> Job:
         row.rows_read,
         row.rows_per_s,
         row.first_task_ms,
+        row.progress,
+        row.step,
     )
 
 
@@ -223,6 +233,8 @@ def update(cluster: str | os.PathLike[str], job_id: int, **fields: Any) -> None:
         "rows_read",
         "rows_per_s",
         "first_task_ms",
+        "progress",
+        "step",
     }
     if set(fields) - allowed:  # the runner's fields only (the table allows a few more)
         raise ValueError(f"cannot set {sorted(set(fields) - allowed)} of a job")
@@ -357,6 +369,16 @@ def check_sqlite_output(cluster: str | os.PathLike[str], params: dict[str, Any])
 
         with Cluster.open(cluster) as opened:
             export.check_sqlite_target(path, params["table"], opened, export.STATE_PK)
+
+
+def params_text(params: Mapping[str, Any]) -> str:
+    """A job's parameters for its log and `plet replay status`: JSON, with its times (ms)
+    as ISO 8601 UTC with `Z`."""
+    shown = {
+        k: times.iso_ms(v) if k in ("from_time", "to_time") and isinstance(v, int) else v
+        for k, v in params.items()
+    }
+    return json.dumps(shown)
 
 
 # --- the API ------------------------------------------------------------------------------

@@ -209,6 +209,8 @@ def progress(job: jobs.Job) -> tuple[int, int] | None:
         return (job.tasks_total, job.tasks_total) if job.tasks_total else (1, 1)
     if not job.tasks_total or job.starting:
         return None
+    if job.done_fraction is not None:  # the runner's bar, which never goes back
+        return round(1000 * job.done_fraction), 1000
     return job.tasks_done, job.tasks_total
 
 

@@ -166,7 +166,7 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
     log = jobs.job_log(copied)
     assert log.job[0].startswith(f"job {copy_id}: copy")
     assert "reading /h:events" in log.job and "wrote 100 messages to /h:copy" in log.job
-    assert f"job {copy_id} succeeded: {{'messages': 100, 'target': '/h:copy'}}" in log.job
+    assert f'job {copy_id} succeeded: {{"messages": 100, "target": "/h:copy"}}' in log.job
     assert "Spark started: its first task is running" in log.job
     assert not [line for line in log.job if " WARN " in line or "log level" in line]
     assert any(line.startswith('Setting default log level to "WARN"') for line in log.spark)
