@@ -279,6 +279,8 @@ def main(argv: list[str]) -> int:
     warnings.showwarning = _one_line_warning
     try:
         with redirect_stdout(output):
+            if argv and argv[0] == STANDBY:
+                return _standby(argv[1:])
             return _run(argv)
     finally:
         output.close_line()
@@ -286,35 +288,72 @@ def main(argv: list[str]) -> int:
         log.level, log.propagate, warnings.showwarning = saved
 
 
-def _run(argv: list[str]) -> int:
+STANDBY = "--standby"
+
+
+def _session(master: str, conf: dict[str, Any], name: str) -> Any:
+    """A SparkSession on `master` with `conf`, the `partitionlet` data source registered
+    (which sets up Spark SQL's session state: seconds of the start-up)."""
+    from pyspark.sql import SparkSession
+
+    import spark_tasks
+
+    builder = SparkSession.builder.master(master).appName(name)
+    if master.startswith("local"):
+        # The UI serves the status REST API the monitor reads rows from: on loopback
+        # only, on any free port, read-only.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.ui.port", "0").config("spark.ui.killEnabled", "false")
+    for key, value in conf.items():
+        builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    spark_tasks.register(spark)
+    return spark
+
+
+def _standby(argv: list[str]) -> int:
+    """A runner started before its job (jobs.submit's `warm`): it starts Spark with the
+    master and settings it is given, then reads its job's id from stdin and runs it as
+    `_run` does; at the end of stdin (its submitter let it go) it stops."""
+    cluster, master, conf = argv[0], argv[1], json.loads(argv[2])
+    began = time.monotonic()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    try:
+        spark = _session(master, conf, "plet-replay")
+        spark.range(2).count()  # a first Spark job: the scheduler and code generation warm
+        print(f"Spark ready in {time.monotonic() - began:.1f} s: waiting for a job", flush=True)
+    except Exception:  # its job, if one comes, starts Spark again and records the error
+        traceback.print_exc(file=sys.stdout)
+        spark = None
+    line = sys.stdin.readline().strip()
+    if not line:
+        if spark is not None:
+            spark.stop()
+        return 0
+    return _run([cluster, line], spark=spark)
+
+
+def _run(argv: list[str], spark: Any = None) -> int:
+    """Run job `argv[1]` of cluster `argv[0]`, in `spark` when a standby runner started it
+    already (`_standby`), else in a session started here."""
     cluster, job_id = argv[0], int(argv[1])
     if not jobs.claim(cluster, job_id, os.getpid()):
         print(f"job {job_id} is no longer queued (cancelled?): not running it", flush=True)
+        if spark is not None:
+            spark.stop()
         return 0
     job = jobs.status(job_id, cluster=cluster)
     params = job.params
     print(f"job {job_id}: {job.kind} {jobs.params_text(params)}", flush=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = monitor = None
+    monitor = None
     state, result, error = jobs.FAILED, None, None
     try:
-        from pyspark.sql import SparkSession
-
-        import spark_tasks
         from spark_tasks import replays
 
-        builder = SparkSession.builder.master(params.get("master", jobs.DEFAULT_MASTER)).appName(
-            f"plet-replay-{job_id}-{job.kind}"
-        )
-        if str(params.get("master", "")).startswith("local"):
-            # The UI serves the status REST API the monitor reads rows from: on loopback
-            # only, on any free port, read-only.
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            builder = builder.config("spark.ui.port", "0").config("spark.ui.killEnabled", "false")
-        for key, value in (params.get("conf") or {}).items():
-            builder = builder.config(key, str(value))
-        spark = builder.getOrCreate()
-        spark_tasks.register(spark)
+        if spark is None:
+            master = params.get("master", jobs.DEFAULT_MASTER)
+            spark = _session(master, params.get("conf") or {}, f"plet-replay-{job_id}-{job.kind}")
         group = f"plet-job-{job_id}"
         spark.sparkContext.setJobGroup(group, f"{job.kind} replay {job_id}", True)
         monitor = Monitor(spark, cluster, job_id, group, replays.STEPS[job.kind])

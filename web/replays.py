@@ -273,7 +273,7 @@ def submit(kind: str):
         except errors.InvalidArgument as exc:
             form.errors[_field_of(str(exc), form)] = str(exc)
     if not form.errors:
-        job_id = jobs.submit(cluster_path(), kind, principal=principal(), **params)
+        job_id = jobs.submit(cluster_path(), kind, principal=principal(), warm=True, **params)
         target = url_for("replays.job", job_id=job_id)
         if wants_partial():
             response = make_response("")
