@@ -160,6 +160,7 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        del d["done_fraction"]  # in `progress`
         d["progress"] = self.progress
         d["phase"] = self.phase
         return d
