@@ -60,9 +60,10 @@ run: setup
 # Bytecode is cached for the run even where PYTHONDONTWRITEBYTECODE is set: each pytest
 # worker collects every test module, and the tests start many Python processes (plet,
 # replay runners, Spark's Python workers). Collection alone takes 16 s instead of 5 s
-# without the cache. `make clean` removes the __pycache__ folders.
+# without the cache. `make clean` removes the __pycache__ folders. The 25 slowest tests are
+# listed at the end, to keep the suite's time in check (under 15 minutes).
 test: setup-test lint
-	env -u PYTHONDONTWRITEBYTECODE $(VPY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder,) $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(VPY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder,) --durations=25 $(PYTEST_ARGS)
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check $(LINT_PATHS)

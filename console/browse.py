@@ -1,5 +1,5 @@
 """The message browser's reads: the engine's browse service (engine.client.browse) with
-the console's choices (one filter box matched anywhere, ignoring case; a scan budget sized
+the console's choices (one filter box in the filter grammar, ignoring case; a scan budget sized
 for a worker thread rather than a web request).
 
 Called from worker threads only: every function here does engine I/O.
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from engine import Cluster, ConsumerRecord, PartitionInfo
 from engine.client import browse as service
 from engine.client.browse import NEWEST, OLDEST, Seek
+from engine.client.filters import parse as parse_filter
 from engine.client.transactions import Transactions
 from engine.times import format_ms
 
@@ -52,8 +53,16 @@ class Page:
 
 
 def needle_filter(needle: str) -> service.Filter:
-    """The console's filter box: text found anywhere (key, value, headers), any case."""
-    return service.Filter(text=needle, ignore_case=True)
+    """The console's filter box, any case: the one filter grammar (engine.client.filters),
+    a header (`host: api-2`, `host=api-2`, `host:api-2`) or text found anywhere.
+    `InvalidArgument` says why a filter that reads two ways is refused."""
+    return service.Filter(expression=needle, ignore_case=True)
+
+
+def describe_filter(needle: str) -> str:
+    """How the filter box's text is read, for the status line."""
+    term = parse_filter(needle)
+    return term.describe() if term is not None else ""
 
 
 def read_page(

@@ -36,6 +36,8 @@ from engine.auth.effective import EffectivePermissions
 from engine.auth.principal import Principal
 from engine.auth.users import ApiTokenInfo, UserInfo
 from engine.clock import SYSTEM_CLOCK, Clock
+from engine.doorbell import WAKE_DIR, Doorbells
+from engine.doorbell import supported as doorbell_supported
 from engine.errors import (
     AccessDenied,
     Closed,
@@ -104,23 +106,33 @@ MAX_VOLUMES = 256
 
 
 class AppendSignal:
-    """In-process wake-ups from producers to consumers of one cluster: a producer calls
-    `notify()` after it appended; a consumer reads `seq`, finds nothing new, and calls
-    `wait(seq, timeout)`, which returns at once if an append came in between. Consumers in
-    other processes notice new data by polling (engine.storage.log)."""
+    """Wake-ups from producers to consumers of one cluster: a writer calls `notify()` after
+    it appended; a consumer reads `seq`, finds nothing new, and calls `wait(seq, timeout)`,
+    which returns at once if an append came in between. Appends of other processes ring
+    this one's doorbell (engine.doorbell) once something here waits, and wake it the same
+    way; where no doorbell can be made, waiters look at the files (engine.client.consumer)."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
         self._cond = threading.Condition()
         self._seq = 0
         # called after every append, outside the lock: wake-ups of waiters that are not
         # threads (the wire listener's parked fetches wait on its event loop)
         self._listeners: list[Callable[[], None]] = []
+        self._doorbells = (
+            Doorbells(path, self._woken) if path is not None and doorbell_supported() else None
+        )
 
     @property
     def seq(self) -> int:
         return self._seq
 
     def notify(self) -> None:
+        """An append was made here: wake this process's waiters and ring the others'."""
+        self._woken()
+        if self._doorbells is not None:
+            self._doorbells.ring()
+
+    def _woken(self) -> None:
         with self._cond:
             self._seq += 1
             self._cond.notify_all()
@@ -128,10 +140,11 @@ class AppendSignal:
             listener()
 
     def listen(self, listener: Callable[[], None]) -> None:
-        """Call `listener()` (from the appending thread; it must not block) after every
-        append."""
+        """Call `listener()` (from the appending thread, or the doorbell's for another
+        process's append; it must not block) after every append."""
         with self._cond:
             self._listeners = [*self._listeners, listener]
+        self._hear_others()
 
     def unlisten(self, listener: Callable[[], None]) -> None:
         with self._cond:
@@ -140,10 +153,24 @@ class AppendSignal:
     def wait(self, seq: int, timeout: float) -> int:
         """Wait until an append happens after `seq` (or `timeout` seconds pass); returns
         the sequence number now."""
+        self._hear_others()
         with self._cond:
             if self._seq == seq:
                 self._cond.wait(timeout)
             return self._seq
+
+    @property
+    def hears_others(self) -> bool:
+        """Whether other processes' appends wake this one (its doorbell is up)."""
+        return self._doorbells is not None and self._doorbells.listening
+
+    def _hear_others(self) -> None:
+        if self._doorbells is not None and not self._doorbells.listening:
+            self._doorbells.listen()
+
+    def close(self) -> None:
+        if self._doorbells is not None:
+            self._doorbells.close()
 
 
 class MetadataWatcher(Protocol):
@@ -204,7 +231,7 @@ class Cluster:
         self._placement = Placement(
             {vid: vol for vid, vol in volumes.items() if vol.damage is None}, clock
         )
-        self.appends = AppendSignal()
+        self.appends = AppendSignal(path)
         # Producers of this object drop their cached topics and policies at once when it
         # changes them (other processes' changes arrive through the catalog's topology
         # version, which each producer's sender checks), so `send` checks nothing.
@@ -394,6 +421,7 @@ class Cluster:
             stop = hook() if isinstance(hook, weakref.WeakMethod) else hook
             if stop is not None:
                 stop()
+        self.appends.close()
         self.catalog.close()
         for vol in self._vols.values():
             vol.close()
@@ -1699,6 +1727,7 @@ def _refuse_foreign(root: Path) -> None:
     ours = {
         LOCK_FILE,
         VOLUME_DIR,
+        WAKE_DIR,
         CATALOG_FILE,
         f"{CATALOG_FILE}-wal",
         f"{CATALOG_FILE}-shm",

@@ -110,6 +110,8 @@ class Selection:
         for name in ("key", "value", "header", "text"):
             if getattr(f, name):
                 args[name] = getattr(f, name)
+        if f.expression:
+            args["filter"] = f.expression
         if f.ignore_case:
             args["icase"] = "1"
         if self.follow:

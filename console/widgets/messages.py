@@ -132,7 +132,14 @@ class MessagesPane(Pane):
                 "2024-05-01T12:00:00Z (a time without a zone is UTC)"
             )
             yield seek
-            yield Input(placeholder="filter: key, value, headers", id="msg-filter", compact=True)
+            needle = Input(placeholder="filter: text or host: api-2", id="msg-filter", compact=True)
+            # the one filter grammar (engine.client.filters), any case
+            needle.tooltip = (
+                "Text found anywhere (key, value, headers), or a header: host: api-2, "
+                "host=api-2 or host:api-2 (* is any text); quote text with ':' or '=' to "
+                "find it as it is; docs/FILTERS.md"
+            )
+            yield needle
             query = Input(placeholder="query: value.id == 42 (Enter)", id="msg-query", compact=True)
             query.tooltip = (
                 "A JMESPath query over key, value, headers, timestamp, offset and partition, "
@@ -250,7 +257,8 @@ class MessagesPane(Pane):
             return
         parts = [f"{len(self.records):,} shown, {browse.describe_seek(self.seek)}"]
         if self.needle:
-            parts.append(f"filter {self.needle!r} ({page.scanned:,} scanned)")
+            shown = browse.describe_filter(self.needle)
+            parts.append(f"filter {shown} ({page.scanned:,} scanned)")
         if page.truncated:
             parts.append("scan limit reached")
         if self.following:
@@ -524,7 +532,13 @@ class MessagesPane(Pane):
 
     @on(Input.Submitted, "#msg-filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
-        self.needle = event.value.strip()
+        needle = event.value.strip()
+        try:
+            browse.describe_filter(needle)  # a filter that reads two ways is refused here
+        except ValueError as exc:
+            self.show_error(exc)
+            return
+        self.needle = needle
         self.reload()
         self.query_one("#msg-table", DataTable).focus()
 

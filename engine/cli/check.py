@@ -17,16 +17,23 @@ from engine.ops import check as checking
 @cluster_option
 @click.option("--quick", is_flag=True, help="SQLite's quick_check; skip recounting batches.")
 @click.option("--repair", is_flag=True, help="Repair what can be rebuilt, then check again.")
+@click.option(
+    "--accept-loss",
+    is_flag=True,
+    help="With --repair: give up for good the offsets a volume lost (no replica or backup "
+    "holds them); the partition goes on after them.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def check(ctx: click.Context, quick: bool, repair: bool, as_json: bool) -> None:
+def check(ctx: click.Context, quick: bool, repair: bool, accept_loss: bool, as_json: bool) -> None:
     """Verify the catalog and every volume: SQLite's integrity check, each partition's
     chain against its volume rows, row counts against batches, orphans, archive files,
     and committed group offsets against log ends.
 
     Names each problem with its topic and partition and what repairs it; exits 1 if any
     remain. --repair rebuilds indexes, recounts rows, corrects a sealed end its volume
-    vouches for and removes orphans; the rest needs a replica or a backup.
+    vouches for and removes orphans; the rest needs a replica or a backup, or, for offsets a
+    volume lost, --accept-loss (they are given up for good and never handed out again).
 
     \b
     Example:
@@ -35,7 +42,9 @@ def check(ctx: click.Context, quick: bool, repair: bool, as_json: bool) -> None:
     path = require_cluster_path(ctx)
     if not Path(path).is_dir():
         fail(f"no cluster at {path!r}: create one with 'plet init --cluster {shlex.quote(path)}'")
-    report = checking.run_path(path, quick=quick, repair=repair)
+    if accept_loss and not repair:
+        fail("--accept-loss is a repair: give it with --repair")
+    report = checking.run_path(path, quick=quick, repair=repair, accept_loss=accept_loss)
     if as_json:
         echo_json(report.as_dict())
     else:

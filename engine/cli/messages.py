@@ -18,7 +18,7 @@ from engine import Cluster, Consumer, ConsumerRecord, Producer, TopicInfo, Topic
 from engine.cli.failures import CliError, fail
 from engine.cli.options import cluster_option, open_cluster, parse_time_option
 from engine.cli.output import echo_err, plural
-from engine.client import browse
+from engine.client import browse, filters
 from engine.headers import parse_headers
 from engine.names import resolve as resolve_topic_name
 
@@ -44,6 +44,16 @@ def _parse_headers(
         return parse_headers(values, numbered=False)
     except errors.InvalidArgument as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+def _parse_filter(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    # the one filter grammar of the consoles and the API (engine.client.filters)
+    try:
+        if value is not None:
+            filters.parse(value)
+    except errors.InvalidArgument as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return value
 
 
 def _preflight(cluster: Cluster, full: str) -> None:
@@ -228,6 +238,15 @@ def _position_group(
     help="text: the value per line; json: one JSON object per line.",
 )
 @click.option("--print-key", is_flag=True, help="text format: print KEY<TAB>VALUE.")
+@click.option(
+    "--filter",
+    "expression",
+    metavar="FILTER",
+    callback=_parse_filter,
+    help="Print only the messages it matches: a header (host=api-2, 'host: api-2', "
+    "host:api-2; * is any text) or text found anywhere (docs/FILTERS.md).",
+)
+@click.option("--ignore-case", "-i", is_flag=True, help="--filter ignores case.")
 @click.option("--default-stream", metavar="STREAM", help="Stream of a TOPIC without '/'.")
 @click.pass_context
 def consume(
@@ -244,6 +263,8 @@ def consume(
     timeout_ms: int | None,
     fmt: str,
     print_key: bool,
+    expression: str | None,
+    ignore_case: bool,
     default_stream: str | None,
 ) -> None:
     """Print the messages of TOPIC, then stop at its end (or keep going with --follow).
@@ -256,6 +277,7 @@ def consume(
       plet consume /apps/sensors:car-17 --print-key --max-messages 10
       plet consume /ops/logs:api --from-time 2024-05-01T12:00:00Z --format json
       plet consume /apps/clicks:web --group dash --follow
+      plet consume /ops/logs:api --filter host=api-2 --max-messages 20
     """
     starts = [from_beginning, from_end, offset is not None, from_time is not None]
     if sum(starts) > 1:
@@ -272,10 +294,20 @@ def consume(
     idle_limit = timeout_ms if timeout_ms is not None else (None if follow else _END_IDLE_MS)
     out = _binary_stream(sys.stdout)
     printed = _Printer(out, fmt, print_key, max_messages)
+    matches = browse.Filter(expression=expression or "", ignore_case=ignore_case)
     try:
         if group is None:
             _browse(
-                cluster, info, partition, offset, from_time, from_end, follow, idle_limit, printed
+                cluster,
+                info,
+                partition,
+                offset,
+                from_time,
+                from_end,
+                follow,
+                idle_limit,
+                printed,
+                matches,
             )
         else:
             _consume_group(
@@ -290,6 +322,7 @@ def consume(
                 follow,
                 idle_limit,
                 printed,
+                matches,
             )
     except KeyboardInterrupt:
         echo_err(f"consumed {plural(printed.count, 'message')}")
@@ -343,6 +376,7 @@ def _browse(
     follow: bool,
     idle_limit: int | None,
     printed: _Printer,
+    matches: browse.Filter,
 ) -> None:
     """Read without a group: the browse service's pages, oldest first, from the seek."""
     seek = (
@@ -355,8 +389,10 @@ def _browse(
         else browse.OLDEST
     )
     parts = None if partition is None else (partition,)
-    # No scan budget: consume filters nothing, so every message read is printed.
-    query = browse.Query(info.name, parts, seek, browse.FORWARD, limit=_BATCH, budget=_NO_BUDGET)
+    # No scan budget: a filter reads on until it finds its messages or the end.
+    query = browse.Query(
+        info.name, parts, seek, browse.FORWARD, matches, limit=_BATCH, budget=_NO_BUDGET
+    )
     with browse.Browser(cluster, info, parts) as browser:
         if offset is not None:
             _, ends = browser.bounds()
@@ -388,8 +424,11 @@ def _consume_group(
     follow: bool,
     idle_limit: int | None,
     printed: _Printer,
+    matches: browse.Filter,
 ) -> None:
-    """Read as a member of `group` and commit what was printed: a consumer, not a browse."""
+    """Read as a member of `group` and commit what was printed (with a filter, also what
+    it skipped): a consumer, not a browse."""
+    match = matches.compile()
     full = info.name
     numbers = [partition] if partition is not None else range(info.partition_count)
     tps = [TopicPartition(full, number) for number in numbers]
@@ -416,7 +455,7 @@ def _consume_group(
             batch = consumer.poll(timeout_ms=_POLL_MS, max_records=printed.want)
             records = [record for part in batch.values() for record in part]
             if records:
-                printed.write(records)
+                printed.write([r for r in records if match is None or match(r)])
                 last_message = time.monotonic()
                 consumer.commit()
             if not follow and _at_end(consumer, end):

@@ -20,8 +20,8 @@ group, nothing committed), so the engine checks the consume permission, hides ex
 messages and counts the reads as heat. Times are parsed by `engine.times` only.
 
 A filter is anything with `compile()` (a test for records, or None to let all through) and
-a truth value (whether it filters at all): `Filter` is the substring filter every console
-offers. Queries (JMESPath over key, value, headers, ...) searched to the end of a range in
+a truth value (whether it filters at all): `Filter` is the filter every console offers,
+in the one filter grammar (engine.client.filters, docs/FILTERS.md). Queries (JMESPath over key, value, headers, ...) searched to the end of a range in
 the background are engine.client.message_search (docs/SEARCH.md).
 """
 
@@ -42,6 +42,7 @@ from itertools import islice
 from typing import Any, Protocol
 
 from engine import times
+from engine.client import filters
 from engine.client.consumer import Consumer
 from engine.errors import InvalidArgument
 from engine.records import LOG_APPEND_TIME, ConsumerRecord, TopicInfo, TopicPartition
@@ -178,75 +179,55 @@ class RecordFilter(Protocol):
 
 @dataclass(frozen=True)
 class Filter:
-    """Substrings that a record must contain, all of those given: `key` in its key,
-    `value` in its value, `header` in one of its headers written `name=value` (the header
-    syntax of forms and commands) or `name: value` (as pages show a header), and `text`
-    anywhere (key, value, a header's name or value). Bytes are matched as UTF-8;
-    `ignore_case` folds case."""
+    """What a record must match, all of the fields given: `key` and `value` are text its
+    key or value contains; `header` and `expression` are filters in the one grammar
+    (engine.client.filters, docs/FILTERS.md): `header` a header (`host: api-2`,
+    `host=api-2`, `host:api-2`) or text in one of its headers, `expression` a header or
+    text anywhere (the terminal's filter box, `plet consume --filter`); `text` is text
+    found anywhere, as it is. Bytes are matched as UTF-8; `ignore_case` folds case.
+
+    A `header` or `expression` that reads two ways raises `InvalidArgument` here, so a
+    filter that exists can always be compiled."""
 
     key: str = ""
     value: str = ""
     header: str = ""
     text: str = ""
     ignore_case: bool = False
+    expression: str = ""
+
+    def __post_init__(self) -> None:
+        self.terms()  # refuse a filter that reads two ways when it is made
 
     def __bool__(self) -> bool:
-        return bool(self.key or self.value or self.header or self.text)
+        return bool(self.key or self.value or self.text or self.terms())
+
+    def terms(self) -> list[filters.Term]:
+        """The `header` and `expression` as the grammar reads them (empty ones left out)."""
+        terms = [
+            filters.parse(self.header, where=filters.HEADERS),
+            filters.parse(self.expression),
+        ]
+        return [t for t in terms if t is not None]
 
     def compile(self) -> Match | None:
         """A test for records, or None when the filter lets everything through."""
-        if not self:
-            return None
         icase = self.ignore_case
-        key = _contains(self.key, icase) if self.key else None
-        value = _contains(self.value, icase) if self.value else None
-        header = _contains(self.header, icase) if self.header else None
-        text = _contains(self.text, icase) if self.text else None
-
-        def match(r: ConsumerRecord) -> bool:
-            if key is not None and not key(r.key):
-                return False
-            if value is not None and not value(r.value):
-                return False
-            if header is not None and not any(
-                header(_header_bytes(n, v, sep)) for n, v in r.headers or () for sep in _SEPS
-            ):
-                return False
-            if text is not None and not (
-                text(r.key)
-                or text(r.value)
-                or any(text(n.encode()) or text(v) for n, v in r.headers or ())
-            ):
-                return False
-            return True
-
-        return match
-
-
-_SEPS = (b"=", b": ")
-
-
-def _header_bytes(name: str, value: bytes | None, sep: bytes) -> bytes:
-    return name.encode() + sep + (value or b"")
-
-
-def _contains(needle: str, ignore_case: bool) -> Callable[[Any], bool]:
-    if not ignore_case:
-        raw = needle.encode()
-        return lambda data: data is not None and raw in _raw(data)
-    if needle.isascii():
-        # bytes.lower() folds ASCII only, which is all an ASCII needle can match
-        low = needle.lower().encode()
-        return lambda data: data is not None and low in _raw(data).lower()
-    folded = needle.casefold()
-    return lambda data: (
-        data is not None and folded in _raw(data).decode("utf-8", "replace").casefold()
-    )
-
-
-def _raw(data: Any) -> bytes:
-    # a consumer made with a deserializer hands over str; the browse service's do not
-    return data.encode() if isinstance(data, str) else bytes(data)
+        tests: list[Callable[[ConsumerRecord], bool]] = []
+        if self.key:
+            key = filters.contains(self.key, icase)
+            tests.append(lambda r: key(r.key))
+        if self.value:
+            value = filters.contains(self.value, icase)
+            tests.append(lambda r: value(r.value))
+        if self.text:
+            tests.append(filters.matcher(filters.Text(self.text), ignore_case=icase))
+        tests += [filters.matcher(t, ignore_case=icase) for t in self.terms()]
+        if not tests:
+            return None
+        if len(tests) == 1:
+            return tests[0]
+        return lambda r: all(test(r) for test in tests)
 
 
 # --- the query and its answer ----------------------------------------------------------------
@@ -987,8 +968,10 @@ def parse_query(
 
     `partition` (a number or `all`), `start` (newest, oldest, offset, time), `offset`,
     `time` (engine.times), `direction` (forward, backward), `limit` (1 to `max_limit`),
-    `key`, `value`, `header`, `text` (substrings; matched as typed, spaces included),
-    `icase` (any non-empty value folds case), `cursor`. Empty fields count as not given.
+    `key`, `value`, `text` (substrings; matched as typed, spaces included), `header` (a
+    header, `host: api-2`, or text in a header) and `filter` (a header, or text anywhere)
+    in the filter grammar (engine.client.filters), `icase` (any non-empty value folds
+    case), `cursor`. Empty fields count as not given.
     An offset (else a time) given without `start`, or with `start` newest or oldest, says
     where to start.
     """
@@ -1056,6 +1039,14 @@ def parse_query(
         else:
             limit = number
 
+    # a filter is matched as typed: spaces may be what someone looks for
+    grammar = {"header": filters.HEADERS, "filter": filters.ANYWHERE}
+    for name, where in grammar.items():
+        try:
+            filters.parse(args.get(name) or "", where=where)
+        except InvalidArgument as exc:
+            errors[name] = str(exc)
+
     if errors:
         raise BadQuery(errors)
     return Query(
@@ -1063,13 +1054,13 @@ def parse_query(
         partitions=partitions,
         seek=seek,
         direction=direction,
-        # a filter is matched as typed: spaces may be what someone looks for
         filter=Filter(
             key=args.get("key") or "",
             value=args.get("value") or "",
             header=args.get("header") or "",
             text=args.get("text") or "",
             ignore_case=bool(args.get("icase")),
+            expression=args.get("filter") or "",
         ),
         limit=limit,
         budget=budget or Budget(),
@@ -1085,7 +1076,7 @@ def encoded(data: bytes | str | None) -> tuple[str | None, str | None]:
     are valid UTF-8 (`"utf-8"`), else base64 (`"base64"`); (None, None) for null."""
     if data is None:
         return None, None
-    raw = _raw(data)
+    raw = filters.as_bytes(data)
     try:
         return raw.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:

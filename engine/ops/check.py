@@ -10,8 +10,9 @@ What is checked (docs/ARCHITECTURE.md, "Durability"):
 - `chains`: each partition's chain in the catalog against the rows of its volumes: one
   chain without holes, its sealed partitionlets ending where their volume row ends, the
   active one's row starting where the catalog says;
-- `counts` (not `quick`): each row's counts and next offset against its batches, read from
-  the table itself (so a damaged index cannot hide one);
+- `counts`: each row's counts and next offset against its batches, read from the table
+  itself (so a damaged index cannot hide one); with `quick`, only the next offset of an
+  active row below the catalog's mark, by the index;
 - `orphans`: volume rows the catalog does not place there (an interrupted move);
 - `archives`: every archived partitionlet's file against the catalog;
 - `checksums` (not `quick`): every stored batch against its CRC32C, live and archived;
@@ -35,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import StorageError
+from engine.errors import InvalidArgument, StorageError
 from engine.storage.volume import ACTIVE, DELETED, PartitionletState
 
 if TYPE_CHECKING:
@@ -44,6 +45,11 @@ if TYPE_CHECKING:
 
 # What `plet check` suggests when a problem cannot be rebuilt from what the cluster holds.
 RESTORE = "restore the file from a replica (`plet replica`) or a backup"
+# lost commits: what a replica or backup may still hold, or else give up for good
+LOSS = (
+    "restore the file from a replica (`plet replica`) or a backup, or give the lost offsets "
+    "up: plet check --repair --accept-loss"
+)
 LAST_CHECK_KEY = "last_check"
 
 
@@ -118,6 +124,20 @@ class Context:
     stored: dict[int, dict[int, tuple[int, int, int, int]]] = field(default_factory=dict)
     unreadable: set[int] = field(default_factory=set)  # volumes whose rows could not be read
     ends: dict[tuple[int, int], int] = field(default_factory=dict)  # log end offsets
+    # (topic id, partition, first, end) of the offsets given up (`--accept-loss`)
+    lost: set[tuple[int, int, int, int]] = field(default_factory=set)
+
+    def stored_end(self, volume_id: int, pl_id: int) -> int | None:
+        """The last offset a partitionlet's batches reach, whatever its row says: from the
+        counts read (full check), else one index lookup (`quick`); None when unknown."""
+        stored = self.stored.get(volume_id)
+        if stored is not None:
+            found = stored.get(pl_id)
+            return None if found is None else found[3]
+        try:
+            return self.cluster.open_volumes()[volume_id].stored_ends([pl_id])[pl_id]
+        except (KeyError, StorageError):
+            return None  # `integrity` says why
 
     def name(self, topic_id: int) -> str:
         """A topic's full name, read when a problem needs it (most checks find none)."""
@@ -223,7 +243,8 @@ def _chain_issues(ctx: Context, chain: list[PartitionletRow]) -> list[tuple[str,
     """(file, text, repair, repairable) of what is wrong with one partition's chain."""
     issues: list[tuple[str, str, str, bool]] = []
     for before, after in zip(chain, chain[1:], strict=False):
-        if before.end_offset != after.base_offset:
+        given_up = (before.topic_id, before.partition, before.end_offset, after.base_offset)
+        if before.end_offset != after.base_offset and given_up not in ctx.lost:
             end = "active" if before.end_offset is None else f"ends at {before.end_offset}"
             issues.append(
                 (
@@ -239,10 +260,10 @@ def _chain_issues(ctx: Context, chain: list[PartitionletRow]) -> list[tuple[str,
             continue
         row = ctx.rows.get(pl.volume_id, {}).get(pl.id)
         reached = pl.reached_offset if pl.end_offset is None else None
-        if reached is not None and row is not None:
-            # what its batches reach, when read (a damaged row is the `counts` check's)
-            stored = ctx.stored.get(pl.volume_id, {}).get(pl.id)
-            if stored is not None and stored[3] + 1 >= reached:
+        if reached is not None and row is not None and row.next_offset < reached:
+            # what its batches reach (a damaged row below them is the `counts` check's)
+            last = ctx.stored_end(pl.volume_id, pl.id)
+            if last is not None and last + 1 >= reached:
                 reached = None
         if row is not None and row.state != DELETED and row.base_offset == pl.base_offset:
             if pl.end_offset is None and (reached is None or row.next_offset >= reached):
@@ -263,13 +284,13 @@ def _chain_issues(ctx: Context, chain: list[PartitionletRow]) -> list[tuple[str,
                 f"{vol} holds {holds}: the volume lost commits, and the offsets after what it "
                 "holds may have been read already"
             )
-            issues.append((vol, text, RESTORE, False))
+            issues.append((vol, text, LOSS, False))
             continue
         if row is None or row.state == DELETED:
             if pl.end_offset is None and row is None:
                 continue  # active, nothing appended yet
             text = f"partitionlet {pl.id} (offsets {_span(pl)}) has no row in {vol}: its "
-            issues.append((vol, text + "messages are gone", RESTORE, False))
+            issues.append((vol, text + "messages are gone", LOSS, False))
             continue
         if row.base_offset != pl.base_offset:
             text = (
@@ -289,7 +310,9 @@ def _chain_issues(ctx: Context, chain: list[PartitionletRow]) -> list[tuple[str,
                 + ("" if row.state != ACTIVE else " (not sealed there: its log was cut)")
             )
             repair = "correct the catalog from the volume: plet check --repair"
-            issues.append(("catalog" if fix else vol, text, repair if fix else RESTORE, fix))
+            if not fix:
+                repair = LOSS if row.next_offset < pl.end_offset else RESTORE
+            issues.append(("catalog" if fix else vol, text, repair, fix))
     return issues
 
 
@@ -300,7 +323,7 @@ def _successor_starts(chain: list[PartitionletRow], pl: PartitionletRow, end: in
 
 def _counts(ctx: Context) -> list[Problem]:
     if ctx.quick:
-        return []
+        return _quick_counts(ctx)
     found = []
     placed = {pl.id: key for key, chain in ctx.chains.items() for pl in chain}
     for vid, rows in sorted(ctx.rows.items()):
@@ -330,6 +353,34 @@ def _counts(ctx: Context) -> list[Problem]:
                         True,
                     )
                 )
+    return found
+
+
+def _quick_counts(ctx: Context) -> list[Problem]:
+    """Quick: only the rows whose next offset lies below the catalog's mark are checked
+    against their batches (by the index), since those would take offsets again."""
+    found = []
+    for (topic_id, partition), chain in ctx.chains.items():
+        pl = chain[-1]
+        row = ctx.rows.get(pl.volume_id, {}).get(pl.id)
+        if pl.end_offset is not None or pl.reached_offset is None or row is None:
+            continue
+        if row.state == DELETED or row.next_offset >= pl.reached_offset:
+            continue
+        last = ctx.stored_end(pl.volume_id, pl.id)
+        if last is not None and row.next_offset <= last:
+            found.append(
+                Problem(
+                    "counts",
+                    f"volume {pl.volume_id}",
+                    f"partitionlet {pl.id}: its next offset is {row.next_offset}, it holds "
+                    f"offsets up to {last}",
+                    ctx.name(topic_id),
+                    partition,
+                    "recount it from its batches: plet check --repair",
+                    True,
+                )
+            )
     return found
 
 
@@ -444,6 +495,7 @@ def _context(cluster: Cluster, quick: bool) -> Context:
     ctx = Context(cluster, quick)
     for pl in cluster.catalog.all_partitionlets():
         ctx.chains.setdefault((pl.topic_id, pl.partition), []).append(pl)
+    ctx.lost = {(t, p, first, end) for t, p, first, end, _ms in cluster.catalog.lost_offsets()}
     for vid, vol in cluster.open_volumes().items():
         try:
             rows, stored = vol.snapshot(counts=not quick)
@@ -462,15 +514,24 @@ def _context(cluster: Cluster, quick: bool) -> Context:
     return ctx
 
 
-def run(cluster: Cluster, *, quick: bool = False, repair: bool = False) -> CheckReport:
+def run(
+    cluster: Cluster, *, quick: bool = False, repair: bool = False, accept_loss: bool = False
+) -> CheckReport:
     """Check `cluster` (see the module's docstring); with `repair`, repair what can be
-    rebuilt and check again. The result is kept as the cluster's last check."""
+    rebuilt and check again. With `accept_loss` too, the offsets a volume lost (its commits
+    cut off, its row gone) are given up for good (`accept_losses`). The result is kept as
+    the cluster's last check."""
+    if accept_loss and not repair:
+        raise InvalidArgument("accept_loss is a repair: give repair=True with it")
     cluster.check_open()
     started = time.perf_counter()
     ctx, problems = _find(cluster, quick)
     repaired: list[Problem] = []
     if repair and any(p.repairable for p in problems):
         repaired = _repair(cluster, [p for p in problems if p.repairable])
+        ctx, problems = _find(cluster, quick)
+    if accept_loss and any(p.repair == LOSS for p in problems):
+        repaired += accept_losses(cluster)
         ctx, problems = _find(cluster, quick)
     report = CheckReport(
         cluster.name,
@@ -491,7 +552,11 @@ def run(cluster: Cluster, *, quick: bool = False, repair: bool = False) -> Check
 
 
 def run_path(
-    path: str | os.PathLike[str], *, quick: bool = False, repair: bool = False
+    path: str | os.PathLike[str],
+    *,
+    quick: bool = False,
+    repair: bool = False,
+    accept_loss: bool = False,
 ) -> CheckReport:
     """`run` on the cluster at `path`; a catalog that cannot be opened is itself the
     report's one problem (nothing else can be checked without it)."""
@@ -505,7 +570,7 @@ def run_path(
             (Problem("files", "catalog", str(exc), repair=RESTORE),),
         )  # fmt: skip
     with cluster:
-        return run(cluster, quick=quick, repair=repair)
+        return run(cluster, quick=quick, repair=repair, accept_loss=accept_loss)
 
 
 def _find(cluster: Cluster, quick: bool) -> tuple[Context, list[Problem]]:
@@ -571,6 +636,56 @@ def _repair(cluster: Cluster, problems: list[Problem]) -> list[Problem]:
     if any(p.check == "orphans" for p in problems):
         balance.clean_orphans(cluster)
         done += [p for p in problems if p.check == "orphans"]
+    return done
+
+
+def accept_losses(cluster: Cluster) -> list[Problem]:
+    """Give up, for good, the offsets the volumes lost (`plet check --repair --accept-loss`,
+    for when no replica or backup holds them; Kafka's unclean leader election is the like
+    of it): each partitionlet whose volume holds less than the catalog says (a sealed one
+    ending short, or the active one below its writers' mark) is sealed where its volume
+    ends, and the partition goes on after the lost offsets, which are recorded
+    (`Catalog.lost_offsets`) and never handed out again. Readers pass over them; a group
+    committed inside them reads on from the first offset after. One entry per range."""
+    catalog = cluster.catalog
+    volumes = cluster.open_volumes()
+    done = []
+    for pl in catalog.all_partitionlets():
+        holder = volumes.get(pl.volume_id)
+        if pl.archive_file is not None or holder is None:
+            continue  # an archive file, or a volume that cannot be opened: restore those
+        state = holder.state(pl.id)
+        if state is not None and state.state == DELETED:
+            continue
+        lost_end = pl.reached_offset if pl.end_offset is None else pl.end_offset
+        if lost_end is None:
+            continue  # active with no mark: nothing known lost
+        held = pl.base_offset if state is None else state.next_offset
+        if held < lost_end:  # unless its row says less than its batches hold (a recount)
+            stored = holder.stored_ends([pl.id])[pl.id]
+            held = held if stored is None else max(held, stored + 1)
+        if held >= lost_end:
+            continue
+        topic = catalog.topic_by_id(pl.topic_id)
+        if topic is None:
+            continue  # deleted meanwhile
+        end = holder.seal_as_it_is(
+            pl.id, topic.stream_id, pl.topic_id, pl.partition, pl.base_offset
+        )
+        if end is None or end >= lost_end:
+            continue
+        if catalog.accept_loss(pl.id, end, lost_end, pl.volume_id):
+            done.append(
+                Problem(
+                    "chains",
+                    f"volume {pl.volume_id}",
+                    f"offsets {end}..{lost_end - 1} given up (partitionlet {pl.id} ends at "
+                    f"{end}, where its volume ends; none of them is handed out again)",
+                    topic.full_name,
+                    pl.partition,
+                    LOSS,
+                )
+            )
     return done
 
 

@@ -184,6 +184,18 @@ CREATE TABLE IF NOT EXISTS log_starts (
     log_start INTEGER NOT NULL,
     PRIMARY KEY (topic_id, partition)
 ) WITHOUT ROWID;
+-- Offsets given up by `plet check --repair --accept-loss` (engine.ops.check): a volume lost
+-- the commits that held first_offset..end_offset-1, with no replica or backup to restore
+-- them from. No partitionlet holds them and none is handed out again: the hole they leave
+-- in the partition's chain is known, not damage, and readers pass over it.
+CREATE TABLE IF NOT EXISTS lost_offsets (
+    topic_id     INTEGER NOT NULL,
+    partition    INTEGER NOT NULL,
+    first_offset INTEGER NOT NULL,
+    end_offset   INTEGER NOT NULL,
+    accepted_ms  INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, partition, first_offset)
+) WITHOUT ROWID;
 -- Replication (engine.replication). A link out of a stream of this cluster: its target
 -- (a directory, or later an http(s) address), the stream there, and what the last run
 -- of a replicator found. How far each partition got is not stored: it is the target's log
@@ -1378,6 +1390,53 @@ class Catalog:
                 "UPDATE partitionlets SET end_offset = ? WHERE id = ? AND end_offset IS NOT NULL",
                 (end_offset, pl_id),
             )
+
+    def accept_loss(
+        self, pl_id: int, end_offset: int, lost_end: int, successor_volume_id: int
+    ) -> bool:
+        """Give up offsets `end_offset`..`lost_end`-1 of the partition of `pl_id`, which its
+        volume lost (`plet check --repair --accept-loss`), in one transaction: `pl_id` ends
+        at `end_offset` (where its volume, which sealed it there, ends); when it was the
+        active one its successor starts at `lost_end` on `successor_volume_id`, so no lost
+        offset is handed out again; the range is recorded in `lost_offsets`. False when the
+        partitionlet is gone."""
+        now = self.clock.now_ms()
+        with self.write():
+            conn = self.conn
+            row = conn.execute(
+                "SELECT topic_id, partition, end_offset FROM partitionlets WHERE id = ?", (pl_id,)
+            ).fetchone()
+            if row is None:
+                return False
+            topic_id, partition, end = row
+            conn.execute(
+                "UPDATE partitionlets SET end_offset = ?, sealed_ms = coalesce(sealed_ms, ?) "
+                "WHERE id = ?",
+                (end_offset, now, pl_id),
+            )
+            if end is None:
+                conn.execute(
+                    "INSERT INTO partitionlets (topic_id, partition, volume_id, base_offset, "
+                    "created_ms) VALUES (?, ?, ?, ?, ?)",
+                    (topic_id, partition, successor_volume_id, lost_end, now),
+                )
+            if lost_end > end_offset:
+                conn.execute(
+                    "INSERT OR REPLACE INTO lost_offsets (topic_id, partition, first_offset, "
+                    "end_offset, accepted_ms) VALUES (?, ?, ?, ?, ?)",
+                    (topic_id, partition, end_offset, lost_end, now),
+                )
+            self.bump_topology()  # writers that refused the partition learn it again
+        return True
+
+    def lost_offsets(self) -> list[tuple[int, int, int, int, int]]:
+        """(topic id, partition, first offset, end offset, accepted ms) of every range of
+        offsets given up (`accept_loss`)."""
+        rows = self._query(
+            "SELECT topic_id, partition, first_offset, end_offset, accepted_ms FROM lost_offsets "
+            "ORDER BY topic_id, partition, first_offset"
+        )
+        return [(int(t), int(p), int(f), int(e), int(a)) for t, p, f, e, a in rows]
 
     # --- consumer groups (engine.storage.groups holds their statements) -------------------
 

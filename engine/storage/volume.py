@@ -832,7 +832,7 @@ class Volume:
                 conn.executemany(_INSERT_MARKERS, markers)
 
     def _stored_ends(self, pl_ids: list[int]) -> dict[int, int | None]:
-        """Inside a write transaction: the last offset each partitionlet's batches and
+        """Inside a transaction: the last offset each partitionlet's batches and
         markers hold (None: none), one index lookup each, whatever its row says."""
         ends: dict[int, int | None] = {}
         for i in range(0, len(pl_ids), 500):
@@ -970,6 +970,38 @@ class Volume:
                 conn.execute("UPDATE partitionlets SET state = ? WHERE id = ?", (SEALED, pl_id))
                 st = replace(st, state=SEALED)
         return st
+
+    def seal_as_it_is(
+        self, pl_id: int, stream_id: int, topic_id: int, partition: int, base_offset: int
+    ) -> int | None:
+        """Seal `pl_id` where its batches end here (its row's next offset, or past its last
+        batch when the row says less), making an empty sealed row at `base_offset` when
+        its row is gone (what a volume that lost commits holds, given up by `plet check
+        --repair --accept-loss`). Its next offset afterwards, or None for a tombstone."""
+        conn = self.conn
+        with write_transaction(conn, self.path, "volume"):
+            row = conn.execute(
+                "SELECT state, next_offset FROM partitionlets WHERE id = ?", (pl_id,)
+            ).fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO partitionlets (id, stream_id, topic_id, partition, base_offset, "
+                    "next_offset, created_ms, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (pl_id, stream_id, topic_id, partition, base_offset, base_offset,
+                     self._clock.now_ms(), SEALED),
+                )  # fmt: skip
+                return base_offset
+            state, next_offset = row
+            if state == DELETED:
+                return None
+            last = self._stored_ends([pl_id])[pl_id]
+            if last is not None and last >= next_offset:  # a damaged row: what it holds
+                next_offset = last + 1
+            conn.execute(
+                "UPDATE partitionlets SET state = ?, next_offset = ? WHERE id = ?",
+                (SEALED, next_offset, pl_id),
+            )
+            return int(next_offset)
 
     def drop(self, pl_ids: list[int]) -> dict[int, tuple[int, int]]:
         """Purge these partitionlets in one transaction, returning the (messages, bytes)
@@ -1425,6 +1457,15 @@ class Volume:
         try:
             with read_transaction(self.conn):
                 return self.rows(), self.stored() if counts else None
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
+
+    def stored_ends(self, pl_ids: list[int]) -> dict[int, int | None]:
+        """The last offset each partitionlet's batches and markers reach (None: none), by
+        the index, whatever its row says: one lookup each (`plet check --quick`)."""
+        try:
+            with read_transaction(self.conn):
+                return self._stored_ends(pl_ids)
         except sqlite3.DatabaseError as exc:
             raise translate(exc, self.path, "volume") from exc
 

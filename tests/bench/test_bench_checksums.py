@@ -52,3 +52,22 @@ def test_compare_alternates_on_and_off_in_one_run(tmp_path):
         assert len(c.on) == len(c.off) == 2
         assert all(s >= 0 for s in c.on + c.off)
     assert "| embedded consume, 100 B | 500 |" in checksums.markdown(results)
+
+
+def test_a_call_inside_a_recorded_call_is_not_recorded_again():
+    """`intact` calls `checksum`: a reader's check is one recorded call, so the replay
+    makes it once (recording both counted a consume's checksums twice)."""
+    with checksums.recorded_checksums() as calls:
+        crc = batch.checksum(0, 0, 0, 1, 1, b"payload")
+        assert batch.intact(0, 0, 0, 1, 1, b"payload", crc)
+    assert [f.__name__ for f, _args in calls.made] == ["checksum", "intact"]
+    assert calls.replay() >= 0 and calls.made == []
+
+
+def test_the_replay_times_fresh_copies_of_the_bytes():
+    seen = []
+    calls = checksums.Calls()
+    payload = b"x" * 1000
+    calls.made.append((lambda p: seen.append(p), (payload,)))
+    calls.replay()
+    assert seen == [payload] and seen[0] is not payload

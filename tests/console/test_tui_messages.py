@@ -134,6 +134,47 @@ async def test_filter_matches_key_value_and_headers(history, make_app, until):
             assert _offsets(pane) == expected, needle
 
 
+async def test_every_header_form_finds_the_same_messages(cluster, make_app, until):
+    """The filter box reads the one filter grammar: `host: api-2`, `host=api-2` and
+    `host:api-2` (all once 0 matches here) find the header; what reads two ways is refused
+    on the status line and the page stays."""
+    cluster.create_stream("/h", ttl=0)
+    cluster.create_topic("/h:logs", partitions=1)
+    producer = Producer(cluster, acks=1)
+    for i in range(9):
+        host = b"api-2" if i % 4 == 1 else b"api-1"
+        producer.send("/h:logs", value=f"event {i}".encode(), headers=[("host", host)])
+    producer.flush()
+    producer.close()
+    app = make_app(topic="/h:logs")
+    async with app.run_test(size=(140, 44)) as pilot:
+        pane = app.query_one("#messages", MessagesPane)
+        await until(pilot, lambda: pane.loads >= 1)
+        filt = app.query_one("#msg-filter", Input)
+        for needle in ("host: api-2", "host=api-2", "host:api-2", "HOST=API-2"):
+            before = pane.loads
+            filt.value = needle
+            filt.focus()
+            await pilot.press("enter")
+            await _loaded(pilot, until, pane, before)
+            assert _offsets(pane) == [5, 1], needle  # newest first
+            assert "filter header " in _text(app, "#msg-status")
+        assert "filter header HOST = API-2 (" in _text(app, "#msg-status")
+        before = pane.loads
+        filt.value = "api-1"
+        filt.focus()
+        await pilot.press("enter")
+        await _loaded(pilot, until, pane, before)
+        assert _offsets(pane) == [8, 7, 6, 4, 3, 2, 0]  # text anywhere
+        filt.value = "12:00"
+        filt.focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: "error" in _text(app, "#msg-status"))
+        assert "'12' is not a plain header name" in _text(app, "#msg-status")
+        assert _offsets(pane) == [8, 7, 6, 4, 3, 2, 0]
+        assert pane.needle == "api-1"
+
+
 async def test_follow_shows_a_message_produced_meanwhile(history, make_app, until):
     app = make_app(topic=TOPIC)
     async with app.run_test(size=(140, 44)) as pilot:

@@ -237,6 +237,9 @@ def test_flipped_partitionlets_row_refuses_writes_instead_of_reusing_offsets(dam
     assert "next offset is 244" in out
     # the batches still reach the catalog's mark: a damaged row, not lost commits
     assert "lost commits" not in out
+    code, out = plet_check(damaged, "--quick")  # asks the index what the batches reach
+    assert code == 1 and "lost commits" not in out, out
+    assert "next offset is 244, it holds offsets up to 499" in out
 
     code, out = plet_check(damaged, "--repair")
     assert code == 0, out
@@ -423,6 +426,32 @@ def cut_wal_after_kill(cluster_path: Path, tmp_path: Path, partitionlet_bytes: i
         shm.unlink()  # what a reboot would leave: SQLite rebuilds it from the WAL
 
 
+def accept_the_loss_and_go_on(cluster_path: Path) -> None:
+    """No replica or backup: `plet check --repair --accept-loss` gives the lost offsets up.
+    Each partition is served again, what its volume kept in order and then what is written
+    after, from offset 1000 on (up to 999 were handed out: none is again)."""
+    code, out = plet_check(cluster_path, "--accept-loss")
+    assert code == 1 and "--accept-loss is a repair" in out
+    code, out = plet_check(cluster_path, "--repair", "--accept-loss")
+    assert code == 0, out
+    assert re.search(r"offsets \d+\.\.999 given up", out), out
+    with Cluster.open(cluster_path) as cluster:
+        for p in range(2):
+            kept = read(cluster, p)
+            assert kept == [(i, b"p%d-%d" % (p, i)) for i in range(len(kept))]
+            assert len(kept) < 1000
+            assert produce(cluster, p, b"after") == 1000
+            assert read(cluster, p) == [*kept, (1000, b"after")]
+        # the group committed 1000 before the cut: it reads on from there
+        consumer = Consumer(cluster, group_id="g", enable_auto_commit=False)
+        consumer.assign([TopicPartition(T, 0)])
+        polled = consumer.poll(timeout_ms=2000)
+        consumer.close()
+        assert [(r.offset, r.value) for rs in polled.values() for r in rs] == [(1000, b"after")]
+    code, out = plet_check(cluster_path)
+    assert code == 0 and "no problems found" in out, out
+
+
 def test_truncated_wal_after_kill_is_reported_never_skipped(cluster_path, tmp_path):
     cut_wal_after_kill(cluster_path, tmp_path, partitionlet_bytes=4096)  # rolls many times
 
@@ -442,6 +471,7 @@ def test_truncated_wal_after_kill_is_reported_never_skipped(cluster_path, tmp_pa
                 produce(cluster, p, b"after the cut")
             assert f"partition {p} of topic {T}" in str(info.value)
             assert "lost commits" in str(info.value)
+    accept_the_loss_and_go_on(cluster_path)
 
 
 def test_truncated_wal_of_an_active_partitionlet_hands_out_no_offset_twice(cluster_path, tmp_path):
@@ -470,6 +500,22 @@ def test_truncated_wal_of_an_active_partitionlet_hands_out_no_offset_twice(clust
             assert f"partition {p} of topic {T}" in text
             assert "it reached offset 999: the volume lost commits" in text
             assert cluster.topic(T).partitions[p].log_end_offset == len(got)
+    assert "plet check --repair --accept-loss" in out
+    accept_the_loss_and_go_on(cluster_path)
+
+
+def test_a_running_producer_writes_again_once_the_loss_is_accepted(cluster_path, tmp_path):
+    """The repair bumps the catalog's topology: a producer that was refused learns the
+    partition's new active partitionlet at its next send, without a restart."""
+    cut_wal_after_kill(cluster_path, tmp_path, partitionlet_bytes=64 << 20)
+    with Cluster.open(cluster_path) as cluster:
+        producer = Producer(cluster, acks=1)
+        with pytest.raises(errors.DamagedPartition):
+            producer.send(T, b"refused", partition=0).get(timeout=10)
+        code, out = plet_check(cluster_path, "--repair", "--accept-loss")
+        assert code == 0, out
+        assert producer.send(T, b"after", partition=0).get(timeout=10).offset == 1000
+        producer.close()
 
 
 def test_a_live_cluster_checks_clean_while_it_is_written_and_read(cluster_path):

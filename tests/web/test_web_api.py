@@ -329,6 +329,33 @@ def test_messages_filters_and_time(api):
     assert api.get(url + "?partition=9").status_code == 400
 
 
+def test_messages_filter_grammar_is_one_for_every_header_form(api, data):
+    """`header` and `filter` take the one filter grammar: three ways to write a header,
+    bare text found anywhere, and a refusal (400, saying why) for what reads two ways."""
+    producer = Producer(data, acks=1)
+    for i in range(8):
+        host = b"api-2" if i % 3 == 1 else b"api-1"
+        producer.send("/ops/logs:api", value=b"event %d" % i, headers=[("host", host)])
+    producer.flush()
+    producer.close()
+    url = "/topics/ops/logs:api/messages"
+
+    def found(**args: str) -> list[int]:
+        answer = api.get(url, query_string=args)
+        assert answer.status_code == 200, answer.json
+        return [m["offset"] for m in answer.json["messages"]]
+
+    for typed in ("host: api-2", "host=api-2", "host:api-2"):
+        assert found(header=typed) == [1, 4, 7], typed
+        assert found(filter=typed) == [1, 4, 7], typed
+    assert found(filter="HOST=API-2", icase="1") == [1, 4, 7]
+    assert found(filter="event 4") == [4]  # text anywhere
+    assert found(filter='"host:api-2"') == []  # quoted: the text itself, found nowhere
+    refused = api.get(url, query_string={"filter": "12:00"})
+    assert refused.status_code == 400
+    assert "'12' is not a plain header name" in refused.json["message"]
+
+
 def test_produce_text_base64_headers(api, data):
     url = "/topics/apps/sensors:car-17/messages"
     got = api.post(

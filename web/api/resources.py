@@ -332,8 +332,9 @@ def messages(name: str) -> Response:
     """A page of a topic's messages (consume_perm), read by the engine's browse service
     with the web page's query grammar (`browse.parse_query`): `partition`, `start`
     (oldest by default here, newest, offset, time), `offset`, `time`, `direction`,
-    `limit`, substring filters `key`, `value`, `header` (`name=value` or `name: value`),
-    `text`, `icase`, `cursor` (a page's `cursor`, to continue) and `isolation_level`
+    `limit`, substring filters `key`, `value` and `text`, `header` and `filter` in the
+    filter grammar (engine.client.filters: `host: api-2`, `host=api-2`, `host:api-2`),
+    `icase`, `cursor` (a page's `cursor`, to continue) and `isolation_level`
     (read_uncommitted, the default, shows aborted messages marked `aborted`, with the
     transaction `markers` among them; read_committed leaves them out and stops at each
     partition's last stable offset). `shape=v0` answers records in the deprecated shape;

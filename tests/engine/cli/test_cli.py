@@ -510,6 +510,25 @@ def test_produce_with_keys_and_headers_then_consume_back(cpath):
     assert end.stdout == "" and end.stderr == "consumed 0 messages\n"
 
 
+def test_consume_filter_takes_every_header_form(cpath):
+    """`--filter` is the consoles' filter grammar: three ways to write a header, text
+    anywhere, -i, with --group too; what reads two ways is a usage error saying why."""
+    ok("stream", "create", "/ops/logs", "--cluster", cpath)
+    for host, lines in (("api-1", "a\nb\n"), ("api-2", "c\nd\n"), ("api-1", "e\n")):
+        ok("produce", "/ops/logs:api", "--header", f"host={host}", "--cluster", cpath, input=lines)
+    for typed in ("host: api-2", "host=api-2", "host:api-2"):
+        result = ok("consume", "/ops/logs:api", "--filter", typed, "--cluster", cpath)
+        assert result.stdout == "c\nd\n", typed
+        assert result.stderr == "consumed 2 messages\n"
+    assert consume_values(cpath, "/ops/logs:api", "--filter", "HOST=API-2") == []
+    assert consume_values(cpath, "/ops/logs:api", "--filter", "HOST=API-2", "-i") == ["c", "d"]
+    assert consume_values(cpath, "/ops/logs:api", "--filter", "e") == ["e"]  # text anywhere
+    grouped = ("--group", "g", "--from-beginning", "--filter", "host:api-2")
+    assert consume_values(cpath, "/ops/logs:api", *grouped) == ["c", "d"]
+    refused = fails(2, "consume", "/ops/logs:api", "--filter", "host==x", "--cluster", cpath)
+    assert "two separators after the header name 'host'" in refused.stderr
+
+
 def test_produce_without_separator_sends_lines_as_they_are(cpath):
     ok("stream", "create", "/apps/s", "--cluster", cpath)
     ok("produce", "/apps/s:t", "--cluster", cpath, input="one\n\n  three  \r\nlast")

@@ -114,6 +114,34 @@ def test_a_writer_whose_volume_holds_less_than_the_mark_is_refused(cluster):
     producer.close()
 
 
+def test_a_partitionlet_whose_row_and_batches_are_gone_below_the_mark_is_refused(cluster):
+    """The volume lost even the first commit of the partitionlet (its row and batches),
+    while the catalog saw its writer reach offset 7: no append may start at 0 again."""
+    producer = Producer(cluster, acks=1)
+    send(producer, 1, 8)
+    producer.close()
+    topic_id = cluster.catalog.topic("/s", "t").id
+    (pl,) = cluster.catalog.active_partitionlets([(topic_id, 1)]).values()
+    assert pl.reached_offset == 8  # saved on close
+    volume = cluster.volume(pl.volume_id)
+    with volume.conn:  # what a WAL cut before the partitionlet's first commit leaves
+        volume.conn.execute("DELETE FROM batches WHERE partitionlet = ?", (pl.id,))
+        volume.conn.execute("DELETE FROM partitionlets WHERE id = ?", (pl.id,))
+
+    producer = Producer(cluster, acks=1)
+    future = producer.send(T, b"again", partition=1)
+    producer.flush()
+    with pytest.raises(errors.DamagedPartition) as info:
+        future.get(timeout=10)
+    message = str(info.value)
+    assert f"partition 1 of topic {T} (partitionlet {pl.id}" in message
+    assert "its row and batches are missing, where the catalog's mark says it reached offset 7" in (
+        message
+    )
+    assert producer.send(T, b"other", partition=0).get(timeout=10).offset == 0
+    producer.close()
+
+
 def test_a_save_does_not_wait_behind_a_long_catalog_transaction(cluster, cluster_path):
     """Another process holding the catalog's write lock costs a save MARK_LOCK_WAIT_MS,
     not the busy timeout: the saving thread is a producer's sender."""
