@@ -705,7 +705,10 @@ class Standbys:
         """Start a runner for `setup` unless one waits."""
         with self._lock:
             found = self._waiting.get((cluster, setup))
-            if found is None or found[0].poll() is not None:
+            if found is not None and found[0].poll() is not None:  # it died: its timer goes
+                self._timers.pop(found[0].pid).cancel()
+                found = None
+            if found is None:
                 self._start(cluster, setup)
 
     def log_of(self, cluster: str, setup: tuple[str, str]) -> Path | None:

@@ -123,3 +123,50 @@ def test_times_in_the_result_and_the_log_are_iso_utc_with_z():
         "from_offset": 3,
     }
     assert "datetime" not in text
+
+
+# --- standby runners (no Spark: their processes are faked) ---------------------------------
+
+
+class _FakeRunner:
+    """A standby runner's Popen: its stdin collects what it is sent."""
+
+    def __init__(self, argv, **kwargs):
+        import io
+
+        self.argv, self.ended = argv, None
+        self.pid = 10_000_000 + len(_FakeRunner.made)
+        self.stdin = io.BytesIO()
+        self.stdin.close = lambda: setattr(self, "closed_with", self.stdin.getvalue())
+        _FakeRunner.made.append(self)
+
+    made: list = []
+
+    def poll(self):
+        return self.ended
+
+    def wait(self):
+        return 0
+
+
+def test_a_job_goes_to_the_waiting_runner_and_a_dead_one_is_passed_over(tmp_path, monkeypatch):
+    from spark_tasks.jobs import Standbys
+
+    monkeypatch.setattr(jobs.subprocess, "Popen", _FakeRunner)
+    _FakeRunner.made = []
+    (tmp_path / "jobs").mkdir()
+    standbys, setup = Standbys(), ("local[2]", "{}")
+    assert standbys.hand_over(str(tmp_path), setup, 1, tmp_path / "jobs" / "job-1.log") is None
+    first = _FakeRunner.made[0]  # started for the next job
+    assert first.argv[3:] == ["--standby", str(tmp_path), "local[2]", "{}"]
+    standby_log = standbys.log_of(str(tmp_path), setup)
+    standby_log.write_text("Spark ready\n")
+    got = standbys.hand_over(str(tmp_path), setup, 2, tmp_path / "jobs" / "job-2.log")
+    assert got is first and first.closed_with == b"2\n"
+    assert (tmp_path / "jobs" / "job-2.log").read_text() == "Spark ready\n"
+    second = _FakeRunner.made[1]
+    second.ended = 1  # it died waiting: the job starts cold, and a new one waits
+    assert standbys.hand_over(str(tmp_path), setup, 3, tmp_path / "jobs" / "job-3.log") is None
+    assert len(_FakeRunner.made) == 3 and standbys.log_of(str(tmp_path), setup) is not None
+    standbys.close()
+    assert standbys.log_of(str(tmp_path), setup) is None
