@@ -22,7 +22,7 @@ import click
 
 from bench import checksums as checksum_cost
 from bench import compression as compression_case
-from bench import poll_size, report
+from bench import latency, poll_size, report
 from bench import topics as many_topics
 from bench import wal as wal_size
 from bench import web as web_pages
@@ -277,6 +277,15 @@ def _problems(run: Run) -> list[str]:
     "collections of each. [default: not run]",
 )
 @click.option(
+    "--latency",
+    "latency_messages",
+    metavar="N",
+    callback=_param(parse_count),
+    help="Also run the latency case: N 100-B messages at 200 msg/s, each timed from its "
+    "send to its receipt by a consumer in another process (with and without doorbells), "
+    "in the same process, and over the wire; p50, p99 and max. [default: not run]",
+)
+@click.option(
     "--compression",
     "compression_messages",
     metavar="N",
@@ -335,6 +344,7 @@ def bench_command(
     web_topics: int | None,
     wal_messages: int | None,
     poll_messages: int | None,
+    latency_messages: int | None,
     compression_messages: int | None,
     wire_messages: int | None,
     checksum_messages: int | None,
@@ -399,6 +409,10 @@ def bench_command(
         if poll_messages:
             click.echo(f"poll size: {poll_messages:,} messages ...", err=True)
             polls = poll_size.run(workdir / "poll", poll_messages)
+        latencies = None
+        if latency_messages:
+            click.echo(f"latency: {latency_messages:,} messages ...", err=True)
+            latencies = latency.run(latency_messages, workdir / "latency")
         compressed = None
         if compression_messages:
             click.echo(f"compression: {compression_messages:,} messages ...", err=True)
@@ -445,6 +459,9 @@ def bench_command(
     if polls is not None:
         click.echo()
         click.echo(poll_size.text(polls))
+    if latencies is not None:
+        click.echo()
+        click.echo(latency.text(latencies))
     if compressed is not None:
         click.echo()
         click.echo(compression_case.text(compressed))
@@ -482,6 +499,12 @@ def bench_command(
             data["poll_size"] = [
                 {**asdict(r), "ns_per_record": r.ns_per_record, "per_s": r.per_s} for r in polls
             ]
+        if latencies is not None:
+            data["latency"] = [
+                {"case": r.case, "received": len(r.ms), "p50_ms": r.q(0.5),
+                 "p99_ms": r.q(0.99), "max_ms": max(r.ms, default=None)}
+                for r in latencies
+            ]  # fmt: skip
         if compressed is not None:
             data["compression"] = [
                 {
@@ -509,6 +532,8 @@ def bench_command(
             text += "\n" + wal_size.markdown(wal) + "\n"
         if polls is not None:
             text += "\n" + poll_size.markdown(polls) + "\n"
+        if latencies is not None and latency_messages:
+            text += "\n" + latency.markdown(latencies, latency_messages) + "\n"
         if compressed is not None:
             text += "\n" + compression_case.markdown(compressed) + "\n"
         if wire is not None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -200,15 +199,31 @@ def wire(workdir: Path, n: int) -> Latencies:
     return Latencies("over the wire (plet serve, confluent-kafka)", got)
 
 
-def run(n: int) -> list[Latencies]:
-    with tempfile.TemporaryDirectory(prefix="plet-bench-latency-") as d:
-        work = Path(d)
-        return [
-            embedded_other_process(work, n, doorbell=True),
-            embedded_other_process(work, n, doorbell=False),
-            embedded_one_process(work, n),
-            wire(work, n),
-        ]
+def run(n: int, workdir: Path | None = None) -> list[Latencies]:
+    """Every case, in `workdir` (made if missing) or a temporary directory."""
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="plet-bench-latency-") as d:
+            return run(n, Path(d))
+    workdir.mkdir(parents=True, exist_ok=True)
+    return [
+        embedded_other_process(workdir, n, doorbell=True),
+        embedded_other_process(workdir, n, doorbell=False),
+        embedded_one_process(workdir, n),
+        wire(workdir, n),
+    ]
+
+
+def text(results: list[Latencies]) -> str:
+    lines = [f"Latency, produce to consume ({RATE} msg/s, one message at a time)"]
+    for r in results:
+        if r.ms:
+            lines.append(
+                f"  {r.case}: p50 {r.q(0.5):.2f} ms, p99 {r.q(0.99):.2f} ms, "
+                f"max {max(r.ms):.2f} ms ({len(r.ms):,} received)"
+            )
+        else:
+            lines.append(f"  {r.case}: nothing received")
+    return "\n".join(lines)
 
 
 def markdown(results: list[Latencies], n: int) -> str:
@@ -236,9 +251,7 @@ def markdown(results: list[Latencies], n: int) -> str:
 def main(argv: list[str]) -> None:
     n = int(argv[1]) if len(argv) > 1 else 1_000
     results = run(n)
-    for r in results:
-        if r.ms:
-            print(f"{r.case}: p50 {statistics.median(r.ms):.2f} ms, p99 {r.q(0.99):.2f} ms")
+    print(text(results))
     print()
     print(markdown(results, n))
 

@@ -1,13 +1,16 @@
 """`ConsoleApp`: the Textual terminal console (`plet tui`).
 
 The engine is injected: pass an open `Cluster` as `cluster=` (tests do), or the app opens
-the one at `cluster_path` in a worker and closes it on exit. Every engine call runs in a
-worker thread; results come back as events (console.events), so the UI never waits on
-SQLite. The tree on the left picks a stream or topic; each tab is a `Pane` that shows it.
+the one at `cluster_path` in a worker and closes it on exit. With `clusters=` (the list of
+engine.served_clusters, as `plet web` serves it), `c` switches to another of them: each is
+opened once, when first shown, and kept open until exit (a worker may still be reading the
+one left). Every engine call runs in a worker thread; results come back as events
+(console.events), so the UI never waits on SQLite. The tree on the left picks a stream or topic; each tab is a `Pane` that shows it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,8 +36,10 @@ from console.widgets.replication import ReplicationPane
 from console.widgets.stream_tree import StreamTree
 from console.widgets.transactions import TransactionsPane
 from engine import Cluster
+from engine.auth.actions import Allowed
 from engine.errors import NotACluster
 from engine.ops import check
+from engine.served_clusters import ServedCluster
 
 REFRESH_S = 3.0
 
@@ -75,6 +80,7 @@ class ConsoleApp(App[None]):
         Binding("e", "permissions", "Permissions", show=False),
         # the Groups pane's own `o` first; from anywhere else, the group selected there
         Binding("o", "reset_group", "Reset offsets", show=False),
+        Binding("c", "switch_cluster", "Cluster"),  # shown when there are several
         *[
             Binding(str(i), f"show_tab('{name}')", title, show=False)
             for i, (name, title) in enumerate(TABS, start=1)
@@ -88,11 +94,20 @@ class ConsoleApp(App[None]):
         *,
         cluster: Cluster | None = None,
         refresh_s: float = REFRESH_S,
+        clusters: Sequence[ServedCluster] = (),
+        read_only: bool = False,
     ) -> None:
         super().__init__()
+        # `plet tui --read-only`: offers no change (engine.auth.actions); a guard against
+        # slips, not a wall: whoever can open the files can change them with `plet`
+        self.read_only = read_only
         self.cluster_path = str(cluster_path)
         self.cluster: Cluster | None = cluster
-        self._owns_cluster = cluster is None
+        # the clusters `c` switches between; the opened ones by path (closed on exit; an
+        # injected cluster is the caller's)
+        self.clusters = list(clusters)
+        self._opened: dict[str, Cluster] = {}
+        self._given = cluster
         self.start_topic = topic
         self.refresh_s = refresh_s
         self.stream: str | None = None
@@ -122,14 +137,18 @@ class ConsoleApp(App[None]):
     @work(thread=True, group="cluster")
     def _open_cluster(self, path: str) -> None:
         try:
-            if not Path(path).is_dir():
-                # Cluster.open would create an empty cluster: a typo must not do that.
-                raise NotACluster(f"no cluster at {path!r}: create one with 'plet init'")
-            cluster = Cluster.open(path)
+            cluster = self._opened.get(path)
+            if cluster is None:
+                if not Path(path).is_dir():
+                    # Cluster.open would create an empty cluster: a typo must not do that.
+                    raise NotACluster(f"no cluster at {path!r}: create one with 'plet init'")
+                cluster = self._opened[path] = Cluster.open(path)
         except Exception as exc:  # shown to the user
-            self.post_message(ClusterReady(error=exc))
+            ready = ClusterReady(error=exc)
         else:
-            self.post_message(ClusterReady(cluster))
+            ready = ClusterReady(cluster)
+        if path == self.cluster_path:  # else a later switch overtook this one
+            self.post_message(ready)
 
     def on_cluster_ready(self, message: ClusterReady) -> None:
         if message.error is not None:
@@ -139,20 +158,69 @@ class ConsoleApp(App[None]):
         self.cluster = message.cluster
         sound, health = check.health(self.cluster)
         self.sub_title = f"{self.cluster.name} · {self.cluster_path} · {health}"
+        changes = self.allowed().changes
+        if not changes:  # the header says so on every screen (the web's badge)
+            self.title = f"{self.TITLE} · read-only ({changes.reason})"
         if not sound:
             self.notify(health, severity="warning", timeout=30)
         self.query_one(StreamTree).load()
         if self.start_topic:
             self.open_path(self.start_topic)
-            self.query_one("#msg-table").focus()
+            # a stream (a followed link, console/widgets/replication.py) keeps its tab
+            self.query_one("#msg-table" if ":" in self.start_topic else "#stream-tree").focus()
         else:
             self.query_one("#stream-tree").focus()
             self.active_pane().reload()
 
+    def allowed(self) -> Allowed:
+        """What the console's user may do (engine.auth.actions); asking about a stream or
+        group reads the catalog, so do that in a worker."""
+        assert self.cluster is not None
+        return Allowed(self.cluster, read_only=self.read_only)
+
     def on_unmount(self) -> None:
         self.workers.cancel_all()
-        if self._owns_cluster and self.cluster is not None:
-            self.cluster.close()
+        for cluster in self._opened.values():
+            if cluster is not self._given:
+                cluster.close()
+
+    def current_cluster(self) -> str | None:
+        """The name (in `clusters`) of the cluster shown, if it is one of them."""
+        here = str(Path(self.cluster_path).resolve())
+        return next((c.name for c in self.clusters if c.path == here), None)
+
+    def follow_link(self, target: str, stream: str) -> None:
+        """Show `stream` of the cluster at `target` (a replication link's target), when it
+        is one of `clusters`."""
+        found = next((c for c in self.clusters if c.path == target), None)
+        if found is None:
+            self.notify(
+                f"{target} is not one of this console's clusters (plet tui --also PATH)",
+                severity="warning",
+            )
+            return
+        self.switch_cluster(found.name, stream)
+
+    def switch_cluster(self, name: str, open_path: str | None = None) -> None:
+        """Show the cluster of `clusters` named `name`: the tree and every tab start again
+        on it (on `open_path`, a stream or topic, if given, else nothing chosen); the others
+        stay open for a switch back."""
+        target = next((c for c in self.clusters if c.name == name), None)
+        if target is None or target.path is None:
+            self.notify(f"no cluster {name!r} here", severity="error")
+            return
+        if name == self.current_cluster():
+            if open_path is not None:
+                self.open_path(open_path)
+            return
+        if self.cluster is not None:  # an injected one too, to be found again
+            self._opened.setdefault(str(Path(self.cluster_path).resolve()), self.cluster)
+        self.cluster_path, self.cluster, self.start_topic = target.path, None, open_path
+        self.set_context(None, None)
+        for pane in self.panes():
+            pane.stale = True
+        self.sub_title = f"{name} · opening…"
+        self._open_cluster(target.path)
 
     # --- what is shown ----------------------------------------------------------------
 
@@ -270,6 +338,25 @@ class ConsoleApp(App[None]):
     def action_reset_group(self) -> None:
         self.show_tab("groups")
         self.query_one("#groups", GroupsPane).action_reset()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "switch_cluster":
+            # no key, nor footer entry, with one cluster to open
+            return sum(c.local for c in self.clusters) > 1
+        return True
+
+    def action_switch_cluster(self, name: str | None = None) -> None:
+        """Switch to the cluster `name`, or choose one in a dialog."""
+        if name is not None:
+            self.switch_cluster(name)
+            return
+        from console.screens.clusters import ClustersScreen
+
+        def chosen(picked: str | None) -> None:
+            if picked is not None:
+                self.switch_cluster(picked)
+
+        self.push_screen(ClustersScreen(self.clusters, self.current_cluster()), chosen)
 
     def action_new_replay(self, kind: Any = None) -> None:
         self.show_tab("replays")

@@ -45,6 +45,7 @@ class Page:
     # what transactions did: aborted records and the markers among the records
     marks: service.TransactionMarks = service.TransactionMarks(frozenset(), ())
     stable: dict[int, int] = field(default_factory=dict)  # each partition's LSO
+    masked: str = ""  # the stream's mask policy, when it applies to the user (engine.masking)
 
     @property
     def rows(self) -> list[ConsumerRecord | service.Marker]:
@@ -91,6 +92,7 @@ def read_page(
     with service.Browser(cluster, info, partitions) as browser:
         page = browser.page(query)
         marks = browser.marks(page.records)
+        masked = browser.mask.text if browser.mask is not None else ""
     return Page(
         info.name,
         info.partitions,
@@ -103,6 +105,7 @@ def read_page(
         page.forward,
         marks,
         Transactions(cluster).stable_offsets(info),
+        masked,
     )
 
 

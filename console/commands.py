@@ -50,6 +50,15 @@ class ConsoleCommands(Provider):
                 "what each stream lets a console user do",
                 app.action_permissions,
             ),
+            *[
+                (
+                    f"Switch cluster: {c.name}",
+                    c.path or "",
+                    partial(app.action_switch_cluster, c.name),
+                )
+                for c in app.clusters
+                if c.local and c.name != app.current_cluster()
+            ],
             ("Refresh", "read everything shown again", app.action_refresh),
             ("Help", "keys and tabs", app.action_help),
         ]

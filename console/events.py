@@ -51,6 +51,19 @@ class Loaded(Message):
         self.error = error
 
 
+class GatesLoaded(Message):
+    """A worker's answer with what the user may do in a tab (`data`: action name ->
+    `engine.auth.actions.Verdict`) to the tab's request number `seq`."""
+
+    bubble = False
+
+    def __init__(self, seq: int, data: dict[str, Any], where: str | None) -> None:
+        super().__init__()
+        self.seq = seq
+        self.data = data
+        self.where = where  # the stream, topic or group they are about
+
+
 class GroupPermsLoaded(Message):
     """A worker's answer with the chosen consumer group's permissions (`data`, a
     `GroupPermissions`), or `error`, to the Groups tab's request number `seq`."""

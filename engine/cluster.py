@@ -395,6 +395,17 @@ class Cluster:
         cluster, such as a replica link, needs one."""
         return bool(self.principal.superuser) or self._own_principal
 
+    def check_may_change(self, what: str, principal: Principal | None = None) -> None:
+        """Raise `AccessDenied` when `principal` (default: the cluster's) is read-only (a
+        console user with the read-only flag, `plet user edit --read-only`): they read what
+        their ACEs allow and change nothing, whatever the ACEs or the admin flag say. Every
+        change of the cluster checks it (ACE checks other than consume_perm do it first),
+        so the consoles, the JSON API and the wire listener refuse alike. `what` words the
+        refusal ("create streams")."""
+        who = principal or self.principal
+        if who.read_only:
+            raise AccessDenied(f"user {who.user!r} is read-only: they may not {what}")
+
     def on_close(self, stop: Any) -> None:
         """Have `close()` call `stop` (a background worker's stop, which waits for the
         worker's current pass) before it closes the files: closing an SQLite connection
@@ -534,6 +545,7 @@ class Cluster:
         `path` is positional only, so a policy named "path" is refused as unknown."""
         self.check_open()
         names.validate_stream_path(path)
+        self.check_may_change("create streams")
         checked = policies.validate(stream_policies)
         self._check_reach(checked, policies.DEFAULTS)
         self.catalog.create_stream(path, checked, self.principal.user)
@@ -1220,6 +1232,7 @@ class Cluster:
         InitProducerId) writes its batches with. Every process that opens the cluster
         knows it, until it is unused for `PRODUCER_ID_EXPIRY_MS`."""
         self.check_open()
+        self.check_may_change("produce")
         row = self.catalog.producers.issue(self.principal.user, self.clock.now_ms())
         return row.id, row.epoch
 
@@ -1312,11 +1325,13 @@ class Cluster:
     def enforce_retention(self) -> RetentionReport:
         """Drop partitionlets whose messages have all expired (the streams' `ttl`)."""
         self.check_open()
+        self.check_may_change("enforce retention")
         return retention.enforce_retention(self)
 
     def compact(self) -> CompactionReport:
         """Keep the latest message per key in the partitionlets of compacted streams."""
         self.check_open()
+        self.check_may_change("compact")
         return retention.compact(self)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
@@ -1357,6 +1372,7 @@ class Cluster:
         archive tier (one Parquet file each; docs/ARCHIVE.md), of one stream or of all;
         report what moved."""
         self.check_open()
+        self.check_may_change("archive")
         from engine.ops import archive
 
         if stream is not None:
@@ -1368,6 +1384,8 @@ class Cluster:
         """Move sealed partitionlets between volumes to even out bytes and heat; report
         what moved (or, with `dry_run`, what would)."""
         self.check_open()
+        if not dry_run:
+            self.check_may_change("move partitionlets")
         return balance.rebalance(self, dry_run=dry_run, max_moves=max_moves)
 
     # --- replication (engine.replication) ------------------------------------------------
@@ -1446,10 +1464,15 @@ class Cluster:
         *,
         groups: tuple[str, ...] | list[str] | str = (),
         admin: bool = False,
+        read_only: bool = False,
     ) -> UserInfo:
-        """Add a console user (`UserInfo`); an admin passes every ACE."""
+        """Add a console user (`UserInfo`); an admin passes every ACE, a read-only user is
+        refused every change (`check_may_change`)."""
         self.check_open()
-        return user_store.add_user(self, name, password, groups=groups, admin=admin)
+        self.check_may_change("add users")
+        return user_store.add_user(
+            self, name, password, groups=groups, admin=admin, read_only=read_only
+        )
 
     def user(self, name: str) -> UserInfo:
         self.check_open()
@@ -1461,7 +1484,14 @@ class Cluster:
 
     def set_password(self, name: str, password: str) -> None:
         self.check_open()
+        self._check_account_change(name, "set the password of")
         user_store.set_password(self, name, password)
+
+    def _check_account_change(self, name: str, what: str) -> None:
+        """A read-only user still keeps their own account (password, API tokens): it is no
+        change of the cluster, and a password must be changeable when it leaked."""
+        if name != self.principal.user:
+            self.check_may_change(f"{what} other users")
 
     def edit_user(
         self,
@@ -1469,12 +1499,16 @@ class Cluster:
         *,
         groups: tuple[str, ...] | list[str] | str | None = None,
         admin: bool | None = None,
+        read_only: bool | None = None,
     ) -> UserInfo:
+        """Change a user's groups, admin flag and read-only flag (None: keep)."""
         self.check_open()
-        return user_store.edit_user(self, name, groups=groups, admin=admin)
+        self.check_may_change("edit users")
+        return user_store.edit_user(self, name, groups=groups, admin=admin, read_only=read_only)
 
     def delete_user(self, name: str) -> None:
         self.check_open()
+        self.check_may_change("delete users")
         user_store.delete_user(self, name)
 
     def authenticate(self, name: str, password: str) -> UserInfo | None:
@@ -1512,6 +1546,7 @@ class Cluster:
         """A new API token for user `name`, returned once; only its hash is kept.
         `expires_in`: seconds, a timedelta or text such as "30d"; None: never."""
         self.check_open()
+        self._check_account_change(name, "make API tokens of")
         return user_store.create_api_token(self, name, label, expires_in=expires_in)
 
     def api_tokens(self, name: str | None = None) -> list[ApiTokenInfo]:
@@ -1520,6 +1555,7 @@ class Cluster:
 
     def revoke_api_token(self, name: str, token_id: str) -> None:
         self.check_open()
+        self._check_account_change(name, "revoke API tokens of")
         user_store.revoke_api_token(self, name, token_id)
 
     def user_for_token(self, token: str) -> UserInfo | None:
@@ -1555,6 +1591,19 @@ class Cluster:
             return False
         return True
 
+    def may_unmask(self, stream: str | StreamRow | StreamInfo) -> bool:
+        """Whether this cluster's principal sees `stream`'s messages unmasked (its `mask`
+        policy, engine.masking): an administrator (the library's own principal too: the
+        files are the boundary there), or whoever passes its unmask_perm. False for a
+        stream that does not exist."""
+        if self.is_administrator:
+            return True
+        try:
+            self.authorize(stream, "unmask_perm")
+        except (AccessDenied, UnknownStream):
+            return False
+        return True
+
     def authorize(
         self,
         stream: str | StreamRow | StreamInfo,
@@ -1563,8 +1612,8 @@ class Cluster:
         what: str | None = None,
     ) -> None:
         """Raise `AccessDenied` unless `principal` (default: the cluster's) satisfies the
-        ACE `perm` (produce_perm, consume_perm, topic_perm, copy_perm, admin_perm) of
-        `stream`: a stream path (`errors.UnknownStream` if there is none), or a stream as
+        ACE `perm` (produce_perm, consume_perm, unmask_perm, topic_perm, copy_perm,
+        admin_perm) of `stream`: a stream path (`errors.UnknownStream` if there is none), or a stream as
         the catalog or `stream()` gives it. `what` words the refusal ("reset offsets on")."""
         if perm not in _PERM_VERBS:
             raise InvalidArgument(f"perm must be one of {', '.join(_PERM_VERBS)}, not {perm!r}")
@@ -1573,6 +1622,8 @@ class Cluster:
             names.validate_stream_path(stream)
             stream = self._cat.stream(stream)
         who = principal or self.principal
+        if perm not in effective.READS:  # every other ACE policy guards a change
+            self.check_may_change(f"{what or _PERM_VERBS[perm]} stream {stream.path}", who)
         ace = stream.policies.get(perm)
         try:
             allowed = acl.check(ace, who, stream.creator, policy=perm)
@@ -1659,6 +1710,7 @@ class Cluster:
 _PERM_VERBS = {
     "produce_perm": "produce to",
     "consume_perm": "consume from",
+    "unmask_perm": "see the masked fields of",
     "topic_perm": "create or delete topics of",
     "copy_perm": "copy (replicate) the whole of",
     "admin_perm": "administer",

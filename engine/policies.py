@@ -6,7 +6,8 @@ terminal consoles' policy forms, `plet stream create/edit`), so a label, a help 
 bound is written once: `policy(name)` looks one up, `cli_help(name)` is its command-line
 help. A stream stores all of them; `validate(...)` returns a complete, checked dict or
 raises `InvalidPolicy` naming the policy and the accepted values. ACE policies are stored
-as text here; their grammar is checked by `engine.auth.acl`.
+as text here; their grammar is checked by `engine.auth.acl`, the `mask` policy's by
+`engine.masking` (stored in its normal form).
 
 A topic may override the policies marked `topic` (`TOPIC_POLICIES`): `validate_overrides`
 checks a topic's own set, `effective` puts it over its stream's, and `check_stored` with
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine import masking
 from engine.auth import acl
 from engine.errors import InvalidPolicy
 from engine.storage.batch import CODECS, MAX_TIMESTAMP_MS
@@ -61,6 +63,7 @@ class Policy:
     choices: tuple[str, ...] = ()
     ace: bool = False
     uri: bool = False  # a str checked as an archive URI (engine.storage.archive)
+    mask: bool = False  # a str checked as a data mask (engine.masking)
     metavar: str = ""  # the value's name on the command line: SECONDS, MS, N, BYTES, ACE
     topic: bool = False  # a topic may override it (DESIGN, "Stream policies")
     # a duration: its unit in milliseconds (1,000: seconds; 1: ms), and text with units
@@ -72,7 +75,7 @@ class Policy:
         """Which control a form shows: "bool", "int", "choice", "ace" or "text" (a URI)."""
         if self.ace:
             return "ace"
-        if self.uri:
+        if self.uri or self.mask:
             return "text"
         if self.choices:
             return "choice"
@@ -246,8 +249,25 @@ POLICIES: tuple[Policy, ...] = (
         uri=True,
         metavar="URI",
     ),
+    Policy(
+        "mask",
+        str,
+        "",
+        "Masked fields",
+        "What the consoles, the API, downloads and searches show as **** to a user without "
+        "the unmask permission, comma-separated: key, value, value.FIELD (value.card.number; "
+        "a value that is not JSON is masked whole) or headers.NAME; empty masks nothing.",
+        mask=True,
+        metavar="FIELDS",
+    ),
     _ace("produce_perm", "Produce permission", "produce to the stream's topics"),
     _ace("consume_perm", "Consume permission", "consume from the stream's topics"),
+    _ace(
+        "unmask_perm",
+        "Unmask permission",
+        "see the fields of the mask policy unmasked in the consoles, the API, downloads and "
+        "searches",
+    ),
     _ace("topic_perm", "Topic permission", "create and delete the stream's topics"),
     _ace("copy_perm", "Copy permission", "replicate (copy) the whole stream to another cluster"),
     # What the engine checks admin_perm for (Cluster.edit_stream, delete_stream,
@@ -350,6 +370,8 @@ def _check(name: str, value: Any) -> Any:
         return value
     if row.uri:
         return _uri(name, value)
+    if row.mask:
+        return masking.normal(value)
     if not isinstance(value, str) or not value.strip():
         raise InvalidPolicy(f"policy {name!r} must be a non-empty ACE, got {shown(value)}")
     acl.parse(value, policy=name)

@@ -442,6 +442,10 @@ def refusals(cluster: Cluster, kind: str, params: Mapping[str, Any]) -> builtins
     shows them all, each next to its field."""
     given = {k: v for k, v in params.items() if v is not None}
     admin = cluster.is_administrator
+    try:  # a job writes (its target, its result): nothing a read-only user may do
+        cluster.check_may_change("start jobs")
+    except AccessDenied as exc:
+        return [Refusal("kind", exc)]
     if kind in ADMIN_KINDS and not admin:
         denied = AccessDenied(
             f"Only administrators may run {kind} jobs: a {kind} job runs a Python file on the "
@@ -467,6 +471,9 @@ def refusals(cluster: Cluster, kind: str, params: Mapping[str, Any]) -> builtins
             cluster.authorize(names.split_full_name(source)[0], "consume_perm")
         elif stream:
             cluster.authorize(stream, "consume_perm")
+        read = names.split_full_name(source)[0] if source else stream
+        if read:
+            _check_unmask(cluster, read)
     except PartitionletError as exc:
         found.append(Refusal("source" if source else "stream", exc))
     target = given.get("target")
@@ -483,6 +490,17 @@ def refusals(cluster: Cluster, kind: str, params: Mapping[str, Any]) -> builtins
         except PartitionletError as exc:
             found.append(Refusal("target", exc))
     return found
+
+
+def _check_unmask(cluster: Cluster, stream: str) -> None:
+    """AccessDenied when `stream` masks fields from the principal (engine.masking): a
+    replay reads the data itself, and its results hold it, so it needs `unmask_perm`."""
+    mask = cluster.stream(stream).policies.get("mask")
+    if mask and not cluster.may_unmask(stream):
+        raise AccessDenied(
+            f"stream {stream} masks {mask} from users without its unmask_perm, and a replay "
+            "reads the data itself: only who may unmask the stream may replay it"
+        )
 
 
 def _too_many_jobs(cluster: Cluster) -> TooManyJobs | None:
@@ -534,7 +552,9 @@ def may_see(cluster: Cluster, job: Job) -> bool:
 
 def may_cancel(cluster: Cluster, job: Job) -> bool:
     """Whether the principal of `cluster` may cancel a job: administrators and whoever
-    submitted it (`SUBMITTED_BY`)."""
+    submitted it (`SUBMITTED_BY`); never a read-only user."""
+    if cluster.principal.read_only:
+        return False
     return cluster.is_administrator or job.params.get(SUBMITTED_BY) == cluster.principal.user
 
 

@@ -5,7 +5,8 @@ web/overview.py, web/streams.py, web/topics.py, web/groups.py, web/replication.p
 web/heat.py, web/replays.py, web/users.py, and the JSON API in web/api/), each page a template that includes the partial
 templates (`_name.html`) its htmx requests get back alone (web/pages.py decides which).
 Security (sessions, CSRF, headers) is set up in web/security.py; the logged-in user acts
-as an engine `Principal`, so stream ACEs decide what they see and change.
+as an engine `Principal`, so stream ACEs decide what they see and change. One app serves
+one cluster; web/clusters.py's `Console` mounts several under `/c/<name>/` (`plet web`).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def create_app(
     app.config["TESTING"] = testing
     app.config["JSON_SORT_KEYS"] = False
     app.config["SECRET_KEY"] = _secret_key(path)
-    from web import filters, pages, security
+    from web import allowed, clusters, filters, pages, security
 
     app.config.update(security.CONFIG_DEFAULTS)
     # werkzeug holds every body to it: a Content-Length past it is refused unread, and a
@@ -96,6 +97,8 @@ def create_app(
     security.init_app(app)
     filters.init_app(app)
     pages.init_app(app)
+    clusters.init_app(app)
+    allowed.init_app(app)  # what pages offer, and --read-only (web/allowed.py)
 
     # imported here, not at the top: the blueprints import this package (for state())
     from web.api import api
@@ -105,6 +108,7 @@ def create_app(
     from web.errors import register_error_handlers
     from web.groups import groups
     from web.heat import heat
+    from web.imports import imports
     from web.overview import overview
     from web.replays import replays
     from web.replication import replication
@@ -121,6 +125,7 @@ def create_app(
         overview,
         streams,
         topics,
+        imports,
         search,
         message_search_pages,
         groups,
@@ -160,6 +165,9 @@ def close_app(app: Flask) -> None:
     searches = app.extensions.get("message_searches")  # web/search_messages.py
     if searches is not None:
         searches.close()  # their threads read the cluster: they end first
+    writes = app.extensions.get("imports")  # web/imports.py
+    if writes is not None:
+        writes.close()  # their threads write to the cluster: they end first
     state(app).close()
 
 

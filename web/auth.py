@@ -73,6 +73,8 @@ def load_user():
     if request.endpoint is None:  # a 404: let the error handler answer
         return None
     target = request.full_path if request.query_string else request.path
+    # the app may be mounted under a prefix (/c/<cluster>/, web/clusters.py): come back there
+    target = request.script_root + target
     login = url_for("auth.login", next=target)
     if request.headers.get("HX-Request"):
         # an htmx request after the session ended: load the login page, not a fragment of it

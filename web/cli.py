@@ -5,6 +5,11 @@ background threads. Registered as the entry point `web` of `partitionlet.command
 `plet web --kafka HOST:PORT` also serves the Kafka wire protocol on the app's cluster
 (engine.wire.KafkaServer, as `plet serve` does), started and stopped with the console.
 
+`plet web --also PATH`, `--clusters FILE` and the clusters the served one replicates to
+(engine.served_clusters) are served too, each under `/c/<name>/` (web/clusters.py), with
+its own logins; the background work (replicator, maintenance, Kafka listener) is the main
+cluster's only: the others' own processes run theirs.
+
 `plet web --demo` first makes (or finds) the demo of web/demo.py under the `--cluster`
 directory (default data/demo), serves its cluster dc1 and runs the demo's live load and the
 replicators of dc2 and dc3 too: `make run` is this command.
@@ -21,6 +26,7 @@ from typing import Any
 import click
 
 from engine.cli import cluster_option
+from engine.cli.options import served_cluster_options
 from engine.cli.serve import listener_limit_options
 
 
@@ -47,6 +53,7 @@ def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None
 
 @click.command("web")
 @cluster_option
+@served_cluster_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=5000, show_default=True)
 @click.option(
@@ -60,7 +67,7 @@ def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None
     is_flag=True,
     help="Set up (or reuse) the demo under --cluster (default data/demo; PLET_CLUSTER is "
     "ignored): three clusters dc1..dc3 replicating in a ring, 100,000 topics in one stream, "
-    "a replay and a live load; serve dc1.",
+    "a replay and a live load; serve dc1 (dc2 and dc3 under /c/dc2/, /c/dc3/).",
 )
 # For tests and quick tries: a smaller demo, and none of Spark's start-up time.
 @click.option("--demo-topics", type=click.IntRange(0), default=None, hidden=True)
@@ -86,6 +93,13 @@ def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None
 )
 @listener_limit_options("kafka-")
 @click.option(
+    "--read-only",
+    is_flag=True,
+    help="Serve no changes: every request that could change something (a form, the JSON "
+    "API's POST, PUT, PATCH, DELETE) is refused with 403, and the pages show no change "
+    "buttons; logging in and out still work.",
+)
+@click.option(
     "--max-request-bytes",
     type=click.IntRange(1024),
     default=None,
@@ -95,6 +109,9 @@ def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None
 @click.pass_context
 def web_command(
     ctx: click.Context,
+    also: tuple[str, ...],
+    clusters_file: str | None,
+    linked: bool,
     host: str,
     port: int,
     replicate: bool,
@@ -107,22 +124,36 @@ def web_command(
     kafka_tls_key: str | None,
     kafka_insecure: bool,
     max_request_bytes: int | None,
+    read_only: bool,
     listener_limits: dict[str, Any],
 ) -> None:
     """Serve the web console and its JSON API, and run the replicator and maintenance in the
     background. Without users yet, the first administrator 'admin' is made, with the
-    password from PLET_ADMIN_PASSWORD or a generated one, printed once."""
+    password from PLET_ADMIN_PASSWORD or a generated one, printed once.
+
+    The clusters named with --also or in a --clusters file, and those this one replicates
+    to, are served too, each under /c/NAME/ with its own users and logins (the switcher in
+    the header goes from one to another)."""
     from werkzeug.serving import make_server
 
     from engine import Cluster
     from engine.auth.users import ensure_admin
     from engine.cli import cluster_path, fail, require_cluster_path
+    from engine.errors import PartitionletError
     from engine.ops.maintenance import Maintenance
     from engine.replication import Replicator
-    from web import close_app, create_app, state
+    from engine.served_clusters import served_clusters
+    from web import state
+    from web.clusters import Console
 
     if listener_limits and kafka is None:
         raise click.UsageError("the --kafka-... limits need --kafka HOST:PORT")
+    if read_only and kafka is not None:
+        # Kafka clients produce and commit over it: a read-only console serves no changes
+        raise click.UsageError(
+            "--read-only serves no changes, and --kafka would take them: run `plet serve` "
+            "for Kafka clients (a read-only user's are refused every change there too)"
+        )
     prepared = None
     if demo:
         from web import demo as web_demo
@@ -146,10 +177,30 @@ def web_command(
         with Cluster.open(path) as cluster:
             admin = ensure_admin(cluster)
 
+    served = served_clusters(path, also, clusters_file, linked=linked)
+    admins = {served[0].name: admin}
+    for other in list(served[1:]):
+        if other.path is None:
+            continue
+        try:  # each cluster has its own users: someone must be able to log in
+            with Cluster.open(other.path) as cluster:
+                admins[other.name] = ensure_admin(cluster)
+        except (PartitionletError, OSError) as exc:
+            if not other.linked:
+                raise  # named on purpose: the user must hear of it
+            click.echo(f"not serving {other.name} ({other.path}): {exc}", err=True)
+            served.remove(other)
+
     limits: dict[str, Any] = {}
     if max_request_bytes is not None:
         limits["MAX_CONTENT_LENGTH"] = max_request_bytes
-    app = create_app(cluster_path=path, **limits)
+    if read_only:
+        limits["READ_ONLY"] = True  # web/allowed.py, in every cluster's app
+    console = Console(served, **limits)
+    for skipped, why in console.skipped:
+        click.echo(f"not serving {skipped.name} ({skipped.path}): {why}", err=True)
+    served = list(console.clusters)
+    app = console.main
     kafka_server = None
     try:
         web_state = state(app)
@@ -159,7 +210,7 @@ def web_command(
             web_state.workers.append(_ReplicatorThread(Replicator(cluster)))
         if prepared is not None:
             web_state.workers.extend(web_demo.live_workers(prepared))
-        server = make_server(host, port, app, threaded=True)
+        server = make_server(host, port, console, threaded=True)
         if kafka is not None:
             from engine.wire import KafkaServer
             from web.security import login_guard_of
@@ -178,7 +229,7 @@ def web_command(
     except BaseException:
         if kafka_server is not None:
             kafka_server.close()
-        close_app(app)
+        console.close()
         raise
     # `kill PID` (SIGTERM, what service managers send) stops as cleanly as Ctrl+C: the
     # workers are stopped and the clusters closed instead of the threads dying mid-write.
@@ -193,8 +244,10 @@ def web_command(
         if prepared is not None:
             _print_demo(prepared)
         _print_login(url, path, admin, prepared)
+        _print_clusters(url, served, admins)
         if kafka_server is not None:
             _print_kafka(kafka_server)
+        click.echo("Press Ctrl+C to stop.")
         # What start-up made (modules, templates, the app) lives as long as the server: out
         # of the collector's sight, a full collection scans only what requests made (on the
         # heat page, 100 ms pauses became 2 ms; docs/BENCHMARKS.md).
@@ -208,7 +261,7 @@ def web_command(
         server.server_close()
         if kafka_server is not None:
             kafka_server.close()  # before the cluster it serves is closed
-        close_app(app)
+        console.close()
 
 
 def _print_kafka(server: Any) -> None:
@@ -261,6 +314,23 @@ def _print_demo(demo: Any) -> None:
         )
 
 
+def _print_clusters(url: str, served: Any, admins: dict[str, tuple[str, str | None]]) -> None:
+    """The other clusters served (each with its own users), and their first passwords."""
+    if len(served) < 2:
+        return
+    click.echo(click.style("Clusters: ", bold=True) + "each has its own users; log in to each")
+    base = url.rstrip("/")
+    for c in served:
+        if c.path is None:
+            click.echo(f"  {c.name:<12} {c.url}/  (another console, a link)")
+            continue
+        line = f"  {c.name:<12} {base}/c/{c.name}/  ({c.path})"
+        name, password = admins.get(c.name, ("", None))
+        if password and not c.main:
+            line += f"  log in as {name} / {password} (printed once)"
+        click.echo(line)
+
+
 def _print_login(url: str, path: str, admin: tuple[str, str | None], demo: Any) -> None:
     name, password = admin
     click.echo()
@@ -277,4 +347,3 @@ def _print_login(url: str, path: str, admin: tuple[str, str | None], demo: Any) 
             "printed when it was created"
         )
         click.echo(f"  (forgotten? 'plet user passwd {name} --cluster {path}' sets a new one)")
-    click.echo("Press Ctrl+C to stop.")

@@ -12,7 +12,7 @@
 - one finished Spark replay (`window-counts` over `/apps/sensors`), or a warning when Java or
   PySpark is missing or the job fails: the console still starts;
 - the web console's first administrator (`engine.auth.users.ensure_admin`, before any other user
-  exists) and a non-admin user `viewer` of group `analysts`, which `/apps/sensors`' consume
+  exists; in dc2 and dc3 too, with the same password when this run made it) and a non-admin user `viewer` of group `analysts`, which `/apps/sensors`' consume
   ACE lets in, so the console has ACEs to show.
 
 `prepare` is idempotent and resumable: it looks at what the clusters hold (topic counts,
@@ -135,6 +135,11 @@ def prepare(
 
         # The administrator first: ensure_admin creates one only while no user exists.
         admin = ensure_admin(dc1)
+        if admin[1] is not None:
+            # plet web serves dc2 and dc3 too (linked by the ring), each with its own users:
+            # a fresh demo gives their administrators dc1's password, printed once with it
+            for other in (dc2, dc3):
+                ensure_admin(other, admin[1])
 
         start = time.perf_counter()
         summary = engine_demo.seed(dc1)

@@ -72,6 +72,7 @@ NAV = (
     ("overview.index", "Overview"),
     ("streams.index", "Streams"),
     ("search.topics", "Topics"),
+    ("schemas.index", "Schemas"),
     ("groups.index", "Consumer groups"),
     ("transactions.index", "Transactions"),
     ("replication.index", "Replication"),

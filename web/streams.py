@@ -26,8 +26,7 @@ from werkzeug.datastructures import MultiDict
 
 from engine import errors, names
 from engine import policies as stream_policies
-from engine.auth import acl
-from web.pages import cluster, principal, render, wants_partial
+from web.pages import cluster, render, wants_partial
 from web.search import find, hit_url
 
 streams = Blueprint("streams", __name__)
@@ -326,15 +325,6 @@ def _topics_context(path: str, source: MultiDict | None = None) -> dict[str, Any
     }
 
 
-def _may_admin(info) -> bool:
-    """Whether the user satisfies admin_perm (a hint on the form; the engine decides)."""
-    who = principal()
-    try:
-        return acl.check(info.policies.get("admin_perm"), who, info.creator)
-    except errors.InvalidPolicy:
-        return who.superuser  # an unreadable stored ACE passes super users only (engine)
-
-
 def _policy_form(info, values: dict[str, Any] | None = None) -> dict[str, Any]:
     shown = {
         name: ("true" if value else "false") if name in BOOL_POLICIES else str(value)
@@ -361,7 +351,6 @@ def _stream_context(path: str, **overrides: Any) -> dict[str, Any]:
         "policy_errors": {},
         "policy_saved": False,
         "topic_policy_fields": TOPIC_POLICY_FIELDS,
-        "may_admin": _may_admin(info),
         "stored_problem": stream_policies.problem(info.policies),
         "topic_form": {"name": "", "partitions": ""},
         "topic_policy_form": _topic_policy_form(info),
@@ -408,7 +397,6 @@ def edit_policies(stream: str):
         "policy_errors": found,
         "policy_saved": not found,
         "topic_policy_fields": TOPIC_POLICY_FIELDS,
-        "may_admin": _may_admin(info),
         "stored_problem": stream_policies.problem(info.policies),
     }
     if wants_partial():

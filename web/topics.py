@@ -1,6 +1,11 @@
-"""The topic page: partitions and their partitionlet chains, a message browser (seek by
-offset or time, filter, show as text, JSON or hex, live tail, download) and a form to
-produce a message.
+"""The topic page: its facts, then tabs (`TABS`): the message browser (seek by offset or
+time, filter, show as text, JSON or hex, live tail, download, and a form to produce a
+message a click away), the partitions and their partitionlet chains, the consumer groups
+reading it, its policies (configs), its schemas and its charts.
+
+The page opens on its messages. A tab is a link (`?tab=partitions`), so a reload or Back
+shows the same tab and the page works without JavaScript; htmx loads a tab's panel in place
+and pushes its URL.
 
 URLs carry the full topic name without its leading slash (/topics/apps/sensors:car-17).
 The browser form asks for the page itself with query arguments, so every view of the
@@ -20,14 +25,15 @@ from flask import (
     abort,
     flash,
     redirect,
+    render_template,
     request,
     stream_with_context,
     url_for,
 )
+from htmx_flask import request as htmx_request
 
 from engine import errors, times
 from engine import policies as policy_table
-from engine.auth import acl
 from engine.client import browse
 from engine.client.browse import FORWARD, NEWEST, BadQuery, Browser, Marker, TransactionMarks
 from engine.client.producer import produce_one
@@ -37,13 +43,25 @@ from engine.client.transactions import Transactions
 from engine.headers import parse_headers
 from engine.records import TopicInfo
 from web import messages as msgs
+from web.allowed import may
 from web.messages import BadInput
-from web.pages import cluster, principal, render, wants_partial
+from web.pages import cluster, render, wants_partial
 from web.streams import TOPIC_POLICY_FIELDS, _override_error, _override_values, _policy_form
 
 topics = Blueprint("topics", __name__)
 
 PRODUCE_FIELDS = ("key", "value", "headers", "partition")
+
+# The page's tabs, (name in the URL, label); the first is the page's own.
+TABS = (
+    ("messages", "Messages"),
+    ("partitions", "Partitions"),
+    ("consumers", "Consumers"),
+    ("configs", "Configs"),
+    ("schema", "Schema"),
+    ("charts", "Charts"),
+)
+TAB_NAMES = tuple(name for name, _label in TABS)
 
 
 def _topic(name: str) -> TopicInfo:
@@ -136,26 +154,71 @@ def _value_schema(info: TopicInfo) -> RegisteredSchema | None:
         return None
 
 
-def _page_context(info: TopicInfo) -> dict[str, Any]:
-    return {
-        "topic": info,
-        **_policies_context(info),
-        "produce": {
+def _tab(args: Any) -> str:
+    """The tab the URL names (`?tab=`); the messages without one. An unknown tab is a 404."""
+    tab = args.get("tab") or TAB_NAMES[0]
+    if tab not in TAB_NAMES:
+        abort(404, description=f"The topic page has no tab {tab!r}: it has {', '.join(TAB_NAMES)}.")
+    return tab
+
+
+def _consumers(info: TopicInfo) -> list[dict[str, Any]]:
+    """The consumer groups with offsets in (or members assigned to) the topic, those the
+    user may describe, each with its committed offsets and lag on this topic alone."""
+    found = []
+    for group in cluster().groups():
+        partitions = [p for p in group.partitions if p.topic == info.name]
+        members = [m for m in group.members if any(tp.topic == info.name for tp in m.assignment)]
+        if partitions or members:
+            found.append(
+                {
+                    "group": group,
+                    "partitions": partitions,
+                    "members": len(members),
+                    "lag": sum(p.lag for p in partitions),
+                }
+            )
+    return found
+
+
+def _page_context(info: TopicInfo, tab: str = "messages", **parts: Any) -> dict[str, Any]:
+    """What topic.html shows on `tab`: only that tab's panel is read and rendered; `parts`
+    replace a panel's context (a form sent with its errors)."""
+    context: dict[str, Any] = {"topic": info, "tabs": TABS, "tab": tab}
+    if tab == "messages":
+        context["produce"] = {
             "form": {},
             "errors": {},
             "result": None,
             "error": None,
             "schema": _value_schema(info),
-        },
-    }
+        }
+        context["produce_open"] = False
+    elif tab == "configs":
+        context.update(_policies_context(info))
+    elif tab == "consumers":
+        context["consumers"] = _consumers(info)
+    return context | parts
+
+
+def _tabs_partial() -> bool:
+    """Whether htmx asked for the tabs and their panel (a tab's link), not the messages."""
+    return wants_partial() and htmx_request.htmx.target == "topic-tabs"
 
 
 @topics.route("/topics/<path:name>")
 def topic(name: str):
     info = _topic(name)
-    browse_ctx = _browse(info, request.args)
-    status = browse_ctx.pop("status")
-    body = render("topics/topic.html", "topics/_messages.html", **_page_context(info), **browse_ctx)
+    tab = _tab(request.args)
+    context = _page_context(info, tab)
+    status = 200
+    if tab == "messages":
+        browse_ctx = _browse(info, request.args)
+        status = browse_ctx.pop("status")
+        context.update(browse_ctx)
+    if _tabs_partial():
+        return render_template("topics/_tabs.html", **context), 200
+    body = render("topics/topic.html", "topics/_messages.html", **context)
     return body, _status(status)
 
 
@@ -167,7 +230,7 @@ def more(name: str):
     status = browse_ctx.pop("status")
     if not wants_partial():
         # without htmx the link leads to a page that starts at the cursor
-        body = render("topics/topic.html", None, **_page_context(info), **browse_ctx)
+        body = render("topics/topic.html", None, **_page_context(info) | browse_ctx)
         return body, status
     return render("topics/_more.html", None, topic=info, **browse_ctx), 200
 
@@ -367,10 +430,10 @@ def produce(name: str):
     produced, status = _produce(info, request.form)
     if wants_partial():
         return render("topics/_produce.html", None, topic=info, produce=produced), 200
-    context = _page_context(info) | {"produce": produced}
+    context = _page_context(info, produce=produced, produce_open=True)
     browse_ctx = _browse(info, {})
     browse_ctx.pop("status")
-    return render("topics/topic.html", None, **context, **browse_ctx), status
+    return render("topics/topic.html", None, **context | browse_ctx), status
 
 
 # --- policies: the topic's effective values, where each comes from, its overrides --------
@@ -386,10 +449,7 @@ def _policies_context(
     """The Policies part: each policy a topic may override with its effective value and
     source, and the form of its overrides (as sent, when `found` has errors)."""
     stream = cluster().stream(info.stream)
-    try:
-        may_edit = acl.check(stream.policies.get("topic_perm"), principal(), stream.creator)
-    except errors.InvalidPolicy:
-        may_edit = principal().superuser  # an unreadable stored ACE passes super users only
+    may_edit = may("edit_topic", info.stream)
     form = {k: v for k, v in _policy_form(info, values).items() if k in policy_table.TOPIC_POLICIES}
     return {
         "policy_fields": TOPIC_POLICY_FIELDS,
@@ -398,7 +458,8 @@ def _policies_context(
         "policy_overridden": set(info.overrides) if overridden is None else overridden,
         "policy_errors": found or {},
         "policy_saved": saved,
-        "may_edit_policies": may_edit,
+        "may_edit_policies": bool(may_edit),
+        "edit_policies_refused": may_edit.reason,
         "topic_perm": stream.policies.get("topic_perm"),
     }
 
@@ -432,8 +493,8 @@ def edit_policies(name: str):
         return render("topics/_policies.html", None, topic=info, **context)
     if not found:
         flash(f"Saved the policies of {info.name}.")
-        return redirect(url_for("topics.topic", name=info.name.lstrip("/")), code=303)
-    page = _page_context(info) | context
-    browse_ctx = _browse(info, {})
-    browse_ctx.pop("status")
-    return render("topics/topic.html", None, **page, **browse_ctx), (403 if denied else 400)
+        return redirect(
+            url_for("topics.topic", name=info.name.lstrip("/"), tab="configs"), code=303
+        )
+    page = _page_context(info, "configs", **context)
+    return render("topics/topic.html", None, **page), (403 if denied else 400)

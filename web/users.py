@@ -156,10 +156,18 @@ def add_user():
     name = (form.get("name") or "").strip()
     groups = (form.get("groups") or "").strip()
     admin = form.get("admin") == "on"
+    read_only = form.get("read_only") == "on"
     password = form.get("password") or ""
-    forms = Forms(values={"name": name, "groups": groups, "admin": "on" if admin else ""})
+    forms = Forms(
+        values={
+            "name": name,
+            "groups": groups,
+            "admin": "on" if admin else "",
+            "read_only": "on" if read_only else "",
+        }
+    )
     try:
-        cluster().add_user(name, password, groups=groups, admin=admin)
+        cluster().add_user(name, password, groups=groups, admin=admin, read_only=read_only)
     except errors.InvalidName as exc:
         key = "groups" if "group" in str(exc) else "name"
         forms.errors[key] = str(exc)
@@ -197,13 +205,18 @@ def edit_user(name: str):
     _require_admin()
     groups = (request.form.get("groups") or "").strip()
     admin = request.form.get("admin") == "on"
+    read_only = request.form.get("read_only") == "on"
     forms = Forms(values={"groups": groups})
     if name == user().name and not admin:
         forms.errors["admin"] = "You cannot take away your own administrator rights."
         return _user_page(name, forms, 400)
+    if name == user().name and read_only:
+        # a read-only administrator could never clear the flag again from here
+        forms.errors["read_only"] = "You cannot make yourself read-only."
+        return _user_page(name, forms, 400)
     before = cluster().user(name)  # UnknownUser: 404
     try:
-        cluster().edit_user(name, groups=groups, admin=admin)
+        cluster().edit_user(name, groups=groups, admin=admin, read_only=read_only)
     except errors.InvalidName as exc:
         forms.errors["groups"] = str(exc)
         return _user_page(name, forms, 400)

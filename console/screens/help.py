@@ -28,11 +28,13 @@ time (**… more** loads the next page). The search box above it narrows the tre
 | `f` | anywhere | follow the tail (new messages appear as they arrive, newest first) |
 | `p` | anywhere | produce a message to the open topic (key, value, headers, partition) |
 | `v` | anywhere | show the value as text, JSON or hex |
+| `c` | anywhere | switch to another cluster (when `plet tui` lists several) |
 | `ctrl+s` | Policies | save the form (checked by the engine and the admin ACE) |
 | `o` | Groups | reset the chosen group's offsets |
 | `delete` | Groups | delete the chosen group (asks first; not while it has live members) |
 | `a` | Groups | edit the chosen group's permissions (its creator and administrators) |
 | `space` | Replication | pause or resume the chosen link |
+| `enter` | Replication | follow the chosen link to its target cluster (when listed) |
 | `n` / `x` | Replays | start a replay job / cancel the chosen one |
 | `x` | Transactions | abort the chosen open transaction (asks first) |
 

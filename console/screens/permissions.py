@@ -22,7 +22,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 from console.events import Loaded
 from console.widgets.table import Table
 from engine import Cluster
-from engine.auth.effective import ADMINISTRATOR, INVALID, EffectivePermissions
+from engine.auth.effective import ADMINISTRATOR, INVALID, READ_ONLY, EffectivePermissions
 
 PAGE_SIZE = 100
 
@@ -34,6 +34,8 @@ def mark(allowed: bool, reason: str) -> Text:
         text.append(" (admin)", style="dim")
     elif reason == INVALID:
         text.append(" (invalid ACE)", style="dim")
+    elif reason == READ_ONLY:
+        text.append(" (read-only user)", style="dim")
     return text
 
 

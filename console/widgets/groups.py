@@ -6,7 +6,7 @@ administrators), and deleting a group with no live members after a confirmation.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -26,6 +26,11 @@ from engine.times import format_ms
 
 
 class GroupsPane(Pane):
+    GATES: ClassVar[dict[str, str]] = {
+        "reset_offsets": "group-reset",
+        "delete_group": "group-delete",
+        "edit_group_permissions": "group-perms-edit",
+    }
     # Not `r`: that refreshes, whatever has the focus.
     BINDINGS = [
         Binding("o", "reset", "Reset offsets"),
@@ -107,9 +112,14 @@ class GroupsPane(Pane):
             self.selected = key
             self._show_group()
 
+    def gate_target(self) -> str | None:
+        return self.selected if self.selected in self.groups else None
+
     def _show_group(self) -> None:
         info = self.groups.get(self.selected or "")
         self._load_perms(info.group_id if info else None)
+        if self.verdicts_for != self.gate_target():
+            self.load_gates()  # a group newly picked (a refresh asks anyway)
         self.query_one("#chart-group-lag", MetricChart).show_series(
             f"{self.selected} lag" if info else "Lag", "group", self.selected if info else None
         )
@@ -213,6 +223,8 @@ class GroupsPane(Pane):
         if perms is None or perms.group_id != self.selected:
             self.notify("Pick a group first.", severity="warning")
             return
+        if self.refused("edit_group_permissions"):
+            return
         if not perms.editable:
             self.notify(
                 f"Only the creator of {perms.group_id} ({perms.creator or 'none yet'}) or an "
@@ -237,6 +249,8 @@ class GroupsPane(Pane):
         if info is None:
             self.notify("Pick a group first.", severity="warning")
             return
+        if self.refused("reset_offsets"):
+            return
         from console.screens.reset_offsets import ResetOffsetsScreen
 
         # the group's own topics first, one of them chosen; the open topic stays offered
@@ -259,6 +273,8 @@ class GroupsPane(Pane):
         info = self.groups.get(self.selected or "")
         if info is None:
             self.notify("Pick a group first.", severity="warning")
+            return
+        if self.refused("delete_group"):
             return
         if info.members:
             self.notify(

@@ -5,7 +5,7 @@ and a detail pane that shows the whole value as text, JSON or hex with its heade
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -98,6 +98,7 @@ def _prefetch(decoder: SchemaDecoder, records: list[Any]) -> None:
 
 class MessagesPane(Pane):
     AUTO_REFRESH = False  # a reload would move the user's page; following keeps it live
+    GATES: ClassVar[dict[str, str]] = {"produce": "msg-produce"}
     # The keys (f, p, s, ctrl+f, v) are the app's: they must work while the tree has the
     # focus. They call the actions below. Escape (within the pane) cancels a search.
     BINDINGS = [Binding("escape", "cancel_search", "Cancel search", show=False)]
@@ -261,6 +262,8 @@ class MessagesPane(Pane):
             parts.append(f"filter {shown} ({page.scanned:,} scanned)")
         if page.truncated:
             parts.append("scan limit reached")
+        if page.masked:
+            parts.append(f"masked: {page.masked} (no unmask permission)")
         if self.following:
             parts.append(f"following: {self.arrived:,} new")
         parts.append(browse.describe_partitions(page.partitions, page.stable))
@@ -587,6 +590,8 @@ class MessagesPane(Pane):
         if self.topic is None:
             self.notify("Pick a topic first.", severity="warning")
             return
+        if self.refused("produce"):
+            return
         from console.screens.produce import ProduceScreen
 
         def produced(meta: Any) -> None:
@@ -604,6 +609,8 @@ class MessagesPane(Pane):
         """Register a schema for this topic's values or keys (the command palette)."""
         if self.topic is None:
             self.notify("Pick a topic first.", severity="warning")
+            return
+        if self.refused("register_schema"):
             return
         from console.screens.register_schema import RegisterSchemaScreen
 

@@ -4,14 +4,15 @@ from the engine in worker threads without ever blocking the UI."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import work
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Button, DataTable, Static
 
-from console.events import ActionDone, Loaded
+from console.events import ActionDone, GatesLoaded, Loaded
+from engine.auth.actions import ACTIONS, Verdict
 
 if TYPE_CHECKING:
     from console.app import ConsoleApp
@@ -24,6 +25,9 @@ class Pane(Vertical):
 
     # Whether the app's periodic refresh reloads this pane while it is shown.
     AUTO_REFRESH = True
+    # The changes this tab offers: action (engine.auth.actions) -> its button's id. A
+    # button the user may not use is disabled, the reason its tooltip; its key says why.
+    GATES: ClassVar[dict[str, str]] = {}
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -33,6 +37,9 @@ class Pane(Vertical):
         self.stale = True
         self._last_error: str | None = None
         self.loads = 0  # answers shown, for tests that wait for a load to land
+        self.verdicts: dict[str, Verdict] = {}  # GATES' answers for `_verdicts_for`
+        self.verdicts_for: str | None = None
+        self._gate_seq = 0
 
     @property
     def console(self) -> ConsoleApp:
@@ -58,6 +65,7 @@ class Pane(Vertical):
         self.stale = False
         self._seq += 1
         self._fetch_in_thread(self._seq, self.fetch)
+        self.load_gates()
 
     def fetch(self) -> Any:
         """Runs in a worker thread: the engine calls whose result `show` displays."""
@@ -92,6 +100,59 @@ class Pane(Vertical):
             self._last_error = None
             self.show(message.data)
         self.loads += 1
+
+    # --- what the user may do here (engine.auth.actions) ---------------------------------
+
+    def gate_target(self) -> str | None:
+        """Where the GATES' actions apply: the open topic, else the stream (a group's tab
+        names its group)."""
+        return self.topic or self.stream
+
+    def load_gates(self) -> None:
+        """Ask (in a thread: it reads the catalog) what the user may do here."""
+        if not self.GATES or self.console.cluster is None:
+            return
+        self._gate_seq += 1
+        self._fetch_gates(self._gate_seq, self.gate_target())
+
+    @work(thread=True, group="gates")
+    def _fetch_gates(self, seq: int, where: str | None) -> None:
+        allowed = self.console.allowed()
+        verdicts = {}
+        for action in self.GATES:
+            if where is None and ACTIONS[action].scope != "cluster":
+                verdicts[action] = allowed.changes  # nothing picked: the console's answer
+                continue
+            try:
+                verdicts[action] = allowed(action, where)
+            except Exception:  # the engine decides when the change is made
+                continue
+        self.post_message(GatesLoaded(seq, verdicts, where))
+
+    def on_gates_loaded(self, message: GatesLoaded) -> None:
+        message.stop()
+        if message.seq != self._gate_seq:
+            return
+        self.verdicts = message.data
+        self.verdicts_for = message.where
+        for action, button_id in self.GATES.items():
+            verdict = self.verdicts.get(action)
+            reason = verdict.reason if verdict is not None and not verdict else None
+            for button in self.query(f"#{button_id}").results(Button):
+                button.disabled = reason is not None
+                button.tooltip = None if reason is None else f"Not allowed: {reason}"
+
+    def refused(self, action: str) -> bool:
+        """Whether the user may not do `action` here; if so, say why. Until the worker has
+        answered, the console's own answer (read-only or not) decides: the engine checks
+        the rest when the change is made."""
+        verdict = self.verdicts.get(action) if self.verdicts_for == self.gate_target() else None
+        if verdict is None:
+            verdict = self.console.allowed().changes
+        if verdict:
+            return False
+        self.notify(f"Not allowed: {verdict.reason}", severity="warning")
+        return True
 
     @work(thread=True, group="act")
     def act(self, action: Callable[[], str]) -> None:

@@ -9,7 +9,7 @@ are these same controls with the same checks (`policy_control`, `check_value`)."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -21,8 +21,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from console.widgets.pane import Pane, note
 from engine import StreamInfo, TopicInfo
-from engine.auth import acl
-from engine.errors import InvalidPolicy
+from engine.auth.actions import Verdict
 from engine.policies import POLICIES, Policy, policy, sources, validate
 from engine.times import format_ms
 from engine.units import format_bytes
@@ -83,6 +82,10 @@ def topic_policies_text(info: TopicInfo, stream_policies: dict[str, Any]) -> Tex
 
 class PoliciesPane(Pane):
     AUTO_REFRESH = False  # a refresh would overwrite what the user is typing
+    GATES: ClassVar[dict[str, str]] = {
+        "edit_stream": "policy-save",
+        "edit_topic": "topic-policy-edit",
+    }
 
     BINDINGS = [
         Binding("ctrl+s", "save", "Save"),
@@ -94,6 +97,7 @@ class PoliciesPane(Pane):
         self.info: StreamInfo | None = None
         self.topic_info: TopicInfo | None = None
         self.may_edit_topic = False  # the console's user satisfies the stream's topic_perm
+        self.may_edit: Verdict | None = None  # why (not), engine.auth.actions
         self.saves = 0  # successful saves, for tests
 
     def compose(self) -> ComposeResult:
@@ -119,24 +123,29 @@ class PoliciesPane(Pane):
     def context_changed(self) -> None:
         note(self.query_one("#policy-error", Static), "")
 
-    def fetch(self) -> tuple[StreamInfo | None, TopicInfo | None]:
+    def fetch(self) -> tuple[StreamInfo | None, TopicInfo | None, Verdict | None]:
         stream = self.cluster.stream(self.stream) if self.stream else None
-        return stream, self.cluster.topic(self.topic) if self.topic and stream else None
+        topic = self.cluster.topic(self.topic) if self.topic and stream else None
+        # whether to offer the overrides' edit (engine.auth.actions; the engine decides
+        # when saving)
+        may = self.console.allowed()("edit_topic", stream.path) if stream else None
+        return stream, topic, may
 
-    def show(self, data: tuple[StreamInfo | None, TopicInfo | None]) -> None:
-        info, topic = data
+    def show(self, data: tuple[StreamInfo | None, TopicInfo | None, Verdict | None]) -> None:
+        info, topic, may_edit = data
         self.info, self.topic_info = info, topic
         summary = self.query_one("#policy-summary", Static)
         topic_part = self.query_one("#topic-policies", Static)
         topic_part.display = topic is not None
-        self.may_edit_topic = info is not None and self._may_edit_topics(info)
+        self.may_edit = may_edit
+        self.may_edit_topic = bool(may_edit)
         self.query_one("#topic-policy-edit").display = topic is not None and self.may_edit_topic
         if info is not None and topic is not None:
             text = topic_policies_text(topic, info.policies)
-            if not self.may_edit_topic:
+            if may_edit is not None and not may_edit:
                 text.append(
-                    f"You do not satisfy this stream's topic permission "
-                    f"({info.policies.get('topic_perm')}): you cannot change these.",
+                    f"You cannot change these ({may_edit.reason}; topic_perm is "
+                    f"{info.policies.get('topic_perm')}).",
                     style="dim",
                 )
             topic_part.update(text)
@@ -155,15 +164,6 @@ class PoliciesPane(Pane):
                 continue
             set_control(self.query_one(f"#{_field_id(name)}"), value)
             self._field_note(name, None)
-
-    def _may_edit_topics(self, info: StreamInfo) -> bool:
-        """Whether the console's user satisfies topic_perm (to offer the edit; the engine
-        decides when saving)."""
-        who = self.cluster.principal
-        try:
-            return acl.check(info.policies.get("topic_perm"), who, info.creator)
-        except InvalidPolicy:
-            return who.superuser  # an unreadable stored ACE passes super users only (engine)
 
     def _field_note(self, name: str, error: str | None) -> None:
         widget = self.query_one(f"#{_field_id(name)}-error", Static)
@@ -193,7 +193,7 @@ class PoliciesPane(Pane):
 
     @on(Button.Pressed, "#policy-save")
     def action_save(self) -> None:
-        if self.info is None:
+        if self.info is None or self.refused("edit_stream"):
             return
         changed, errors = self.changes()
         for row in POLICIES:
@@ -226,14 +226,14 @@ class PoliciesPane(Pane):
 
     @on(Button.Pressed, "#policy-revert")
     def action_revert(self) -> None:
-        self.show((self.info, self.topic_info))
+        self.show((self.info, self.topic_info, self.may_edit))
 
     @on(Button.Pressed, "#topic-policy-edit")
     def edit_topic(self) -> None:
         """The dialog editing the open topic's overrides; the tab reloads once it saved."""
         from console.screens.topic_policies import TopicPoliciesScreen
 
-        if self.info is None or self.topic_info is None:
+        if self.info is None or self.topic_info is None or self.refused("edit_topic"):
             return
 
         def done(saved: bool | None) -> None:

@@ -8,7 +8,7 @@ records, so it works the same whoever started them. The detail shows the job's o
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -52,6 +52,7 @@ def _progress(job: jobs.Job) -> Text:
 
 
 class ReplaysPane(Pane):
+    GATES: ClassVar[dict[str, str]] = {"start_replay": "replay-new"}
     BINDINGS = [
         Binding("n", "new_replay", "New replay"),
         Binding("x", "cancel_job", "Cancel job"),
@@ -167,6 +168,8 @@ class ReplaysPane(Pane):
 
     @on(Button.Pressed, "#replay-new")
     def action_new_replay(self, kind: str | None = None) -> None:
+        if self.refused("start_replay"):
+            return
         from console.screens.replay_start import ReplayStartScreen
 
         def started(job_id: Any) -> None:
@@ -184,6 +187,8 @@ class ReplaysPane(Pane):
         job = self.jobs.get(self.selected or "")
         if job is None:
             self.notify("Pick a job first.", severity="warning")
+            return
+        if self.refused("cancel_replay"):
             return
         if job.done:
             self.notify(f"job {job.id} has ended ({job.state})", severity="warning")

@@ -3,7 +3,7 @@ in, the chosen link's history of copies and lag (charts), the replication graph 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -22,6 +22,8 @@ from engine.replication import LinkState
 
 class ReplicationPane(Pane):
     BINDINGS = [Binding("space", "toggle_pause", "Pause/resume link")]
+    # the links shown are the open stream's: its admin_perm decides
+    GATES: ClassVar[dict[str, str]] = {"manage_replicas": "repl-toggle"}
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -128,11 +130,21 @@ class ReplicationPane(Pane):
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         return self.links.get(key or "")
 
+    @on(DataTable.RowSelected, "#repl-links")
+    def _follow(self, event: DataTable.RowSelected) -> None:
+        """Enter on a link: its target stream, in the target cluster, when this console
+        lists that cluster (`c`'s list)."""
+        link = self.links.get(event.row_key.value or "")
+        if link is not None:
+            self.console.follow_link(link.target, link.target_stream)
+
     @on(Button.Pressed, "#repl-toggle")
     def action_toggle_pause(self) -> None:
         link = self.selected_link()
         if link is None or self.stream is None:
             self.notify("Pick a link first.", severity="warning")
+            return
+        if self.refused("manage_replicas"):  # read-only; the engine checks admin_perm
             return
         stream, target, paused = self.stream, link.target, link.state == LinkState.PAUSED
 

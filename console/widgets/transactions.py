@@ -83,6 +83,8 @@ class TransactionsPane(Pane):
         if info is None:
             self.notify("No open transaction to abort.", severity="warning")
             return
+        if self.refused("abort_transaction"):
+            return
         from console.screens.confirm import ConfirmScreen
 
         tid, cluster = info.transactional_id, self.cluster

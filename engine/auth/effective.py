@@ -7,7 +7,10 @@ super user, Kafka's `super.users`), so every policy of every stream is allowed t
 with the reason `ADMINISTRATOR`; anyone else is allowed what the ACE text says (reason
 `ACE`), `u:<creator>` matching when they created the stream. A stored ACE that does not
 parse (an old catalog) lets nobody but an administrator through, as `Cluster.authorize`
-does (reason `INVALID`).
+does (reason `INVALID`). A read-only user (`UserInfo.read_only`) is allowed `READS` alone
+(consume_perm, unmask_perm): every other policy guards a change, which the engine refuses
+them (reason `READ_ONLY`, whatever the ACE or the admin flag says;
+`Cluster.check_may_change`).
 
 Who may ask: a cluster administrator (`Cluster.is_administrator`) about anyone, a user
 about themselves; anyone else gets `AccessDenied`, before the name is even looked up, so
@@ -30,21 +33,26 @@ from engine.auth import users as user_store
 from engine.errors import AccessDenied, InvalidArgument, InvalidPolicy
 
 if TYPE_CHECKING:
+    from engine.auth.principal import Principal
     from engine.cluster import Cluster
+    from engine.storage.catalog import StreamRow
 
 __all__ = [
     "ACE",
     "ADMINISTRATOR",
     "INVALID",
     "MAX_LIMIT",
+    "READ_ONLY",
     "PERMISSION_POLICIES",
     "EffectivePermissions",
     "StreamPermissions",
     "effective_permissions",
+    "stream_permissions",
 ]
 
 PERMISSION_POLICIES: tuple[str, ...] = policies.ACE_POLICIES
-"""The ACE policies, in the policy table's order (produce, consume, topic, copy, admin)."""
+"""The ACE policies, in the policy table's order (produce, consume, unmask, topic, copy,
+admin)."""
 
 ADMINISTRATOR = "administrator"
 """Reason: the user is an administrator, who passes every ACE."""
@@ -52,6 +60,10 @@ ACE = "ace"
 """Reason: the ACE text decided (allowed or not)."""
 INVALID = "invalid ACE"
 """Reason: the stored ACE does not parse; only an administrator passes it."""
+READ_ONLY = "read-only user"
+"""Reason: the user is read-only; only `READS`, which change nothing, can allow them."""
+READS = frozenset({"consume_perm", "unmask_perm"})
+"""The ACE policies that guard no change, only reading (a read-only user may pass them)."""
 
 MAX_LIMIT = 1000
 """Most streams one page may hold."""
@@ -90,6 +102,7 @@ class EffectivePermissions:
     limit: int
     offset: int
     prefix: str | None = None
+    read_only: bool = False
 
 
 def _check_page(prefix: object, limit: object, offset: object) -> None:
@@ -135,46 +148,8 @@ def effective_permissions(
     prefix = prefix or None
     rows = cluster.catalog.streams(prefix, limit, offset)
     total = cluster.catalog.stream_count(prefix)
-    # (ACE text, the user is the creator) -> (allowed, reason): the only inputs a result
-    # depends on, so thousands of streams with the default ACE cost one evaluation.
-    decided: dict[tuple[object, bool], tuple[bool, str]] = {}
-
-    def decide(text: object, is_creator: bool) -> tuple[bool, str]:
-        key = (text, is_creator)
-        found = decided.get(key)
-        if found is None:
-            try:
-                if not isinstance(text, str):
-                    raise InvalidPolicy(f"not an ACE: {text!r}")
-                ace = acl.cached_parse(text)
-            except InvalidPolicy:
-                found = (False, INVALID)
-            else:
-                # `creator` stands for the user or for nobody: all `u:<creator>` asks
-                found = (ace.allows(principal, principal.user if is_creator else None), ACE)
-            decided[key] = found
-        return found
-
-    items = []
-    for row in rows:
-        aces = {name: row.policies.get(name) for name in PERMISSION_POLICIES}
-        if info.admin:
-            allowed = dict.fromkeys(PERMISSION_POLICIES, True)
-            reasons = dict.fromkeys(PERMISSION_POLICIES, ADMINISTRATOR)
-        else:
-            is_creator = row.creator == info.name
-            results = {name: decide(aces[name], is_creator) for name in PERMISSION_POLICIES}
-            allowed = {name: result[0] for name, result in results.items()}
-            reasons = {name: result[1] for name, result in results.items()}
-        items.append(
-            StreamPermissions(
-                row.path,
-                row.creator,
-                allowed,
-                {name: text if isinstance(text, str) else "" for name, text in aces.items()},
-                reasons,
-            )
-        )
+    judge = _Judge(principal, info.admin)
+    items = [judge.stream(row) for row in rows]
     return EffectivePermissions(
         info.name,
         info.groups,
@@ -185,4 +160,62 @@ def effective_permissions(
         limit,
         offset,
         prefix,
+        info.read_only,
     )
+
+
+def stream_permissions(cluster: Cluster, path: str) -> StreamPermissions:
+    """What the cluster's principal (a console's user, or the library's own) may do on
+    the stream `path`, decided as `effective_permissions` decides for a user and as
+    `Cluster.authorize` checks (a `superuser` passes every ACE): what the consoles show
+    their user (engine.auth.actions). `errors.UnknownStream` when there is none."""
+    row = cluster.catalog.stream(path)
+    return _Judge(cluster.principal, cluster.principal.superuser).stream(row)
+
+
+class _Judge:
+    """Evaluates the ACE policies of streams for one principal. An ACE's result depends
+    only on its text and on whether the principal created the stream, so each distinct
+    pair is evaluated once, however many streams share it."""
+
+    def __init__(self, principal: Principal, admin: bool) -> None:
+        self.principal = principal
+        self.admin = admin
+        self._decided: dict[tuple[object, bool], tuple[bool, str]] = {}
+
+    def _decide(self, text: object, is_creator: bool) -> tuple[bool, str]:
+        key = (text, is_creator)
+        found = self._decided.get(key)
+        if found is None:
+            try:
+                if not isinstance(text, str):
+                    raise InvalidPolicy(f"not an ACE: {text!r}")
+                ace = acl.cached_parse(text)
+            except InvalidPolicy:
+                found = (False, INVALID)
+            else:
+                # `creator` stands for the user or for nobody: all `u:<creator>` asks
+                user = self.principal.user
+                found = (ace.allows(self.principal, user if is_creator else None), ACE)
+            self._decided[key] = found
+        return found
+
+    def stream(self, row: StreamRow) -> StreamPermissions:
+        aces = {name: row.policies.get(name) for name in PERMISSION_POLICIES}
+        if self.admin:
+            results = dict.fromkeys(PERMISSION_POLICIES, (True, ADMINISTRATOR))
+        else:
+            is_creator = row.creator == self.principal.user
+            results = {name: self._decide(aces[name], is_creator) for name in PERMISSION_POLICIES}
+        if self.principal.read_only:
+            results = {
+                name: result if name in READS else (False, READ_ONLY)
+                for name, result in results.items()
+            }
+        return StreamPermissions(
+            row.path,
+            row.creator,
+            {name: result[0] for name, result in results.items()},
+            {name: text if isinstance(text, str) else "" for name, text in aces.items()},
+            {name: result[1] for name, result in results.items()},
+        )

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Principal:
     """`superuser` passes every ACE (Kafka's `super.users`): the web console's
-    administrators act with it."""
+    administrators act with it. `read_only` is refused every change, whatever the ACEs
+    and `superuser` say (`Cluster.check_may_change`; docs/WEB.md, "Read-only")."""
 
     user: str
     groups: tuple[str, ...] = ()
     superuser: bool = False
+    read_only: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.user, str) or not self.user:

@@ -119,10 +119,11 @@ class UserInfo:
     groups: tuple[str, ...]
     admin: bool
     created_ms: int
+    read_only: bool = False  # refused every change (Cluster.check_may_change)
 
     @property
     def principal(self) -> Principal:
-        return Principal(self.name, self.groups, superuser=self.admin)
+        return Principal(self.name, self.groups, superuser=self.admin, read_only=self.read_only)
 
 
 @dataclass(frozen=True)
@@ -279,7 +280,7 @@ def _verify_password(password: str, stored: str) -> bool:
 
 
 def _info(row: UserRow) -> UserInfo:
-    return UserInfo(row.name, row.groups, row.admin, row.created_ms)
+    return UserInfo(row.name, row.groups, row.admin, row.created_ms, row.read_only)
 
 
 def _accounts(cluster: Cluster) -> Accounts:
@@ -293,6 +294,7 @@ def add_user(
     *,
     groups: tuple[str, ...] | list[str] | str = (),
     admin: bool = False,
+    read_only: bool = False,
 ) -> UserInfo:
     check_user_name(name)
     group_names = _check_groups(groups)
@@ -304,6 +306,7 @@ def add_user(
         bool(admin),
         cluster.clock.now_ms(),
         _scram_rows(password),
+        read_only=bool(read_only),
     )
     return user(cluster, name)
 
@@ -339,11 +342,15 @@ def edit_user(
     *,
     groups: tuple[str, ...] | list[str] | str | None = None,
     admin: bool | None = None,
+    read_only: bool | None = None,
 ) -> UserInfo:
-    """Change `name`'s groups and admin flag (None: keep). A change of the admin flag ends
-    the user's sessions: rights that grew or shrank start from a fresh login."""
+    """Change `name`'s groups, admin flag and read-only flag (None: keep). A change of the
+    admin flag ends the user's sessions: rights that grew or shrank start from a fresh
+    login. The read-only flag applies from the user's next request (each reads it)."""
     checked = None if groups is None else _check_groups(groups)
-    _accounts(cluster).edit_user(name, checked, admin)
+    _accounts(cluster).edit_user(
+        name, checked, admin, None if read_only is None else bool(read_only)
+    )
     return user(cluster, name)
 
 

@@ -80,6 +80,34 @@ def open_cluster(ctx: click.Context) -> Cluster:
     return ctx.with_resource(Cluster.open(path))
 
 
+def served_cluster_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`--also PATH` (repeatable), `--clusters FILE` and `--linked/--no-linked`: the other
+    clusters a console shows besides `--cluster` (engine.served_clusters), passed to the
+    command as `also`, `clusters_file` and `linked`."""
+    func = click.option(
+        "--linked/--no-linked",
+        default=True,
+        show_default=True,
+        help="Also show the clusters this one replicates to (directories this machine can "
+        "open; another console's http(s) address as a link).",
+    )(func)
+    func = click.option(
+        "--clusters",
+        "clusters_file",
+        metavar="FILE",
+        type=click.Path(exists=True, dir_okay=False),
+        help="A TOML file of [[cluster]] tables (name, and path or url) to show too.",
+    )(func)
+    func = click.option(
+        "--also",
+        metavar="PATH",
+        multiple=True,
+        type=click.Path(exists=True, file_okay=False),
+        help="Another cluster directory to show (repeatable).",
+    )(func)
+    return func
+
+
 # --- times and paging --------------------------------------------------------------------
 
 

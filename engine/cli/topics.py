@@ -1,4 +1,4 @@
-"""`plet topic ...`: create, delete, list and describe topics."""
+"""`plet topic ...`: create, delete, list, describe topics and import messages into one."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from typing import Any
 
 import click
 
+from engine.cli.failures import fail
 from engine.cli.options import cluster_option, open_cluster, paging_options
 from engine.cli.output import echo_err, echo_json, echo_table, plural
 from engine.cli.streams import note_pending_purges, policy_assignments, policy_name
+from engine.client import imports
 from engine.policies import TOPIC_POLICIES
 from engine.times import format_ms
 from engine.units import format_bytes
@@ -224,3 +226,70 @@ def topic_info(ctx: click.Context, full_name: str, as_json: bool) -> None:
             ),
             indent="  ",
         )
+
+
+@topic.command("import")
+@cluster_option
+@click.argument("full_name")
+@click.argument("file", type=click.File("rb"))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(imports.FORMATS),
+    help="jsonl or csv (default: from the file's name, .jsonl/.ndjson/.json or .csv).",
+)
+@click.option("--dry-run", is_flag=True, help="Check the file and say what would be written.")
+@click.option(
+    "--by-key",
+    is_flag=True,
+    help="Choose partitions by key (or round-robin) instead of the file's partitions.",
+)
+@click.option(
+    "--exact-cells",
+    is_flag=True,
+    help="CSV cells are exact (downloaded with formulas kept), not neutralized.",
+)
+@click.pass_context
+def topic_import(
+    ctx: click.Context,
+    full_name: str,
+    file: Any,
+    fmt: str | None,
+    dry_run: bool,
+    by_key: bool,
+    exact_cells: bool,
+) -> None:
+    """Write the messages of FILE (`-`: standard input) into the topic FULL_NAME: JSON
+    lines as `plet consume --format json` and the web console's downloads write them, or
+    the downloads' CSV (only `value` is required). Every bad line is listed and nothing is
+    written; a message keeps its key, value, headers, timestamp and partition.
+
+    \b
+    Example:
+      plet topic import /apps/sensors:copy car-17.jsonl --dry-run --cluster data/dc1
+    """
+    fmt = fmt or imports.format_of(file.name or "")
+    if fmt is None:
+        fail(f"{file.name} is not named .jsonl or .csv: give --format")
+    parsed = imports.parse(file, fmt, formulas=exact_cells)
+    cluster = open_cluster(ctx)
+    plan = imports.plan(cluster, full_name, parsed, keep_partitions=not by_key)
+    if not plan.ok:
+        for error in plan.errors:
+            echo_err(str(error))
+        if plan.error_count > len(plan.errors):
+            echo_err(f"... and {plan.error_count - len(plan.errors):,} more")
+        fail(plan.describe())
+    for note in plan.notes:
+        echo_err(f"note: {note}")
+    if dry_run:
+        click.echo(f"dry run: {plan.describe()} Nothing was written.")
+        return
+    total = len(plan.records)
+
+    def progress(written: int) -> None:
+        if written < total:
+            echo_err(f"{written:,} of {total:,} written")
+
+    written = imports.write(cluster, plan, progress=progress)
+    click.echo(f"imported {plural(written, 'message')} into {plan.topic.name}")

@@ -18,6 +18,13 @@ def user() -> None:
     """Users of the web console: add, list, change passwords, delete, API tokens."""
 
 
+READ_ONLY_HELP = (
+    "Read-only: refused every change (streams, topics, messages, offsets, groups, users, "
+    "schemas, replays) in the consoles, the JSON API and the Kafka listener, even as an "
+    "administrator; they read what their ACEs allow"
+)
+
+
 def _password_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--password",
@@ -35,16 +42,25 @@ def _password_option(func: Callable[..., Any]) -> Callable[..., Any]:
 @_password_option
 @click.option("--group", "groups", multiple=True, help="A group of the user (repeatable).")
 @click.option("--admin", is_flag=True, help="An administrator: passes every ACE.")
+@click.option("--read-only", is_flag=True, help=f"{READ_ONLY_HELP}.")
 @click.pass_context
 def user_add(
-    ctx: click.Context, name: str, password: str, groups: tuple[str, ...], admin: bool
+    ctx: click.Context,
+    name: str,
+    password: str,
+    groups: tuple[str, ...],
+    admin: bool,
+    read_only: bool,
 ) -> None:
     """Add the console user NAME."""
-    info = open_cluster(ctx).add_user(name, password, groups=groups, admin=admin)
+    info = open_cluster(ctx).add_user(
+        name, password, groups=groups, admin=admin, read_only=read_only
+    )
     click.echo(
         f"added user {info.name}"
         + (f" (groups {', '.join(info.groups)})" if info.groups else "")
         + (" as an administrator" if info.admin else "")
+        + (", read-only" if info.read_only else "")
     )
 
 
@@ -80,8 +96,16 @@ def user_list(ctx: click.Context, as_json: bool) -> None:
         echo_json([asdict(u) for u in infos])
         return
     echo_table(
-        ("USER", "GROUPS", "ADMIN"),
-        ((u.name, ",".join(u.groups) or "-", "yes" if u.admin else "no") for u in infos),
+        ("USER", "GROUPS", "ADMIN", "READ-ONLY"),
+        (
+            (
+                u.name,
+                ",".join(u.groups) or "-",
+                "yes" if u.admin else "no",
+                "yes" if u.read_only else "no",
+            )
+            for u in infos
+        ),
     )
 
 
@@ -109,18 +133,30 @@ def user_token(ctx: click.Context, name: str, label: str, expires: str | None) -
 @click.option("--group", "groups", multiple=True, help="Set the user's groups (repeatable).")
 @click.option("--no-groups", is_flag=True, help="Take every group away.")
 @click.option("--admin/--no-admin", default=None, help="Make or unmake an administrator.")
+@click.option(
+    "--read-only/--no-read-only",
+    default=None,
+    help=f"{READ_ONLY_HELP}; --no-read-only lets them change again.",
+)
 @click.pass_context
 def user_edit(
-    ctx: click.Context, name: str, groups: tuple[str, ...], no_groups: bool, admin: bool | None
+    ctx: click.Context,
+    name: str,
+    groups: tuple[str, ...],
+    no_groups: bool,
+    admin: bool | None,
+    read_only: bool | None,
 ) -> None:
-    """Change the groups or the administrator flag of the console user NAME."""
+    """Change the groups, the administrator flag or the read-only flag of the console
+    user NAME."""
     if groups and no_groups:
         raise click.UsageError("use --group or --no-groups, not both", ctx=ctx)
     new_groups: tuple[str, ...] | None = () if no_groups else (groups or None)
-    info = open_cluster(ctx).edit_user(name, groups=new_groups, admin=admin)
+    info = open_cluster(ctx).edit_user(name, groups=new_groups, admin=admin, read_only=read_only)
     click.echo(
         f"user {info.name}: groups {', '.join(info.groups) or '-'}"
         + (", administrator" if info.admin else "")
+        + (", read-only" if info.read_only else "")
     )
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any, Protocol
 
-from engine import times
+from engine import masking, times
 from engine.client import filters
 from engine.client.consumer import Consumer
 from engine.errors import InvalidArgument
@@ -440,6 +440,10 @@ class Browser:
     Making it checks the consume permission (the engine's `Consumer.assign` does) and
     raises `errors.AccessDenied` when the cluster's principal may not read; an unknown
     topic raises `UnknownTopic`, a partition it does not have `BadQuery`.
+
+    `mask` is the stream's data mask when it applies to the principal (engine.masking),
+    else None: every record read is masked as it is read, so pages, filters, the live
+    tail and exports all see the masked record, and each page says so in its notes.
     """
 
     def __init__(
@@ -464,6 +468,7 @@ class Browser:
             self._consumer.assign(list(self._tps.values()))
             # Read one partition at a time: poll() would otherwise mix them round-robin.
             self._consumer.pause(*self._tps.values())
+            self.mask = masking.for_reader(cluster, info)
         except BaseException:
             self._consumer.close(autocommit=False)
             raise
@@ -593,7 +598,7 @@ class Browser:
             ends=ends,
             looked=looked,
             tail=encode_cursor(self.topic, True, tail),
-            notes=notes,
+            notes=notes if self.mask is None else (*notes, self.mask.note),
         )
 
     def _read(self, p: int, position: int, end: int, n: int) -> tuple[list[ConsumerRecord], int]:
@@ -609,6 +614,8 @@ class Browser:
         consumer.seek(tp, position)
         got = consumer.poll(timeout_ms=0, max_records=max(1, n)).get(tp, [])
         following = consumer.position(tp)
+        if self.mask is not None:
+            got = [self.mask.record(r) for r in got]
         if got and got[-1].offset >= end:
             got = [r for r in got if r.offset < end]
             following = end
@@ -1135,8 +1142,16 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 def neutralize(cell: str) -> str:
     """`cell` made safe to open in a spreadsheet: a leading `'` when it could start a
-    formula."""
-    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+    formula. A cell that already starts with `'`s before such a character gets one more,
+    so `unneutralize` gives every cell back exactly (an import of a download)."""
+    return "'" + cell if cell.lstrip("'").startswith(FORMULA_STARTS) else cell
+
+
+def unneutralize(cell: str) -> str:
+    """The cell `neutralize` was given: one leading `'` fewer before a formula's start."""
+    if cell.startswith("'") and cell.lstrip("'").startswith(FORMULA_STARTS):
+        return cell[1:]
+    return cell
 
 
 def jsonl_lines(records: Iterable[ConsumerRecord]) -> Iterator[bytes]:

@@ -19,8 +19,10 @@ than a field name, as people write them. Functions added: `re2_match(subject, pa
 text) and `ms(time)` (engine.times: an ISO 8601 time as epoch ms, for `timestamp`).
 
 `search(cluster, topic, query, ...)` checks the query, the topic and the consume
-permission at once, then reads in a thread with `Consumer.poll_arrow` (columns, no object
-per message unless it matches) and answers a `SearchJob`. Its cost is bounded: at most
+permission at once (and finds the stream's data mask for the principal: a query sees, and
+a match holds, the masked message, engine.masking), then reads in a thread with
+`Consumer.poll_arrow` (columns, no object per message unless it matches) and answers a
+`SearchJob`. Its cost is bounded: at most
 `max_rate` messages a second (the thread sleeps to keep to it, leaving the GIL to the
 console), at most `max_scanned` messages in all, at most `max_matches` matches kept (the
 rest are counted). `SearchJobs` keeps each owner's jobs, a few at a time.
@@ -43,7 +45,7 @@ from jmespath import functions as jp_functions
 from jmespath.lexer import Lexer
 from jmespath.visitor import Options, TreeInterpreter
 
-from engine import regex, times
+from engine import masking, regex, times
 from engine.client.browse import OLDEST, BadQuery, Seek, chosen_partitions
 from engine.client.consumer import Consumer
 from engine.errors import InvalidArgument, TryLater
@@ -516,6 +518,7 @@ class SearchJob:
         max_scanned: int,
         max_rate: int,
         stop_when_full: bool = False,
+        mask: masking.Mask | None = None,
     ) -> None:
         self.seq = next(_ids)
         # hard to guess: a job's id is all its URL needs (the registry also checks the owner)
@@ -527,6 +530,7 @@ class SearchJob:
         self.ends = dict(ends)
         self._consumer = consumer
         self._decoder = decoder
+        self.mask = mask  # applied to each message before the query sees it
         self._max_matches = max_matches
         self._max_scanned = max_scanned
         self._max_rate = max_rate
@@ -737,18 +741,27 @@ class SearchJob:
             count += 1
             pairs = headers[i]  # [{"key": name, "value": bytes}] or None; made pairs on use
             ms = stamps[i] // 1000
+            key, value = keys[i], values[i]
+            if self.mask is not None:
+                found = [(h["key"], h["value"]) for h in pairs or ()]
+                record = ConsumerRecord(
+                    self.topic, partition, offset, ms, kinds[i], key, value, found
+                )
+                masked = self.mask.record(record)
+                key, value, found = masked.key, masked.value, masked.headers
+                pairs = [{"key": n, "value": v} for n, v in found]
             doc: dict[str, Any]
             if lazy:
                 doc = lazy_doc = _Document(
-                    key=_text(keys[i]), timestamp=ms, offset=offset, partition=partition
+                    key=_text(key), timestamp=ms, offset=offset, partition=partition
                 )
-                lazy_doc._raw_value = values[i]
+                lazy_doc._raw_value = value
                 lazy_doc._raw_headers = pairs
                 lazy_doc._decoder = decoder
             else:
                 doc = {
-                    "key": _text(keys[i]),
-                    "value": parse_value(values[i], decoder),
+                    "key": _text(key),
+                    "value": parse_value(value, decoder),
                     "headers": _headers(pairs),
                     "timestamp": ms,
                     "offset": offset,
@@ -768,9 +781,7 @@ class SearchJob:
             if matched:
                 found = [(h["key"], h["value"]) for h in pairs or ()]
                 hits.append(
-                    ConsumerRecord(
-                        self.topic, partition, offset, ms, kinds[i], keys[i], values[i], found
-                    )
+                    ConsumerRecord(self.topic, partition, offset, ms, kinds[i], key, value, found)
                 )
         return hits, count, errors, first, None
 
@@ -848,6 +859,7 @@ def search(
                 starts[p] = min(max(offset, begins[p]), ends[p])
         stops = _positions(consumer, tps, end, begins, ends, ends)
         stops = {p: max(starts[p], stops[p]) for p in stops}
+        mask = masking.for_reader(cluster, info)
         decoder = None
         if schemas:
             from engine.client.schemas import SchemaDecoder
@@ -864,6 +876,7 @@ def search(
             max_scanned=max_scanned,
             max_rate=max_rate,
             stop_when_full=stop_when_full,
+            mask=mask,
         )
     except BaseException:
         consumer.close(autocommit=False)

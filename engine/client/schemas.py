@@ -65,6 +65,7 @@ __all__ = [
     "encode",
     "split_wire",
     "subjects_for_topic",
+    "topic_of_subject",
 ]
 
 AVRO, PROTOBUF, JSON = "AVRO", "PROTOBUF", "JSON"
@@ -485,20 +486,17 @@ class SchemaRegistry:
 
     def stream_of(self, subject: str) -> str | None:
         """The stream whose ACEs guard `subject` (TopicNameStrategy), or None."""
-        for suffix in ("-value", "-key"):
-            if subject.endswith(suffix):
-                base = subject[: -len(suffix)]
-                try:
-                    if base.startswith("/"):
-                        return names.split_full_name(base)[0]
-                    names.validate_topic_name(base)
-                    return self.default_stream
-                except errors.InvalidName:
-                    return None
-        return None
+        found = topic_of_subject(subject, default_stream=self.default_stream)
+        return None if found is None else found[0].rpartition(":")[0]
+
+    def topic_of(self, subject: str) -> tuple[str, str] | None:
+        """`topic_of_subject` with this registry's default stream."""
+        return topic_of_subject(subject, default_stream=self.default_stream)
 
     def _check(self, subject: str, perms: tuple[str, ...], what: str) -> None:
         cluster = self._cluster
+        if what != "read":
+            cluster.check_may_change(f"{what} schemas")  # a read-only user, even an admin
         if cluster.is_administrator:
             return
         stream = self.stream_of(subject)
@@ -627,6 +625,7 @@ class SchemaRegistry:
                 )
             level = level.upper()
         if subject is None:
+            self._cluster.check_may_change("set the registry's compatibility level")
             if not self._cluster.is_administrator:
                 raise errors.AccessDenied(
                     "only a cluster administrator may set the registry's compatibility level"
@@ -935,6 +934,30 @@ def subjects_for_topic(
     if stream == default_stream:
         found.append(name + suffix)
     return found
+
+
+def topic_of_subject(
+    subject: str, *, default_stream: str = DEFAULT_STREAM
+) -> tuple[str, str] | None:
+    """(full topic name, "value" or "key") of the topic whose values or keys `subject`
+    holds by TopicNameStrategy (`subjects_for_topic` the other way round: `t-value` is
+    `default_stream`'s topic `t`), or None for a subject that names no topic. Whether the
+    topic exists is the caller's question."""
+    for part in ("value", "key"):
+        suffix = f"-{part}"
+        if not subject.endswith(suffix):
+            continue
+        base = subject[: -len(suffix)]
+        try:
+            if base.startswith("/"):
+                stream, topic = names.split_full_name(base)
+            else:
+                names.validate_topic_name(base)
+                stream, topic = default_stream, base
+        except errors.InvalidName:
+            return None
+        return f"{stream}:{topic}", part
+    return None
 
 
 # --- the wire format ------------------------------------------------------------------------

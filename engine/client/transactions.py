@@ -132,6 +132,7 @@ class Transactions:
         check_settings(transactional_id, timeout_ms)
         cluster = self._cluster
         cluster.check_open()
+        cluster.check_may_change("use transactions")
         tables = cluster.catalog.transactions
         owner = tables.get(transactional_id)
         user = cluster.principal.user
@@ -340,6 +341,7 @@ class Transactions:
         kafka-transactions.sh abort): its producer is fenced by the next epoch. A decided
         transaction is finished as decided; one not open is left as it is."""
         info = self.describe(transactional_id)
+        self._cluster.check_may_change("abort transactions")
         tables = self._cluster.catalog.transactions
         if info.state == "ongoing":
             bumped, _ = tables.init(

@@ -53,6 +53,8 @@ PERMS = ("join_perm", "commit_perm", "describe_perm", "reset_perm", "delete_perm
 DEFAULT_ACE = "u:<creator>"
 DEFAULT_LIMIT = 1000
 LIMIT_SETTING = "group_limit_per_user"
+# What a read-only principal is refused (Cluster.check_may_change): all but describing.
+CHANGES = frozenset({"join_perm", "commit_perm", "reset_perm", "delete_perm"})
 _VERBS = {
     "join_perm": "join",
     "commit_perm": "commit offsets into",
@@ -153,9 +155,14 @@ class GroupAccess:
             p for p in PERMS if self._passes(group_id, creator, aces[p], sources[p])
         )
         editable = self.admin or (creator is not None and creator == self.principal.user)
+        if self.principal.read_only:
+            allowed -= CHANGES
+            editable = False
         return GroupPermissions(group_id, creator, aces, sources, allowed, editable)
 
     def allows(self, group_id: str, perm: str) -> bool:
+        if self.principal.read_only and check_perm(perm) in CHANGES:
+            return False
         if self.admin:
             return True
         ace, source = self._rules(group_id).get(check_perm(perm), (DEFAULT_ACE, "default"))
@@ -173,6 +180,11 @@ class GroupAccess:
 
     def check(self, group_id: str, perm: str, what: str | None = None) -> None:
         """Raise AccessDenied unless the principal passes `perm` of the group."""
+        if self.principal.read_only and check_perm(perm) in CHANGES:
+            raise GroupAccessDenied(
+                f"user {self.principal.user!r} is read-only: they may not "
+                f"{what or _VERBS[perm]} consumer group {group_id!r}"
+            )
         if not self.allows(group_id, perm):
             raise GroupAccessDenied(
                 f"user {self.principal.user!r} may not {what or _VERBS[perm]} consumer group "
@@ -264,6 +276,7 @@ class GroupAccess:
         if not aces:
             raise InvalidArgument("give at least one permission to set")
         checked = {perm: check_ace(perm, ace) for perm, ace in aces.items()}
+        self._cluster.check_may_change("set group permissions", self.principal)
         if not self.admin:
             if prefix:
                 raise GroupAccessDenied(
@@ -287,6 +300,7 @@ class GroupAccess:
         return [GroupRule(p, x, aces) for (p, x), aces in sorted(by_key.items())]
 
     def set_limit(self, limit: int) -> None:
+        self._cluster.check_may_change(f"change {LIMIT_SETTING}", self.principal)
         if not self.admin:
             raise GroupAccessDenied(
                 f"user {self.principal.user!r} may not change {LIMIT_SETTING}: an administrator's"

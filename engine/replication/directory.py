@@ -159,6 +159,19 @@ class DirectoryTarget:
         batches: list[ReplicaBatch],
         aborted: list[tuple[int, int, int]] | None = None,
     ) -> ApplyResult:
+        result = self._apply(stream, topic, partition, batches, aborted)
+        if result.done:
+            self.cluster.appends.notify()  # the replica's waiting consumers, any process
+        return result
+
+    def _apply(
+        self,
+        stream: str,
+        topic: str,
+        partition: int,
+        batches: list[ReplicaBatch],
+        aborted: list[tuple[int, int, int]] | None,
+    ) -> ApplyResult:
         cluster = self.cluster
         row = cluster.catalog.topic(stream, topic)
         if isinstance(partition, bool) or not isinstance(partition, int):

@@ -120,20 +120,27 @@ def walk(
     *,
     follow_upstreams: bool = False,
     max_clusters: int = MAX_CLUSTERS,
+    measure: bool = True,
 ) -> ReplicationGraph:
     """The graph around `cluster`: every link of every stream, or with `stream` only the
-    links reached from that stream (a link to another stream goes on from that one)."""
+    links reached from that stream (a link to another stream goes on from that one).
+    Without `measure`, this cluster's links too are as its catalog recorded them (nothing
+    measured: a cheap look at which clusters are linked)."""
     here = str(cluster.path.resolve())
     this = GraphNode(cluster.id, cluster.name, here, cluster.id, this=True)
     nodes: dict[str, GraphNode] = {cluster.id: this}
     key_of: dict[str, str] = {here: cluster.id}  # address -> node key
     known_ids: dict[str, str] = {}  # address -> cluster id, as links recorded it
-    own = links(cluster) if stream is None else replicas(cluster, stream)
-    measured = {(i.stream, i.target) for i in own}
+    if measure:
+        own = links(cluster) if stream is None else replicas(cluster, stream)
+    else:
+        own = [i for i in links(cluster, measure=False) if stream is None or i.stream == stream]
+    in_own = {(i.stream, i.target) for i in own}
+    measured = in_own if measure else set()
     mine = own
     if stream is not None:  # a ring may come back to another stream of this cluster
         mine = own + [
-            i for i in links(cluster, measure=False) if (i.stream, i.target) not in measured
+            i for i in links(cluster, measure=False) if (i.stream, i.target) not in in_own
         ]
     ups = upstream_links(cluster)
     reads: dict[str, tuple[list[ReplicaInfo], list[UpstreamInfo]]] = {cluster.id: (mine, ups)}

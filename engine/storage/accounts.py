@@ -23,6 +23,7 @@ class UserRow(NamedTuple):
     groups: tuple[str, ...]
     admin: bool
     created_ms: int
+    read_only: bool = False
 
 
 class CredentialRow(NamedTuple):
@@ -52,7 +53,7 @@ class TokenRow(NamedTuple):
     expires_ms: int | None
 
 
-_USER = "name, groups, admin, created_ms"
+_USER = "name, groups, admin, created_ms, read_only"
 # Credential tables: (table, key column, last-use column). Nothing else reaches the SQL.
 _SESSIONS = ("web_sessions", "id_hash", "last_seen_ms")
 _TOKENS = ("api_tokens", "token_hash", "last_used_ms")
@@ -70,8 +71,10 @@ def _put_scram(
 
 
 def _user(row: tuple[Any, ...]) -> UserRow:
-    name, groups, admin, created_ms = row
-    return UserRow(name, tuple(g for g in groups.split(",") if g), bool(admin), created_ms)
+    name, groups, admin, created_ms, read_only = row
+    return UserRow(
+        name, tuple(g for g in groups.split(",") if g), bool(admin), created_ms, bool(read_only)
+    )
 
 
 class Accounts:
@@ -110,6 +113,7 @@ class Accounts:
         admin: bool,
         now: int,
         scram: Iterable[ScramRow] = (),
+        read_only: bool = False,
     ) -> None:
         """Insert a user with their SCRAM credentials; `AlreadyExists` when the name is
         taken."""
@@ -119,9 +123,9 @@ class Accounts:
             if conn.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
                 raise AlreadyExists(f"user {name!r} exists already")
             conn.execute(
-                "INSERT INTO users (name, password_hash, groups, admin, created_ms) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (name, password_hash, ",".join(groups), int(bool(admin)), now),
+                "INSERT INTO users (name, password_hash, groups, admin, created_ms, read_only) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (name, password_hash, ",".join(groups), int(bool(admin)), now, int(read_only)),
             )
             _put_scram(conn, name, scram)
 
@@ -144,9 +148,15 @@ class Accounts:
             conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,))
             conn.execute("DELETE FROM login_failures WHERE name = ?", (name,))
 
-    def edit_user(self, name: str, groups: tuple[str, ...] | None, admin: bool | None) -> None:
-        """Set the groups and the admin flag (None: keep); a change of the flag ends the
-        user's sessions in the same transaction."""
+    def edit_user(
+        self,
+        name: str,
+        groups: tuple[str, ...] | None,
+        admin: bool | None,
+        read_only: bool | None = None,
+    ) -> None:
+        """Set the groups, the admin flag and the read-only flag (None: keep); a change of
+        the admin flag ends the user's sessions in the same transaction."""
         catalog = self._catalog
         with catalog.write():
             conn = catalog.conn
@@ -155,6 +165,11 @@ class Accounts:
                 raise UnknownUser(f"no user {name!r}")
             if groups is not None:
                 conn.execute("UPDATE users SET groups = ? WHERE name = ?", (",".join(groups), name))
+            if read_only is not None:
+                # each request reads the flag again: no session needs to end for it
+                conn.execute(
+                    "UPDATE users SET read_only = ? WHERE name = ?", (int(read_only), name)
+                )
             if admin is not None and bool(admin) != bool(row[0]):
                 conn.execute("UPDATE users SET admin = ? WHERE name = ?", (int(bool(admin)), name))
                 conn.execute("DELETE FROM web_sessions WHERE user = ?", (name,))

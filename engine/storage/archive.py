@@ -374,6 +374,24 @@ def delete(cluster_path: Path, name: str) -> bool:
 # --- reading -------------------------------------------------------------------------------
 
 
+def _binary_column(column: Any) -> tuple[bytes, bytes, bool]:
+    """A binary Arrow column as a stored batch lays it out: int32 lengths (-1: null), the
+    bytes joined, and whether any is not null; from its offsets and data buffers."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if arr.type != pa.binary():
+        arr = arr.cast(pa.binary())
+    n = len(arr)
+    validity, offsets_buffer, data = arr.buffers()
+    bounds = np.frombuffer(offsets_buffer, dtype="<i4", count=n + 1, offset=4 * arr.offset)
+    lengths = np.diff(bounds).astype("<i4")
+    nulls = arr.null_count
+    if nulls:
+        lengths[arr.is_null().to_numpy(zero_copy_only=False)] = -1
+    first, last = int(bounds[0]), int(bounds[-1])
+    joined = b"" if data is None or last == first else memoryview(data)[first:last].tobytes()
+    return lengths.tobytes(), joined, nulls < n
+
+
 class ArchiveReader:
     """One archived partitionlet read as a volume reads a live one (the same methods and
     row shapes); a file is complete and checked before the catalog names it, and never
@@ -474,24 +492,33 @@ class ArchiveReader:
         if start == end:
             return batch_codec.encode([None], [int(t[i, _B["first_ts"]])]), 0
         table = self._rows(start, end)
+        # laid out from Arrow's buffers as numpy arrays: no Python object per record (the
+        # headers aside), so an archived read costs about what a live one does
         offsets = table.column("offset").to_numpy()
         stamps = table.column("timestamp").cast(pa.int64()).to_numpy() // 1000
-        keys = table.column("key").to_pylist()
-        values = table.column("value").to_pylist()
+        value_lengths, values, _ = _binary_column(table.column("value"))
+        key_lengths, keys, any_key = _binary_column(table.column("key"))
         headers = None
         if t[i, _B["headers"]]:
-            headers = [
-                [(h["key"], h["value"]) for h in hs] if hs else []
-                for hs in table.column("headers").to_pylist()
-            ]
+            headers = batch_codec.encode_headers(
+                [
+                    [(h["key"], h["value"]) for h in hs] if hs else []
+                    for hs in table.column("headers").to_pylist()
+                ]
+            )
         deltas = offsets - base
         contiguous = int(deltas[-1]) == len(deltas) - 1 and int(deltas[0]) == 0
-        payload = batch_codec.encode(
+        base_ts = int(stamps.min())
+        payload = batch_codec.assemble(
+            end - start,
+            base_ts,
+            None if int(stamps.max()) == base_ts else stamps.astype("<i8").tobytes(),
+            None if contiguous else deltas.astype("<u4").tobytes(),
+            value_lengths,
             values,
-            stamps.tolist(),
-            None if all(k is None for k in keys) else keys,
+            key_lengths if any_key else None,
+            keys if any_key else b"",
             headers,
-            None if contiguous else deltas.tolist(),
         )
         return payload, end - start
 

@@ -184,32 +184,59 @@ def encode(
     offset_deltas: Sequence[int] | None = None,
 ) -> bytes:
     """One batch blob. `keys`/`headers` may be None when no record has any."""
-    count = len(values)
+    base_ts = min(timestamps)
+    # Absolute int64s rather than int32 deltas: 4 bytes more per message, but both
+    # directions are one C call instead of a Python loop over the batch.
+    stamps = _ints("q", timestamps) if max(timestamps) != base_ts else None
+    value_lengths, value_blob = _lengths(values)
+    key_lengths, key_blob = _lengths(keys) if keys is not None else (None, b"")
+    return assemble(
+        len(values),
+        base_ts,
+        stamps,
+        _ints("I", offset_deltas) if offset_deltas is not None else None,
+        value_lengths,
+        value_blob,
+        key_lengths,
+        key_blob,
+        encode_headers(headers) if headers is not None else None,
+    )
+
+
+def assemble(
+    count: int,
+    base_ts: int,
+    timestamps: bytes | None,
+    deltas: bytes | None,
+    value_lengths: bytes,
+    values: bytes,
+    key_lengths: bytes | None,
+    keys: bytes,
+    headers: bytes | None,
+) -> bytes:
+    """A plain batch from its columns already laid out (little-endian): `count` int64
+    timestamps (None: all `base_ts`), uint32 offset deltas (None: consecutive), int32
+    value lengths (-1: null) and the values joined, key lengths (None: no keys) and the keys
+    joined, the headers section (`encode_headers`; None: no headers). `encode` lays them
+    out from Python lists; the archive reader from Arrow's buffers, with no loop per record."""
     flags = 0
     parts: list[bytes] = []
-    base_ts = min(timestamps)
-    if max(timestamps) != base_ts:
-        # Absolute int64s rather than int32 deltas: 4 bytes more per message, but both
-        # directions are one C call instead of a Python loop over the batch.
+    if timestamps is not None:
         flags |= F_TS64
-        parts.append(_ints("q", timestamps))
-    if offset_deltas is not None:
+        parts.append(timestamps)
+    if deltas is not None:
         flags |= F_DELTAS
-        parts.append(_ints("I", offset_deltas))
-    value_lengths, value_blob = _lengths(values)
+        parts.append(deltas)
     parts.append(value_lengths)
-    key_blob = b""
-    if keys is not None:
+    if key_lengths is not None:
         flags |= F_KEYS
-        key_lengths, key_blob = _lengths(keys)
         parts.append(key_lengths)
     if headers is not None:
         flags |= F_HEADERS
-        encoded = encode_headers(headers)
-        parts.append(struct.pack("<I", len(encoded)))
-        parts.append(encoded)
-    parts.append(value_blob)
-    parts.append(key_blob)
+        parts.append(struct.pack("<I", len(headers)))
+        parts.append(headers)
+    parts.append(values)
+    parts.append(keys)
     return _HEADER.pack(VERSION, flags, count, base_ts) + b"".join(parts)
 
 

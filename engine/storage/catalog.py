@@ -70,6 +70,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("jobs", "first_task_ms", "INTEGER"),
     ("topics", "policies", "TEXT"),
     ("partitionlets", "reached_offset", "INTEGER"),
+    ("users", "read_only", "INTEGER NOT NULL DEFAULT 0"),
     ("jobs", "progress", "REAL"),
     ("jobs", "step", "TEXT"),
 )
@@ -249,7 +250,8 @@ CREATE TABLE IF NOT EXISTS users (
     password_hash TEXT NOT NULL,       -- scrypt$n$r$p$salt_hex$hash_hex
     groups        TEXT NOT NULL DEFAULT '',   -- comma-separated group names
     admin         INTEGER NOT NULL DEFAULT 0,
-    created_ms    INTEGER NOT NULL
+    created_ms    INTEGER NOT NULL,
+    read_only     INTEGER NOT NULL DEFAULT 0  -- 1: every change refused (engine.auth.users)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS api_tokens (
     token_hash    TEXT PRIMARY KEY,    -- hex SHA-256 of the token

@@ -350,3 +350,34 @@ def test_max_records_and_no_redis_reach_the_settings(tmp_path, monkeypatch):
     settings = seen["settings"]
     assert settings.consume_max_records == 2000 and settings.redis is False
     assert settings.messages == {100: 20_000, 1024: 20_000}
+
+
+def test_the_latency_case_reaches_the_output_json_and_markdown(tmp_path, monkeypatch):
+    """`--latency N` runs bench.latency in the work directory (its own test runs it for
+    real: tests/bench/test_bench_latency.py) and reports it in all three outputs."""
+    from bench import latency
+
+    seen = {}
+
+    def fake_run(n, workdir):
+        seen["n"], seen["workdir"] = n, workdir
+        return [latency.Latencies("over the wire (plet serve, confluent-kafka)", [1.0, 2.0, 3.0])]
+
+    monkeypatch.setattr(command.latency, "run", fake_run)
+    json_file, md_file = tmp_path / "run.json", tmp_path / "run.md"
+    result = _invoke(
+        ["--quick", "--no-redis", "--sizes", "100", "--acks", "1", "--latency", "3"]
+        + ["--dir", str(tmp_path), "--json", str(json_file), "--markdown", str(md_file)]
+    )
+    assert result.exit_code == 0, result.output
+    assert seen["n"] == 3 and seen["workdir"].name == "latency"
+    assert "over the wire (plet serve, confluent-kafka): p50 2.00 ms" in result.stdout
+    (row,) = json.loads(json_file.read_text())["latency"]
+    assert row == {
+        "case": "over the wire (plet serve, confluent-kafka)",
+        "received": 3,
+        "p50_ms": 2.0,
+        "p99_ms": 3.0,
+        "max_ms": 3.0,
+    }
+    assert "| over the wire (plet serve, confluent-kafka) | 3 | 2.00 |" in md_file.read_text()

@@ -48,6 +48,10 @@ def test_the_command_builds_the_app(tmp_path, monkeypatch):
     assert app.cluster_path == str(tmp_path / "c")
     assert app.start_topic == "/apps/sensors:car-17"
     assert app.cluster is None  # it opens its own, in a worker
+    assert app.read_only is False
+    result = CliRunner().invoke(cli, ["--cluster", str(tmp_path / "c"), "tui", "--read-only"])
+    assert result.exit_code == 0, result.output
+    assert started[-1].read_only is True
 
 
 @pytest.mark.asyncio

@@ -28,8 +28,8 @@ async def test_permissions_screen_shows_a_users_answers(cluster, make_app, until
         table = screen.query_one("#perm-table", DataTable)
         rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
         assert rows == [
-            ["/a/mine", "alice", "✓ yes", "✓ yes", "✓ yes", "✗ no", "✓ yes"],
-            ["/b/theirs", cluster.principal.user, "✗ no", "✓ yes", "✗ no", "✗ no", "✗ no"],
+            ["/a/mine", "alice", "✓ yes", "✓ yes", "✓ yes", "✓ yes", "✗ no", "✓ yes"],
+            ["/b/theirs", cluster.principal.user, "✗ no", "✓ yes", "✗ no", "✗ no", "✗ no", "✗ no"],
         ]
         assert "alice (groups dev)" in str(screen.query_one("#perm-status", Static).content)
         table.move_cursor(row=1)

@@ -90,7 +90,9 @@ async def test_without_topic_perm_no_edit_is_offered_and_the_engine_refuses_one(
         pane = await _open(app, pilot, until)
         # the edit is not offered, and says why
         assert pane.query_one("#topic-policy-edit").display is False
-        assert "You do not satisfy this stream's topic permission" in _text(app, "#topic-policies")
+        assert "You cannot change these (needs topic_perm on /guarded" in _text(
+            app, "#topic-policies"
+        )
         # offered anyway (as when the ACE changed meanwhile), the engine refuses it
         app.push_screen(TopicPoliciesScreen(pane.topic_info, pane.info.policies))
         await until(pilot, lambda: isinstance(app.screen, TopicPoliciesScreen))

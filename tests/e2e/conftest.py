@@ -1,5 +1,6 @@
-"""End-to-end fixtures: the web console served from a thread over a seeded cluster, and
-Playwright driving Debian's Chromium (Playwright's own browsers cannot be downloaded here).
+"""End-to-end fixtures: the web console served from a thread over a seeded cluster (and a
+second, empty cluster `dc2` under /c/dc2/, web/clusters.py), and Playwright driving Debian's
+Chromium (Playwright's own browsers cannot be downloaded here).
 
 Every test gets a page logged in as the administrator; `shot(page, name)` saves a
 screenshot under tests/artifacts/screenshots/ (ignored by git) for people to look at.
@@ -34,6 +35,7 @@ class LiveServer:
     url: str
     cluster_path: Path
     cluster: object  # an engine Cluster of the test process, for setting up and checking
+    dc2_path: Path | None = None  # a second cluster served at /c/dc2/ (same admin password)
 
 
 @pytest.fixture(scope="session")
@@ -47,28 +49,34 @@ def browser_type_launch_args(browser_type_launch_args):
 
 @pytest.fixture(scope="session")
 def live_server(tmp_path_factory):
-    """One console for the whole e2e session, over a cluster seeded with engine.demo."""
+    """One console for the whole e2e session, over a cluster seeded with engine.demo (at /
+    and /c/e2e/), and an empty cluster dc2 with its own administrator (at /c/dc2/), as
+    `plet web --also DC2` serves them."""
     from werkzeug.serving import make_server
 
     from engine import Cluster
     from engine.demo import seed
-    from web import close_app, create_app
+    from engine.served_clusters import served_clusters
+    from web.clusters import Console
 
-    path = tmp_path_factory.mktemp("e2e") / "cluster"
+    root = tmp_path_factory.mktemp("e2e")
+    path = root / "cluster"
     cluster = Cluster.open(path, name="e2e")
     seed(cluster)
     cluster.add_user(ADMIN, ADMIN_PASSWORD, admin=True)
     cluster.add_user(USER, USER_PASSWORD, groups=("analysts",))
-    app = create_app(path)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+    with Cluster.open(root / "dc2", name="dc2") as dc2:
+        dc2.add_user(ADMIN, ADMIN_PASSWORD, admin=True)
+    console = Console(served_clusters(path, also=[root / "dc2"], linked=False))
+    server = make_server("127.0.0.1", 0, console, threaded=True)
     thread = threading.Thread(target=server.serve_forever, name="e2e-web", daemon=True)
     thread.start()
     try:
-        yield LiveServer(f"http://127.0.0.1:{server.server_port}", path, cluster)
+        yield LiveServer(f"http://127.0.0.1:{server.server_port}", path, cluster, root / "dc2")
     finally:
         server.shutdown()
         server.server_close()
-        close_app(app)
+        console.close()
         cluster.close()
 
 
@@ -94,3 +102,12 @@ def shot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def open_produce(page):
+    """Unfold the topic page's produce form (a click away on its Messages tab) and return
+    its region."""
+    page.locator("#produce-toggle > summary").click()
+    produce = page.get_by_role("region", name="Produce a message")
+    expect(produce).to_be_visible()
+    return produce

@@ -58,7 +58,7 @@ def test_a_topic_chart_draws_the_recorded_history(admin_page, live_server, monke
         assert round(sum(v * 60 for _, v in minutes.recorded)) == 300
         assert round(sum(v * 3600 for _, v in hours.recorded)) == 300
 
-        page.goto(f"{live_server.url}/topics/{TOPIC[1:]}")
+        page.goto(f"{live_server.url}/topics/{TOPIC[1:]}?tab=charts")
         figure = page.get_by_role("figure", name=f"Throughput of {TOPIC}")
         expect(figure).to_have_attribute("data-rendered-points", str(len(minutes.recorded)))
         expect(figure.locator("canvas")).to_be_visible()

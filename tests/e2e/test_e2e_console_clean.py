@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from engine import Consumer, OffsetAndMetadata, Producer, TopicPartition
-from tests.e2e.conftest import PAGE_TIMEOUT_MS, log_in, shot
+from tests.e2e.conftest import PAGE_TIMEOUT_MS, log_in, open_produce, shot
 from tests.e2e.test_e2e_topics import _unique_topic
 
 # securitypolicyviolation events, reported through the console so one listener sees all
@@ -86,7 +86,7 @@ def test_produce_form_swap_violates_no_csp(watched, live_server):
     page, seen = watched
     name = _unique_topic(live_server.cluster)
     page.goto(live_server.url + "/topics/" + name[1:] + "?follow=1")
-    produce = page.get_by_role("region", name="Produce a message")
+    produce = open_produce(page)
     produce.get_by_label("Message value").fill("first")
     produce.get_by_label("Headers").fill("not a header")
     produce.get_by_role("button", name="Produce").click()
@@ -131,4 +131,21 @@ def test_the_icon_loads_and_favicon_ico_answers(watched, live_server):
     assert ico.status == 200 and ico.headers["content-type"].startswith("image/")
     assert ico.url.endswith(href)
     # the page's own icon request (whichever URL Chromium asked) failed nowhere
+    assert seen == {"csp": [], "errors": [], "failed": []}
+
+
+def test_topic_tabs_and_an_import_violate_no_csp(watched, live_server, tmp_path):
+    page, seen = watched
+    name = _unique_topic(live_server.cluster)
+    path = tmp_path / "two.jsonl"
+    path.write_text('{"value": "one", "partition": 0}\n{"value": "two", "key": "k"}\n')
+    page.goto(live_server.url + "/topics/" + name[1:])
+    for tab in ("Partitions", "Consumers", "Configs", "Schema", "Charts", "Messages"):
+        page.get_by_role("tab", name=tab).click()
+        expect(page.get_by_role("tab", name=tab)).to_have_attribute("aria-selected", "true")
+    page.get_by_text("Import messages", exact=True).click()
+    form = page.get_by_role("region", name="Import messages")
+    form.get_by_label("File").set_input_files(path)
+    form.get_by_role("button", name="Import", exact=True).click()
+    expect(page.locator("#import-result")).to_contain_text("Wrote 2 of 2 messages (100%)")
     assert seen == {"csp": [], "errors": [], "failed": []}

@@ -1,5 +1,5 @@
 """How the console feels in a real browser: light and dark themes that follow the browser's
-setting, and the keyboard shortcuts of web/static/app.js."""
+setting or the footer's theme button, and the keyboard shortcuts of web/static/app.js."""
 
 from __future__ import annotations
 
@@ -22,8 +22,16 @@ COLOURS = """() => {
     ink: css(document.body, "color"),
     th: css(document.querySelector("th"), "background-color"),
     scheme: css(root, "color-scheme"),
+    // as charts.js reads them: resolved by an element (they hold light-dark() pairs)
     chart: ["--chart-grid", "--chart-text", "--chart-series-1", "--chart-series-2",
-            "--chart-series-3", "--chart-series-4"].map((name) => css(root, name)),
+            "--chart-series-3", "--chart-series-4"].map((name) => {
+      const probe = document.createElement("span");
+      probe.style.color = `var(${name})`;
+      document.body.appendChild(probe);
+      const value = getComputedStyle(probe).color;
+      probe.remove();
+      return value;
+    }),
   };
 }"""
 
@@ -83,6 +91,27 @@ def test_the_theme_follows_the_browser_light_or_dark(admin_page, live_server, tm
         # the chart colours exist in both themes, and differ between them
         assert all(light["chart"]) and all(dark["chart"])
         assert light["chart"] != dark["chart"]
+
+        # the footer's button overrides the browser: dark here though it asks for light,
+        # kept across pages, and back to the browser's setting after light
+        toggle = page.locator("[data-theme-toggle]")
+        expect(toggle).to_have_text("Theme: auto")
+        toggle.click()
+        expect(toggle).to_have_text("Theme: light")
+        toggle.click()
+        expect(toggle).to_have_text("Theme: dark")
+        assert page.evaluate(COLOURS)["bg"] == dark["bg"]
+        page.goto(live_server.url + "/heat")
+        expect(page.locator("[data-theme-toggle]")).to_have_text("Theme: dark")
+        assert page.evaluate(COLOURS)["bg"] == dark["bg"]
+        # the heat scale is turned over in the dark: no load is dark, not a glare of white
+        cells = page.locator('svg[data-map="volumes"] g.heat-cells')
+        assert "invert(1)" in cells.evaluate("e => getComputedStyle(e).filter")
+        shot(page, "dark-heat-chosen")
+        page.locator("[data-theme-toggle]").click()
+        expect(page.locator("[data-theme-toggle]")).to_have_text("Theme: auto")
+        assert page.evaluate(COLOURS)["bg"] == light["bg"]
+        assert cells.evaluate("e => getComputedStyle(e).filter") == "none"
     finally:
         home.remove_replica(STREAM, tmp_path / "peer")
         home.remove_replica(STREAM, tmp_path / "gone")

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from engine.wire import KafkaServer
-from tests.e2e.conftest import ADMIN, ADMIN_PASSWORD, shot
+from tests.e2e.conftest import ADMIN, ADMIN_PASSWORD, open_produce, shot
 
 warnings.filterwarnings("ignore", module="authlib")  # its own deprecation of httpx
 
@@ -165,7 +165,7 @@ def test_produce_form_encodes_json_with_the_schema(admin_page, live_server):
 
     page = admin_page
     page.goto(f"{live_server.url}/topics/e2e-schemas:orders")
-    produce = page.get_by_role("region", name="Produce a message")
+    produce = open_produce(page)
     produce.get_by_label("Message value").fill('{"id": 1, "item": "bolt"}')
     produce.get_by_label("Encode with schema /e2e-schemas:orders-value v1").check()
     produce.get_by_role("button", name="Produce", exact=True).click()
@@ -179,3 +179,32 @@ def test_produce_form_encodes_json_with_the_schema(admin_page, live_server):
     value = page.locator("td.msg-value").first
     expect(value).to_contain_text('"item": "bolt"')
     expect(value).to_contain_text("decoded: Avro, subject /e2e-schemas:orders-value v1")
+
+
+def test_g_c_opens_the_schemas_page_and_a_subject(admin_page, live_server):
+    """`g c` (docs/WEB.md) answered 404: the Schemas page lists the subjects with their
+    topic, versions and compatibility, and a subject's page shows its versions."""
+    cluster = live_server.cluster
+    cluster.create_stream("/e2e-subjects")
+    cluster.create_topic("/e2e-subjects:orders", 1)
+    cluster.schemas.register("/e2e-subjects:orders-value", json.dumps(ORDER))
+    page = admin_page
+    page.goto(live_server.url + "/")
+    page.keyboard.press("g")
+    page.keyboard.press("c")
+    expect(page).to_have_url(re.compile(r"/schemas$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("Schemas")
+    expect(page.get_by_role("navigation").get_by_role("link", name="Schemas")).to_have_attribute(
+        "aria-current", "page"
+    )
+    page.get_by_label("Subject contains").fill("e2e-subjects")
+    row = page.locator('tr[data-subject="/e2e-subjects:orders-value"]')
+    expect(row).to_contain_text("/e2e-subjects:orders values")
+    expect(row).to_contain_text("BACKWARD (the registry's)")
+    expect(page).to_have_url(re.compile(r"q=e2e-subjects"))
+    shot(page, "schemas")
+    row.get_by_role("link", name="/e2e-subjects:orders-value").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Subject /e2e-subjects:orders-value")
+    expect(page.locator('tr[data-version="1"] pre.value')).to_contain_text('"name": "Order"')
+    page.get_by_role("link", name="/e2e-subjects:orders", exact=True).click()
+    expect(page.get_by_role("tab", name="Schema")).to_have_attribute("aria-selected", "true")

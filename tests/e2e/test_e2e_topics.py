@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from engine import Producer
-from tests.e2e.conftest import shot
+from tests.e2e.conftest import open_produce, shot
 
 SENSORS = "/topics/apps/sensors:car-17"
 
@@ -61,18 +61,51 @@ def no_dialogs(admin_page):
     assert opened == [], f"a dialog opened: {opened}"
 
 
-def test_topic_page_renders_partitions_and_messages(admin_page, live_server):
+def test_topic_page_opens_on_its_messages_and_tabs_are_links(admin_page, live_server):
     page = admin_page
     page.goto(live_server.url + SENSORS)
     expect(page.get_by_role("heading", level=1)).to_have_text("Topic /apps/sensors:car-17")
+    tabs = page.get_by_role("tablist")
+    expect(tabs.get_by_role("tab")).to_have_text(
+        ["Messages", "Partitions", "Consumers", "Configs", "Schema", "Charts"]
+    )
+    expect(tabs.get_by_role("tab", name="Messages")).to_have_attribute("aria-selected", "true")
+    expect(_rows(page)).to_have_count(50)  # a page of the newest, first thing on the page
+    # on screen as the page opens, with rows to read: no scrolling to them
+    assert page.locator("#message-rows").bounding_box()["y"] < page.viewport_size["height"] - 100
+    _shot(page, "topic")
+    # the produce form is a click away
+    expect(page.get_by_role("region", name="Produce a message")).to_be_hidden()
+    expect(open_produce(page)).to_be_visible()
+    # a tab loads in place (htmx) and its URL is pushed, so Back and reload keep it
+    page.evaluate("window.__notReloaded = true")
+    tabs.get_by_role("tab", name="Partitions").click()
+    expect(page).to_have_url(re.compile(r"\?tab=partitions$"))
     partitions = page.get_by_role("region", name="Partitions")
     expect(partitions.locator("tbody > tr")).to_have_count(3)
     expect(partitions.get_by_role("list", name="Partitionlets of partition 0")).to_contain_text(
         "volume"
     )
-    expect(_rows(page)).to_have_count(50)  # a page of the newest
-    expect(page.get_by_role("region", name="Produce a message")).to_be_visible()
-    _shot(page, "topic")
+    tabs = page.get_by_role("tablist")
+    expect(tabs.get_by_role("tab", name="Partitions")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("tabpanel")).to_have_attribute("aria-labelledby", "tab-partitions")
+    assert page.evaluate("window.__notReloaded") is True
+    shot(page, "topic-partitions")
+    # the keyboard: arrows move between the tabs, Enter opens one
+    tabs.get_by_role("tab", name="Partitions").focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    expect(tabs.get_by_role("tab", name="Configs")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"\?tab=configs$"))
+    expect(page.get_by_role("region", name="Policies")).to_be_visible()
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"\?tab=partitions$"))
+    expect(page.get_by_role("region", name="Partitions")).to_be_visible()
+    page.reload()
+    expect(page.get_by_role("region", name="Partitions")).to_be_visible()
+    page.get_by_role("tab", name="Messages").click()
+    expect(_rows(page)).to_have_count(50)
 
 
 def test_seek_by_offset_shows_that_offset_first(admin_page, live_server):
@@ -137,8 +170,8 @@ def test_a_produced_message_appears_in_the_live_tail_without_reload(admin_page, 
     _produce(live_server.cluster, name, {"value": b"tail-two", "key": b"k2", "partition": 0})
     expect(_rows(page).first).to_contain_text("tail-two")  # newest on top
     expect(_rows(page)).to_have_count(3)
-    partitions = page.get_by_role("region", name="Partitions")
-    expect(partitions.locator("tbody > tr").nth(1).locator("td").nth(2)).to_have_text("1")
+    facts = page.locator("#topic-facts")  # the counts above the tabs move too
+    expect(facts.locator("dt:text-is('Messages') + dd")).to_have_text("3")
     assert page.evaluate("window.__notReloaded") is True
     _shot(page, "topic-live-tail")
 
@@ -147,7 +180,7 @@ def test_produce_form_writes_and_the_tail_shows_it(admin_page, live_server):
     page = admin_page
     name = _unique_topic(live_server.cluster)
     page.goto(live_server.url + "/topics/" + name[1:] + "?follow=1")
-    produce = page.get_by_role("region", name="Produce a message")
+    produce = open_produce(page)
     produce.get_by_label("Key").fill("order-1")
     produce.get_by_label("Message value").fill('{"total": 12.5}')
     produce.get_by_label("Headers").fill("source=e2e\nsource: e2e")
@@ -228,7 +261,7 @@ def test_hostile_content_shows_as_text_and_runs_nothing(admin_page, live_server,
     # the same through the produce form, and the live tail
     page.get_by_label("Follow (live tail)").check()
     expect(page.locator("#tail")).to_be_visible()
-    produce = page.get_by_role("region", name="Produce a message")
+    produce = open_produce(page)
     produce.get_by_label("Message value").fill(
         "<script>alert(3)</script><img src=y onerror=alert(4)>"
     )
@@ -246,7 +279,7 @@ def test_hostile_content_shows_as_text_and_runs_nothing(admin_page, live_server,
 def test_topic_policy_overrides_round_trip_and_bad_values_show_inline(admin_page, live_server):
     page = admin_page
     name = _unique_topic(live_server.cluster)  # its stream: ttl 0
-    page.goto(live_server.url + "/topics/" + name[1:])
+    page.goto(live_server.url + "/topics/" + name[1:] + "?tab=configs")
     policies = page.get_by_role("region", name="Policies")
     ttl_row = policies.locator('tr[data-policy="ttl"]')
     expect(ttl_row.locator("td.source")).to_have_text("stream")
@@ -273,3 +306,74 @@ def test_topic_policy_overrides_round_trip_and_bad_values_show_inline(admin_page
     expect(policies.get_by_role("status")).to_have_text("Saved the topic's policies.")
     expect(ttl_row.locator("td.source")).to_have_text("stream")
     assert live_server.cluster.topic(name).overrides == {}
+
+
+def _messages(cluster, name: str) -> list[tuple]:
+    """(partition, offset, timestamp, key, value, headers) of every message of `name`."""
+    from engine import Consumer, TopicPartition
+
+    consumer = Consumer(cluster)
+    try:
+        count = cluster.topic(name).partition_count
+        consumer.assign([TopicPartition(name, p) for p in range(count)])
+        consumer.seek_to_beginning()
+        found = []
+        while batch := consumer.poll(timeout_ms=0, max_records=10_000):
+            for records in batch.values():
+                found += [
+                    (r.partition, r.offset, r.timestamp, r.key, r.value, list(r.headers or ()))
+                    for r in records
+                ]
+        return sorted(found)
+    finally:
+        consumer.close(autocommit=False)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv"])
+def test_an_import_of_an_export_round_trips(admin_page, live_server, tmp_path, kind):
+    page = admin_page
+    cluster = live_server.cluster
+    source = _unique_topic(cluster, partitions=2)
+    target = source[: -len(":t")] + ":copy"
+    cluster.create_topic(target, partitions=2)
+    _produce(
+        cluster,
+        source,
+        *(
+            {
+                "value": b"=formula %d" % i if i % 4 == 0 else b"\xff\x00 %d" % i,
+                "key": None if i == 5 else b"key-%d" % i,
+                "partition": i % 2,
+                "headers": [("n", b"%d" % i), ("empty", None)],
+                "timestamp_ms": 1_700_000_000_000 + 1000 * i,
+            }
+            for i in range(30)
+        ),
+    )
+    page.goto(live_server.url + "/topics/" + source[1:] + "?start=oldest")
+    button = "Download JSON lines" if kind == "jsonl" else "Download CSV"
+    with page.expect_download() as info:
+        page.get_by_role("form", name="Download messages").get_by_role(
+            "button", name=button
+        ).click()
+    path = tmp_path / f"export.{kind}"
+    info.value.save_as(path)
+
+    page.goto(live_server.url + "/topics/" + target[1:])
+    page.get_by_text("Import messages", exact=True).click()
+    form = page.get_by_role("region", name="Import messages")
+    form.get_by_label("File").set_input_files(path)
+    form.get_by_role("button", name="Dry run").click()
+    result = page.locator("#import-result")
+    expect(result).to_contain_text(
+        f"Dry run: 30 messages into {target}: 15 to partition 0, 15 to partition 1."
+    )
+    expect(
+        result.get_by_role("table", name="Messages to import").locator("tbody tr")
+    ).to_have_count(20)
+    assert _messages(cluster, target) == []
+    shot(page, f"topic-import-dry-run-{kind}")
+    form.get_by_role("button", name="Import", exact=True).click()
+    expect(result).to_contain_text(f"Wrote 30 of 30 messages (100%) into {target}")
+    shot(page, f"topic-import-done-{kind}")
+    assert _messages(cluster, target) == _messages(cluster, source)

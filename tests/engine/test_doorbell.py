@@ -85,6 +85,7 @@ def test_another_process_append_wakes_a_waiting_consumer(tmp_path, monkeypatch):
     """The consumer looks at the files only once a minute here: the record comes before
     that only because the producer's process rang this one's doorbell."""
     monkeypatch.setattr(consumer_module, "_IDLE_WAIT_S", 60.0)
+    monkeypatch.setattr(consumer_module, "_IDLE_WAIT_RUNG_S", 60.0)
     path = tmp_path / "c"
     with Cluster.open(path) as cluster:
         cluster.create_stream("/s", ttl=0)

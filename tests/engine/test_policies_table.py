@@ -14,7 +14,7 @@ from engine.errors import InvalidPolicy
 from engine.policies import POLICIES, cli_help, policy, validate
 
 # DESIGN.md, "Stream policies", in its order (and `compression`, `archive_after` and
-# `archive_uri`, from its "History").
+# `archive_uri`, from its "History"; `mask` and `unmask_perm`, data masking, issue 27).
 DESIGN_POLICIES = {
     "ttl": 604800,
     "default_partitions": 1,
@@ -28,8 +28,10 @@ DESIGN_POLICIES = {
     "compression": "none",
     "archive_after": 0,
     "archive_uri": "",
+    "mask": "",
     "produce_perm": "u:<creator>",
     "consume_perm": "u:<creator>",
+    "unmask_perm": "u:<creator>",
     "topic_perm": "u:<creator>",
     "copy_perm": "u:<creator>",
     "admin_perm": "u:<creator>",

@@ -111,8 +111,13 @@ def test_a_replication_token_opens_nothing_but_replication(app, data):
 
 
 def test_me_says_whom_a_token_acts_as(api, alice):
-    assert api.get("/me").json == {"name": ADMIN, "groups": [], "admin": True}
-    assert alice.get("/me").json == {"name": USER, "groups": ["analysts"], "admin": False}
+    assert api.get("/me").json == {"name": ADMIN, "groups": [], "admin": True, "read_only": False}
+    assert alice.get("/me").json == {
+        "name": USER,
+        "groups": ["analysts"],
+        "admin": False,
+        "read_only": False,
+    }
 
 
 def test_a_token_records_its_last_use(app, data):

@@ -25,7 +25,7 @@ def test_the_partitions_view_shows_tier_size_and_file(cluster, client):
     old = next(p for p in infos if p.tier == "archive")
     live = next(p for p in infos if p.tier == "live")
 
-    page = client.get("/topics/old/logs:app")
+    page = client.get("/topics/old/logs:app?tab=partitions")
     assert page.status_code == 200
     text = page.get_data(as_text=True)
     items = {

@@ -68,7 +68,7 @@ def test_every_page_with_a_history_places_its_chart(client, recorded):
     pages = {
         "/": ("cluster", ""),
         "/streams/m": ("stream", STREAM),
-        "/topics/m:t": ("topic", TOPIC),
+        "/topics/m:t?tab=charts": ("topic", TOPIC),  # the topic page keeps it in a tab
         "/groups/g": ("group", "g"),
         "/streams/m/~/replicas": ("replica", link),
         "/replication": ("replica", link),

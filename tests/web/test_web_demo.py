@@ -316,6 +316,12 @@ def test_plet_web_demo_serves_dc1_and_prints_the_login(tmp_path):
             assert _wait_for(lambda: sum(_end_offsets(dc1).values()) > before, timeout=20)
             assert dc1.authenticate("admin", password) is not None
             assert dc1.topic_count(demo.FLEET) == 40
+        # dc2 and dc3, linked by the ring, are served too, with their own administrator
+        for name in ("dc2", "dc3"):
+            assert f"{url}c/{name}/" in served.output
+            with Cluster.open(root / name) as other:
+                assert other.authenticate("admin", password) is not None
+            assert _get(f"{url}c/{name}/")[1].startswith(f"/c/{name}/login")
     finally:
         code = served.stop()
     assert code == 0, served.output

@@ -32,9 +32,9 @@ def test_own_and_others_permissions(client, user_client, cluster):
 
     page = text(user_client.get(f"/users/{USER}/permissions"))
     assert "Effective permissions of alice" in page and "analysts" in page
-    # produce, consume, topic, copy, admin
-    assert _row(page, "/apps/mine") == ["yes", "no", "yes", "no", "yes"]
-    assert _row(page, "/apps/shared") == ["no", "yes", "no", "no", "no"]
+    # produce, consume, unmask, topic, copy, admin
+    assert _row(page, "/apps/mine") == ["yes", "no", "yes", "yes", "no", "yes"]
+    assert _row(page, "/apps/shared") == ["no", "yes", "no", "no", "no", "no"]
     assert "g:analysts &amp; !u:alice" in user_client.get(f"/users/{USER}/permissions").get_data(
         as_text=True
     )
@@ -47,9 +47,9 @@ def test_own_and_others_permissions(client, user_client, cluster):
         assert refused.status_code == 403
         assert "only a cluster administrator" in text(refused)
     seen = text(client.get(f"/users/{USER}/permissions"))
-    assert _row(seen, "/apps/mine") == ["yes", "no", "yes", "no", "yes"]
+    assert _row(seen, "/apps/mine") == ["yes", "no", "yes", "yes", "no", "yes"]
     own = text(client.get(f"/users/{ADMIN}/permissions"))
-    assert _row(own, "/other/x") == ["yes"] * 5 and "(administrator)" in own
+    assert _row(own, "/other/x") == ["yes"] * 6 and "(administrator)" in own
     assert f'href="/users/{USER}/permissions"' in text(client.get("/users"))  # users list
 
 

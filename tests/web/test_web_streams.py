@@ -290,7 +290,9 @@ def test_ace_parse_error_points_at_the_bad_character(client, cluster):
 def test_plain_user_is_denied_an_edit_and_nothing_changes(user_client, cluster):
     cluster.create_stream("/guarded", ttl=100)  # admin_perm u:<creator>: not alice
     page = _text(user_client.get("/streams/guarded"))
-    assert "You do not satisfy this stream's admin permission" in page
+    assert "not change them (needs admin_perm on /guarded" in page
+    assert ">Save policies</button>" not in page  # the reason on hover instead
+    assert 'title="needs admin_perm on /guarded" data-denied="Save policies"' in page
     answer = _policies(user_client, "/guarded", ttl="1")
     assert answer.status_code == 403
     assert "Not saved:" in _text(answer) and "admin_perm" in _text(answer)

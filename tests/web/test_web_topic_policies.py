@@ -35,7 +35,7 @@ def _save(client, name: str, overrides: dict[str, str], headers=None, **extra):
 def test_the_page_shows_each_policy_its_value_and_where_it_comes_from(client, cluster):
     cluster.create_stream("/apps", ttl=90)
     cluster.create_topic("/apps:t", 1, policies={"compact": True})
-    rows = _rows(_text(client.get("/topics/apps:t")))
+    rows = _rows(_text(client.get("/topics/apps:t?tab=configs")))
     assert list(rows) == list(TOPIC_POLICIES)
     assert rows["compact"] == ("true", "topic")
     assert rows["ttl"] == ("90", "stream")
@@ -47,9 +47,10 @@ def test_an_override_is_set_and_unset(client, cluster):
     cluster.create_topic("/apps:t", 1)
     answer = _save(client, "apps:t", {"ttl": "30", "retention_bytes": "1000"})
     assert answer.status_code == 303
+    assert answer.headers["Location"].endswith("/topics/apps:t?tab=configs")  # back on its tab
     info = cluster.topic("/apps:t")
     assert info.overrides == {"ttl": 30, "retention_bytes": 1000}
-    rows = _rows(_text(client.get("/topics/apps:t")))
+    rows = _rows(_text(client.get("/topics/apps:t?tab=configs")))
     assert rows["ttl"] == ("30", "topic") and rows["retention_bytes"] == ("1000", "topic")
     # htmx: the form comes back saved; the unticked ttl goes back to the stream's
     html = _text(_save(client, "apps:t", {"retention_bytes": "1000"}, headers=HTMX))
@@ -88,8 +89,8 @@ def test_bad_values_answer_400_with_the_engines_message_inline(client, cluster):
 def test_a_user_without_topic_perm_sees_them_read_only_and_is_refused(user_client, cluster):
     cluster.create_stream("/guarded", ttl=100, consume_perm="p")  # topic_perm: the creator
     cluster.create_topic("/guarded:t", 1)
-    html = _text(user_client.get("/topics/guarded:t"))
-    assert "You do not satisfy this stream's topic permission" in html
+    html = _text(user_client.get("/topics/guarded:t?tab=configs"))
+    assert "not change them (needs topic_perm on /guarded" in html
     assert _rows(html)["ttl"] == ("100", "stream")
     assert 'name="override"' not in html and "Save topic policies" not in html
     answer = _save(user_client, "guarded:t", {"ttl": "1"})

@@ -87,8 +87,81 @@ def consume_all(cluster, name: str) -> list:
 # --- the page --------------------------------------------------------------------------------
 
 
-def test_page_shows_the_topic_its_partitions_and_their_chains(client, topic, cluster):
+def test_page_opens_on_its_messages_with_tabs(client, topic):
     answer = client.get(URL)
+    assert answer.status_code == 200
+    body = text(answer)
+    assert "<h1>Topic <code>/apps/t:readings</code></h1>" in body
+    assert 'role="tablist"' in body
+    tabs = re.findall(
+        r'<a role="tab" id="tab-(\w+)" href="([^"]+)"[^>]*aria-selected="(\w+)"', body
+    )
+    assert tabs == [
+        ("messages", URL, "true"),
+        ("partitions", URL + "?tab=partitions", "false"),
+        ("consumers", URL + "?tab=consumers", "false"),
+        ("configs", URL + "?tab=configs", "false"),
+        ("schema", URL + "?tab=schema", "false"),
+        ("charts", URL + "?tab=charts", "false"),
+    ]
+    assert 'role="tabpanel" id="tab-panel" aria-labelledby="tab-messages"' in body
+    assert len(offsets(answer)) == 32  # the newest messages, on the page itself
+    # the produce form is a click away: in the page, folded
+    assert '<details class="produce-toggle" id="produce-toggle">' in body
+    assert 'aria-label="Produce a message"' in body
+    # the other tabs' panels are not read nor shown
+    assert 'aria-label="Partitions"' not in body and 'aria-label="Policies"' not in body
+    assert client.get(URL, query_string={"tab": "messages"}).status_code == 200
+
+
+def test_a_tab_is_a_link_and_htmx_gets_its_panel(client, topic):
+    answer = client.get(URL, query_string={"tab": "configs"})
+    assert answer.status_code == 200
+    body = text(answer)
+    assert body.startswith("<!doctype html>")  # without JavaScript: the whole page
+    assert 'aria-label="Policies"' in body and offsets(answer) == []
+    assert 'id="tab-configs" href="/topics/apps/t:readings?tab=configs"' in body
+    assert re.search(r'id="tab-configs"[^>]*aria-selected="true"', body)
+    assert 'id="browser"' not in body
+    partial = client.get(
+        URL, query_string={"tab": "charts"}, headers={**HTMX, "HX-Target": "topic-tabs"}
+    )
+    body = text(partial)
+    assert partial.status_code == 200
+    assert body.lstrip().startswith('<div class="tabs" role="tablist"')
+    assert 'hx-push-url="true"' in body and 'aria-labelledby="tab-charts"' in body
+    assert 'aria-label="Throughput history"' in body and "<html" not in body
+    # the message browser's own htmx requests still get the messages part alone
+    browser = client.get(URL, headers={**HTMX, "HX-Target": "browser"})
+    assert text(browser).lstrip().startswith("<form") and len(offsets(browser)) == 32
+    missing = client.get(URL, query_string={"tab": "nope"})
+    assert missing.status_code == 404 and "has no tab" in text(missing)
+
+
+def test_the_schema_tab_shows_the_topic_schemas(client, topic):
+    body = text(client.get(URL, query_string={"tab": "schema"}))
+    assert 'id="schemas"' in body and "/apps/t:readings-value" in body
+
+
+def test_the_consumers_tab_lists_the_groups_reading_the_topic(client, topic, cluster):
+    consumer = Consumer(cluster, group_id="readers", enable_auto_commit=False)
+    try:
+        consumer.assign([TopicPartition(TOPIC, 0)])
+        consumer.seek(TopicPartition(TOPIC, 0), 10)
+        consumer.commit()
+    finally:
+        consumer.close()
+    body = text(client.get(URL, query_string={"tab": "consumers"}))
+    row = re.search(r'<tr data-group="readers">(.*?)</tr>', body, re.S).group(1)
+    assert "p0: 10" in row
+    assert '<td class="num" data-testid="topic-group-lag">20</td>' in row  # 30 - 10
+    cluster.create_topic("/apps/t:other")
+    empty = text(client.get("/topics/apps/t:other", query_string={"tab": "consumers"}))
+    assert "No consumer group reads this topic yet" in empty
+
+
+def test_page_shows_the_topic_its_partitions_and_their_chains(client, topic, cluster):
+    answer = client.get(URL, query_string={"tab": "partitions"})
     assert answer.status_code == 200
     body = text(answer)
     assert "<h1>Topic <code>/apps/t:readings</code></h1>" in body
@@ -99,7 +172,8 @@ def test_page_shows_the_topic_its_partitions_and_their_chains(client, topic, clu
     assert "0..29" in body and "active" in body
     assert 'href="/streams/apps/t"' in body
     assert "/heat?topic=/apps/t:readings&amp;partition=0" in body
-    # the newest messages first, across both partitions
+    # the newest messages first, across both partitions (the Messages tab)
+    answer = client.get(URL)
     assert offsets(answer)[0] == (0, 29)
     assert len(offsets(answer)) == 32
 
@@ -195,7 +269,7 @@ def test_bad_browser_input_is_a_400_with_the_message_by_its_field(
     assert message in body
     assert offsets(answer) == []
     # the page around it still renders
-    assert 'aria-label="Partitions"' in body
+    assert 'role="tablist"' in body and 'aria-label="Produce a message"' in body
     # htmx gets the same message in the part it swaps, with a 200 so that it is shown
     partial = client.get(URL, query_string=args, headers=HTMX)
     assert partial.status_code == 200
@@ -431,9 +505,8 @@ def test_tail_answers_204_until_a_message_arrives(client, cluster, topic):
     assert cursor_in(poller, "after", forward=True) == {0: 31, 1: 3}
     # the counts above the browser move too (out of band)
     assert '<dl class="facts topic-facts" id="topic-facts" hx-swap-oob="true">' in body
-    assert (
-        '<section aria-label="Partitions" class="card" id="partitions" hx-swap-oob="true">' in body
-    )
+    # the partitions are another tab: not swapped into the Messages tab
+    assert 'aria-label="Partitions"' not in body
     assert "<dt>Messages</dt><dd>34</dd>" in body
 
 
@@ -703,12 +776,14 @@ def test_a_user_without_consume_perm_sees_the_partitions_and_a_403(user_client, 
     answer = user_client.get(URL)
     assert answer.status_code == 403
     body = text(answer)
-    assert 'aria-label="Partitions"' in body
+    assert 'role="tablist"' in body
     assert "Access denied" in body and "consume_perm" in body
     assert offsets(answer) == []
     assert "v29" not in body
     partial = user_client.get(URL, headers=HTMX)
     assert partial.status_code == 200 and "Access denied" in text(partial)
+    partitions = user_client.get(URL, query_string={"tab": "partitions"})
+    assert partitions.status_code == 200 and 'aria-label="Partitions"' in text(partitions)
     download = user_client.get(URL + "/download", query_string={"file": "jsonl"})
     assert download.status_code == 403
     assert "v1" not in text(download)

@@ -40,12 +40,12 @@ def _rows(html: str) -> list[str]:
 
 
 def test_the_partition_table_shows_the_lso_next_to_the_end_offset(client, txns):
-    html = client.get("/topics/s:t").get_data(as_text=True)
+    html = client.get("/topics/s:t?tab=partitions").get_data(as_text=True)
     assert ">LSO</th>" in html
     cells = re.search(r'<td class="num lso( lso-held)?">(\d+)</td>', html)
     assert cells.groups() == (" lso-held", "5")  # held back by the open transaction
     txns["o"].commit_transaction()
-    html = client.get("/topics/s:t").get_data(as_text=True)
+    html = client.get("/topics/s:t?tab=partitions").get_data(as_text=True)
     assert re.search(r'<td class="num lso">(\d+)</td>', html).group(1) == "7"  # end offset
 
 
@@ -74,6 +74,7 @@ def test_the_transactions_page_lists_open_ones_and_an_admin_aborts_one(client, t
     # the aborted record is marked now, and the LSO is the end offset again
     html = client.get("/topics/s:t?start=oldest").get_data(as_text=True)
     assert _rows(html)[-2:] == ["5 aborted:o1", "6 ABORT"]
+    html = client.get("/topics/s:t?tab=partitions").get_data(as_text=True)
     assert re.search(r'<td class="num lso">(\d+)</td>', html).group(1) == "7"
 
 

@@ -11,15 +11,13 @@ leading slash: `/api/v1/streams/apps/sensors`, `/api/v1/topics/apps/sensors:car-
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import asdict
 from typing import Any
 
 from flask import Response, request
 
 from engine import errors
-from engine.client import browse
+from engine.client import browse, imports
 from engine.client.browse import encoded, record_json, timestamp_type_name
 from engine.client.producer import produce_one
 from engine.client.schemas import Decoded, SchemaDecoder
@@ -195,7 +193,14 @@ def _page(items: list[Any], key: str, limit: int, offset: int, total: int | None
 def me() -> Response:
     """Whom the token acts as: a cheap check that a token works."""
     who = user()
-    return json_response({"name": who.name, "groups": list(who.groups), "admin": who.admin})
+    return json_response(
+        {
+            "name": who.name,
+            "groups": list(who.groups),
+            "admin": who.admin,
+            "read_only": who.read_only,  # refused every change (docs/WEB.md, "Read-only")
+        }
+    )
 
 
 @api.route("/streams")
@@ -363,6 +368,7 @@ def messages(name: str) -> Response:
         with browse.Browser(c, query.topic, query.partitions, isolation_level=level) as browser:
             page = browser.page(query)
             marks = browser.marks(page.records)
+            mask = browser.mask
     except browse.BadQuery as exc:
         # the API's error name for a bad argument, whichever module found it
         raise errors.InvalidArgument(str(exc)) from None
@@ -392,29 +398,18 @@ def messages(name: str) -> Response:
             "next_offsets": {str(p): o for p, o in sorted(page.positions.items())},
             "end_offsets": {str(p): o for p, o in sorted(page.ends.items())},
             "end_reached": not page.more,
+            # the stream's mask policy when it applies to this user (engine.masking)
+            "masked": mask.text if mask is not None else None,
         }
     )
 
 
 def _decode(body: dict[str, Any], name: str, where: str = "") -> bytes | None:
     data = body.get(name)
-    encoding = body.get(f"{name}_encoding") or "utf-8"
-    label = f"{where}{name}"
     if data is None:
-        return None
-    if not isinstance(data, str):
-        raise errors.InvalidArgument(f"{label} must be a string or null, not {data!r}")
-    if encoding == "utf-8":
-        try:
-            return data.encode("utf-8")
-        except UnicodeEncodeError:
-            raise errors.InvalidArgument(f"{label} is not valid Unicode text") from None
-    if encoding == "base64":
-        try:
-            return base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            raise errors.InvalidArgument(f"{label} is not valid base64") from None
-    raise errors.InvalidArgument(f"{label}_encoding must be 'utf-8' or 'base64', not {encoding!r}")
+        return None  # null, whatever its encoding says
+    # the record shape's decoding, the one an import of a file does
+    return imports.decoded(data, body.get(f"{name}_encoding"), f"{where}{name}")
 
 
 def _headers(raw: Any) -> list[tuple[str, bytes]] | None:

@@ -160,5 +160,6 @@ def search_messages(name: str) -> Response:
             "cursor": browse.encode_cursor(info.name, True, positions_now) if remaining else None,
             "errors": progress.errors,
             "first_error": progress.first_error or None,
+            "masked": job.mask.text if job.mask is not None else None,
         }
     )

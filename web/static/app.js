@@ -93,5 +93,31 @@ document.addEventListener("htmx:sendError", () => {
     if (!target) return;
     if (target.closest("[data-shortcuts-open]")) openHelp();
     else if (target.closest("[data-shortcuts-close]")) dialog()?.close();
+    else if (target.closest("[data-theme-toggle]")) window.pletTheme?.next();
   });
+
+  // The theme button says which theme it set (theme.js keeps the choice).
+  function showTheme() {
+    const choice = window.pletTheme?.chosen() || "auto";
+    for (const button of document.querySelectorAll("[data-theme-toggle]")) {
+      button.textContent = "Theme: " + choice;
+      button.setAttribute("aria-label", "Theme: " + choice + " (change it)");
+    }
+  }
+  document.addEventListener("plet:theme", showTheme);
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", showTheme);
+  else showTheme();
 })();
+
+// Tabs (role="tablist", the topic page): each tab is a link, so Tab, Enter and the browser's
+// own keys work; Left/Right (and Home/End) move between the tabs as ARIA's tab pattern does.
+document.addEventListener("keydown", (event) => {
+  const tab = event.target instanceof Element ? event.target.closest('[role="tab"]') : null;
+  if (!tab || event.ctrlKey || event.altKey || event.metaKey) return;
+  const tabs = [...tab.closest('[role="tablist"]').querySelectorAll('[role="tab"]')];
+  const at = tabs.indexOf(tab);
+  const to = { ArrowLeft: at - 1, ArrowRight: at + 1, Home: 0, End: tabs.length - 1 }[event.key];
+  if (to === undefined) return;
+  event.preventDefault();
+  tabs[(to + tabs.length) % tabs.length].focus();
+});

@@ -17,8 +17,15 @@
   };
   const plots = new WeakMap(); // figure -> {plot, observer}
 
+  // A colour variable as the theme in effect resolves it: the variables hold light-dark()
+  // pairs, which only an element's computed colour turns into one colour.
   function colour(name) {
-    const value = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    const probe = document.createElement("span");
+    probe.hidden = true;
+    probe.style.color = `var(${name}, ${FALLBACK[name]})`;
+    document.body.appendChild(probe);
+    const value = getComputedStyle(probe).color;
+    probe.remove();
     return value || FALLBACK[name];
   }
 
@@ -121,8 +128,8 @@
   function ready() {
     drawAll(document);
     document.body.addEventListener("htmx:afterSettle", (event) => drawAll(event.target));
-    // the theme's colours are read when drawing: draw again when it changes
-    window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => drawAll(document));
+    // the theme's colours are read when drawing: draw again when it changes (theme.js)
+    document.addEventListener("plet:theme", () => drawAll(document));
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", ready);

@@ -48,19 +48,26 @@ def _table(page) -> dict[str, tuple[bool, ...]]:
 
 
 def test_groups_creator_and_negation_decide_per_stream(setup):
-    assert P == ("produce_perm", "consume_perm", "topic_perm", "copy_perm", "admin_perm")
+    assert P == (
+        "produce_perm",
+        "consume_perm",
+        "unmask_perm",
+        "topic_perm",
+        "copy_perm",
+        "admin_perm",
+    )
     alice = setup.effective_permissions("alice")
     assert (alice.user, alice.groups, alice.admin, alice.total) == ("alice", ("dev",), False, 3)
     assert _table(alice) == {
-        # creator: produce and admin; g:dev & !u:alice refuses her; p; !p
-        "/a/one": (True, False, True, False, True),
-        "/a/two": (False, False, False, False, False),  # bob's, default u:<creator>
-        "/b/three": (False, True, False, False, False),  # !g:ops lets her consume
+        # creator: produce, unmask and admin; g:dev & !u:alice refuses her; p; !p
+        "/a/one": (True, False, True, True, False, True),
+        "/a/two": (False, False, False, False, False, False),  # bob's, default u:<creator>
+        "/b/three": (False, True, False, False, False, False),  # !g:ops lets her consume
     }
     assert _table(setup.effective_permissions("bob")) == {
-        "/a/one": (True, False, True, False, False),  # g:ops produces
-        "/a/two": (True, True, True, True, True),  # his own stream
-        "/b/three": (False, False, False, False, False),
+        "/a/one": (True, False, False, True, False, False),  # g:ops produces
+        "/a/two": (True, True, True, True, True, True),  # his own stream
+        "/b/three": (False, False, False, False, False, False),
     }
     one = setup.effective_permissions("carol", prefix="/a/one").streams[0]
     assert one.creator == "alice"

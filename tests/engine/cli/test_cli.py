@@ -1085,3 +1085,79 @@ def test_a_missing_or_broken_command_package_is_an_error_not_a_traceback(tmp_pat
 
     builtin = plet("stream", "--help")
     assert builtin.returncode == 0 and "Create, edit, delete, list and describe" in builtin.stdout
+
+
+def test_topic_import_takes_what_consume_writes_and_refuses_a_bad_file_whole(cpath, tmp_path):
+    ok("stream", "create", "/apps/imp", "--default-partitions", "2", "--cluster", cpath)
+    ok("topic", "create", "/apps/imp:copy", "--cluster", cpath)
+    payload = bytes([0xFF, 0x00, 0x80])
+    ok(
+        "produce",
+        "/apps/imp:t",
+        "--key-separator",
+        "|",
+        "--cluster",
+        cpath,
+        input=b"a|one\nb|" + payload + b"\n",
+    )
+    exported = ok("consume", "/apps/imp:t", "--format", "json", "--cluster", cpath).stdout
+    path = tmp_path / "t.jsonl"
+    path.write_text(exported)
+    dry = ok("topic", "import", "/apps/imp:copy", path, "--dry-run", "--cluster", cpath)
+    assert dry.stdout.startswith("dry run: 2 messages into /apps/imp:copy: ")
+    assert dry.stdout.endswith(" Nothing was written.\n")
+    assert ok("consume", "/apps/imp:copy", "--cluster", cpath).stdout == ""
+    done = ok("topic", "import", "/apps/imp:copy", path, "--cluster", cpath)
+    assert done.stdout == "imported 2 messages into /apps/imp:copy\n"
+
+    def shape(records):
+        return sorted(
+            (
+                r["partition"],
+                r["offset"],
+                r["timestamp"],
+                r["key"],
+                r["value"],
+                r["value_encoding"],
+                r["headers"],
+            )
+            for r in records
+        )
+
+    copied = ok("consume", "/apps/imp:copy", "--format", "json", "--cluster", cpath).stdout
+    assert shape(json_lines(copied)) == shape(json_lines(exported))
+    # a bad line: every one said, nothing written, exit 1
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text('{"value": "fine"}\n{"value": 5}\n{"value": "x", "partition": 9}\n')
+    result = fails(1, "topic", "import", "/apps/imp:copy", bad, "--cluster", cpath)
+    assert result.stderr.splitlines() == [
+        "line 2: value must be text or null, not int",
+        "line 3: partition 9: /apps/imp:copy has partitions 0 to 1 (import by key instead "
+        "of the file's partitions)",
+        "error: Nothing written: 2 lines refused.",
+    ]
+    assert (
+        len(
+            json_lines(
+                ok("consume", "/apps/imp:copy", "--format", "json", "--cluster", cpath).stdout
+            )
+        )
+        == 2
+    )
+    fails(
+        1,
+        "topic",
+        "import",
+        "/apps/imp:copy",
+        tmp_path / "t.jsonl",
+        "--format",
+        "csv",
+        "--cluster",
+        cpath,
+    )
+    other = tmp_path / "t.txt"
+    other.write_text(exported)
+    assert (
+        "give --format"
+        in fails(1, "topic", "import", "/apps/imp:copy", other, "--cluster", cpath).stderr
+    )

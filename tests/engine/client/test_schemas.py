@@ -276,3 +276,17 @@ def test_rendering_shows_decoded_values_and_notes_the_rest(cluster):
     assert "not loaded" in shown(data, "text", decoder=lazy).note
     lazy.prefetch([data])
     assert shown(data, "text", decoder=lazy).kind == "json"
+
+
+def test_topic_of_subject_is_subjects_for_topic_the_other_way_round():
+    from engine.client.schemas import subjects_for_topic, topic_of_subject
+
+    assert topic_of_subject("/shop:orders-value") == ("/shop:orders", "value")
+    assert topic_of_subject("/a/b:c-key") == ("/a/b:c", "key")
+    assert topic_of_subject("orders-value") == ("/kafka:orders", "value")
+    assert topic_of_subject("orders-key", default_stream="/k") == ("/k:orders", "key")
+    for subject in ("loose", "bad name!-value", "/no-topic-value", "-value"):
+        assert topic_of_subject(subject) is None
+    for topic in ("/shop:orders", "/kafka:orders"):
+        for subject in subjects_for_topic(topic, key=True):
+            assert topic_of_subject(subject) == (topic, "key")

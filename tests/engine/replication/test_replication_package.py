@@ -92,6 +92,33 @@ def test_a_walk_from_a_stream_begins_its_cycles_there_and_skips_other_streams(ri
     assert cycle[0] == (test.id, STREAM)
 
 
+def test_a_walk_without_measuring_finds_the_same_graph_as_recorded(ring, monkeypatch):
+    """measure=False (engine.served_clusters' look at which clusters are linked): nothing
+    is measured, so no target is opened to measure a lag."""
+    from engine.replication import status
+
+    test, dc2, dc3 = ring
+    test.create_stream("/other", ttl=0)
+    test.add_replica("/other", dc3.path, paused=True)
+    monkeypatch.setattr(status, "measured", lambda *a: pytest.fail("measured a link"))
+    graph = walk(test, measure=False)
+    assert [n.name for n in graph.nodes] == ["test", "dc2", "dc3"]
+    assert {(lk.source, lk.stream, lk.target) for lk in graph.links} == {
+        (test.id, STREAM, dc2.id),
+        (test.id, "/other", dc3.id),
+        (dc2.id, STREAM, dc3.id),
+        (dc3.id, STREAM, test.id),
+    }
+    assert not any(lk.measured for lk in graph.links)
+    assert {(i.stream, i.state) for i in graph.own} == {
+        (STREAM, LinkState.IN_SYNC),
+        ("/other", LinkState.PAUSED),
+    }
+    one = walk(test, STREAM, measure=False)
+    assert [i.stream for i in one.own] == [STREAM]
+    assert len(one.links) == 3
+
+
 def test_upstreams_are_shown_not_opened_unless_asked(cluster, tmp_path):
     source = Cluster.open(tmp_path / "src", name="src")
     try:

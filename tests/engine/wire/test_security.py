@@ -129,6 +129,19 @@ def test_confluent_produces_as_an_allowed_user_and_is_refused_as_another(secure)
     assert b"from bob" not in values
 
 
+def test_a_read_only_user_is_refused_what_their_acls_allow(secure):
+    """The flag is the engine's: the listener refuses a read-only user's produce although
+    produce_perm lets them in (docs/WEB.md, "Read-only")."""
+    cluster, _, bootstrap = secure
+    cluster.edit_user("alice", read_only=True)
+    try:
+        reports, _ = _ck_produce(bootstrap, *ALICE, b"read-only alice")
+    finally:
+        cluster.edit_user("alice", read_only=False)
+    assert [e.name() for e in reports] == ["TOPIC_AUTHORIZATION_FAILED"]
+    assert b"read-only alice" not in _values(cluster, "/secure:t")
+
+
 def test_an_api_token_logs_in_with_its_owner_or_the_token_name(secure):
     cluster, _, bootstrap = secure
     token = cluster.create_api_token("alice", "wire")
