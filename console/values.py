@@ -33,6 +33,13 @@ def preview(data: Any, width: int = 60, decoder: Any = None) -> str:
     return shown(raw).line(width)
 
 
+def headers_preview(headers: Any, width: int = 30) -> str:
+    """A message's headers on one line, `name=value` as the produce dialog takes them,
+    separated by commas and cut at `width`; "" when it has none."""
+    text = ", ".join(f"{name}={preview(value, width)}" for name, value in headers or ())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def render(data: Any, mode: str, decoder: Any = None) -> str:
     """The whole value in one of VIEW_MODES (engine.client.rendering, as the web shows it);
     with a `decoder` (engine.client.schemas.SchemaDecoder), data in the Confluent wire

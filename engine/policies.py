@@ -31,7 +31,7 @@ from engine import masking
 from engine.auth import acl
 from engine.errors import InvalidPolicy
 from engine.storage.batch import CODECS, MAX_TIMESTAMP_MS
-from engine.times import NotADuration, parse_duration
+from engine.times import NotADuration, format_duration_ms, parse_duration
 
 # Upper bounds keep a typo (an extra zero or two) from becoming a policy nobody meant.
 MAX_PARTITIONS = 10_000
@@ -105,6 +105,16 @@ class Policy:
     def hint(self) -> str:
         """The help with the accepted values, as every form shows it next to the field."""
         return f"{self.help} {self.bounds}" if self.bounds else self.help
+
+    def text(self, value: Any) -> str:
+        """`value` as every form shows it, text that `validate` reads back to the same
+        value: a duration as the lists show one, in the largest unit that holds it whole
+        ("7 d", "90 min", "1,500 ms"; 0 is "0"), a bool "true" or "false", else as it is."""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if self.unit_ms and isinstance(value, int):
+            return format_duration_ms(value * self.unit_ms, zero="0")
+        return str(value)
 
     @property
     def default_text(self) -> str:
@@ -296,6 +306,13 @@ def policy(name: str) -> Policy:
         raise InvalidPolicy(
             f"unknown policy {shown(name)}; known policies: {', '.join(sorted(DEFAULTS))}"
         ) from None
+
+
+def form_text(name: str, value: Any) -> str:
+    """Policy `name`'s `value` as a form shows it (`Policy.text`); a name this engine does
+    not know, as it is."""
+    row = _BY_NAME.get(name)
+    return row.text(value) if row is not None else str(value)
 
 
 def cli_help(name: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from engine.errors import InvalidArgument
 from engine.storage.batch import MAX_TIMESTAMP_MS
@@ -79,8 +80,9 @@ def parse_time(text: str) -> int:
 
 # --- times and durations shown to people ------------------------------------------------------
 
-# A duration's units, largest first: a duration is shown in the largest one that holds it whole.
-_DURATION_UNITS = (("d", 86_400), ("h", 3_600), ("min", 60))
+# A duration's units in ms, largest first: a duration is shown in the largest one that holds
+# it whole.
+_DURATION_UNITS_MS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000))
 
 
 def format_ms(ms: int | None, *, seconds: bool = False) -> str:
@@ -101,8 +103,11 @@ def iso_ms(ms: int) -> str:
     return format_ms(ms).replace(" ", "T", 1)
 
 
-# What `parse_duration` reads: a number and a unit, repeated ("1h30m", "7 d", "500ms").
-_DURATION_PART = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]+)", re.IGNORECASE)
+# What `parse_duration` reads: a number and a unit, repeated ("1h30m", "7 d", "500ms"); a
+# number may group its thousands with commas, as `format_duration` shows it ("1,200 d").
+_DURATION_PART = re.compile(
+    r"\s*([0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?)\s*([a-z]+)", re.IGNORECASE
+)
 _DURATION_SIZES_MS = {
     "ms": 1, "msec": 1,
     "s": 1_000, "sec": 1_000, "secs": 1_000, "second": 1_000, "seconds": 1_000,
@@ -120,13 +125,13 @@ class NotADuration(ValueError):
 def parse_duration(text: str, unit_ms: int = 1_000) -> int:
     """A duration typed by a person, in units of `unit_ms` milliseconds (1,000: seconds,
     1: milliseconds): a whole number is in those units; else numbers with units, summed
-    ("2d", "90m", "500ms", "1h30m", and what `format_duration` shows: "7 d", "5 min",
-    "12.5 s"). ValueError saying what is accepted, also for a duration that is not a
-    whole number of the units ("500ms" in seconds)."""
+    ("2d", "90m", "500ms", "1h30m", and what `format_duration` and `format_duration_ms`
+    show: "7 d", "5 min", "12.5 s", "1,500 ms"). ValueError saying what is accepted, also for
+    a duration that is not a whole number of the units ("500ms" in seconds)."""
     raw = text.strip()
     if re.fullmatch(r"[0-9]{1,20}", raw):
         return int(raw)
-    total_ms = 0.0
+    total_ms = Decimal(0)  # exact: a float would round a duration of centuries in ms
     pos = 0
     for part in _DURATION_PART.finditer(raw):
         if part.start() != pos:
@@ -137,15 +142,15 @@ def parse_duration(text: str, unit_ms: int = 1_000) -> int:
                 f"{_shown(text)}: {part.group(2)!r} is not a unit of time (ms, s, m or min, "
                 "h, d, w)"
             )
-        total_ms += float(part.group(1)) * size
+        total_ms += Decimal(part.group(1).replace(",", "")) * size
         pos = part.end()
     if not raw or pos != len(raw) or pos == 0:
         raise NotADuration(
             f"{_shown(text)} is not a duration: give a whole number, or numbers with units "
             "such as 2d, 90m, 1h30m or 500ms"
         )
-    units, rest = divmod(round(total_ms), unit_ms)
-    if rest or total_ms != round(total_ms):
+    units, rest = divmod(int(total_ms), unit_ms)
+    if rest or total_ms != int(total_ms):
         what = {1: "milliseconds", 1_000: "seconds"}.get(unit_ms, f"units of {unit_ms} ms")
         raise ValueError(f"{_shown(text)} is not a whole number of {what}")
     return int(units)
@@ -161,8 +166,16 @@ def format_duration(seconds: float | None, *, zero: str = "0 s") -> str:
         return zero
     if seconds != int(seconds):
         return f"{seconds:,.1f} s"
-    whole = int(seconds)
-    for unit, size in _DURATION_UNITS:
-        if whole % size == 0:
-            return f"{whole // size:,} {unit}"
-    return f"{whole:,} s"
+    return format_duration_ms(int(seconds) * 1_000, zero=zero)
+
+
+def format_duration_ms(ms: int, *, zero: str = "0 s") -> str:
+    """A duration of `ms` milliseconds exactly, in the largest unit that holds it whole
+    ("7 d", "90 min", "1,500 ms"), as `format_duration` shows whole seconds; `parse_duration`
+    reads it back to the same value. `zero` is what 0 says (a form shows "0")."""
+    if ms == 0:
+        return zero
+    for unit, size in _DURATION_UNITS_MS:
+        if ms % size == 0:
+            return f"{ms // size:,} {unit}"
+    return f"{ms:,} ms"

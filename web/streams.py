@@ -210,7 +210,7 @@ def _page_links(page: int, pages: int) -> list[int | None]:
 
 def _create_defaults() -> dict[str, Any]:
     return {
-        name: ("true" if value else "false") if name in BOOL_POLICIES else str(value)
+        name: stream_policies.form_text(name, value)
         for name, value in stream_policies.DEFAULTS.items()
         if name in CREATE_FIELDS
     }
@@ -326,10 +326,9 @@ def _topics_context(path: str, source: MultiDict | None = None) -> dict[str, Any
 
 
 def _policy_form(info, values: dict[str, Any] | None = None) -> dict[str, Any]:
-    shown = {
-        name: ("true" if value else "false") if name in BOOL_POLICIES else str(value)
-        for name, value in info.policies.items()
-    }
+    """The policies as the form shows them (durations as the lists do: "7 d"; the engine
+    reads that back), with what was sent on top."""
+    shown = {name: stream_policies.form_text(name, value) for name, value in info.policies.items()}
     shown.update(values or {})
     return shown
 

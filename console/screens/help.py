@@ -30,7 +30,7 @@ time (**… more** loads the next page). The search box above it narrows the tre
 | `v` | anywhere | show the value as text, JSON or hex |
 | `c` | anywhere | switch to another cluster (when `plet tui` lists several) |
 | `ctrl+s` | Policies | save the form (checked by the engine and the admin ACE) |
-| `o` | Groups | reset the chosen group's offsets |
+| `o` | anywhere | reset the offsets of the group chosen in the Groups tab |
 | `delete` | Groups | delete the chosen group (asks first; not while it has live members) |
 | `a` | Groups | edit the chosen group's permissions (its creator and administrators) |
 | `space` | Replication | pause or resume the chosen link |
@@ -38,9 +38,10 @@ time (**… more** loads the next page). The search box above it narrows the tre
 | `n` / `x` | Replays | start a replay job / cancel the chosen one |
 | `x` | Transactions | abort the chosen open transaction (asks first) |
 
-In a text box letters and digits are text, not keys (`tab` leaves it).
+In a text box letters and digits are text, not keys, also after Enter (`tab` or the down
+arrow leaves it).
 
-**Tabs.** *Messages*: a page of messages with partition, offset, time, key and value, the
+**Tabs.** *Messages*: a page of messages with partition, offset, time, key, headers and value, the
 whole value below. *Partitions*: each partition's partitionlet chain with volumes, offsets
 and sizes, and the volumes. *Policies*: the stream's policies in a form. *Groups*:
 consumer groups, their members, committed offsets, lag and permissions. *Replication*: links out and

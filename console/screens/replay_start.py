@@ -27,8 +27,8 @@ FIELDS: dict[str, tuple[str, str]] = {
     "function": ("Function (DataFrame -> DataFrame)", "transform"),
     "from_offset": ("From offset", "every partition"),
     "to_offset": ("To offset (exclusive)", ""),
-    "from_time": ("From time", "2024-05-01T12:00:00Z or ms"),
-    "to_time": ("To time (inclusive)", ""),
+    "from_time": ("From time (UTC)", "2024-05-01T12:00:00Z or ms"),
+    "to_time": ("To time (UTC, inclusive)", "2024-05-01T13:00:00Z or ms"),
     "master": ("Spark master", jobs.DEFAULT_MASTER),
     "isolation_level": ("Transactions", "read_committed (default) or read_uncommitted"),
 }

@@ -78,7 +78,7 @@ class TopicPoliciesScreen(SavingDialog):
 
     def on_mount(self) -> None:
         for name in TOPIC_POLICIES:
-            set_control(self.query_one(f"#{_field(name)}"), self.info.policies.get(name))
+            set_control(self.query_one(f"#{_field(name)}"), name, self.info.policies.get(name))
             self.query_one(f"#{_field(name)}-own", Checkbox).value = name in self.info.overrides
 
     def changes(self) -> tuple[dict[str, Any], dict[str, str]]:

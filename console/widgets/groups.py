@@ -45,6 +45,7 @@ class GroupsPane(Pane):
         # the selected group's permissions, loaded in a worker when the selection changes
         self.perms: GroupPermissions | None = None
         self._perms_seq = 0
+        self._reset_pending = False  # `o` came before the tab's first read: open it then
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="pane-toolbar"):
@@ -104,6 +105,9 @@ class GroupsPane(Pane):
         if self.selected not in self.groups:
             self.selected = groups[0].group_id if groups else None
         self._show_group()
+        if self._reset_pending:
+            self._reset_pending = False
+            self.action_reset()
 
     @on(DataTable.RowHighlighted, "#group-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -246,6 +250,10 @@ class GroupsPane(Pane):
     @on(Button.Pressed, "#group-reset")
     def action_reset(self) -> None:
         info = self.groups.get(self.selected or "")
+        if info is None and self.loads == 0:
+            # `o` (or the palette) before the tab has read its groups: once it has
+            self._reset_pending = True
+            return
         if info is None:
             self.notify("Pick a group first.", severity="warning")
             return

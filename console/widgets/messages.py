@@ -28,6 +28,7 @@ from engine.times import format_ms
 
 MAX_ROWS = 1000  # rows kept while following; the oldest go first
 _KEY_WIDTH = 24
+_HEADERS_WIDTH = 30
 _VALUE_WIDTH = 80
 
 
@@ -48,6 +49,7 @@ def _cells(record: ConsumerRecord, decoder: Any = None, aborted: bool = False) -
         record.offset,
         format_ms(record.timestamp),
         Text(values.preview(record.key, _KEY_WIDTH, decoder)),
+        Text(values.headers_preview(record.headers, _HEADERS_WIDTH)),
         value,
     )
 
@@ -59,6 +61,7 @@ def _marker_cells(marker: Marker) -> tuple[Any, ...]:
         marker.partition,
         marker.offset,
         "",
+        Text(""),
         Text(""),
         Text.assemble(
             (f"{marker.kind} marker", style),
@@ -101,7 +104,13 @@ class MessagesPane(Pane):
     GATES: ClassVar[dict[str, str]] = {"produce": "msg-produce"}
     # The keys (f, p, s, ctrl+f, v) are the app's: they must work while the tree has the
     # focus. They call the actions below. Escape (within the pane) cancels a search.
-    BINDINGS = [Binding("escape", "cancel_search", "Cancel search", show=False)]
+    # Enter in the seek, filter or query box leaves the focus there: moved to the table,
+    # the next letters typed would be those keys ("v" cycles the view, "e" opens a dialog).
+    # The down arrow moves it to the table (the table and the partition list take their own).
+    BINDINGS = [
+        Binding("escape", "cancel_search", "Cancel search", show=False),
+        Binding("down", "focus_table", "To the table", show=False),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -154,7 +163,7 @@ class MessagesPane(Pane):
             yield Button("Produce…", id="msg-produce", compact=True)
         yield Static(id="msg-status")
         table = Table(id="msg-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("P", "Offset", "Time (UTC)", "Key", "Value")
+        table.add_columns("P", "Offset", "Time (UTC)", "Key", "Headers", "Value")
         yield table
         with Vertical(id="msg-detail"):
             yield Static(id="msg-detail-head")
@@ -482,7 +491,6 @@ class MessagesPane(Pane):
             self.reload()
             return
         self.start_search(event.value)
-        self.query_one("#msg-table", DataTable).focus()
 
     # --- the detail pane --------------------------------------------------------------
 
@@ -531,7 +539,6 @@ class MessagesPane(Pane):
         if self.following and self.seek != browse.LATEST:
             self.query_one("#msg-follow", Checkbox).value = False
         self.reload()
-        self.query_one("#msg-table", DataTable).focus()
 
     @on(Input.Submitted, "#msg-filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
@@ -543,7 +550,6 @@ class MessagesPane(Pane):
             return
         self.needle = needle
         self.reload()
-        self.query_one("#msg-table", DataTable).focus()
 
     @on(Select.Changed, "#msg-partition")
     def _partition_changed(self, event: Select.Changed) -> None:
@@ -574,6 +580,9 @@ class MessagesPane(Pane):
     def action_toggle_follow(self) -> None:
         box = self.query_one("#msg-follow", Checkbox)
         box.value = not box.value
+
+    def action_focus_table(self) -> None:
+        self.query_one("#msg-table", DataTable).focus()
 
     def action_focus_seek(self) -> None:
         self.query_one("#msg-seek", Input).focus()

@@ -22,7 +22,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 from console.widgets.pane import Pane, note
 from engine import StreamInfo, TopicInfo
 from engine.auth.actions import Verdict
-from engine.policies import POLICIES, Policy, policy, sources, validate
+from engine.policies import POLICIES, Policy, form_text, policy, sources, validate
 from engine.times import format_ms
 from engine.units import format_bytes
 
@@ -40,13 +40,15 @@ def policy_control(row: Policy, field: str) -> Widget:
     return Input(id=field, compact=True)
 
 
-def set_control(widget: Widget, value: Any) -> None:
+def set_control(widget: Widget, name: str, value: Any) -> None:
+    """Show policy `name`'s `value` in its control: a duration as the lists show it ("7 d",
+    engine.policies.form_text), which the engine's validation reads back to the same value."""
     if isinstance(widget, Checkbox):
         widget.value = bool(value)
     elif isinstance(widget, Select):
         widget.value = value
     elif isinstance(widget, Input):
-        widget.value = str(value)
+        widget.value = form_text(name, value)
 
 
 def control_value(widget: Widget) -> Any:
@@ -63,10 +65,6 @@ def check_value(name: str, value: Any, base: dict[str, Any]) -> Any:
     return validate({name: value}, base=base)[name]
 
 
-def shown(value: Any) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
 def topic_policies_text(info: TopicInfo, stream_policies: dict[str, Any]) -> Text:
     """Each policy a topic may override: label, effective value, source (a table's lines)."""
     where = sources(stream_policies, info.overrides)
@@ -75,7 +73,7 @@ def topic_policies_text(info: TopicInfo, stream_policies: dict[str, Any]) -> Tex
     for name, source in where.items():
         style = "bold green" if source == "topic" else "" if source == "stream" else "dim"
         text.append(f"  {policy(name).label:<28} ")
-        text.append(f"{shown(info.policies.get(name)):<16} ", style=style)
+        text.append(f"{form_text(name, info.policies.get(name)):<16} ", style=style)
         text.append(f"{source}\n", style=style)
     return text
 
@@ -162,7 +160,7 @@ class PoliciesPane(Pane):
         for name, value in info.policies.items():
             if name not in known:
                 continue
-            set_control(self.query_one(f"#{_field_id(name)}"), value)
+            set_control(self.query_one(f"#{_field_id(name)}"), name, value)
             self._field_note(name, None)
 
     def _field_note(self, name: str, error: str | None) -> None:

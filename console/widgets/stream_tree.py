@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input, Tree
@@ -49,6 +50,7 @@ class MoreNode:
     stream: str | None  # None: more streams
     after: str | None = None  # topics: the last name shown, within the stream
     offset: int = 0  # streams: how many are shown
+    restart: bool = False  # topics: list the stream again from its first topic
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ class Search:
 
 class StreamTree(Vertical):
     """Search box and tree. Posts `StreamSelected` and `TopicSelected`."""
+
+    # Reached from the search box only: the tree takes its own down arrow.
+    BINDINGS = [Binding("down", "focus_tree", "To the tree", show=False)]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -138,6 +143,38 @@ class StreamTree(Vertical):
             self.post_message(Loaded(generation, error=exc))
 
     @work(thread=True, group="tree")
+    def _load_stream_window(self, generation: int, stream: str) -> None:
+        """Stream `stream` alone (beyond the pages of streams listed), to reveal a topic."""
+        try:
+            cluster = self.console.cluster
+            if cluster is None:
+                return  # closed since the load began
+            found = cluster.streams(prefix=stream, limit=1)  # the path itself sorts first
+            if not found or found[0].path != stream:
+                return  # no such stream: nothing to show
+            self.post_message(Loaded(generation, ("stream", stream, found[0].topic_count)))
+        except Exception as exc:  # shown to the user
+            self.post_message(Loaded(generation, error=exc))
+
+    @work(thread=True, group="tree")
+    def _load_window(self, generation: int, topic: str) -> None:
+        """The stream's topics from `topic` on (a topic beyond the pages shown, to reveal)."""
+        stream, _, short = topic.rpartition(":")
+        try:
+            cluster = self.console.cluster
+            if cluster is None:
+                return  # closed since the load began
+            if cluster.topic_names(stream, prefix=short, limit=1) != [topic]:
+                return  # no such topic (a name typed in the search box): nothing to show
+            found = cluster.topic_names(
+                stream, prefix=self.search.topic_prefix, limit=TOPIC_PAGE, after=short
+            )
+            data = ("window", stream, [topic, *found[: TOPIC_PAGE - 1]], len(found) >= TOPIC_PAGE)
+            self.post_message(Loaded(generation, data))
+        except Exception as exc:  # shown to the user
+            self.post_message(Loaded(generation, error=exc))
+
+    @work(thread=True, group="tree")
     def _load_topics(self, generation: int, stream: str, after: str | None) -> None:
         try:
             cluster = self.console.cluster
@@ -162,34 +199,73 @@ class StreamTree(Vertical):
         if kind == "streams":
             _, offset, rows, more = message.data
             self._add_streams(offset, rows, more)
+        elif kind == "stream":
+            _, path, count = message.data
+            root = self.tree.root
+            root.remove_children()
+            root.add_leaf(
+                Text("… from the first stream", style="italic"), MoreNode(None, restart=True)
+            )
+            self._add_streams(0, [(path, count)], False)
+        elif kind == "window":
+            _, stream, found, more = message.data
+            node = self._stream_node(stream)
+            if node is not None:
+                node.remove_children()
+                node.add_leaf(
+                    Text("… from the first topic", style="italic"),
+                    MoreNode(stream, restart=True),
+                )
+                self._add_topics(stream, found, more)
         else:
             _, stream, found, more = message.data
             self._add_topics(stream, found, more)
         self.loads += 1
 
     def reveal(self, topic: str) -> None:
-        """Open the topic's stream in the tree and put the cursor on the topic when it is
-        on the first page (a later page is not fetched for it)."""
+        """Open the topic's stream in the tree and put the cursor on the topic, scrolled
+        into view. A topic beyond the pages shown (a stream of 100,000 topics) is listed
+        with the page that follows it, under a node that lists the stream from its first
+        topic again."""
         self._reveal = topic
         node = self._stream_node(topic.rpartition(":")[0])
         if node is None:
+            # listed when the streams arrive (`_add_streams` opens its stream), or beyond
+            # the pages of streams listed
+            if any(isinstance(c.data, MoreNode) for c in self.tree.root.children):
+                self._load_stream_window(self._generation, topic.rpartition(":")[0])
             return
-        if node.is_expanded:
+        if not node.is_expanded:
+            node.expand()  # its first page is read, then `_add_topics` reveals
+        elif isinstance(node.data, StreamNode) and node.data.loaded and node.children:
             self._move_to_reveal(node)
-        else:
-            node.expand()
 
     def _move_to_reveal(self, stream_node: TreeNode[Any]) -> None:
         for child in stream_node.children:
             if isinstance(child.data, TopicNode) and child.data.name == self._reveal:
-                # After the next refresh: the tree numbers its lines when it renders.
-                self.tree.call_after_refresh(self.tree.move_cursor, child)
                 self._reveal = None
+                self._place_cursor(child)
                 return
+        if self._reveal and any(isinstance(c.data, MoreNode) for c in stream_node.children):
+            # beyond the pages listed: list it with the page after it (`_reveal` stays set
+            # for `_add_topics` to find it there)
+            self._load_window(self._generation, self._reveal)
+
+    def _place_cursor(self, node: TreeNode[Any], tries: int = 20) -> None:
+        """Cursor on `node`, scrolled into view. The tree numbers its lines when it renders:
+        until the node has its line, try again after the next refresh."""
+        tree = self.tree
+        if tree.cursor_node is not node:
+            tree.get_node_at_line(0)  # numbers the lines (a render may not have yet)
+            tree.move_cursor(node)
+        if tree.cursor_node is node:
+            tree.scroll_to_node(node, animate=False)
+        elif tries and node.tree is tree:
+            tree.call_after_refresh(self._place_cursor, node, tries - 1)
 
     def _remove_more(self, parent: TreeNode[Any]) -> None:
         for child in list(parent.children):
-            if isinstance(child.data, MoreNode):
+            if isinstance(child.data, MoreNode) and not child.data.restart:
                 child.remove()
 
     def _add_streams(self, offset: int, rows: list[tuple[str, int]], more: bool) -> None:
@@ -208,6 +284,9 @@ class StreamTree(Vertical):
             )
         if not rows and offset == 0:
             root.add_leaf(Text("(no streams)", style="dim italic"))
+        wanted = self._reveal.rpartition(":")[0] if self._reveal else None
+        if wanted and more and self._stream_node(wanted) is None:
+            self._load_stream_window(self._generation, wanted)  # beyond this page
 
     def _stream_node(self, stream: str) -> TreeNode[Any] | None:
         for node in self.tree.root.children:
@@ -248,7 +327,14 @@ class StreamTree(Vertical):
             self.post_message(TopicSelected(data.name))
         elif isinstance(data, MoreNode):
             event.node.set_label(Text("… loading", style="italic"))
-            if data.stream is None:
+            if data.restart and data.stream is None:
+                self.load()
+            elif data.restart and data.stream is not None:
+                parent = event.node.parent
+                if parent is not None:
+                    parent.remove_children()
+                self._load_topics(self._generation, data.stream, None)
+            elif data.stream is None:
                 self._load_streams(self._generation, data.offset)
             else:
                 self._load_topics(self._generation, data.stream, data.after)
@@ -278,5 +364,9 @@ class StreamTree(Vertical):
             else:
                 self.post_message(TopicSelected(text))
                 return
+        # The focus stays in the box (down arrow moves it to the tree): had it moved, the
+        # next letters typed would be the app's keys ("v" cycles the view, "e" opens a dialog).
         self.apply_search(text)
+
+    def action_focus_tree(self) -> None:
         self.tree.focus()

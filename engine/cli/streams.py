@@ -17,6 +17,8 @@ from engine.policies import POLICIES, Policy, cli_help
 from engine.times import format_duration, format_ms, parse_duration
 from engine.units import format_bytes
 
+_DURATIONS = {row.name: row for row in POLICIES if row.unit_ms}
+
 
 class _Duration(click.ParamType[int]):
     """A duration policy's value: a whole number of its unit, or text with units ("2d",
@@ -228,5 +230,7 @@ def stream_info(ctx: click.Context, path: str, as_json: bool) -> None:
         shown = json.dumps(value) if isinstance(value, bool) else str(value)
         if name == "ttl":
             shown += f" ({format_duration(int(value), zero='forever')})"
+        elif name in _DURATIONS and value:  # the compaction times and archive_after too
+            shown += f" ({_DURATIONS[name].text(value)})"
         rows.append((name, shown))
     echo_table(("POLICY", "VALUE"), rows)

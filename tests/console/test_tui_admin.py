@@ -41,7 +41,7 @@ async def test_edit_a_policy_saves_through_edit_stream(demo, make_app, until):
         pane = await _open(app, pilot, until, "/apps/sensors", "policies", "3")
         assert isinstance(pane, PoliciesPane)
         ttl = app.query_one("#policy-ttl", Input)
-        assert ttl.value == "86400"
+        assert ttl.value == "1 d"  # as the lists show it
         ttl.value = "2d"  # a duration with its unit, as every form takes one
         app.query_one("#policy-compact").value = True
         ttl.focus()

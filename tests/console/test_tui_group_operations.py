@@ -161,3 +161,16 @@ async def test_o_resets_the_selected_group_from_anywhere(demo, make_app, until):
         await pilot.press("o")
         await until(pilot, lambda: isinstance(app.screen, ResetOffsetsScreen))
         assert app.screen.group_id == "analytics"
+
+
+async def test_o_before_the_groups_tab_was_ever_read_opens_the_dialog(demo, make_app, until):
+    """`o` (or the palette's "Reset group offsets") from the tree, the Groups tab never
+    shown: the dialog opens once the tab has read its groups, on the first one."""
+    app = make_app(topic=CLICKS, refresh_s=60)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await until(pilot, lambda: app.query_one("#messages").loads >= 1)
+        assert app.query_one("#groups").loads == 0
+        app.query_one("#stream-tree").focus()
+        await pilot.press("o")
+        await until(pilot, lambda: isinstance(app.screen, ResetOffsetsScreen))
+        assert app.screen.group_id == "analytics"

@@ -212,6 +212,10 @@ async def test_detail_views_text_json_and_hex(history, make_app, until):
         table.focus()
         table.move_cursor(row=0)  # the newest first
         await until(pilot, lambda: "header trace: abc-123" in _text(app, "#msg-detail-head"))
+        # the table has a column of the headers, name=value
+        headers = [str(label.label) for label in table.columns.values()].index("Headers")
+        assert str(table.get_row_at(0)[headers]) == "trace=abc-123"
+        assert str(table.get_row_at(1)[headers]) == ""  # one without
         assert pane.selected_record().key == b"json"
         assert _text(app, "#msg-detail-body") == '{"a": 1, "b": [true]}'
         await pilot.press("v")

@@ -42,6 +42,16 @@ async def test_the_policies_tab_shows_every_policy_of_the_table(cluster, make_ap
             kind = {"bool": Checkbox, "choice": Select}.get(expected.kind, Input)
             assert isinstance(control, kind), expected.name
         assert "reset its groups' offsets" in _text(app, "#policy-admin-perm-error")
+        # durations show as the lists show them, and read back unchanged (saved below)
+        shown = {
+            row.name: app.query_one(_id(row.name), Input).value for row in POLICIES if row.unit_ms
+        }
+        assert shown == {
+            "ttl": "90 s",
+            "min_compaction_lag_ms": "0",
+            "delete_retention_ms": "1 d",
+            "archive_after": "0",
+        }
         info = cluster.stream("/apps/sensors")
         assert format_bytes(info.bytes) in _text(app, "#policy-summary")
 
@@ -56,7 +66,10 @@ async def test_the_policies_tab_shows_every_policy_of_the_table(cluster, make_ap
         app.query_one("#policy-max-message-bytes", Input).value = str(limit)
         await click(pilot, "#policy-save")  # pressed again: once it can take the click
         await until(pilot, lambda: pane.saves == 1)
-        assert cluster.stream("/apps/sensors").policies["max_message_bytes"] == limit
+        saved = cluster.stream("/apps/sensors").policies
+        assert saved["max_message_bytes"] == limit
+        assert (saved["ttl"], saved["delete_retention_ms"]) == (90, 86_400_000)  # as they were
+        assert app.query_one("#policy-ttl", Input).value == "90 s"
         # a saved field shows its help again
         assert _text(app, "#policy-max-message-bytes-error") == policy("max_message_bytes").hint
 

@@ -57,7 +57,7 @@ async def test_message_view_shows_the_avro_value_decoded(orders, make_app, until
         )
         await until(pilot, lambda: _text(app, "#msg-detail-body") == decoded)
         # the table's preview is the decoded value on one line
-        assert '{ "id": 42, "item": "lamp" }' in str(table.get_row_at(0)[4])
+        assert '{ "id": 42, "item": "lamp" }' in str(table.get_row_at(0)[5])
         await pilot.press("v")  # json: decoded too
         await until(pilot, lambda: '"item": "lamp"' in _text(app, "#msg-detail-body"))
         await pilot.press("v")  # hex: the bytes as stored

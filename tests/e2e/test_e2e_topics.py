@@ -288,7 +288,7 @@ def test_topic_policy_overrides_round_trip_and_bad_values_show_inline(admin_page
     policies.get_by_label("TTL (seconds)", exact=True).fill("3600")
     policies.get_by_role("button", name="Save topic policies").click()
     expect(policies.get_by_role("status")).to_have_text("Saved the topic's policies.")
-    expect(ttl_row.locator("td.effective")).to_have_text("3600")
+    expect(ttl_row.locator("td.effective")).to_have_text("1 h")
     expect(ttl_row.locator("td.source")).to_have_text("topic")
     page.reload()
     expect(policies.get_by_role("checkbox", name="Override TTL (seconds)")).to_be_checked()

@@ -125,3 +125,30 @@ def test_durations_take_units_and_store_the_policys_own_unit():
         validate({"default_partitions": "2d"})  # a count, not a duration
     with pytest.raises(InvalidPolicy, match="must be at least 0"):
         validate({"ttl": "-1"})
+
+
+DURATIONS = [row for row in POLICIES if row.unit_ms]
+
+
+@pytest.mark.parametrize("row", DURATIONS, ids=lambda row: row.name)
+def test_a_duration_shown_by_a_form_reads_back_to_the_same_value(row):
+    """What a form shows (`Policy.text`: the lists' units) is what `validate` stores again,
+    from 0 to the bound, in every unit and between them."""
+    day = 86_400_000 // row.unit_ms
+    samples = [0, 1, 59, 60, 61, 999, 1_000, 1_001, 3_600, 5_400, day, 7 * day, 1_000 * day]
+    samples += [row.default, row.max - 1, row.max]
+    for value in samples:
+        text = row.text(value)
+        assert validate({row.name: text})[row.name] == value, (value, text)
+    assert row.text(0) == "0"
+
+
+def test_forms_show_durations_as_the_lists_do():
+    assert policies.form_text("ttl", 604_800) == "7 d"  # `plet stream list` says "7 d" too
+    assert policies.form_text("archive_after", 5_400) == "90 min"
+    assert policies.form_text("delete_retention_ms", 86_400_000) == "1 d"
+    assert policies.form_text("min_compaction_lag_ms", 1_500) == "1,500 ms"
+    assert policies.form_text("ttl", 86_399) == "86,399 s"
+    assert policies.form_text("max_message_bytes", 1_048_576) == "1048576"  # not a duration
+    assert policies.form_text("compact", True) == "true"
+    assert policies.form_text("no_such_policy", 5) == "5"

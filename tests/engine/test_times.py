@@ -137,6 +137,22 @@ def test_format_duration_uses_the_largest_whole_unit(seconds, kwargs, shown):
 
 
 @pytest.mark.parametrize(
+    ("ms", "shown"),
+    [
+        (604_800_000, "7 d"),
+        (5_400_000, "90 min"),
+        (1_000, "1 s"),
+        (1_500, "1,500 ms"),
+        (1, "1 ms"),
+        (0, "0 s"),
+    ],
+)
+def test_format_duration_ms_is_exact_and_reads_back(ms, shown):
+    assert times.format_duration_ms(ms) == shown
+    assert times.parse_duration(shown, 1) == ms
+
+
+@pytest.mark.parametrize(
     ("text", "unit_ms", "value"),
     [
         ("600", 1_000, 600),  # a whole number is in the policy's own unit
@@ -150,6 +166,9 @@ def test_format_duration_uses_the_largest_whole_unit(seconds, kwargs, shown):
         ("7 d", 1_000, 604_800),  # what format_duration shows reads back
         ("5 min", 1_000, 300),
         (" 45S ", 1_000, 45),
+        ("100,000,001 s", 1_000, 100_000_001),  # thousands grouped, as shown
+        ("1,500 ms", 1, 1_500),
+        ("253,402,300,799,999 ms", 1, 253_402_300_799_999),  # exact, no float on the way
     ],
 )
 def test_parse_duration_takes_a_number_or_numbers_with_units(text, unit_ms, value):

@@ -38,7 +38,7 @@ def test_the_page_shows_each_policy_its_value_and_where_it_comes_from(client, cl
     rows = _rows(_text(client.get("/topics/apps:t?tab=configs")))
     assert list(rows) == list(TOPIC_POLICIES)
     assert rows["compact"] == ("true", "topic")
-    assert rows["ttl"] == ("90", "stream")
+    assert rows["ttl"] == ("90 s", "stream")  # a duration as the lists and forms show it
     assert rows["max_message_bytes"] == (str(policy("max_message_bytes").default), "default")
 
 
@@ -51,11 +51,11 @@ def test_an_override_is_set_and_unset(client, cluster):
     info = cluster.topic("/apps:t")
     assert info.overrides == {"ttl": 30, "retention_bytes": 1000}
     rows = _rows(_text(client.get("/topics/apps:t?tab=configs")))
-    assert rows["ttl"] == ("30", "topic") and rows["retention_bytes"] == ("1000", "topic")
+    assert rows["ttl"] == ("30 s", "topic") and rows["retention_bytes"] == ("1000", "topic")
     # htmx: the form comes back saved; the unticked ttl goes back to the stream's
     html = _text(_save(client, "apps:t", {"retention_bytes": "1000"}, headers=HTMX))
     assert "Saved the topic's policies." in html
-    assert _rows(html)["ttl"] == ("90", "stream")
+    assert _rows(html)["ttl"] == ("90 s", "stream")
     assert cluster.topic("/apps:t").overrides == {"retention_bytes": 1000}
 
 
@@ -91,7 +91,7 @@ def test_a_user_without_topic_perm_sees_them_read_only_and_is_refused(user_clien
     cluster.create_topic("/guarded:t", 1)
     html = _text(user_client.get("/topics/guarded:t?tab=configs"))
     assert "not change them (needs topic_perm on /guarded" in html
-    assert _rows(html)["ttl"] == ("100", "stream")
+    assert _rows(html)["ttl"] == ("100 s", "stream")
     assert 'name="override"' not in html and "Save topic policies" not in html
     answer = _save(user_client, "guarded:t", {"ttl": "1"})
     assert answer.status_code == 403
@@ -112,7 +112,7 @@ def test_the_create_topic_form_sets_overrides_with_the_same_widget(client, clust
     html = _text(client.get("/streams/apps"))
     form = re.search(r'<form id="create-topic".*?</form>', html, re.S).group(0)
     assert re.findall(r'name="override" value="([a-z_]+)"', form) == list(TOPIC_POLICIES)
-    assert 'id="create-topic-ttl" name="ttl" value="90"' in form  # the stream's, to start from
+    assert 'id="create-topic-ttl" name="ttl" value="90 s"' in form  # the stream's, to start from
     data = {"csrf_token": client.csrf, "name": "t", "override": ["compact"], "compact": "true"}
     answer = client.post("/streams/apps/~/topics", data={**data, "ttl": "5"})
     assert answer.status_code == 303

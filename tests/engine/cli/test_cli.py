@@ -229,6 +229,7 @@ def test_stream_create_info_edit_list_delete(cpath):
 
     text = ok("stream", "info", "/apps/sensors", "--cluster", cpath).stdout
     assert "86400 (1 d)" in text
+    assert "86400000 (1 d)" in text  # delete_retention_ms too
     assert "log_append" in text
 
     result = ok(
