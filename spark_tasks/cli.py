@@ -18,8 +18,12 @@ from engine.times import format_ms
 from spark_tasks import jobs
 
 
-def _progress(job: jobs.Job) -> str:
+def _progress(job: jobs.Job, *, step: bool = True) -> str:
     text = f"{job.tasks_done}/{job.tasks_total} tasks" if job.tasks_total else "-"
+    if job.done_fraction is not None and job.progress is not None:
+        text = f"{job.progress:.0%} ({text})"
+        if step and job.step and not job.done:  # the list leaves it to `status`
+            text += f", {job.step}"
     return f"{text}, {job.reading}" if job.reading else text
 
 
@@ -28,7 +32,7 @@ def _show(job: jobs.Job, as_json: bool, log: bool = True) -> None:
         click.echo(json.dumps(job.to_dict(), default=str, indent=2))
         return
     click.echo(f"job {job.id}: {job.kind} {job.state}")
-    click.echo(f"  params    {json.dumps(job.params)}")
+    click.echo(f"  params    {jobs.params_text(job.params)}")
     click.echo(f"  progress  {_progress(job)}")
     click.echo(f"  submitted {format_ms(job.submitted_ms, seconds=True)}")
     click.echo(f"  started   {format_ms(job.started_ms, seconds=True)}")
@@ -178,7 +182,7 @@ def list_command(ctx, limit, as_json):
     click.echo(f"{'ID':>5}  {'KIND':<14} {'STATE':<10} {'PROGRESS':<16} SUBMITTED")
     for j in found:
         click.echo(
-            f"{j.id:>5}  {j.kind:<14} {j.state:<10} {_progress(j):<16} {format_ms(j.submitted_ms, seconds=True)}"
+            f"{j.id:>5}  {j.kind:<14} {j.state:<10} {_progress(j, step=False):<16} {format_ms(j.submitted_ms, seconds=True)}"
         )
 
 

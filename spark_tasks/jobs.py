@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -110,6 +111,10 @@ class Job:
     # when the job's first Spark task began (ms since the epoch); None before that: the
     # runner is still starting its SparkSession and planning (the "starting Spark" phase)
     first_task_ms: int | None = None
+    # the runner's progress, 0..1, which never goes back (spark_tasks.progress: the kind's
+    # steps, each an equal part); None from an older runner, which recorded tasks only
+    done_fraction: float | None = None
+    step: str | None = None  # the step running, for people: "step 2 of 2: writing"
 
     def __post_init__(self) -> None:
         # a record read back holds the state's text: a JobState from here on (an unknown
@@ -134,7 +139,11 @@ class Job:
 
     @property
     def progress(self) -> float | None:
-        """Tasks done of total (0..1), None before Spark has planned any."""
+        """How far the job is (0..1; it never goes back while the job runs), None before
+        Spark has planned any task. Of a record an older runner wrote, tasks done of total
+        over the Spark stages seen so far (which falls when Spark adds a stage)."""
+        if self.done_fraction is not None and (self.tasks_total or self.done_fraction):
+            return self.done_fraction
         return self.tasks_done / self.tasks_total if self.tasks_total else None
 
     @property
@@ -151,6 +160,7 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        del d["done_fraction"]  # in `progress`
         d["progress"] = self.progress
         d["phase"] = self.phase
         return d
@@ -198,6 +208,8 @@ def _job(cluster: str, row: Any) -> Job:
         row.rows_read,
         row.rows_per_s,
         row.first_task_ms,
+        row.progress,
+        row.step,
     )
 
 
@@ -223,6 +235,8 @@ def update(cluster: str | os.PathLike[str], job_id: int, **fields: Any) -> None:
         "rows_read",
         "rows_per_s",
         "first_task_ms",
+        "progress",
+        "step",
     }
     if set(fields) - allowed:  # the runner's fields only (the table allows a few more)
         raise ValueError(f"cannot set {sorted(set(fields) - allowed)} of a job")
@@ -357,6 +371,16 @@ def check_sqlite_output(cluster: str | os.PathLike[str], params: dict[str, Any])
 
         with Cluster.open(cluster) as opened:
             export.check_sqlite_target(path, params["table"], opened, export.STATE_PK)
+
+
+def params_text(params: Mapping[str, Any]) -> str:
+    """A job's parameters for its log and `plet replay status`: JSON, with its times (ms)
+    as ISO 8601 UTC with `Z`."""
+    shown = {
+        k: times.iso_ms(v) if k in ("from_time", "to_time") and isinstance(v, int) else v
+        for k, v in params.items()
+    }
+    return json.dumps(shown)
 
 
 # --- the API ------------------------------------------------------------------------------
@@ -539,10 +563,17 @@ def submit(
     kind: str,
     *,
     principal: Principal | None = None,
+    warm: bool = False,
     **params: Any,
 ) -> int:
     """Record a job and start its process; returns its id. `master` picks the Spark
     master (default local[*]); `conf` is a dict of extra Spark settings.
+
+    With `warm` (the consoles, which submit job after job), the job goes to a runner this
+    process started before, whose Spark is up already, if one waits with the same master
+    and settings (`Standbys`), and a new one is started for the next job: the job skips
+    Spark's start, most of the wait before its first task (docs/SPARK.md). `PLET_REPLAYS_WARM=0`
+    turns this off.
 
     The job is submitted as `principal` (default: this process's own, a cluster
     administrator, as for any library call): its ACEs and the caps of unfinished jobs
@@ -566,19 +597,20 @@ def submit(
         log_dir.mkdir(exist_ok=True)
         log_path = log_dir / f"job-{job_id}.log"
         table.update(job_id, log_path=str(log_path))
-    env = dict(os.environ)
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "spark_tasks.run", cluster, str(job_id)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # detached: survives the submitter, own signals
-            env=env,
-            cwd=log_dir,  # whatever Spark leaves behind stays out of the cluster's files
-        )
+    warm = warm and os.environ.get(WARM_ENV, "1") != "0"
+    setup = (p["master"], json.dumps(p.get("conf") or {}, sort_keys=True))
+    proc = _standbys.hand_over(cluster, setup, job_id, log_path) if warm else None
+    if proc is None:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "spark_tasks.run", cluster, str(job_id)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # detached: survives the submitter, own signals
+                env=_runner_env(),
+                cwd=log_dir,  # whatever Spark leaves behind stays out of the cluster's files
+            )
     _children.append(proc)
     with _jobs(cluster) as table:  # so that a runner that never starts shows
         table.update(job_id, (QUEUED,), pid=proc.pid, host=socket.gethostname())
@@ -586,6 +618,153 @@ def submit(
     threading.Thread(target=proc.wait, name=f"plet-job-{job_id}", daemon=True).start()
     _last_cluster = cluster
     return job_id
+
+
+def _runner_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
+
+
+WARM_ENV = "PLET_REPLAYS_WARM"
+STANDBY_IDLE_S = 600  # a standby runner nobody gave a job in this long stops
+
+
+class Standbys:
+    """Runners started ahead of their jobs by this process (`submit(warm=True)`), one per
+    (cluster, master and settings): each starts its Spark at once, then waits for a job's
+    id on its stdin (spark_tasks.run's `--standby`). Handing a job over starts the next
+    one. A runner given nothing in STANDBY_IDLE_S, or whose submitter ends, reads the end
+    of its stdin and stops. Its output goes to a log of its own, renamed the job's when
+    it gets one. Any thread may call it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[tuple[str, tuple[str, str]], tuple[subprocess.Popen, Path]] = {}
+        self._timers: dict[int, threading.Timer] = {}
+
+    def hand_over(
+        self, cluster: str, setup: tuple[str, str], job_id: int, log_path: Path
+    ) -> subprocess.Popen | None:
+        """Give job `job_id` to the runner waiting for `setup` (master, settings JSON),
+        if one is alive, and start the next; returns the runner, or None (none waited)."""
+        with self._lock:
+            found = self._waiting.pop((cluster, setup), None)
+            proc = None
+            if found is not None:
+                runner, standby_log = found
+                self._timers.pop(runner.pid).cancel()
+                try:
+                    if runner.poll() is not None or runner.stdin is None:
+                        raise OSError("the standby runner has ended")
+                    standby_log.rename(log_path)  # its Spark start-up lines are the job's
+                    runner.stdin.write(f"{job_id}\n".encode())
+                    runner.stdin.close()
+                    proc = runner
+                except OSError:  # it died: the job starts its own
+                    self._let_go(runner)
+            self._start(cluster, setup)
+            return proc
+
+    def _start(self, cluster: str, setup: tuple[str, str]) -> None:
+        """(lock held) A new standby runner for `setup`."""
+        log_dir = Path(cluster) / LOG_DIR
+        log_path = log_dir / f"standby-{os.getpid()}-{uuid.uuid4().hex[:8]}.log"
+        master, conf = setup
+        with open(log_path, "ab") as log:
+            runner = subprocess.Popen(
+                [sys.executable, "-m", "spark_tasks.run", "--standby", cluster, master, conf],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=_runner_env(),
+                cwd=log_dir,
+            )
+        self._waiting[(cluster, setup)] = (runner, log_path)
+        timer = threading.Timer(STANDBY_IDLE_S, self._idle, (cluster, setup, runner))
+        timer.daemon = True
+        self._timers[runner.pid] = timer
+        timer.start()
+        threading.Thread(target=runner.wait, name="plet-standby", daemon=True).start()
+
+    def _idle(self, cluster: str, setup: tuple[str, str], runner: subprocess.Popen) -> None:
+        with self._lock:
+            found = self._waiting.get((cluster, setup))
+            if found is not None and found[0] is runner:
+                del self._waiting[(cluster, setup)]
+                self._timers.pop(runner.pid, None)
+                self._let_go(runner, found[1])
+
+    @staticmethod
+    def _let_go(runner: subprocess.Popen, log_path: Path | None = None) -> None:
+        """End a standby runner's stdin: it stops its Spark and exits."""
+        try:
+            if runner.stdin is not None:
+                runner.stdin.close()
+        except OSError:
+            pass
+        if log_path is not None:  # a runner that got no job leaves no log behind
+
+            def remove() -> None:
+                runner.wait()
+                log_path.unlink(missing_ok=True)
+
+            threading.Thread(target=remove, daemon=True).start()
+
+    def close(self) -> None:
+        """Let every waiting runner go (they stop)."""
+        with self._lock:
+            for runner, log_path in self._waiting.values():
+                self._timers.pop(runner.pid).cancel()
+                self._let_go(runner, log_path)
+            self._waiting.clear()
+
+    def ensure(self, cluster: str, setup: tuple[str, str]) -> None:
+        """Start a runner for `setup` unless one waits."""
+        with self._lock:
+            found = self._waiting.get((cluster, setup))
+            if found is not None and found[0].poll() is not None:  # it died: its timer goes
+                self._timers.pop(found[0].pid).cancel()
+                found = None
+            if found is None:
+                self._start(cluster, setup)
+
+    def log_of(self, cluster: str, setup: tuple[str, str]) -> Path | None:
+        """The log of the runner waiting for `setup`, None if none waits."""
+        with self._lock:
+            found = self._waiting.get((cluster, setup))
+            return found[1] if found is not None else None
+
+
+_standbys = Standbys()
+
+
+def standby_log(
+    cluster: str | os.PathLike[str], master: str = DEFAULT_MASTER, conf: dict | None = None
+) -> Path | None:
+    """The log of this process's standby runner for jobs on `master` with `conf`, if one
+    waits (it says "Spark ready" once its Spark has started); for benchmarks and tests."""
+    setup = (master, json.dumps(conf or {}, sort_keys=True))
+    return _standbys.log_of(str(Path(cluster).resolve()), setup)
+
+
+def prewarm(
+    cluster: str | os.PathLike[str], master: str = DEFAULT_MASTER, conf: dict | None = None
+) -> None:
+    """Start a standby runner for jobs on `master` with `conf` unless one waits: the next
+    `submit(warm=True)` of such a job skips Spark's start (a console may call this when a
+    user opens a replay form)."""
+    if os.environ.get(WARM_ENV, "1") == "0":
+        return
+    setup = (master, json.dumps(conf or {}, sort_keys=True))
+    _standbys.ensure(str(Path(cluster).resolve()), setup)
+
+
+def close_standbys() -> None:
+    """Let this process's standby runners go: each stops its Spark and exits."""
+    _standbys.close()
 
 
 def _pid_alive(pid: int) -> bool:

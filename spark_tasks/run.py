@@ -31,16 +31,25 @@ from typing import Any, TextIO
 
 from engine import clock
 from spark_tasks import jobs
+from spark_tasks.progress import Progress
 
 POLL_S = 0.5
 UI_TIMEOUT_S = 20  # each read of Spark's status REST API
 UI_ATTEMPTS = 3
+SQL_MAX = 10_000  # queries asked of the REST API (it answers 20 by default)
 
 
 class Monitor(threading.Thread):
     """Progress and cancellation, from a thread beside the job's driver code."""
 
-    def __init__(self, spark: Any, cluster: str, job_id: int, group: str) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        cluster: str,
+        job_id: int,
+        group: str,
+        steps: tuple[str, ...] = ("running",),
+    ) -> None:
         super().__init__(name="plet-job-monitor", daemon=True)
         self.spark = spark
         self.cluster = cluster
@@ -49,6 +58,10 @@ class Monitor(threading.Thread):
         self.cancelled = False
         self.finished = threading.Event()
         self._stages: dict[int, tuple[int, int]] = {}  # stage id -> (done, total)
+        # the bar that never goes back: the kind's steps (replays.STEPS), begun by the kind
+        # in its thread (`begin_step`), filled by this one
+        self._progress = Progress(steps)
+        self._progress_lock = threading.Lock()
         self.first_task_ms: int | None = None  # when a task was first seen begun
         # held while the thread writes the record, so that none of its writes lands after
         # `stop` (the runner's final record)
@@ -69,7 +82,20 @@ class Monitor(threading.Thread):
                         self._first_task_seen()
         done = sum(d for d, _ in self._stages.values())
         total = sum(t for _, t in self._stages.values())
+        with self._progress_lock:
+            self._progress.update(self._stages)
         return done, total
+
+    def begin_step(self, index: int) -> None:
+        """The kind begins its step `index` (replays.on_step)."""
+        with self._progress_lock:
+            self._progress.begin(index)
+
+    def progress_fields(self, *, finished: bool = False) -> dict[str, Any]:
+        """The record's `progress` and `step`; a full bar when `finished`."""
+        with self._progress_lock:
+            value = self._progress.finish() if finished else self._progress.value
+            return {"progress": value, "step": self._progress.label}
 
     def _first_task_seen(self) -> None:
         with self._writing:  # the runner's final read may run beside the thread's tick
@@ -78,33 +104,41 @@ class Monitor(threading.Thread):
                 print("Spark started: its first task is running", flush=True)
 
     def rows(self) -> tuple[int, float | None]:
-        """(rows read, rows per second) of the replay: of the group's Spark job that read
-        the most input records (what its stages' tasks read from the Parquet files, the
-        data source or a cache, as Spark counts them when tasks end), over that job's time
-        from submission to completion (or now). The busiest job, not the sum: a replay
-        that caches what it read and writes it out reads the source once. From Spark's
-        status REST API on the driver's UI (`uiWebUrl`); (0, None) without a UI."""
+        """(rows read, rows per second) of the replay: the rows in its range read so far,
+        counted by the query that read the most of them, over that query's time from
+        submission to completion (or now). The busiest query, not the sum: a replay that
+        caches what it read and writes it out reads the source once.
+
+        Rows in the range, not rows scanned: Spark's Parquet reader reads whole row groups
+        of an archived file the range cuts, and the offset filter (spark_tasks.history)
+        drops the rows outside it; so the count is each scan's "number of output rows"
+        (Spark's SQL metrics, as tasks end), taken after the filter right above a Parquet
+        scan. From Spark's status REST API on the driver's UI (`uiWebUrl`); (0, None)
+        without a UI."""
         sc = self.spark.sparkContext
         base = sc.uiWebUrl
         if not base:
             return 0, None
         app = f"{base}/api/v1/applications/{sc.applicationId}"
-        group = [j for j in _get_json(f"{app}/jobs") if j.get("jobGroup") == self.group]
-        if not group:
+        ours = {j["jobId"] for j in _get_json(f"{app}/jobs") if j.get("jobGroup") == self.group}
+        if not ours:
             return 0, None
-        wanted = {s for j in group for s in j.get("stageIds", ())}
-        inputs: dict[int, int] = {}
-        for stage in _get_json(f"{app}/stages"):  # the latest attempt of each stage
-            if stage["stageId"] in wanted:
-                inputs[stage["stageId"]] = int(stage.get("inputRecords", 0))
         best, rate = 0, None
         now_ms = clock.now_ms()
-        for j in group:
-            rows = sum(inputs.get(s, 0) for s in j.get("stageIds", ()))
-            began = _ui_ms(j.get("submissionTime"))
-            if rows <= best or began is None:
+        for query in _get_json(f"{app}/sql?details=true&planDescription=false&length={SQL_MAX}"):
+            jobs_of = {
+                *query.get("runningJobIds", ()),
+                *query.get("successJobIds", ()),
+                *query.get("failedJobIds", ()),
+            }
+            began = _ui_ms(query.get("submissionTime"))
+            if not jobs_of & ours or began is None:
                 continue
-            end_ms = _ui_ms(j.get("completionTime")) or now_ms
+            rows = rows_in_range(query.get("nodes", ()), query.get("edges", ()))
+            if rows <= best:
+                continue
+            running = query.get("status") == "RUNNING"
+            end_ms = now_ms if running else began + int(query.get("duration") or 0)
             best, rate = rows, rows / (max(end_ms - began, 1) / 1000)
         return best, rate
 
@@ -112,7 +146,12 @@ class Monitor(threading.Thread):
         """Record the progress and look for a cancel request, then record the rows read:
         the status tracker answers at once, the UI's REST API slowly on a busy machine."""
         done, total = self.progress()
-        self._record(tasks_done=done, tasks_total=total, first_task_ms=self.first_task_ms)
+        self._record(
+            tasks_done=done,
+            tasks_total=total,
+            first_task_ms=self.first_task_ms,
+            **self.progress_fields(),
+        )
         if not self.cancelled and jobs.cancel_requested(self.cluster, self.job_id):
             self.cancelled = True
             print(f"cancel requested: cancelling Spark job group {self.group}", flush=True)
@@ -136,6 +175,37 @@ class Monitor(threading.Thread):
                 self.tick()
             except Exception as exc:  # progress is best effort; the job goes on
                 print(f"progress monitor: {exc}", flush=True)
+
+
+def rows_in_range(nodes: Any, edges: Any) -> int:
+    """Rows a query's scans gave (Spark's SQL plan graph from the REST API: `nodes` with
+    their metrics, `edges` from child to parent), a Parquet scan's counted after the
+    filter right above it (through ColumnarToRow): the replay's offset filter, with any
+    filter Spark merged into it."""
+    by_id = {n["nodeId"]: n for n in nodes}
+    parent = {e["fromId"]: e["toId"] for e in edges}
+    total = 0
+    for node in nodes:
+        name = node.get("nodeName", "")
+        if not name.startswith(("Scan ", "BatchScan")):
+            continue
+        counted = node
+        if name == "Scan parquet":
+            above = parent.get(node["nodeId"])
+            while above is not None and by_id[above].get("nodeName") == "ColumnarToRow":
+                above = parent.get(above)
+            if above is not None and by_id[above].get("nodeName") == "Filter":
+                counted = by_id[above]
+        total += _output_rows(counted)
+    return total
+
+
+def _output_rows(node: dict[str, Any]) -> int:
+    for metric in node.get("metrics", ()):
+        if metric.get("name") == "number of output rows":
+            digits = str(metric.get("value", "")).split("\n")[0].replace(",", "").strip()
+            return int(digits) if digits.isdigit() else 0
+    return 0
 
 
 def _get_json(url: str) -> list[dict[str, Any]]:
@@ -209,6 +279,8 @@ def main(argv: list[str]) -> int:
     warnings.showwarning = _one_line_warning
     try:
         with redirect_stdout(output):
+            if argv and argv[0] == STANDBY:
+                return _standby(argv[1:])
             return _run(argv)
     finally:
         output.close_line()
@@ -216,46 +288,84 @@ def main(argv: list[str]) -> int:
         log.level, log.propagate, warnings.showwarning = saved
 
 
-def _run(argv: list[str]) -> int:
+STANDBY = "--standby"
+
+
+def _session(master: str, conf: dict[str, Any], name: str) -> Any:
+    """A SparkSession on `master` with `conf`, the `partitionlet` data source registered
+    (which sets up Spark SQL's session state: seconds of the start-up)."""
+    from pyspark.sql import SparkSession
+
+    import spark_tasks
+
+    builder = SparkSession.builder.master(master).appName(name)
+    if master.startswith("local"):
+        # The UI serves the status REST API the monitor reads rows from: on loopback
+        # only, on any free port, read-only.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.ui.port", "0").config("spark.ui.killEnabled", "false")
+    for key, value in conf.items():
+        builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    spark_tasks.register(spark)
+    return spark
+
+
+def _standby(argv: list[str]) -> int:
+    """A runner started before its job (jobs.submit's `warm`): it starts Spark with the
+    master and settings it is given, then reads its job's id from stdin and runs it as
+    `_run` does; at the end of stdin (its submitter let it go) it stops."""
+    cluster, master, conf = argv[0], argv[1], json.loads(argv[2])
+    began = time.monotonic()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    try:
+        spark = _session(master, conf, "plet-replay")
+        spark.range(2).count()  # a first Spark job: the scheduler and code generation warm
+        print(f"Spark ready in {time.monotonic() - began:.1f} s: waiting for a job", flush=True)
+    except Exception:  # its job, if one comes, starts Spark again and records the error
+        traceback.print_exc(file=sys.stdout)
+        spark = None
+    line = sys.stdin.readline().strip()
+    if not line:
+        if spark is not None:
+            spark.stop()
+        return 0
+    return _run([cluster, line], spark=spark)
+
+
+def _run(argv: list[str], spark: Any = None) -> int:
+    """Run job `argv[1]` of cluster `argv[0]`, in `spark` when a standby runner started it
+    already (`_standby`), else in a session started here."""
     cluster, job_id = argv[0], int(argv[1])
     if not jobs.claim(cluster, job_id, os.getpid()):
         print(f"job {job_id} is no longer queued (cancelled?): not running it", flush=True)
+        if spark is not None:
+            spark.stop()
         return 0
     job = jobs.status(job_id, cluster=cluster)
     params = job.params
-    print(f"job {job_id}: {job.kind} {params}", flush=True)
+    print(f"job {job_id}: {job.kind} {jobs.params_text(params)}", flush=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = monitor = None
+    monitor = None
     state, result, error = jobs.FAILED, None, None
     try:
-        from pyspark.sql import SparkSession
-
-        import spark_tasks
         from spark_tasks import replays
 
-        builder = SparkSession.builder.master(params.get("master", jobs.DEFAULT_MASTER)).appName(
-            f"plet-replay-{job_id}-{job.kind}"
-        )
-        if str(params.get("master", "")).startswith("local"):
-            # The UI serves the status REST API the monitor reads rows from: on loopback
-            # only, on any free port, read-only.
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            builder = builder.config("spark.ui.port", "0").config("spark.ui.killEnabled", "false")
-        for key, value in (params.get("conf") or {}).items():
-            builder = builder.config(key, str(value))
-        spark = builder.getOrCreate()
-        spark_tasks.register(spark)
+        if spark is None:
+            master = params.get("master", jobs.DEFAULT_MASTER)
+            spark = _session(master, params.get("conf") or {}, f"plet-replay-{job_id}-{job.kind}")
         group = f"plet-job-{job_id}"
         spark.sparkContext.setJobGroup(group, f"{job.kind} replay {job_id}", True)
-        monitor = Monitor(spark, cluster, job_id, group)
+        monitor = Monitor(spark, cluster, job_id, group, replays.STEPS[job.kind])
+        replays.on_step = monitor.begin_step
         monitor.start()
         if jobs.cancel_requested(cluster, job_id):
             raise Cancelled()
-        result = replays.KINDS[job.kind](spark, cluster, params)
+        result = replays.json_ready(replays.KINDS[job.kind](spark, cluster, params))
         if monitor.cancelled:
             raise Cancelled()
         state = jobs.SUCCEEDED
-        print(f"job {job_id} succeeded: {result}", flush=True)
+        print(f"job {job_id} succeeded: {json.dumps(result)}", flush=True)
     except BaseException as exc:
         if isinstance(exc, Cancelled) or (monitor is not None and monitor.cancelled):
             state = jobs.CANCELLED
@@ -275,6 +385,7 @@ def _run(argv: list[str]) -> int:
                 if state == jobs.SUCCEEDED:
                     done = total
                 fields.update(tasks_done=done, tasks_total=total)
+                fields.update(monitor.progress_fields(finished=state == jobs.SUCCEEDED))
                 fields.update(first_task_ms=monitor.first_task_ms)
                 rows, rate = monitor.rows()
                 fields.update(rows_read=rows, rows_per_s=rate)

@@ -9,6 +9,9 @@ import pytest
 
 # Spark workers and subprocess helpers must run this very interpreter.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# No standby replay runners (spark_tasks.jobs.Standbys: a Spark started ahead of the next
+# job) behind the consoles' submits: a test that wants one turns them on.
+os.environ.setdefault("PLET_REPLAYS_WARM", "0")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -209,6 +209,8 @@ def progress(job: jobs.Job) -> tuple[int, int] | None:
         return (job.tasks_total, job.tasks_total) if job.tasks_total else (1, 1)
     if not job.tasks_total or job.starting:
         return None
+    if job.done_fraction is not None:  # the runner's bar, which never goes back
+        return round(1000 * job.done_fraction), 1000
     return job.tasks_done, job.tasks_total
 
 
@@ -271,7 +273,7 @@ def submit(kind: str):
         except errors.InvalidArgument as exc:
             form.errors[_field_of(str(exc), form)] = str(exc)
     if not form.errors:
-        job_id = jobs.submit(cluster_path(), kind, principal=principal(), **params)
+        job_id = jobs.submit(cluster_path(), kind, principal=principal(), warm=True, **params)
         target = url_for("replays.job", job_id=job_id)
         if wants_partial():
             response = make_response("")

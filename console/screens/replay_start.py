@@ -127,7 +127,7 @@ class ReplayStartScreen(ModalScreen[int | None]):
     @work(thread=True, group="replay-submit")
     def _submit(self, seq: int, kind: str, params: dict[str, Any]) -> None:
         try:
-            job_id = jobs.submit(self.cluster_path, kind, **params)
+            job_id = jobs.submit(self.cluster_path, kind, warm=True, **params)
         except Exception as exc:  # shown in the dialog
             self.post_message(Loaded(seq, error=exc))
         else:

@@ -125,8 +125,8 @@ class ReplaysPane(Pane):
             return
         if job.starting:  # indeterminate while Spark starts
             progress.update(total=None, progress=0)
-        elif job.tasks_total:
-            progress.update(total=job.tasks_total, progress=job.tasks_done)
+        elif job.progress is not None:  # the runner's, which never goes back
+            progress.update(total=100, progress=round(100 * job.progress))
         else:
             progress.update(total=None if not job.done else 100, progress=100 if job.done else 0)
         text = Text()
@@ -134,6 +134,8 @@ class ReplaysPane(Pane):
         text.append(job.state, style=STATE_STYLES.get(job.state, ""))
         if job.starting:
             text.append(f" ({jobs.PHASE_STARTING})", style="yellow")
+        elif job.step and not job.done:
+            text.append(f" ({job.step})")
         if job.cancel_requested and not job.done:  # as the web console says it
             text.append(" (cancelling)", style="magenta")
         text.append(f"\nparams  {json.dumps(job.params, default=str)}")

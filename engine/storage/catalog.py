@@ -71,6 +71,8 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("topics", "policies", "TEXT"),
     ("partitionlets", "reached_offset", "INTEGER"),
     ("users", "read_only", "INTEGER NOT NULL DEFAULT 0"),
+    ("jobs", "progress", "REAL"),
+    ("jobs", "step", "TEXT"),
 )
 
 # The name search (engine/search.py): an FTS5 trigram index of every topic name (rowid: the
@@ -313,7 +315,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     log_tail         TEXT NOT NULL DEFAULT '',
     rows_read        INTEGER NOT NULL DEFAULT 0,  -- rows the job's Spark jobs read
     rows_per_s       REAL,                      -- ... per second of reading
-    first_task_ms    INTEGER                    -- when its first Spark task began
+    first_task_ms    INTEGER,                   -- when its first Spark task began
+    progress         REAL,                      -- 0..1, never lower (spark_tasks.progress)
+    step             TEXT                       -- the step running: "step 2 of 2: writing"
 );
 -- The schema registry (engine.storage.schemas, engine.client.schemas, docs/SCHEMAS.md):
 -- each schema text once, under the global id messages carry in the Confluent wire format;

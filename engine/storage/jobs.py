@@ -34,6 +34,8 @@ class JobRow(NamedTuple):
     rows_read: int
     rows_per_s: float | None
     first_task_ms: int | None = None  # when the job's first Spark task began (None: not yet)
+    progress: float | None = None  # 0..1, never lower; None from a runner that wrote none
+    step: str | None = None  # the step running, for people ("step 2 of 2: writing")
 
 
 _COLUMNS = ", ".join(JobRow._fields)

@@ -108,7 +108,7 @@ async def test_finished_jobs_show_progress_result_and_error(
         assert "line one" in detail and "WARN TaskSetManager" not in detail  # Spark's: hidden
         assert "1 lines of Spark output: l shows them" in detail
         bar = app.query_one("#replay-progress")
-        assert (bar.progress, bar.total) == (1, 4)
+        assert (bar.progress, bar.total) == (25, 100)  # Job.progress: 1 of 4 tasks
 
         table.focus()
         await pilot.press("l")  # Spark's lines too
@@ -120,7 +120,7 @@ async def test_finished_jobs_show_progress_result_and_error(
         assert [str(c) for c in table.get_row(str(ok))[2:4]] == ["succeeded", "██████████ 13/13"]
         detail = str(app.query_one("#replay-detail", Static).content)
         assert '"windows": 7' in detail
-        assert (bar.progress, bar.total) == (13, 13)
+        assert (bar.progress, bar.total) == (100, 100)
         await pilot.press("x")  # a finished job is not cancelled again (a warning, no worker)
         assert jobs.status(ok, cluster=cluster_path).cancel_requested is False
 

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from engine import Cluster, Consumer, Producer, TopicPartition
+from engine.client.partitioner import partition_for_key
 from spark_tasks import history, jobs, replays
 from spark_tasks.run import Monitor
 from spark_tasks.scan import OptionError
@@ -42,7 +43,8 @@ def _produce(cluster: Cluster, topic: str, n: int, ts, start: int = 0) -> None:
 def consumed(cluster: Cluster, topic: str) -> list[tuple]:
     """Every message a Consumer reads from offset 0, as comparable tuples."""
     consumer = Consumer(cluster, auto_offset_reset="earliest", enable_auto_commit=False)
-    consumer.assign([TopicPartition(topic, p) for p in range(2)])
+    partitions = cluster.topic(topic).partition_count
+    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
     out = []
     while got := [r for rs in consumer.poll(timeout_ms=200).values() for r in rs]:
         out += [
@@ -198,14 +200,65 @@ def test_a_replay_over_archived_data_reports_rows_read(spark, data, tmp_path):
     assert result["messages"] == len(expected[T])
     with Cluster.open(path) as c:
         copied = consumed(c, "/h:copy")
-    # the same partition, key, value, timestamp and headers (offsets are the target's own)
-    assert sorted(r[1:2] + r[3:] for r in copied) == sorted(r[1:2] + r[3:] for r in expected[T])
+    # the same partition, key, value, timestamp and headers (offsets are the target's own),
+    # in the source's order: each partition has one writer, which writes in offset order
+    assert [r[1:2] + r[3:] for r in copied] == [r[1:2] + r[3:] for r in expected[T]]
     monitor = Monitor(spark, path, job_id, group)
     monitor.tick()
     job = jobs.status(job_id, cluster=path)
     assert job.rows_read == len(expected[T])
     assert job.rows_per_s > 0
     assert job.reading.startswith(f"{len(expected[T]):,} rows read at ")
+
+
+def test_a_copy_keeps_the_order_of_a_partition_read_by_many_tasks(spark, tmp_path):
+    # one partition in many partitionlets: one Spark task each, two at a time (local[2])
+    path = tmp_path / "c"
+    with Cluster.open(path, partitionlet_bytes=2000) as c:
+        c.create_stream("/o", ttl=0)
+        c.create_topic("/o:t", partitions=1)
+        producer = Producer(c, acks=1, batch_size=1000)
+        for i in range(1500):
+            producer.send("/o:t", key=b"k%d" % (i % 7), value=b"v%06d" % i, timestamp_ms=OLD_MS + i)
+        producer.close()
+        assert len(c.partitionlets("/o:t")) > 10
+    result = replays.copy(spark, str(path), {"source": "/o:t", "target": "/o:copy"})
+    assert result["messages"] == 1500
+    with Cluster.open(path) as c:
+        copied = [r[4] for r in consumed(c, "/o:copy")]
+    assert copied == [b"v%06d" % i for i in range(1500)]
+
+
+def test_a_copy_into_more_partitions_keeps_each_source_partitions_order_and_counts_its_range(
+    spark, data
+):
+    path, expected, _ = data
+    with Cluster.open(path) as c:
+        c.create_topic("/h:wider", partitions=3)
+        job_id = c.jobs.add("copy", "{}", "running", 0)
+    group = "history-test-wider"
+    spark.sparkContext.setJobGroup(group, "copy from offset 100", True)
+    try:
+        params = {"source": T, "target": "/h:wider", "from_offset": 100}
+        result = replays.copy(spark, path, params)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    want = [r for r in expected[T] if r[2] >= 100]
+    assert result["messages"] == len(want)
+    # rows read: those in the range, not those of the archived files' row groups scanned
+    Monitor(spark, path, job_id, group).tick()
+    assert jobs.status(job_id, cluster=path).rows_read == len(want)
+    with Cluster.open(path) as c:
+        copied = consumed(c, "/h:wider")
+    # each key where the producer puts it; each target partition holds each source
+    # partition's messages in their order (value v000123 is the 123rd message sent)
+    by_key = {r[3]: partition_for_key(r[3], 3) for r in want}
+    assert sorted(r[3:] for r in copied) == sorted(r[3:] for r in want)
+    assert all(r[1] == by_key[r[3]] for r in copied)
+    for target in range(3):
+        for source_partition in range(2):
+            sent = [int(r[4][1:]) for r in copied if r[1] == target and int(r[4][1:]) % 2 == source_partition]  # fmt: skip
+            assert sent == sorted(sent)
 
 
 # --- an s3:// archive (moto on loopback) ---------------------------------------------------

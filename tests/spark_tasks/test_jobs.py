@@ -166,7 +166,7 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
     log = jobs.job_log(copied)
     assert log.job[0].startswith(f"job {copy_id}: copy")
     assert "reading /h:events" in log.job and "wrote 100 messages to /h:copy" in log.job
-    assert f"job {copy_id} succeeded: {{'messages': 100, 'target': '/h:copy'}}" in log.job
+    assert f'job {copy_id} succeeded: {{"messages": 100, "target": "/h:copy"}}' in log.job
     assert "Spark started: its first task is running" in log.job
     assert not [line for line in log.job if " WARN " in line or "log level" in line]
     assert any(line.startswith('Setting default log level to "WARN"') for line in log.spark)
@@ -202,6 +202,29 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
         timeout=scaled(60),
     )
     assert "cancelled" in out.stdout and "window-counts" in out.stdout
+
+
+def test_a_warm_submit_hands_the_next_job_to_a_runner_started_before_it(history, monkeypatch):
+    monkeypatch.setenv(jobs.WARM_ENV, "1")  # tests/conftest.py turns standby runners off
+    common = {"source": "/h:events", "master": "local[1]", "conf": SMALL}
+    try:
+        first = jobs.submit(history, "copy", target="/h:warm1", warm=True, **common)
+        standby = jobs.standby_log(history, "local[1]", SMALL)
+        assert standby is not None and standby.name.startswith("standby-")
+        second = jobs.submit(history, "copy", target="/h:warm2", warm=True, **common)
+        assert not standby.exists()  # renamed: the second job's log
+        assert jobs.standby_log(history, "local[1]", SMALL) not in (None, standby)  # the next
+    finally:
+        jobs.close_standbys()
+    assert jobs.standby_log(history, "local[1]", SMALL) is None
+    done = [jobs.wait(j, cluster=history, timeout=scaled(300)) for j in (first, second)]
+    assert [j.state for j in done] == [jobs.SUCCEEDED] * 2, done[1].log_tail
+    assert [j.result["messages"] for j in done] == [200, 200]
+    log = jobs.job_log(done[1])
+    assert Path(done[1].log_path).name == f"job-{second}.log"
+    # the standby's own lines first: Spark started before the job came
+    assert log.job[0].startswith("Spark ready in ") and log.job[1].startswith(f"job {second}: copy")
+    assert done[1].progress == 1.0 and done[1].step == "step 2 of 2: writing to the target"
 
 
 def test_cancel_queued_and_unknown(history):

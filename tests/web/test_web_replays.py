@@ -244,6 +244,12 @@ def test_job_page_shows_progress_result_table_and_escaped_log(client, sensors, l
     html = client.get(f"/replays/{job.id}", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert f'<progress value="1" max="4" aria-label="Progress of job {job.id}">' in html
     assert "25 %" in html
+    # the runner's bar, which never goes back, and its step
+    step = "step 2 of 2: counting"
+    jobs.update(sensors.path, job.id, tasks_done=1, tasks_total=9, progress=0.5, step=step)
+    html = client.get(f"/replays/{job.id}", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert f'<progress value="500" max="1000" aria-label="Progress of job {job.id}">' in html
+    assert f'data-testid="job-step">{step}<' in html and "1 of 9 tasks" in html
     result = {
         "windows": 2,
         "window": "1 minute",

@@ -85,7 +85,7 @@ def submit_job() -> Response:
     unknown = sorted(set(params) - PARAMS)
     if unknown:
         raise errors.InvalidArgument(f"unknown job parameter(s): {', '.join(unknown)}")
-    job_id = jobs_api.submit(cluster_path(), kind, principal=principal(), **params)
+    job_id = jobs_api.submit(cluster_path(), kind, principal=principal(), warm=True, **params)
     return json_response(job_json(jobs_api.status(job_id, cluster=cluster_path())), 201)
 
 
