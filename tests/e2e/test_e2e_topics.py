@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 
 from engine import Producer
 from tests.e2e.conftest import open_produce, shot
+from tests.readback import every_message
 
 SENSORS = "/topics/apps/sensors:car-17"
 
@@ -308,27 +309,6 @@ def test_topic_policy_overrides_round_trip_and_bad_values_show_inline(admin_page
     assert live_server.cluster.topic(name).overrides == {}
 
 
-def _messages(cluster, name: str) -> list[tuple]:
-    """(partition, offset, timestamp, key, value, headers) of every message of `name`."""
-    from engine import Consumer, TopicPartition
-
-    consumer = Consumer(cluster)
-    try:
-        count = cluster.topic(name).partition_count
-        consumer.assign([TopicPartition(name, p) for p in range(count)])
-        consumer.seek_to_beginning()
-        found = []
-        while batch := consumer.poll(timeout_ms=0, max_records=10_000):
-            for records in batch.values():
-                found += [
-                    (r.partition, r.offset, r.timestamp, r.key, r.value, list(r.headers or ()))
-                    for r in records
-                ]
-        return sorted(found)
-    finally:
-        consumer.close(autocommit=False)
-
-
 @pytest.mark.parametrize("kind", ["jsonl", "csv"])
 def test_an_import_of_an_export_round_trips(admin_page, live_server, tmp_path, kind):
     page = admin_page
@@ -371,9 +351,9 @@ def test_an_import_of_an_export_round_trips(admin_page, live_server, tmp_path, k
     expect(
         result.get_by_role("table", name="Messages to import").locator("tbody tr")
     ).to_have_count(20)
-    assert _messages(cluster, target) == []
+    assert every_message(cluster, target) == []
     shot(page, f"topic-import-dry-run-{kind}")
     form.get_by_role("button", name="Import", exact=True).click()
     expect(result).to_contain_text(f"Wrote 30 of 30 messages (100%) into {target}")
     shot(page, f"topic-import-done-{kind}")
-    assert _messages(cluster, target) == _messages(cluster, source)
+    assert every_message(cluster, target) == every_message(cluster, source)

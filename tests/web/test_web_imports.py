@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from engine import Consumer, Producer, TopicPartition
+from engine import Producer
+from tests.readback import every_message
 
 SOURCE = "/imp:source"
 TARGET = "/imp:target"
@@ -44,24 +45,6 @@ def topics(cluster):
 
 def _text(answer) -> str:
     return html.unescape(answer.get_data(as_text=True))
-
-
-def _all(cluster, topic: str) -> list[tuple]:
-    info = cluster.topic(topic)
-    consumer = Consumer(cluster)
-    try:
-        consumer.assign([TopicPartition(topic, p.partition) for p in info.partitions])
-        consumer.seek_to_beginning()
-        found = []
-        while batch := consumer.poll(timeout_ms=0, max_records=10_000):
-            for records in batch.values():
-                found += [
-                    (r.partition, r.offset, r.timestamp, r.key, r.value, list(r.headers or ()))
-                    for r in records
-                ]
-        return sorted(found)
-    finally:
-        consumer.close(autocommit=False)
 
 
 def _post(client, data: bytes, filename: str, headers=None, **fields):
@@ -100,13 +83,13 @@ def test_a_download_imports_into_another_topic_as_it_was(client, cluster, topics
     first = ["1", "2", "3"] if kind == "jsonl" else ["2", "3", "4"]  # CSV: line 1 is its header
     assert re.findall(r'<tr data-line="(\d+)">', body)[:3] == first
     assert "seq: 0<br>bin: \ufffd" in body
-    assert _all(cluster, TARGET) == []
+    assert every_message(cluster, TARGET) == []
     started = _post(client, data, f"export.{kind}", headers=HTMX, mode="write")
     assert started.status_code == 200
     done = _wait(client, started)
     assert f"Wrote 13 of 13 messages (100%) into {TARGET}" in done
     assert 'href="/topics/imp:target?start=newest">Show the newest messages' in done
-    assert _all(cluster, TARGET) == _all(cluster, SOURCE)
+    assert every_message(cluster, TARGET) == every_message(cluster, SOURCE)
 
 
 def test_a_file_with_a_bad_line_writes_nothing_and_lists_every_one(client, cluster, topics):
@@ -123,11 +106,11 @@ def test_a_file_with_a_bad_line_writes_nothing_and_lists_every_one(client, clust
     assert re.findall(r'<li data-line="(\d+)">', body) == ["2", "3", "4"]
     assert "line 3: partition 2: /imp:target has partitions 0 to 1" in body
     assert "line 4: key is not valid base64" in body
-    assert _all(cluster, TARGET) == []
+    assert every_message(cluster, TARGET) == []
     # without htmx: the import page with the same, and a 400
     plain = _post(client, "\n".join(lines).encode(), "bad.jsonl", mode="write")
     assert plain.status_code == 400 and "<h1>Import into" in _text(plain)
-    assert _all(cluster, TARGET) == []
+    assert every_message(cluster, TARGET) == []
 
 
 def test_the_form_is_on_the_messages_tab_and_bad_requests_say_why(client, cluster, topics):
@@ -146,14 +129,14 @@ def test_the_form_is_on_the_messages_tab_and_bad_requests_say_why(client, cluste
     )
     assert no_token.status_code == 400
     assert client.get("/topics/imp:target/import/1-nope").status_code == 404
-    assert _all(cluster, TARGET) == []
+    assert every_message(cluster, TARGET) == []
 
 
 def test_a_user_without_produce_perm_is_refused_before_anything(user_client, cluster, topics):
     answer = _post(user_client, b'{"value": "x"}', "a.jsonl", mode="write")
     assert answer.status_code == 403
     assert "Access denied" in _text(answer) and "produce_perm" in _text(answer)
-    assert _all(cluster, TARGET) == []
+    assert every_message(cluster, TARGET) == []
 
 
 def test_the_progress_moves_while_a_big_file_is_written(client, cluster, topics, monkeypatch):
@@ -190,4 +173,4 @@ def test_the_progress_moves_while_a_big_file_is_written(client, cluster, topics,
     release.set()
     done = _wait(client, started)
     assert "Wrote 2,000 of 2,000 messages (100%)" in done and "hx-trigger" not in done
-    assert len(_all(cluster, TARGET)) == 2000
+    assert len(every_message(cluster, TARGET)) == 2000

@@ -8,34 +8,12 @@ import json
 
 import pytest
 
-from engine import Consumer, Producer, TopicPartition, errors
+from engine import Producer, errors
 from engine.client import browse, imports
+from tests.readback import every_message
 
 SOURCE = "/imp:source"
 TARGET = "/imp:target"
-
-
-def _records(cluster, topic: str) -> list[tuple]:
-    """Every message of `topic` as (partition, offset, timestamp, key, value, headers)."""
-    info = cluster.topic(topic)
-    consumer = Consumer(cluster)
-    try:
-        tps = [TopicPartition(topic, p.partition) for p in info.partitions]
-        consumer.assign(tps)
-        consumer.seek_to_beginning()
-        found = []
-        while True:
-            batch = consumer.poll(timeout_ms=0, max_records=10_000)
-            if not batch:
-                break
-            for records in batch.values():
-                found += [
-                    (r.partition, r.offset, r.timestamp, r.key, r.value, list(r.headers or ()))
-                    for r in records
-                ]
-        return sorted(found)
-    finally:
-        consumer.close(autocommit=False)
 
 
 @pytest.fixture
@@ -90,11 +68,11 @@ def test_an_export_imports_into_another_topic_as_it_was(cluster, source, fmt, fo
         f"8 messages into {TARGET}: 3 to partition 0, 2 to partition 1, 3 to partition 2."
     )
     assert (checked.first_ms, checked.last_ms) == (1_600_000_000_000, 1_600_000_000_049)
-    assert _records(cluster, TARGET) == []  # a plan writes nothing
+    assert every_message(cluster, TARGET) == []  # a plan writes nothing
     seen = []
     assert imports.write(cluster, checked, progress=seen.append) == 8
     assert seen == [8]
-    assert _records(cluster, TARGET) == _records(cluster, SOURCE)
+    assert every_message(cluster, TARGET) == every_message(cluster, SOURCE)
 
 
 def test_every_bad_line_is_listed_and_nothing_is_written(cluster, source):
@@ -137,7 +115,7 @@ def test_every_bad_line_is_listed_and_nothing_is_written(cluster, source):
     assert checked.describe() == "Nothing written: 11 lines refused."
     with pytest.raises(errors.InvalidArgument):
         imports.write(cluster, checked)
-    assert _records(cluster, TARGET) == []
+    assert every_message(cluster, TARGET) == []
 
 
 def test_csv_rows_and_header_are_checked_by_line(cluster, source):
@@ -162,7 +140,7 @@ def test_without_the_files_partitions_the_producer_chooses(cluster, source):
     assert checked.ok and checked.by_partition == {None: 6}
     assert "Messages without a timestamp get the time they are written." in checked.notes
     imports.write(cluster, checked)
-    assert len(_records(cluster, TARGET)) == 6
+    assert len(every_message(cluster, TARGET)) == 6
 
 
 def test_the_produce_permission_decides(cluster, source):
@@ -186,7 +164,7 @@ def test_a_job_writes_in_the_background_with_progress(cluster, source, monkeypat
     assert job.wait(30)
     assert (job.state, job.written, job.total, job.percent) == ("done", 45, 45, 100)
     assert job.describe().startswith(f"Wrote 45 of 45 messages (100%) into {TARGET} in ")
-    assert [r[4] for r in _records(cluster, TARGET) if r[0] == 1][:3] == [b"v1", b"v4", b"v7"]
+    assert [r[4] for r in every_message(cluster, TARGET) if r[0] == 1][:3] == [b"v1", b"v4", b"v7"]
 
 
 def test_a_neutralized_csv_cell_comes_back_exactly():
