@@ -18,7 +18,12 @@ PAINTED = """(figure) => {
   const { data } = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
   const probe = document.createElement("canvas").getContext("2d");
   const colours = ["--chart-series-1", "--chart-series-2"].map((name) => {
-    probe.fillStyle = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    // as charts.js reads it: the variable holds a light-dark() pair, an element resolves it
+    const el = document.createElement("span");
+    el.style.color = `var(${name})`;
+    document.body.appendChild(el);
+    probe.fillStyle = getComputedStyle(el).color;
+    el.remove();
     probe.fillRect(0, 0, 1, 1);
     return probe.getImageData(0, 0, 1, 1).data;
   });
