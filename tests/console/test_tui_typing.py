@@ -77,8 +77,12 @@ async def test_the_policy_form_keeps_what_is_typed(demo, make_app, until):
         pane = app.query_one("#policies")
         await until(pilot, lambda: pane.loads >= 1)
         boxes = list(pane.query(Input))
-        assert len(boxes) == sum(row.kind in ("int", "ace", "text") for row in POLICIES)
-        for box in boxes:
+        kinds = [row.kind for row in POLICIES if row.kind in ("int", "ace", "text")]
+        assert len(boxes) == len(kinds)
+        # one box of each kind, and the last one (the form's boxes share their handling;
+        # typing into all of them took 44 s of the suite)
+        picked = {kind: box for kind, box in zip(kinds, boxes, strict=True)}
+        for box in [*picked.values(), boxes[-1]]:
             box.scroll_visible(animate=False)
             await _type_submit_type(pilot, app, box, "tab-policies")
 
