@@ -197,7 +197,8 @@ class Cluster:
       new `PartitionLog` (one per reader), both built from this cluster's parts;
     - `clock` -> `Clock`: where every engine object made on it reads the time;
     - `authorize(stream, perm, principal=None, what=None)`: the stream's ACE check;
-    - `appends` -> `AppendSignal`: in-process producers wake in-process consumers;
+    - `appends` -> `AppendSignal`: writers wake waiting consumers, here and (through the
+      doorbells, engine.doorbell) in other processes;
     - `watch_metadata(watcher)`: `watcher.forget_metadata()` runs when this object changes
       topics or policies;
     - `check_open()`: raise `errors.Closed` once the cluster is closed.

@@ -649,12 +649,20 @@ def accept_losses(cluster: Cluster) -> list[Problem]:
     committed inside them reads on from the first offset after. One entry per range."""
     catalog = cluster.catalog
     volumes = cluster.open_volumes()
+    live = [pl for pl in catalog.all_partitionlets() if pl.archive_file is None]
+    by_volume: dict[int, list[int]] = defaultdict(list)
+    for pl in live:
+        by_volume[pl.volume_id].append(pl.id)
+    states: dict[int, PartitionletState] = {}
+    for vid, ids in by_volume.items():  # one read transaction per volume
+        if vid in volumes:
+            states.update(volumes[vid].states(ids))
     done = []
-    for pl in catalog.all_partitionlets():
+    for pl in live:
         holder = volumes.get(pl.volume_id)
-        if pl.archive_file is not None or holder is None:
-            continue  # an archive file, or a volume that cannot be opened: restore those
-        state = holder.state(pl.id)
+        if holder is None:
+            continue  # a volume that cannot be opened: restore it
+        state = states.get(pl.id)
         if state is not None and state.state == DELETED:
             continue
         lost_end = pl.reached_offset if pl.end_offset is None else pl.end_offset
