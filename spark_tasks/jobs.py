@@ -670,6 +670,7 @@ class Standbys:
     def _start(self, cluster: str, setup: tuple[str, str]) -> None:
         """(lock held) A new standby runner for `setup`."""
         log_dir = Path(cluster) / LOG_DIR
+        log_dir.mkdir(exist_ok=True)  # prewarmed before the cluster's first job
         log_path = log_dir / f"standby-{os.getpid()}-{uuid.uuid4().hex[:8]}.log"
         master, conf = setup
         with open(log_path, "ab") as log:
