@@ -311,7 +311,8 @@ def _standby(argv: list[str]) -> int:
     threading.Thread(target=read_job, name="plet-standby-stdin", daemon=True).start()
     try:
         spark, archive = session.start(master, conf, "plet-replay")
-        spark.range(2).count()  # a first Spark job: the scheduler and code generation warm
+        if not got.is_set():  # no job yet: warm the scheduler and code generation with one
+            spark.range(2).count()
         print(f"Spark ready in {time.monotonic() - began:.1f} s: waiting for a job", flush=True)
     except Exception:  # its job, if one comes, starts Spark again and records the error
         traceback.print_exc(file=sys.stdout)

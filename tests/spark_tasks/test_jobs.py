@@ -224,6 +224,9 @@ def test_a_warm_submit_hands_the_next_job_to_a_runner_started_before_it(history,
         first = jobs.submit(history, "copy", target="/h:warm1", warm=True, **common)
         standby = jobs.standby_log(history, "local[1]", SMALL)
         assert standby is not None and standby.name.startswith("standby-")
+        deadline = time.monotonic() + scaled(240)  # its Spark up (else no next one starts)
+        while jobs.READY_LINE not in standby.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.2)
         second = jobs.submit(history, "copy", target="/h:warm2", warm=True, **common)
         assert not standby.exists()  # renamed: the second job's log
         following = jobs.standby_log(history, "local[1]", SMALL)
