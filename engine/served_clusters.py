@@ -184,6 +184,8 @@ def _remote_entry(
             raise InvalidArgument(f"{where}: token_file: {exc}") from None
     if token is not None and (not isinstance(token, str) or not token.strip()):
         raise InvalidArgument(f"{where}: the token is empty")
+    if token is None and (ca_file is not None or insecure):
+        raise InvalidArgument(f"{where}: ca_file and insecure need a token (else: a link)")
     if ca_file is not None:
         if not isinstance(ca_file, str) or not ca_file:
             raise InvalidArgument(f"{where}: ca_file must be a file name")
@@ -192,8 +194,6 @@ def _remote_entry(
             raise InvalidArgument(f"{where}: no ca_file at {ca_file}")
     address = normalize_target(url)
     if token is None:
-        if ca_file is not None or insecure:
-            raise InvalidArgument(f"{where}: ca_file and insecure need a token (else: a link)")
         return ServedCluster(name, url=address)
     refusal = _proxy_refusal(address, insecure)
     if refusal is not None:
