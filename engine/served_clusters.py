@@ -245,19 +245,21 @@ def _link_tokens(cluster: Cluster, graph: ReplicationGraph) -> dict[str, str]:
     """The tokens the main cluster's own links hold, by http(s) target: each was issued by
     that target's cluster, so it proves this console to that target's console too."""
     this = graph.nodes[0].key
+    address_of = {node.key: node.address for node in graph.nodes}  # a key may be an id
     found: dict[str, str] = {}
     for link in graph.links:
-        if link.source != this or link.state == UPSTREAM or not is_url(link.target):
+        address = address_of.get(link.target, link.target)
+        if link.source != this or link.state == UPSTREAM or not is_url(address):
             continue
-        if link.target in found:
+        if address in found:
             continue
         try:
             stream_id = cluster.catalog.stream(link.stream).id
         except UnknownStream:
             continue  # removed since the walk
-        token = cluster.catalog.replica_token(stream_id, link.target)
+        token = cluster.catalog.replica_token(stream_id, address)
         if token is not None:
-            found[link.target] = token
+            found[address] = token
     return found
 
 

@@ -179,8 +179,13 @@ def test_a_link_to_another_console_is_served_through_it_with_the_links_token(rin
 
     def walk(cluster, measure=True):
         this = GraphNode(cluster.id, cluster.name, str(cluster.path), cluster.id, this=True)
-        nodes = [this] + [GraphNode(url, url.split("//")[1], url, remote=True) for url in urls]
-        links = [GraphLink(this.key, url, STREAM, STREAM, LinkState.PAUSED) for url in urls]
+        # a target whose id the link recorded is keyed by that id, not by its address
+        keys = ["id-of-eu", *urls[1:]]
+        nodes = [this] + [
+            GraphNode(key, url.split("//")[1], url, remote=True)
+            for key, url in zip(keys, urls, strict=True)
+        ]
+        links = [GraphLink(this.key, key, STREAM, STREAM, LinkState.PAUSED) for key in keys]
         return ReplicationGraph(nodes, links, [], [])
 
     monkeypatch.setattr(module, "walk", walk)
