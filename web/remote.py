@@ -70,8 +70,15 @@ _HOP = frozenset(
         "upgrade",
     }
 )
+# Expect: the body is sent whole at once (this side already read it)
 _REQUEST_DROPPED = frozenset(
-    {"HTTP_HOST", "HTTP_COOKIE", "HTTP_X_PARTITIONLET_PROXY", "HTTP_X_PARTITIONLET_READ_ONLY"}
+    {
+        "HTTP_HOST",
+        "HTTP_COOKIE",
+        "HTTP_EXPECT",
+        "HTTP_X_PARTITIONLET_PROXY",
+        "HTTP_X_PARTITIONLET_READ_ONLY",
+    }
 ) | frozenset(FORWARDED)
 # Answer headers whose URL may name the remote's own origin.
 _URL_HEADERS = ("location", "content-location", "hx-redirect", "hx-location", "hx-push-url")
