@@ -33,7 +33,9 @@ remote cluster with their own account there, on its login page under `/c/<name>/
 address must be https, its certificate verified (against `ca_file` when given, else the
 system's CAs); plain http only on loopback or with `insecure = true` (the token and every
 password then cross the network in clear); `insecure` never turns certificate checks off.
-The url is the remote console's root (no path).
+The url is the remote console's root (no path). `plet tui` shows such a cluster read-only
+through that console's JSON API, with the user's own API token of it from the environment
+(console/remote.py), never with this `token`.
 
 Each cluster appears once (by cluster id, or by address for a remote console). Its `name`
 is the one in the file, else the cluster's own name, made safe for a URL
