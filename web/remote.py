@@ -159,7 +159,7 @@ class RemoteConsole:
             )  # fmt: skip
         if answer.headers.get(PROXY_HEADER) == REFUSED:
             reason = answer.read(4096).decode("utf-8", "replace").strip()
-            answer.release_conn()
+            answer.close()
             return self._page(
                 environ, start_response, 502, f"{self.cluster.name} refused this console",
                 f"the console at {self.origin} did not accept this console's token "
@@ -262,12 +262,17 @@ class RemoteConsole:
         return "; ".join(kept)
 
     def _body(self, answer: Any) -> Iterator[bytes]:
+        done = False
         try:
             yield from answer.stream(CHUNK, decode_content=False)
+            done = True
         except HTTPError as exc:  # the remote went away mid-answer: the answer ends here
             log.warning("console %s at %s: %s", self.cluster.name, self.origin, exc)
         finally:
-            answer.release_conn()
+            if done:
+                answer.release_conn()  # read to its end: the connection serves the next
+            else:
+                answer.close()  # half read (the browser left): never reused
 
     def _page(
         self, environ: dict[str, Any], start_response: Any, status: int, title: str, text: str

@@ -364,6 +364,16 @@ def test_answers_stream(local):
         assert next(lines) == b"second"
 
 
+def test_an_answer_left_half_read_does_not_spoil_the_next_one(local):
+    _STREAM_RELEASE.clear()
+    with requests.get(f"{local.url}/c/echo/stream", stream=True, timeout=30) as answer:
+        assert next(answer.iter_lines()) == b"first"
+    # the browser left mid-answer; the remote finishes it anyway
+    _STREAM_RELEASE.set()
+    for _ in range(10):  # every pooled connection answers its own request
+        assert _echoed(requests.get(f"{local.url}/c/echo/after", timeout=30))["path"] == "/after"
+
+
 # --- what the remote believes -------------------------------------------------------------
 
 
