@@ -22,6 +22,12 @@ it comes. The rules:
   says so (502, 504 for a timeout), never a 500; one that refuses the token says that.
 - A read-only console (`plet web --read-only`) asks the remote for read-only pages
   (web/proxied.py) and itself forwards no change but logging in and out.
+- The remote's pages share this console's origin (that is what keeps one address and one
+  switcher): its scripts run as this site's. So only a console trusted as much as this one
+  is served (an administrator's act: a clusters-file entry, a link), and nothing of an
+  answer may reach beyond the mount: no `Clear-Site-Data`, `Strict-Transport-Security`,
+  `Alt-Svc` or `Service-Worker-Allowed` header passes, and no service worker script is
+  served.
 """
 
 from __future__ import annotations
@@ -80,6 +86,17 @@ _REQUEST_DROPPED = frozenset(
         "HTTP_X_PARTITIONLET_READ_ONLY",
     }
 ) | frozenset(FORWARDED)
+# Answer headers that would reach beyond /c/<name>/ (the whole origin, this console's own
+# pages and cookies): never passed on.
+_RESPONSE_DROPPED = frozenset(
+    {
+        "clear-site-data",
+        "service-worker-allowed",
+        "strict-transport-security",
+        "alt-svc",
+        "set-cookie2",
+    }
+)
 # Answer headers whose URL may name the remote's own origin.
 _URL_HEADERS = ("location", "content-location", "hx-redirect", "hx-location", "hx-push-url")
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -128,6 +145,11 @@ class RemoteConsole:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         path = environ.get("PATH_INFO", "") or "/"
         mount = environ.get("SCRIPT_NAME", "")
+        if environ.get("HTTP_SERVICE_WORKER"):
+            # a service worker's script: registered from here it could serve this whole site
+            return self._page(environ, start_response, 403, "no service workers", (
+                f"{self.cluster.name}'s pages are served here without service workers."
+            ))  # fmt: skip
         if self.read_only and method not in _SAFE_METHODS and path not in _READ_ONLY_OPEN:
             return self._page(environ, start_response, 403, "this console is read-only", (
                 f"plet web --read-only forwards no change to {self.cluster.name}."
@@ -227,6 +249,8 @@ class RemoteConsole:
         for name, value in answer.headers.items():
             lower = name.lower()
             if lower in _HOP or lower in listed or lower == PROXY_HEADER.lower():
+                continue
+            if lower in _RESPONSE_DROPPED:
                 continue
             if lower == "set-cookie":
                 value = self._cookie_to_browser(value, mount, secure)

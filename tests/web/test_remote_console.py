@@ -82,6 +82,17 @@ def _echo(request: Request) -> Response:
         answer.headers.add("Set-Cookie", "plet_session=remote; Path=/; HttpOnly; Domain=127.0.0.1")
         answer.headers.add("Set-Cookie", "deep=1; Path=/x/; Secure; SameSite=Lax")
         return answer
+    if request.path == "/site-wide":
+        return Response(
+            "reaching out",
+            headers={
+                "Clear-Site-Data": '"cookies"',
+                "Service-Worker-Allowed": "/",
+                "Strict-Transport-Security": "max-age=63072000; includeSubDomains",
+                "Alt-Svc": 'h3=":443"',
+                "X-Kept": "yes",
+            },
+        )
     if request.path == "/redirect":
         host = request.headers.get("Host", "")
         return Response("", 302, headers={"Location": f"http://{host}/elsewhere?a=1"})
@@ -347,6 +358,18 @@ def test_the_remote_cookies_are_renamed_and_kept_under_the_mount(local):
         "plet_via_echo.deep=1; SameSite=Lax; Path=/c/echo/x/",
         "plet_via_echo.plet_session=remote; HttpOnly; Path=/c/echo/",
     ]
+
+
+def test_nothing_of_the_remote_reaches_beyond_its_mount(local):
+    """Its pages share this console's origin: no header of theirs may act on the whole site
+    (clear this console's cookies, pin it to https, let a service worker serve it)."""
+    answer = Browser(local.url).get("/c/echo/site-wide")
+    assert answer.status_code == 200 and answer.headers["X-Kept"] == "yes"
+    for name in ("Clear-Site-Data", "Service-Worker-Allowed", "Strict-Transport-Security",
+                 "Alt-Svc"):  # fmt: skip
+        assert name not in answer.headers
+    worker = Browser(local.url).get("/c/echo/sw.js", headers={"Service-Worker": "script"})
+    assert worker.status_code == 403
 
 
 def test_a_redirect_to_the_remote_stays_under_the_mount(local):
