@@ -66,7 +66,7 @@ def make_pki(directory: Path) -> Pki:
                     decipher_only=False,
                 ),
                 critical=True,
-            )  # fmt: skip
+            )
             .add_extension(
                 x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
             )
@@ -103,9 +103,11 @@ def make_pki(directory: Path) -> Pki:
     )
     pem = serialization.Encoding.PEM
     files = Pki(
-        directory / "ca.pem", directory / "server.pem", directory / "server.key",
+        directory / "ca.pem",
+        directory / "server.pem",
+        directory / "server.key",
         directory / "other-ca.pem",
-    )  # fmt: skip
+    )
     files.ca.write_bytes(ca_cert.public_bytes(pem))
     files.other_ca.write_bytes(other_cert.public_bytes(pem))
     files.cert.write_bytes(cert.public_bytes(pem))
@@ -127,13 +129,21 @@ class RemotePletWeb:
         env = {k: v for k, v in os.environ.items() if k not in ("PLET_CLUSTER",)}
         env["PLET_ADMIN_PASSWORD"] = "remote-admin-password-1"  # admin exists already
         self.proc = subprocess.Popen(
-            [*_plet(), "web", "--cluster", str(cluster_path), "--port", "0", "--no-replicate",
-             *args],
+            [
+                *_plet(),
+                "web",
+                "--cluster",
+                str(cluster_path),
+                "--port",
+                "0",
+                "--no-replicate",
+                *args,
+            ],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-        )  # fmt: skip
+        )
         self.lines: list[str] = []
         self._printed = threading.Event()
         self.reader = threading.Thread(target=self._read, daemon=True)

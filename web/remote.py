@@ -100,8 +100,9 @@ _RESPONSE_DROPPED = frozenset(
 # Answer headers whose URL may name the remote's own origin.
 _URL_HEADERS = ("location", "content-location", "hx-redirect", "hx-location", "hx-push-url")
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-# What a read-only console still forwards: a session of the remote starts and ends.
-_READ_ONLY_OPEN = frozenset({"/login", "/logout"})
+# What a read-only console still forwards: a session of the remote starts and ends (of its
+# main cluster, `/login`, or of another it serves, `/c/<name>/login`).
+_READ_ONLY_OPEN = frozenset({"login", "logout"})
 # Characters kept as they are when a path is encoded again (RFC 3986 pchar and "/").
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
@@ -129,9 +130,13 @@ class RemoteConsole:
             # verified always: the system's CAs, or the private CA the entry names
             context = ssl.create_default_context(cafile=cluster.ca_file)
             pool = urllib3.HTTPSConnectionPool(
-                parts.hostname, parts.port or 443, ssl_context=context, timeout=timeout,
-                maxsize=8, retries=False,
-            )  # fmt: skip
+                parts.hostname,
+                parts.port or 443,
+                ssl_context=context,
+                timeout=timeout,
+                maxsize=8,
+                retries=False,
+            )
         else:
             pool = urllib3.HTTPConnectionPool(
                 parts.hostname, parts.port or 80, timeout=timeout, maxsize=8, retries=False
@@ -147,20 +152,16 @@ class RemoteConsole:
         mount = environ.get("SCRIPT_NAME", "")
         if environ.get("HTTP_SERVICE_WORKER"):
             # a service worker's script: registered from here it could serve this whole site
-            return self._page(environ, start_response, 403, "no service workers", (
-                f"{self.cluster.name}'s pages are served here without service workers."
-            ))  # fmt: skip
-        if self.read_only and method not in _SAFE_METHODS and path not in _READ_ONLY_OPEN:
-            return self._page(environ, start_response, 403, "this console is read-only", (
-                f"plet web --read-only forwards no change to {self.cluster.name}."
-            ))  # fmt: skip
+            why = f"{self.cluster.name}'s pages are served here without service workers."
+            return self._page(environ, start_response, 403, "no service workers", why)
+        if self.read_only and method not in _SAFE_METHODS and not _opens_or_ends(path):
+            why = f"plet web --read-only forwards no change to {self.cluster.name}."
+            return self._page(environ, start_response, 403, "this console is read-only", why)
         try:
             body = get_input_stream(environ, max_content_length=self.max_body).read()
         except RequestEntityTooLarge:
-            return self._page(
-                environ, start_response, 413, "request too large",
-                f"a request body is at most {self.max_body:,} bytes here",
-            )  # fmt: skip
+            why = f"a request body is at most {self.max_body:,} bytes here"
+            return self._page(environ, start_response, 413, "request too large", why)
         try:
             answer = self.pool.urlopen(
                 method,
@@ -175,18 +176,19 @@ class RemoteConsole:
         except HTTPError as exc:
             status, why = _failure(exc)
             log.warning("console %s at %s: %s", self.cluster.name, self.origin, why)
+            title = f"{self.cluster.name} cannot be reached"
             return self._page(
-                environ, start_response, status, f"{self.cluster.name} cannot be reached",
-                f"the console at {self.origin} {why}",
-            )  # fmt: skip
+                environ, start_response, status, title, f"the console at {self.origin} {why}"
+            )
         if answer.headers.get(PROXY_HEADER) == REFUSED:
             reason = answer.read(4096).decode("utf-8", "replace").strip()
             answer.close()
-            return self._page(
-                environ, start_response, 502, f"{self.cluster.name} refused this console",
+            why = (
                 f"the console at {self.origin} did not accept this console's token "
-                f"(the clusters file's token, or the replication link's): {reason}",
-            )  # fmt: skip
+                f"(the clusters file's token, or the replication link's): {reason}"
+            )
+            title = f"{self.cluster.name} refused this console"
+            return self._page(environ, start_response, 502, title, why)
         start_response(
             f"{answer.status} {answer.reason or ''}".strip(),
             self._response_headers(answer, environ, mount),
@@ -311,10 +313,8 @@ class RemoteConsole:
             f'<p><a href="{html.escape(home)}">Back to this console</a></p>'
             "</main></body></html>"
         ).encode()
-        reasons = {403: "Forbidden", 413: "Content Too Large", 502: "Bad Gateway",
-                   504: "Gateway Timeout"}  # fmt: skip
         start_response(
-            f"{status} {reasons.get(status, 'Error')}",
+            f"{status} {_REASONS.get(status, 'Error')}",
             [
                 ("Content-Type", "text/html; charset=utf-8"),
                 ("Content-Length", str(len(body))),
@@ -324,6 +324,13 @@ class RemoteConsole:
             ],
         )
         return [body]
+
+
+_REASONS = {403: "Forbidden", 413: "Content Too Large", 502: "Bad Gateway", 504: "Gateway Timeout"}
+
+
+def _opens_or_ends(path: str) -> bool:
+    return path.rpartition("/")[2] in _READ_ONLY_OPEN
 
 
 def _failure(exc: HTTPError) -> tuple[int, str]:

@@ -155,12 +155,18 @@ def test_a_console_with_a_token_is_served_through_it(tmp_path):
     )
     found = read_clusters_file(file)
     assert [(c.name, c.url, c.token, c.ca_file, c.insecure, c.proxied) for c in found] == [
-        ("eu", "https://eu.example.com:5000", "plr_secret-one", str(tmp_path / "ca.pem"), False,
-         True),
+        (
+            "eu",
+            "https://eu.example.com:5000",
+            "plr_secret-one",
+            str(tmp_path / "ca.pem"),
+            False,
+            True,
+        ),
         ("lo", "http://127.0.0.1:5001", "t2", None, False, True),
         ("lan", "http://10.0.0.5:5000", "t3", None, True, True),
         ("link", "http://10.0.0.6:5000", None, None, False, False),
-    ]  # fmt: skip
+    ]
     assert "secret" not in repr(found)
 
 
@@ -170,8 +176,12 @@ def test_a_link_to_another_console_is_served_through_it_with_the_links_token(rin
     from engine import served_clusters as module
     from engine.replication import GraphLink, GraphNode, LinkState, ReplicationGraph
 
-    urls = ["https://eu.example.com:5000", "http://127.0.0.1:5001", "http://10.0.0.6:5000",
-            "https://us.example.com"]  # fmt: skip
+    urls = [
+        "https://eu.example.com:5000",
+        "http://127.0.0.1:5001",
+        "http://10.0.0.6:5000",
+        "https://us.example.com",
+    ]
     with Cluster.open(ring["dc1"]) as dc1:
         stream_id = dc1.catalog.stream(STREAM).id
         for url in urls[:3]:

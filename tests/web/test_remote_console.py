@@ -365,8 +365,12 @@ def test_nothing_of_the_remote_reaches_beyond_its_mount(local):
     (clear this console's cookies, pin it to https, let a service worker serve it)."""
     answer = Browser(local.url).get("/c/echo/site-wide")
     assert answer.status_code == 200 and answer.headers["X-Kept"] == "yes"
-    for name in ("Clear-Site-Data", "Service-Worker-Allowed", "Strict-Transport-Security",
-                 "Alt-Svc"):  # fmt: skip
+    for name in (
+        "Clear-Site-Data",
+        "Service-Worker-Allowed",
+        "Strict-Transport-Security",
+        "Alt-Svc",
+    ):
         assert name not in answer.headers
     worker = Browser(local.url).get("/c/echo/sw.js", headers={"Service-Worker": "script"})
     assert worker.status_code == 403
