@@ -570,3 +570,56 @@ def test_a_read_only_console_serves_the_remote_read_only(remote, tmp_path):
     finally:
         served.stop()
         console.close()
+
+
+def test_only_a_proxy_with_a_token_changes_the_address_scheme_host_or_prefix(tmp_path):
+    """What the console's views see (web/proxied.py around a WSGI app that keeps its
+    environ): without the token no forwarded header at all; with it, the proxy's values."""
+    from werkzeug.test import Client
+
+    from web import close_app, create_app
+    from web.proxied import ProxyTrust
+
+    with Cluster.open(tmp_path / "c", name="c") as cluster:
+        cluster.create_stream(STREAM)
+        token = cluster.create_replication_token(STREAM)
+    seen: dict[str, Any] = {}
+
+    def app(environ, start_response):
+        seen.clear()
+        seen.update(environ)
+        start_response("200 OK", [])
+        return [b""]
+
+    main = create_app(tmp_path / "c")
+    try:
+        client = Client(ProxyTrust(app, main))
+        forwarded = {
+            "X-Forwarded-For": "203.0.113.9",
+            "X-Forwarded-Proto": "https",
+            "X-Forwarded-Host": "evil.example",
+            "X-Forwarded-Prefix": "/evil",
+            "X-Forwarded-Port": "444",
+            "Forwarded": "for=203.0.113.9;host=evil.example",
+            "X-Real-IP": "203.0.113.9",
+            "X-Partitionlet-Read-Only": "1",
+        }
+        client.get("/x", headers=forwarded, environ_base={"REMOTE_ADDR": "198.51.100.7"})
+        assert seen["REMOTE_ADDR"] == "198.51.100.7"
+        assert seen["wsgi.url_scheme"] == "http" and seen["SCRIPT_NAME"] == ""
+        assert seen["HTTP_HOST"] == "localhost"
+        assert not [k for k in seen if "FORWARDED" in k or k == "HTTP_X_REAL_IP"]
+        assert "partitionlet.proxy_read_only" not in seen
+
+        client.get(
+            "/x",
+            headers={**forwarded, "X-Partitionlet-Proxy": token},
+            environ_base={"REMOTE_ADDR": "198.51.100.7"},
+        )
+        assert seen["REMOTE_ADDR"] == "203.0.113.9"
+        assert seen["wsgi.url_scheme"] == "https"
+        assert seen["HTTP_HOST"] == "evil.example" and seen["SCRIPT_NAME"] == "/evil"
+        assert "HTTP_X_PARTITIONLET_PROXY" not in seen  # no view ever sees the token
+        assert seen["partitionlet.proxy_read_only"] is True
+    finally:
+        close_app(main)
