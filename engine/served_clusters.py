@@ -62,6 +62,7 @@ from engine.replication.targets import is_url
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_TOKEN = re.compile(r"[!-~]{1,4096}")  # sent in a header: printable ASCII only
 
 
 @dataclass(frozen=True)
@@ -184,8 +185,8 @@ def _remote_entry(
             token = (file.parent / Path(token_file).expanduser()).read_text("utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
             raise InvalidArgument(f"{where}: token_file: {exc}") from None
-    if token is not None and (not isinstance(token, str) or not token.strip()):
-        raise InvalidArgument(f"{where}: the token is empty")
+    if token is not None and (not isinstance(token, str) or not _TOKEN.fullmatch(token.strip())):
+        raise InvalidArgument(f"{where}: a token is 1-4096 printable characters, no spaces")
     if token is None and (ca_file is not None or insecure):
         raise InvalidArgument(f"{where}: ca_file and insecure need a token (else: a link)")
     if ca_file is not None:
@@ -260,7 +261,7 @@ def _link_tokens(cluster: Cluster, graph: ReplicationGraph) -> dict[str, str]:
         except UnknownStream:
             continue  # removed since the walk
         token = cluster.catalog.replica_token(stream_id, address)
-        if token is not None:
+        if token is not None and _TOKEN.fullmatch(token):
             found[address] = token
     return found
 

@@ -173,6 +173,8 @@ class RemoteConsole:
                 preload_content=False,
                 decode_content=False,
             )
+        except ValueError as exc:  # a header http.client will not send
+            return self._page(environ, start_response, 400, "bad request", _short(exc))
         except HTTPError as exc:
             status, why = _failure(exc)
             log.warning("console %s at %s: %s", self.cluster.name, self.origin, why)
@@ -326,7 +328,13 @@ class RemoteConsole:
         return [body]
 
 
-_REASONS = {403: "Forbidden", 413: "Content Too Large", 502: "Bad Gateway", 504: "Gateway Timeout"}
+_REASONS = {
+    400: "Bad Request",
+    403: "Forbidden",
+    413: "Content Too Large",
+    502: "Bad Gateway",
+    504: "Gateway Timeout",
+}
 
 
 def _opens_or_ends(path: str) -> bool:

@@ -119,7 +119,8 @@ def test_a_named_directory_without_a_cluster_is_refused_not_created(ring, tmp_pa
         ("[[cluster]]\nname = 'x'\npath = 'a'\ntoken = 't'\n", "go with a url only"),
         ("[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken = 't'\ntoken_file = 'f'\n", "not both"),
         ("[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken_file = 'nowhere'\n", "token_file"),
-        ("[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken = ' '\n", "token is empty"),
+        ("[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken = ' '\n", "printable characters"),
+        ("[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken = \"a\\nb\"\n", "printable characters"),
         ("[[cluster]]\nname = 'x'\nurl = 'https://h'\nca_file = 'ca.pem'\n", "need a token"),
         (
             "[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken = 't'\nca_file = 'no.pem'\n",
@@ -185,7 +186,7 @@ def test_a_link_to_another_console_is_served_through_it_with_the_links_token(rin
     with Cluster.open(ring["dc1"]) as dc1:
         stream_id = dc1.catalog.stream(STREAM).id
         for url in urls[:3]:
-            dc1.catalog.set_replica_token(stream_id, url, f"token of {url}")
+            dc1.catalog.set_replica_token(stream_id, url, f"plr_token-of-{url}")
 
     def walk(cluster, measure=True):
         this = GraphNode(cluster.id, cluster.name, str(cluster.path), cluster.id, this=True)
@@ -201,8 +202,8 @@ def test_a_link_to_another_console_is_served_through_it_with_the_links_token(rin
     monkeypatch.setattr(module, "walk", walk)
     found = served_clusters(ring["dc1"])
     assert [(c.url, c.token, c.proxied) for c in found[1:]] == [
-        ("https://eu.example.com:5000", "token of https://eu.example.com:5000", True),
-        ("http://127.0.0.1:5001", "token of http://127.0.0.1:5001", True),
+        ("https://eu.example.com:5000", "plr_token-of-https://eu.example.com:5000", True),
+        ("http://127.0.0.1:5001", "plr_token-of-http://127.0.0.1:5001", True),
         ("http://10.0.0.6:5000", None, False),  # plain http off this machine: a link
         ("https://us.example.com", None, False),  # no token
     ]
