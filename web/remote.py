@@ -48,8 +48,7 @@ from urllib3.exceptions import (
     ReadTimeoutError,
     SSLError,
 )
-from werkzeug.exceptions import RequestEntityTooLarge
-from werkzeug.wsgi import get_input_stream
+from werkzeug.wsgi import get_content_length, get_input_stream
 
 from engine.served_clusters import ServedCluster
 from web.proxied import FORWARDED, PROXY_HEADER, READ_ONLY_HEADER, REFUSED
@@ -157,9 +156,8 @@ class RemoteConsole:
         if self.read_only and method not in _SAFE_METHODS and not _opens_or_ends(path):
             why = f"plet web --read-only forwards no change to {self.cluster.name}."
             return self._page(environ, start_response, 403, "this console is read-only", why)
-        try:
-            body = get_input_stream(environ, max_content_length=self.max_body).read()
-        except RequestEntityTooLarge:
+        body = self._body_of(environ)
+        if body is None:
             why = f"a request body is at most {self.max_body:,} bytes here"
             return self._page(environ, start_response, 413, "request too large", why)
         try:
@@ -196,6 +194,21 @@ class RemoteConsole:
             self._response_headers(answer, environ, mount),
         )
         return self._body(answer)
+
+    def _body_of(self, environ: dict[str, Any]) -> bytes | None:
+        """The request's body, read whole (None: longer than `max_body`, chunked or not)."""
+        length = get_content_length(environ)
+        if length is not None:
+            return None if length > self.max_body else get_input_stream(environ).read()
+        if "wsgi.input_terminated" not in environ:
+            return b""  # neither a length nor a server that ends the body: none (werkzeug's rule)
+        stream, chunks, size = environ["wsgi.input"], [], 0
+        while chunk := stream.read(min(CHUNK, self.max_body + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > self.max_body:
+                return None
+        return b"".join(chunks)
 
     def _target(self, environ: dict[str, Any]) -> str:
         """The request target on the remote: always a path of the one origin (one leading

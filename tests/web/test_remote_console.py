@@ -109,6 +109,7 @@ def _echo(request: Request) -> Response:
         "echo": True,
         "path": request.environ.get("RAW_URI") or request.path,
         "headers": dict(request.headers),
+        "body": request.get_data().decode("latin-1"),
     }
     return Response(json.dumps(body), mimetype="application/json")
 
@@ -399,6 +400,36 @@ def test_an_answer_left_half_read_does_not_spoil_the_next_one(local):
     _STREAM_RELEASE.set()
     for _ in range(10):  # every pooled connection answers its own request
         assert _echoed(requests.get(f"{local.url}/c/echo/after", timeout=30))["path"] == "/after"
+
+
+def test_a_body_goes_to_the_remote_whole_up_to_the_consoles_limit(local, tmp_path):
+    from engine.served_clusters import served_clusters
+    from web.clusters import Console
+
+    seen = _echoed(requests.post(f"{local.url}/c/echo/form", data={"a": "1 2"}, timeout=30))
+    assert seen["body"] == "a=1+2" and seen["headers"]["Content-Length"] == "5"
+    chunked = iter([b"x" * 1000, b"y" * 1000])  # no Content-Length: sent chunked
+    seen = _echoed(requests.post(f"{local.url}/c/echo/up", data=chunked, timeout=30))
+    assert seen["body"] == "x" * 1000 + "y" * 1000
+
+    with Cluster.open(tmp_path / "here", name="here"):
+        pass
+    (tmp_path / "c.toml").write_text(
+        f'[[cluster]]\nname = "echo"\nurl = "{local.echo}"\ntoken = "{ECHO_TOKEN}"\n'
+    )
+    small = Console(
+        served_clusters(tmp_path / "here", clusters_file=tmp_path / "c.toml"),
+        MAX_CONTENT_LENGTH=1024,
+    )
+    served = _Serve(small)
+    try:
+        for data in (b"z" * 2000, iter([b"z" * 800, b"z" * 800])):
+            answer = requests.post(f"{served.url}/c/echo/up", data=data, timeout=30)
+            assert answer.status_code == 413
+            assert "at most 1,024 bytes" in answer.text
+    finally:
+        served.stop()
+        small.close()
 
 
 # --- what the remote believes -------------------------------------------------------------
