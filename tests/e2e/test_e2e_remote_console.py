@@ -71,6 +71,10 @@ def test_open_the_remote_from_the_graph_sign_in_there_and_browse_a_topic(page, h
     log_in(page, home)
     page.goto(home.url + "/replication")
     expect(page.get_by_role("img", name="Replication graph")).to_be_visible()
+    # the link's replica stream opens here too, under eu's mount
+    expect(page.locator("tr[data-link] a", has_text=STREAM)).to_have_attribute(
+        "href", re.compile(r"^/c/127\.0\.0\.1-\d+/streams/ring$")
+    )
     page.get_by_role("link", name=re.compile(r"^Open 127\.0\.0\.1")).click()
     # eu's own login page, under this console's address: eu's users, not this one's
     page.wait_for_url(re.compile(r"^" + re.escape(home.url) + r"/c/127\.0\.0\.1-\d+/login\?next="))
