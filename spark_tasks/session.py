@@ -150,39 +150,56 @@ def worker_python() -> Path:
     return path
 
 
+def settings(master: str, conf: dict[str, Any]) -> tuple[dict[str, str], Archive | None]:
+    """A job's Spark settings (`conf`) with the fast start's JVM options, and the archive
+    its driver JVM uses (None when not started the fast way, or when the cache cannot be
+    written: that costs the archive, never the job). On a local master, it also points
+    this process's PYSPARK_PYTHON at `worker_python` (unless set to another Python)."""
+    out = {key: str(value) for key, value in conf.items()}
+    if not fast():
+        return out, None
+    options = [_C1_ONLY]
+    path = archive_path()
+    try:
+        archive = Archive(path) if path is not None else None
+    except OSError:
+        archive = None
+    if archive is not None:
+        options.append(archive.java_options())
+    # the job's own last: the JVM takes the last of a repeated option
+    options.append(out.get(JVM_OPTIONS, ""))
+    out[JVM_OPTIONS] = " ".join(o for o in options if o)
+    # on a local master the workers run here, with this Python (a remote executor's Python
+    # is its cluster's business)
+    if master.startswith("local") and os.environ.get("PYSPARK_PYTHON", sys.executable) == (
+        sys.executable
+    ):
+        try:
+            script = worker_python()
+        except OSError:
+            return out, archive
+        os.environ["PLET_WORKER_PYTHON"] = sys.executable
+        os.environ["PYSPARK_PYTHON"] = str(script)
+    return out, archive
+
+
 def start(master: str, conf: dict[str, Any], name: str) -> tuple[Any, Archive | None]:
     """A SparkSession on `master` with `conf`, the `partitionlet` data source registered
     (which sets up Spark SQL's session state: seconds of the start-up), and the class-data
     archive it uses (None when not started the fast way), whose `finish` the runner calls
-    after stopping the session."""
+    after stopping the session (`stop`)."""
     from pyspark.sql import SparkSession
 
     import spark_tasks
 
     builder = SparkSession.builder.master(master).appName(name)
-    local = master.startswith("local")
-    if local:
+    if master.startswith("local"):
         # The UI serves the status REST API the monitor reads rows from: on loopback
         # only, on any free port, read-only.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.ui.port", "0").config("spark.ui.killEnabled", "false")
-    settings = {key: str(value) for key, value in conf.items()}
-    archive = None
-    if fast():
-        options = [_C1_ONLY]
-        path = archive_path()
-        if path is not None:
-            archive = Archive(path)
-            options.append(archive.java_options())
-        # the job's own last: the JVM takes the last of a repeated option
-        options.append(settings.get(JVM_OPTIONS, ""))
-        settings[JVM_OPTIONS] = " ".join(o for o in options if o)
-        # on a local master the workers run here, with this Python (a remote executor's
-        # Python is its cluster's business)
-        if local and os.environ.get("PYSPARK_PYTHON", sys.executable) == sys.executable:
-            os.environ["PLET_WORKER_PYTHON"] = sys.executable
-            os.environ["PYSPARK_PYTHON"] = str(worker_python())
-    for key, value in settings.items():
+    given, archive = settings(master, conf)
+    for key, value in given.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark_tasks.register(spark)
