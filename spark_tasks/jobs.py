@@ -628,7 +628,7 @@ def _runner_env() -> dict[str, str]:
 
 
 WARM_ENV = "PLET_REPLAYS_WARM"
-READY_LINE = b"Spark ready in "  # what a standby runner logs once its Spark is up
+READY_LINE = b"Spark ready"  # what a standby runner logs once its Spark is up
 STANDBY_IDLE_S = 600  # a standby runner nobody gave a job in this long stops
 
 
