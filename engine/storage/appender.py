@@ -46,7 +46,7 @@ from engine.errors import (
     UnknownTopic,
 )
 from engine.storage import batch as batch_codec
-from engine.storage.catalog import Catalog, PartitionletRow
+from engine.storage.catalog import Catalog, EnsuredTopic, PartitionletRow
 from engine.storage.placement import Placement
 from engine.storage.volume import DELETED, SEALED, BatchWrite, Volume
 
@@ -113,6 +113,20 @@ class Appender:
                 codec = "none"
             self._codecs[stream_id] = codec
         return codec
+
+    def ensure_topics(
+        self, stream_id: int, names: list[str], partitions: int
+    ) -> dict[str, EnsuredTopic]:
+        """Create the topics of `names` that do not exist, with `partitions` each and their
+        first partitionlets, in one catalog transaction (`Catalog.ensure_topics`); returns
+        every one that exists after, by name. The new partitionlets are learnt here, so the
+        first appends to them look nothing up."""
+        found, firsts = self._catalog.ensure_topics(
+            stream_id, names, partitions, self._placement.choose_many
+        )
+        for pl in firsts:
+            self._active[(pl.topic_id, pl.partition)] = pl
+        return found
 
     def write(self, writes: list[BatchWrite], *, sync: bool) -> None:
         """Append every batch (in list order within a partition); sets `offset` or `error`.

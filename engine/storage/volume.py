@@ -359,11 +359,25 @@ class _Appending:
         """Inside the write transaction: new partitionlet rows, the batches, the changed
         rows, the write heat and the usage."""
         now = self.now
+        # a new row is inserted as this transaction leaves it: one row write, not two
         conn.executemany(
-            "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
-            "base_offset, next_offset, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO partitionlets (id, stream_id, topic_id, partition, base_offset, "
+            "next_offset, state, bytes, first_ts, max_ts, batches, messages, created_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (pl_id, *pl.new, pl.base_offset, pl.base_offset, now)
+                (
+                    pl_id,
+                    *pl.new,
+                    pl.base_offset,
+                    pl.next_offset,
+                    pl.state,
+                    pl.bytes,
+                    pl.first_ts,
+                    pl.max_ts,
+                    pl.batches,
+                    pl.messages,
+                    now,
+                )  # fmt: skip
                 for pl_id, pl in partitionlets.items()
                 if pl.new is not None
             ],
@@ -384,7 +398,7 @@ class _Appending:
                     pl_id,
                 )
                 for pl_id, pl in partitionlets.items()
-                if pl.changed
+                if pl.changed and pl.new is None
             ],
         )
         if not self.rows:
