@@ -46,7 +46,7 @@ from engine.errors import (
     UnknownTopic,
 )
 from engine.storage import batch as batch_codec
-from engine.storage.catalog import Catalog, EnsuredTopic, PartitionletRow
+from engine.storage.catalog import Catalog, EnsuredTopic, FirstPartitionlet, PartitionletRow
 from engine.storage.placement import Placement
 from engine.storage.volume import DELETED, SEALED, BatchWrite, Volume
 
@@ -84,7 +84,8 @@ class Appender:
         self._placement = placement
         self.roll_bytes = roll_bytes
         self.roll_ms = roll_ms
-        self._active: dict[tuple[int, int], PartitionletRow] = {}
+        # where each partition's active partitionlet is (what an append needs of it)
+        self._active: dict[tuple[int, int], PartitionletRow | FirstPartitionlet] = {}
         self._codecs: dict[int, str] = {}  # stream id -> its `compression` policy
         # partitions whose chain disagrees with its volumes (`_check_chain`): no writes
         self._refused: dict[tuple[int, int], DamagedPartition] = {}
@@ -363,7 +364,7 @@ class Appender:
 
     # --- for a writer that appends through the volume itself (replicated apply) -------------
 
-    def active(self, key: tuple[int, int]) -> PartitionletRow | None:
+    def active(self, key: tuple[int, int]) -> PartitionletRow | FirstPartitionlet | None:
         """The active partitionlet of (topic id, partition), learnt (or made) when not
         known yet; None when the partition no longer exists; `DamagedPartition` when its
         chain disagrees with its volumes (`_check_chain`)."""

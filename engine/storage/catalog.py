@@ -420,6 +420,18 @@ class EnsuredTopic(NamedTuple):
         return _stored_overrides(self.policies_json)
 
 
+class FirstPartitionlet(NamedTuple):
+    """A new topic's first partitionlet as `Catalog.ensure_topics` made it: what a writer
+    needs to append there (a tuple: one is made per new partition)."""
+
+    id: int
+    topic_id: int
+    partition: int
+    volume_id: int
+    base_offset: int = 0
+    reached_offset: int | None = None
+
+
 def _stored_overrides(policies_json: str | None) -> dict[str, Any]:
     if not policies_json:
         return {}
@@ -1304,7 +1316,7 @@ class Catalog:
         names_: list[str],
         partitions: int,
         place: Callable[[int], list[int]] | None = None,
-    ) -> tuple[dict[str, EnsuredTopic], list[PartitionletRow]]:
+    ) -> tuple[dict[str, EnsuredTopic], list[FirstPartitionlet]]:
         """Create the topics of `names_` that do not exist (with `partitions` each), in one
         transaction; returns every one that exists after, by name (a name is missing only
         if its stream was deleted), and the first partitionlets made for the new ones.
@@ -1337,7 +1349,7 @@ class Catalog:
                     (stream_id, *chunk),
                 ):
                     found[name] = EnsuredTopic(topic_id, count, policies, topic_id > last_topic)
-            firsts: list[PartitionletRow] = []
+            firsts: list[FirstPartitionlet] = []
             if created and place is not None:
                 keys = [(t.id, p) for t in found.values() if t.created for p in range(t.partitions)]
                 rows = [(*key, v) for key, v in zip(keys, place(len(keys)), strict=True)]
@@ -1348,9 +1360,10 @@ class Catalog:
                     (created_ms, json.dumps(rows)),
                 )
                 firsts = [
-                    PartitionletRow(*r)
+                    FirstPartitionlet(*r)
                     for r in conn.execute(
-                        f"SELECT {_PL_COLUMNS} FROM partitionlets WHERE id > ?", (last_pl,)
+                        "SELECT id, topic_id, partition, volume_id FROM partitionlets WHERE id > ?",
+                        (last_pl,),
                     )
                 ]
         return found, firsts
