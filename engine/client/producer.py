@@ -664,7 +664,11 @@ class Producer:
         cycle's new names at once, which is what makes a topic cost about a row."""
         if topic.__class__ is str and topic.startswith("/"):
             full = topic
-            stream_path, name = names.split_full_name(full)  # checks it, as resolve does
+            stream_path, sep, name = full.rpartition(":")
+            if sep and stream_path in self._streams:  # its path was checked: the name only
+                names.validate_topic_name(name)
+            else:
+                stream_path, name = names.split_full_name(full)  # checks it, as resolve does
         else:
             full = names.resolve(topic, self.default_stream)
             stream_path, name = names.split_full_name(full)
@@ -1080,17 +1084,25 @@ class Producer:
             for b in ready:
                 assert b.topic.topic_id is not None  # _resolve_topics gave it one
                 records = b.records
-                values, keys, headers, stamps = (list(map(g, records)) for g in _COLUMNS)
-                count = len(values)
+                count = len(records)
+                keys: list[Any] | None
+                headers: list[Any] | None
+                if count == 1:  # one message, as to each of many new topics: no columns
+                    value, key, header, stamp = records[0]
+                    keys = None if key is None else [key]
+                    headers = None if header is None else [header]
+                    stamps = [stamp]
+                    values = [value]
+                else:
+                    values, keys, headers, stamps = (list(map(g, records)) for g in _COLUMNS)
+                    if keys.count(None) == count:
+                        keys = None
+                    if headers.count(None) == count:
+                        headers = None
                 if b.topic.ts_type == LOG_APPEND_TIME:
                     b.append_ts = now
                     stamps = [now] * count
-                payload = batch_codec.encode(
-                    values,
-                    stamps,
-                    None if keys.count(None) == count else keys,
-                    None if headers.count(None) == count else headers,
-                )
+                payload = batch_codec.encode(values, stamps, keys, headers)
                 writes.append(
                     BatchWrite(
                         b.topic.stream_id,

@@ -878,10 +878,6 @@ class Volume:
         (`base_offset`), point past the last offset stored, and be past the catalog's mark
         of the offset its appends `reached` (less: this file lost commits, whose offsets
         may have been read already)."""
-        where = (
-            f"partition {partition} of topic #{topic_id} (partitionlet {pl_id}, "
-            f"volume {self.id}, {self.path})"
-        )
         if pl is None:
             if end is None:
                 if reached is None or reached <= base_offset:
@@ -903,6 +899,10 @@ class Volume:
             problem = f"it holds offsets {pl.base_offset}..{pl.next_offset - 1}, {_lost(reached)}"
         else:
             return None
+        where = (
+            f"partition {partition} of topic #{topic_id} (partitionlet {pl_id}, "
+            f"volume {self.id}, {self.path})"
+        )
         return DamagedPartition(
             f"{where}: {problem}; writes to this partition are refused so that no offset is "
             "handed out twice; run `plet check` for the repair"
