@@ -8,7 +8,9 @@ is already waiting:
 - embedded, another process: `engine.Producer` (acks=1) in a child process on the cluster
   directory, `engine.Consumer` here; once with the doorbells (engine.doorbell) and once
   without (`PLET_NO_DOORBELL=1` in both processes: the consumer looks at the files every
-  20 ms, as before them);
+  20 ms, as before them); then with the doorbells at full rate: still one message at a
+  time, each flushed, but back to back (the issue's "at full rate": the write path busy
+  all the time, its checkpoints included);
 - embedded, one process: producer and consumer on one `Cluster` (the in-process signal);
 - over the wire: `plet serve` on the cluster, confluent-kafka's producer (linger 0,
   acks=1) in a child process and its consumer here (fetch.wait.max.ms=100).
@@ -45,7 +47,7 @@ pad = b"x" * 80
 def paced(send):
     start = time.perf_counter()
     for i in range(n):
-        wait = start + i / rate - time.perf_counter()
+        wait = start + i / rate - time.perf_counter() if rate else 0
         if wait > 0:
             time.sleep(wait)
         send(b"%020d" % time.time_ns() + pad)
@@ -82,14 +84,16 @@ def _received(value: bytes) -> float:
     return (time.time_ns() - int(value[:20])) / 1e6
 
 
-def _child(kind: str, where: str, n: int, no_doorbell: bool) -> subprocess.Popen[bytes]:
+def _child(
+    kind: str, where: str, n: int, no_doorbell: bool, rate: float = RATE
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if no_doorbell:
         env["PLET_NO_DOORBELL"] = "1"
     else:
         env.pop("PLET_NO_DOORBELL", None)
     return subprocess.Popen(
-        [sys.executable, "-c", PRODUCER, kind, where, str(n), str(RATE)], env=env
+        [sys.executable, "-c", PRODUCER, kind, where, str(n), str(rate)], env=env
     )
 
 
@@ -101,10 +105,13 @@ def _cluster(path: Path) -> None:
         cluster.create_topic("/lat:t", partitions=1)
 
 
-def embedded_other_process(workdir: Path, n: int, doorbell: bool) -> Latencies:
+def embedded_other_process(
+    workdir: Path, n: int, doorbell: bool, full_rate: bool = False
+) -> Latencies:
+    """`full_rate`: the producer sends back to back (each message still flushed)."""
     from engine import Cluster, Consumer, TopicPartition
 
-    path = workdir / f"embedded-{'bell' if doorbell else 'files'}"
+    path = workdir / f"embedded-{'bell' if doorbell else 'files'}{'-full' if full_rate else ''}"
     _cluster(path)
     saved = os.environ.pop("PLET_NO_DOORBELL", None)
     if not doorbell:
@@ -114,7 +121,7 @@ def embedded_other_process(workdir: Path, n: int, doorbell: bool) -> Latencies:
             consumer = Consumer(cluster, auto_offset_reset="latest", enable_auto_commit=False)
             consumer.assign([TopicPartition("/lat:t", 0)])
             consumer.poll(timeout_ms=50)  # at the end, waiting: the doorbell is up
-            child = _child("embedded", str(path), n, not doorbell)
+            child = _child("embedded", str(path), n, not doorbell, 0 if full_rate else RATE)
             got = _consume(consumer.poll, n)
             child.wait(60)
             consumer.close()
@@ -123,6 +130,8 @@ def embedded_other_process(workdir: Path, n: int, doorbell: bool) -> Latencies:
         if saved is not None:
             os.environ["PLET_NO_DOORBELL"] = saved
     how = "doorbells" if doorbell else "looking at the files (before)"
+    if full_rate:
+        how += ", full rate"
     return Latencies(f"embedded, producer in another process, {how}", got)
 
 
@@ -208,13 +217,16 @@ def run(n: int, workdir: Path | None = None) -> list[Latencies]:
     return [
         embedded_other_process(workdir, n, doorbell=True),
         embedded_other_process(workdir, n, doorbell=False),
+        embedded_other_process(workdir, n, doorbell=True, full_rate=True),
         embedded_one_process(workdir, n),
         wire(workdir, n),
     ]
 
 
 def text(results: list[Latencies]) -> str:
-    lines = [f"Latency, produce to consume ({RATE} msg/s, one message at a time)"]
+    lines = [
+        f"Latency, produce to consume ({RATE} msg/s unless at full rate, one message at a time)"
+    ]
     for r in results:
         if r.ms:
             lines.append(
@@ -229,7 +241,8 @@ def text(results: list[Latencies]) -> str:
 def markdown(results: list[Latencies], n: int) -> str:
     wire_case = results[-1]
     lines = [
-        f"{n:,} messages of {VALUE_SIZE} B at {RATE} msg/s, each timed from its send to its "
+        f"{n:,} messages of {VALUE_SIZE} B at {RATE} msg/s (full rate: back to back), each "
+        "timed from its send to its "
         f"receipt; {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}.",
         "",

@@ -206,6 +206,9 @@ class ConsoleApp(App[None]):
         on it (on `open_path`, a stream or topic, if given, else nothing chosen); the others
         stay open for a switch back."""
         target = next((c for c in self.clusters if c.name == name), None)
+        if target is not None and target.url is not None:
+            self.show_remote(target)
+            return
         if target is None or target.path is None:
             self.notify(f"no cluster {name!r} here", severity="error")
             return
@@ -221,6 +224,24 @@ class ConsoleApp(App[None]):
             pane.stale = True
         self.sub_title = f"{name} · opening…"
         self._open_cluster(target.path)
+
+    def show_remote(self, target: ServedCluster) -> None:
+        """Another console's cluster, read-only through its API (console/remote.py), over
+        this one until Escape."""
+        from console.remote import RemoteCluster, RemoteError
+        from console.screens.remote_cluster import RemoteClusterScreen
+
+        try:
+            remote = RemoteCluster(target)
+        except RemoteError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        title = self.sub_title
+
+        def left(_: None) -> None:
+            self.sub_title = title
+
+        self.push_screen(RemoteClusterScreen(remote), left)
 
     # --- what is shown ----------------------------------------------------------------
 
@@ -342,7 +363,9 @@ class ConsoleApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "switch_cluster":
             # no key, nor footer entry, with one cluster to open
-            return sum(c.local for c in self.clusters) > 1
+            from console.remote import readable
+
+            return sum(c.local or readable(c) for c in self.clusters) > 1
         return True
 
     def action_switch_cluster(self, name: str | None = None) -> None:

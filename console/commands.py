@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from console.remote import readable
+
 if TYPE_CHECKING:
     from console.app import ConsoleApp
 
@@ -53,11 +55,11 @@ class ConsoleCommands(Provider):
             *[
                 (
                     f"Switch cluster: {c.name}",
-                    c.path or "",
+                    c.path or f"{c.url} (another console, read-only)",
                     partial(app.action_switch_cluster, c.name),
                 )
                 for c in app.clusters
-                if c.local and c.name != app.current_cluster()
+                if (c.local or readable(c)) and c.name != app.current_cluster()
             ],
             ("Refresh", "read everything shown again", app.action_refresh),
             ("Help", "keys and tabs", app.action_help),

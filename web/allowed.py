@@ -9,7 +9,8 @@ change again; this only decides what a page shows.
 A read-only console refuses every request that could change something (any method but
 GET, HEAD and OPTIONS, on pages and the JSON API alike) with 403 before any view runs;
 logging in and out, and stopping one's own message search, still work. The pages show a
-"read-only" badge and no change buttons.
+"read-only" badge and no change buttons. A request that a read-only console proxies here
+(web/remote.py, web/proxied.py) is served the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from markupsafe import Markup, escape
 from engine import errors
 from engine.auth.actions import READ_ONLY_CONSOLE, Allowed, Verdict
 from web.pages import cluster
+from web.proxied import READ_ONLY_ENVIRON
 
 READ_ONLY = "READ_ONLY"
 """The app's config key: True serves no changes (`plet web --read-only`)."""
@@ -34,7 +36,9 @@ _OPEN = frozenset({"auth.login", "auth.logout", "message_search.cancel"})
 
 
 def read_only() -> bool:
-    return bool(current_app.config.get(READ_ONLY))
+    """This console is read-only, or serves this request to a read-only console that proxies
+    it (web/proxied.py, believed from a proxy with a token only)."""
+    return bool(current_app.config.get(READ_ONLY)) or bool(request.environ.get(READ_ONLY_ENVIRON))
 
 
 def allowed() -> Allowed:

@@ -93,6 +93,13 @@ def _kafka_address(ctx: click.Context, param: click.Parameter, value: str | None
 )
 @listener_limit_options("kafka-")
 @click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Serve the console over https with this certificate (PEM, with its chain); "
+    "session cookies are then Secure.",
+)
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="Its key (PEM).")
+@click.option(
     "--read-only",
     is_flag=True,
     help="Serve no changes: every request that could change something (a form, the JSON "
@@ -124,6 +131,8 @@ def web_command(
     kafka_tls_key: str | None,
     kafka_insecure: bool,
     max_request_bytes: int | None,
+    tls_cert: str | None,
+    tls_key: str | None,
     read_only: bool,
     listener_limits: dict[str, Any],
 ) -> None:
@@ -146,6 +155,8 @@ def web_command(
     from web import state
     from web.clusters import Console
 
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
     if listener_limits and kafka is None:
         raise click.UsageError("the --kafka-... limits need --kafka HOST:PORT")
     if read_only and kafka is not None:
@@ -196,6 +207,8 @@ def web_command(
         limits["MAX_CONTENT_LENGTH"] = max_request_bytes
     if read_only:
         limits["READ_ONLY"] = True  # web/allowed.py, in every cluster's app
+    if tls_cert is not None:
+        limits["SESSION_COOKIE_SECURE"] = True
     console = Console(served, **limits)
     for skipped, why in console.skipped:
         click.echo(f"not serving {skipped.name} ({skipped.path}): {why}", err=True)
@@ -210,7 +223,14 @@ def web_command(
             web_state.workers.append(_ReplicatorThread(Replicator(cluster)))
         if prepared is not None:
             web_state.workers.extend(web_demo.live_workers(prepared))
-        server = make_server(host, port, console, threaded=True)
+        tls: dict[str, Any] = {}
+        if tls_cert is not None and tls_key is not None:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls_cert, tls_key)
+            tls["ssl_context"] = context
+        server = make_server(host, port, console, threaded=True, **tls)
         if kafka is not None:
             from engine.wire import KafkaServer
             from web.security import login_guard_of
@@ -240,7 +260,8 @@ def web_command(
     stops = (signal.SIGINT, signal.SIGTERM)
     previous = {s: signal.signal(s, _interrupt) for s in stops} if main else {}
     try:
-        url = f"http://{_url_host(host)}:{server.server_port}/"
+        scheme = "https" if tls_cert is not None else "http"
+        url = f"{scheme}://{_url_host(host)}:{server.server_port}/"
         if prepared is not None:
             _print_demo(prepared)
         _print_login(url, path, admin, prepared)
@@ -321,6 +342,12 @@ def _print_clusters(url: str, served: Any, admins: dict[str, tuple[str, str | No
     click.echo(click.style("Clusters: ", bold=True) + "each has its own users; log in to each")
     base = url.rstrip("/")
     for c in served:
+        if c.proxied:
+            click.echo(
+                f"  {c.name:<12} {base}/c/{c.name}/  (through the console at {c.url}/; "
+                "log in with an account of that cluster)"
+            )
+            continue
         if c.path is None:
             click.echo(f"  {c.name:<12} {c.url}/  (another console, a link)")
             continue

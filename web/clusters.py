@@ -5,8 +5,11 @@
 Mounting sets SCRIPT_NAME, so every `url_for` of an app is prefixed by itself. Each app
 keeps its cluster's users, sessions and ACEs: its session cookie has a name of its own
 (the main cluster keeps `plet_session`), so a user of two clusters logs in to each, and
-logging in to or out of one leaves the other as it was. Remote consoles of the list (an
-http(s) address) are links, never proxied.
+logging in to or out of one leaves the other as it was. A remote console of the list (an
+http(s) address) with a token is served under `/c/<name>/` too, through that console
+(web/remote.py: its pages, its login, its cookies kept to that prefix); one without a
+token is a link to it. Every console believes forwarded headers only from a proxy with a
+token its main cluster issued (web/proxied.py, around the whole console).
 
 Each app knows the list (`ServedList`, in its extensions) for the header's cluster switcher
 and the replication page's links (`cluster_links`, `node_href`, `link_href`).
@@ -39,7 +42,8 @@ class ClusterLink:
     name: str
     href: str
     current: bool
-    remote: bool
+    remote: bool  # another console's address: a link out of this console
+    proxied: bool = False  # another console's cluster, served here through that console
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,13 @@ class ServedList:
         return script_root[: -len(mount)] if script_root.endswith(mount) else script_root
 
     def href(self, cluster: ServedCluster) -> str:
-        if cluster.url is not None:
+        if cluster.url is not None and not cluster.proxied:
             return cluster.url + "/"
         return f"{self.root()}{MOUNT}/{cluster.name}/"
+
+    def by_url(self, url: str) -> ServedCluster | None:
+        """The remote console at `url` when this console serves it."""
+        return next((c for c in self.clusters if c.proxied and c.url == url), None)
 
 
 def cookie_name(cluster: ServedCluster) -> str:
@@ -74,15 +82,26 @@ class Console:
     opened now is left out (`skipped`, with why). Close it with `close()`."""
 
     def __init__(self, clusters: Sequence[ServedCluster], **config: Any) -> None:
-        from web import close_app, create_app
+        from web import MAX_REQUEST_BYTES, close_app, create_app
+        from web.allowed import READ_ONLY
+        from web.proxied import ProxyTrust
+        from web.remote import RemoteConsole
 
         if not clusters or not clusters[0].main or clusters[0].path is None:
             raise ValueError("the first cluster must be the main, local one")
         self.apps: dict[str, Flask] = {}
+        # remote consoles served through this one (web/remote.py), by name
+        self.remotes: dict[str, RemoteConsole] = {}
         # (cluster, why) of linked clusters that could not be opened: left out, not fatal
         self.skipped: list[tuple[ServedCluster, str]] = []
         try:
             for cluster in clusters:
+                if cluster.proxied:
+                    self.remotes[cluster.name] = RemoteConsole(
+                        cluster,
+                        max_body=config.get("MAX_CONTENT_LENGTH", MAX_REQUEST_BYTES),
+                        read_only=bool(config.get(READ_ONLY)),
+                    )
                 if cluster.path is None:
                     continue
                 settings = {"SESSION_COOKIE_NAME": cookie_name(cluster), **config}
@@ -98,15 +117,18 @@ class Console:
         except BaseException:
             for app in self.apps.values():
                 close_app(app)
+            for remote in self.remotes.values():
+                remote.close()
             raise
         skipped = {c.name for c, _ in self.skipped}
         self.clusters = tuple(c for c in clusters if c.name not in skipped)
         for name, app in self.apps.items():
             app.extensions[EXTENSION] = ServedList(self.clusters, name)
         self.main = self.apps[self.clusters[0].name]
-        self._dispatch = DispatcherMiddleware(
-            self.main, {f"{MOUNT}/{name}": app for name, app in self.apps.items()}
-        )
+        mounts: dict[str, Any] = {f"{MOUNT}/{name}": app for name, app in self.apps.items()}
+        mounts.update({f"{MOUNT}/{name}": remote for name, remote in self.remotes.items()})
+        # forwarded headers are believed from a console with this cluster's token only
+        self._dispatch = ProxyTrust(DispatcherMiddleware(self.main, mounts), self.main)
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         return self._dispatch(environ, start_response)
@@ -116,6 +138,8 @@ class Console:
 
         for app in self.apps.values():
             close_app(app)
+        for remote in self.remotes.values():
+            remote.close()
 
 
 def served_list(app: Flask | None = None) -> ServedList | None:
@@ -129,10 +153,31 @@ def cluster_links() -> list[ClusterLink]:
     served = served_list()
     if served is None:
         return []
-    return [
-        ClusterLink(c.name, served.href(c), c.name == served.this, not c.local)
+    links = [
+        ClusterLink(
+            c.name,
+            served.href(c),
+            c.name == served.this,
+            c.url is not None and not c.proxied,
+            c.proxied,
+        )
         for c in served.clusters
     ]
+    outer = proxied_from()
+    if outer is not None:  # served through another console: a way back to its clusters
+        links.append(ClusterLink("other clusters", outer, False, False, True))
+    return links
+
+
+def proxied_from() -> str | None:
+    """The root of the console that serves this request through itself (web/proxied.py
+    believed its headers), else None."""
+    from web.proxied import PROXIED_ENVIRON
+
+    mount = request.environ.get(PROXIED_ENVIRON)
+    if mount is None:
+        return None
+    return str(mount).rstrip("/").rpartition(MOUNT + "/")[0] + "/"
 
 
 def node_href(node: Any) -> str | None:
@@ -141,9 +186,10 @@ def node_href(node: Any) -> str | None:
     not served here)."""
     if node.this:
         return None
-    if node.remote:
-        return f"{node.address}/"
     served = served_list()
+    if node.remote:
+        through = served.by_url(node.address) if served is not None else None
+        return served.href(through) if served and through else f"{node.address}/"
     if served is None:
         return None
     for cluster in served.clusters:
@@ -161,9 +207,10 @@ def link_href(target: str, endpoint: str, **values: Any) -> str | None:
     console when it serves that directory, on another console's address (the same app, so
     the same routes), or None."""
     path = url_for(endpoint, **values)[len(request.script_root) :]
-    if is_url(target):
-        return target + path
     served = served_list()
+    if is_url(target):
+        through = served.by_url(target) if served is not None else None
+        return served.href(through).rstrip("/") + path if served and through else target + path
     if served is None:
         return None
     for cluster in served.clusters:
@@ -187,4 +234,5 @@ __all__ = [
     "cookie_name",
     "link_href",
     "node_href",
+    "proxied_from",
 ]

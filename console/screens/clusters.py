@@ -1,6 +1,8 @@
 """The cluster switcher (`c`, or "Switch cluster" in the palette): the clusters this console
 shows (engine.served_clusters, the same list as `plet web`'s), the open one marked; Enter
-switches. Another console's address (a remote cluster) is listed but cannot be opened here."""
+switches. Another console's cluster opens read-only through that console's API when the
+user's API token of it is set (console/remote.py, console/screens/remote_cluster.py); else it
+is listed, disabled, with the variable to set."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+from console.remote import readable, token_variable
 from engine.served_clusters import ServedCluster
 
 
@@ -43,9 +46,15 @@ class ClustersScreen(ModalScreen[str | None]):
         label = Text(cluster.name, style="bold")
         if cluster.name == self.current:
             label.append("  (open)", style="green")
-        where = cluster.path if cluster.path is not None else f"{cluster.url}  another console"
+        if cluster.path is not None:
+            where, disabled = cluster.path, False
+        elif readable(cluster):
+            where, disabled = f"{cluster.url}  another console, read-only", False
+        else:
+            where = f"{cluster.url}  another console (set {token_variable(cluster)} to read it)"
+            disabled = True
         label.append(f"  {where}", style="dim")
-        return Option(label, id=cluster.name, disabled=cluster.path is None)
+        return Option(label, id=cluster.name, disabled=disabled)
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)

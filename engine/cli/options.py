@@ -89,14 +89,16 @@ def served_cluster_options(func: Callable[..., Any]) -> Callable[..., Any]:
         default=True,
         show_default=True,
         help="Also show the clusters this one replicates to (directories this machine can "
-        "open; another console's http(s) address as a link).",
+        "open; another console's https address through that console, with the link's "
+        "token).",
     )(func)
     func = click.option(
         "--clusters",
         "clusters_file",
         metavar="FILE",
         type=click.Path(exists=True, dir_okay=False),
-        help="A TOML file of [[cluster]] tables (name, and path or url) to show too.",
+        help="A TOML file of [[cluster]] tables (name, and path, or url with token, ca_file, "
+        "insecure) to show too.",
     )(func)
     func = click.option(
         "--also",

@@ -154,6 +154,7 @@ class _Batch:
         "append_ts",
         "ids",
         "moved",
+        "encoded",
     )
 
     def __init__(self, producer: Producer, topic: _TopicState, partition: int) -> None:
@@ -174,6 +175,8 @@ class _Batch:
         # A batch of an unresolved topic whose messages the sender spread over several
         # partitions: where each message went, (batch, index); its futures follow it.
         self.moved: list[tuple[_Batch, int]] | None = None
+        # (payload, count, first and last timestamp): encoded by a flush ahead of the sender
+        self.encoded: tuple[bytes, int, int, int] | None = None
 
 
 class FutureRecordMetadata(tuple[Any, ...]):
@@ -260,6 +263,32 @@ _COLUMNS = tuple(itemgetter(i) for i in range(4))  # value, key, headers, timest
 
 def _ts_type(policies: dict[str, Any]) -> int:
     return LOG_APPEND_TIME if policies["timestamp_type"] == "log_append" else CREATE_TIME
+
+
+def _encode(
+    records: list[tuple[bytes | None, bytes | None, Any, int]], log_append_ms: int | None = None
+) -> tuple[bytes, int, int, int]:
+    """A batch's stored payload, its count and its first and last timestamp (all of them
+    `log_append_ms` on a log-append-time topic)."""
+    count = len(records)
+    keys: list[Any] | None
+    headers: list[Any] | None
+    if count == 1:  # one message, as to each of many new topics: no columns
+        value, key, header, stamp = records[0]
+        values = [value]
+        keys = None if key is None else [key]
+        headers = None if header is None else [header]
+        stamps = [stamp]
+    else:
+        values, keys, headers, stamps = (list(map(g, records)) for g in _COLUMNS)
+        if keys.count(None) == count:
+            keys = None
+        if headers.count(None) == count:
+            headers = None
+    if log_append_ms is not None:
+        stamps = [log_append_ms] * count
+    payload = batch_codec.encode(values, stamps, keys, headers)
+    return payload, count, min(stamps), max(stamps)
 
 
 def _call_back(
@@ -379,6 +408,7 @@ class Producer:
         self._simple: dict[int, bool] = {}  # stream id -> _may_defer
         self._batches: list[_Batch] = []  # not yet taken by the sender, in creation order
         self._in_flight: list[_Batch] = []
+        self._encoding: list[_Batch] = []  # taken by a flush to encode; the sender waits
         self._buffered = 0
         self._urgent = False  # a full batch, a flush or a close: skip the linger
         self._closing = False
@@ -990,9 +1020,24 @@ class Producer:
     def flush(self, timeout: float | None = None) -> None:
         """Write everything sent so far; return after its callbacks have run."""
         with self._lock:
-            waiting = self._in_flight + self._batches
+            waiting = self._in_flight + self._encoding + self._batches
             self._urgent = True
             self._wake.notify()
+            # The sender is busy writing (its SQLite append lets go of the GIL): this thread
+            # encodes what it will write next meanwhile, rather than wait idle. It pays most
+            # where a flush ends each unit of work, as a transaction's commit does.
+            ahead = self._take() if self._in_flight and not self._encoding else []
+            self._encoding = ahead
+        if ahead:
+            try:
+                for b in ahead:
+                    if b.topic.ts_type != LOG_APPEND_TIME:  # stamped when written
+                        b.encoded = _encode(b.records)
+            finally:
+                with self._lock:
+                    self._batches[:0] = ahead  # before any sent since: each partition's order
+                    self._encoding = []
+                    self._wake.notify()
         if not self._wait_finished(waiting, timeout):
             raise Timeout(f"flush did not finish within {timeout} s")
 
@@ -1040,9 +1085,9 @@ class Producer:
         appender = self._cluster.appender()
         while True:
             with self._lock:
-                while not self._batches and not self._closing:
+                while self._encoding or (not self._batches and not self._closing):
                     # idle: wake when the offsets reached are due to be saved
-                    if not self._wake.wait(appender.marks_due_in()):
+                    if not self._wake.wait(appender.marks_due_in()) and not self._encoding:
                         break
                 if self._batches and self.linger_ms and not self._urgent and not self._closing:
                     deadline = self._batches[0].created + self.linger_ms / 1000
@@ -1051,19 +1096,8 @@ class Producer:
                         if left <= 0:
                             break
                         self._wake.wait(left)
-                taken, self._batches = self._batches, []
+                taken = self._take()
                 self._urgent = False
-                for b in taken:
-                    ts = b.topic
-                    if b.partition < 0:
-                        if ts.pending is b:
-                            ts.pending = None
-                            self._buffered += b.nbytes  # counted by _close_full otherwise
-                    elif ts.open[b.partition] is b:
-                        ts.open[b.partition] = None
-                        self._buffered += b.nbytes  # counted by _close_full otherwise
-                    if ts.sticky_batch is b:
-                        ts.sticky_batch = None
                 self._in_flight = taken
                 closing = self._closing
             if taken:
@@ -1074,6 +1108,22 @@ class Producer:
                     if not self._batches:
                         return
 
+    def _take(self) -> list[_Batch]:
+        """Take every batch not yet taken (lock held): closed, none takes more messages."""
+        taken, self._batches = self._batches, []
+        for b in taken:
+            ts = b.topic
+            if b.partition < 0:
+                if ts.pending is b:
+                    ts.pending = None
+                    self._buffered += b.nbytes  # counted by _close_full otherwise
+            elif ts.open[b.partition] is b:
+                ts.open[b.partition] = None
+                self._buffered += b.nbytes  # counted by _close_full otherwise
+            if ts.sticky_batch is b:
+                ts.sticky_batch = None
+        return taken
+
     def _write(self, appender: Appender, taken: list[_Batch]) -> None:
         try:
             self._refresh_metadata(appender)
@@ -1083,26 +1133,12 @@ class Producer:
             ready = [b for b in taken if b.error is None and b.moved is None]
             for b in ready:
                 assert b.topic.topic_id is not None  # _resolve_topics gave it one
-                records = b.records
-                count = len(records)
-                keys: list[Any] | None
-                headers: list[Any] | None
-                if count == 1:  # one message, as to each of many new topics: no columns
-                    value, key, header, stamp = records[0]
-                    keys = None if key is None else [key]
-                    headers = None if header is None else [header]
-                    stamps = [stamp]
-                    values = [value]
-                else:
-                    values, keys, headers, stamps = (list(map(g, records)) for g in _COLUMNS)
-                    if keys.count(None) == count:
-                        keys = None
-                    if headers.count(None) == count:
-                        headers = None
                 if b.topic.ts_type == LOG_APPEND_TIME:
                     b.append_ts = now
-                    stamps = [now] * count
-                payload = batch_codec.encode(values, stamps, keys, headers)
+                    encoded = _encode(b.records, now)
+                else:
+                    encoded = b.encoded or _encode(b.records)
+                payload, count, first_ts, last_ts = encoded
                 writes.append(
                     BatchWrite(
                         b.topic.stream_id,
@@ -1110,8 +1146,8 @@ class Producer:
                         b.partition,
                         payload,
                         count,
-                        min(stamps),
-                        max(stamps),
+                        first_ts,
+                        last_ts,
                         b.topic.ts_type,
                         self._cluster.id,
                         compression=b.topic.codec,

@@ -11,6 +11,7 @@ def test_every_case_receives_every_message_and_the_table_compares_with_the_wire(
     assert [r.case for r in results] == [
         "embedded, producer in another process, doorbells",
         "embedded, producer in another process, looking at the files (before)",
+        "embedded, producer in another process, doorbells, full rate",
         "embedded, one process",
         "over the wire (plet serve, confluent-kafka)",
     ]

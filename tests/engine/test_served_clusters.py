@@ -116,6 +116,22 @@ def test_a_named_directory_without_a_cluster_is_refused_not_created(ring, tmp_pa
         ("[[cluster]]\nname = 'x'\npath = 'a'\nport = 1\n", "takes name"),
         ("[server]\nport = 1\n", "expected"),
         ("[[cluster]\n", "clusters file"),
+        ("[[cluster]]\nname = 'x'\npath = 'a'\ntoken = 't'\n", "go with a url only"),
+        ("[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken = 't'\ntoken_file = 'f'\n", "not both"),
+        ("[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken_file = 'nowhere'\n", "token_file"),
+        ("[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken = ' '\n", "printable characters"),
+        ("[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken = \"a\\nb\"\n", "printable characters"),
+        ("[[cluster]]\nname = 'x'\nurl = 'https://h'\nca_file = 'ca.pem'\n", "need a token"),
+        (
+            "[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken = 't'\nca_file = 'no.pem'\n",
+            "no ca_file",
+        ),
+        ("[[cluster]]\nname = 'x'\nurl = 'https://h/c/eu'\ntoken = 't'\n", "without a path"),
+        ("[[cluster]]\nname = 'x'\nurl = 'http://h.example'\ntoken = 't'\n", "in clear"),
+        (
+            "[[cluster]]\nname = 'x'\nurl = 'https://h'\ntoken = 't'\ninsecure = 1\n",
+            "true or false",
+        ),
     ],
 )
 def test_a_bad_clusters_file_says_what_is_wrong(tmp_path, text, problem):
@@ -123,3 +139,71 @@ def test_a_bad_clusters_file_says_what_is_wrong(tmp_path, text, problem):
     file.write_text(text)
     with pytest.raises(errors.InvalidArgument, match=problem):
         read_clusters_file(file)
+
+
+def test_a_console_with_a_token_is_served_through_it(tmp_path):
+    """https, or plain http on loopback or when told `insecure`; the token never shown."""
+    (tmp_path / "eu.token").write_text("plr_secret-one\n")
+    (tmp_path / "ca.pem").write_text("a CA")
+    file = tmp_path / "clusters.toml"
+    file.write_text(
+        '[[cluster]]\nname = "eu"\nurl = "https://eu.example.com:5000/"\n'
+        'token_file = "eu.token"\nca_file = "ca.pem"\n\n'
+        '[[cluster]]\nname = "lo"\nurl = "http://127.0.0.1:5001"\ntoken = "t2"\n\n'
+        '[[cluster]]\nname = "lan"\nurl = "http://10.0.0.5:5000"\ntoken = "t3"\n'
+        "insecure = true\n\n"
+        '[[cluster]]\nname = "link"\nurl = "http://10.0.0.6:5000"\n'
+    )
+    found = read_clusters_file(file)
+    assert [(c.name, c.url, c.token, c.ca_file, c.insecure, c.proxied) for c in found] == [
+        (
+            "eu",
+            "https://eu.example.com:5000",
+            "plr_secret-one",
+            str(tmp_path / "ca.pem"),
+            False,
+            True,
+        ),
+        ("lo", "http://127.0.0.1:5001", "t2", None, False, True),
+        ("lan", "http://10.0.0.5:5000", "t3", None, True, True),
+        ("link", "http://10.0.0.6:5000", None, None, False, False),
+    ]
+    assert "secret" not in repr(found)
+
+
+def test_a_link_to_another_console_is_served_through_it_with_the_links_token(ring, monkeypatch):
+    """The main cluster's own link holds a token the target issued: the console is served
+    through it (https, or plain http on loopback only); without a token, a link."""
+    from engine import served_clusters as module
+    from engine.replication import GraphLink, GraphNode, LinkState, ReplicationGraph
+
+    urls = [
+        "https://eu.example.com:5000",
+        "http://127.0.0.1:5001",
+        "http://10.0.0.6:5000",
+        "https://us.example.com",
+    ]
+    with Cluster.open(ring["dc1"]) as dc1:
+        stream_id = dc1.catalog.stream(STREAM).id
+        for url in urls[:3]:
+            dc1.catalog.set_replica_token(stream_id, url, f"plr_token-of-{url}")
+
+    def walk(cluster, measure=True):
+        this = GraphNode(cluster.id, cluster.name, str(cluster.path), cluster.id, this=True)
+        # a target whose id the link recorded is keyed by that id, not by its address
+        keys = ["id-of-eu", *urls[1:]]
+        nodes = [this] + [
+            GraphNode(key, url.split("//")[1], url, remote=True)
+            for key, url in zip(keys, urls, strict=True)
+        ]
+        links = [GraphLink(this.key, key, STREAM, STREAM, LinkState.PAUSED) for key in keys]
+        return ReplicationGraph(nodes, links, [], [])
+
+    monkeypatch.setattr(module, "walk", walk)
+    found = served_clusters(ring["dc1"])
+    assert [(c.url, c.token, c.proxied) for c in found[1:]] == [
+        ("https://eu.example.com:5000", "plr_token-of-https://eu.example.com:5000", True),
+        ("http://127.0.0.1:5001", "plr_token-of-http://127.0.0.1:5001", True),
+        ("http://10.0.0.6:5000", None, False),  # plain http off this machine: a link
+        ("https://us.example.com", None, False),  # no token
+    ]

@@ -201,17 +201,26 @@ def test_plet_web_serves_the_named_and_linked_clusters_and_makes_their_admins(
         dc1.add_replica(STREAM, dc2.path)
     Cluster.open(tmp_path / "dc3", name="dc3").close()
     file = tmp_path / "clusters.toml"
-    file.write_text('[[cluster]]\nname = "eu"\nurl = "https://eu.example.com"\n')
+    file.write_text(
+        '[[cluster]]\nname = "eu"\nurl = "https://eu.example.com"\n\n'
+        '[[cluster]]\nname = "us"\nurl = "https://us.example.com"\ntoken = "plr_us-secret"\n'
+    )
     args = ["web", "--cluster", str(tmp_path / "dc1"), "--no-replicate"]
     result = CliRunner().invoke(cli, [*args, "--also", str(tmp_path / "dc3"), "--clusters", file])
     assert result.exit_code == 0, result.output
     [console] = served
     assert isinstance(console, Console)
-    assert [c.name for c in console.clusters] == ["dc1", "dc3", "eu", "dc2"]
+    assert [c.name for c in console.clusters] == ["dc1", "dc3", "eu", "us", "dc2"]
     assert list(console.apps) == ["dc1", "dc3", "dc2"]
+    assert list(console.remotes) == ["us"]  # served through its console (web/remote.py)
     for name in ("dc1", "dc2", "dc3"):
         assert f"http://127.0.0.1:5999/c/{name}/" in result.output
     assert "https://eu.example.com/  (another console" in result.output
+    assert (
+        "http://127.0.0.1:5999/c/us/  (through the console at https://us.example.com/"
+        in result.output
+    )
+    assert "us-secret" not in result.output
     passwords = dict(re.findall(r"(dc\d)\s.*log in as admin / (\S+)", result.output))
     assert set(passwords) == {"dc2", "dc3"}  # dc1's is printed above, as before
     with Cluster.open(tmp_path / "dc2") as dc2:

@@ -240,6 +240,56 @@ def test_flush_runs_every_earlier_callback_before_returning(stream):
     producer.close()
 
 
+def test_a_flush_encodes_ahead_while_the_sender_writes_and_keeps_the_order(stream, monkeypatch):
+    """A flush that finds the sender writing encodes the waiting batches itself; what
+    another thread sends meanwhile is still written after them (fakes hold the sender in
+    its write and the flush in its encoding at the moments that matter)."""
+    from engine.client import producer as producer_module
+    from engine.storage.appender import Appender
+
+    stream.create_topic(T, partitions=1)
+    writing, release_write = threading.Event(), threading.Event()
+    encoding, release_encode = threading.Event(), threading.Event()
+    real_write, real_encode = Appender.write, producer_module._encode
+    encoders = []
+
+    def held_write(self, writes, *, sync):
+        if not writing.is_set():
+            writing.set()
+            assert release_write.wait(scaled(10))
+        return real_write(self, writes, sync=sync)
+
+    def held_encode(records, *args):
+        encoders.append(threading.current_thread().name)
+        if threading.current_thread().name == "flusher":
+            encoding.set()
+            assert release_encode.wait(scaled(10))
+        return real_encode(records, *args)
+
+    monkeypatch.setattr(Appender, "write", held_write)
+    monkeypatch.setattr(producer_module, "_encode", held_encode)
+    producer = Producer(stream, acks=1, linger_ms=0)
+    futures = [producer.send(T, b"x%d" % i, partition=0) for i in range(50)]
+    assert writing.wait(scaled(10))  # the sender holds the x batch in its write
+    futures += [producer.send(T, b"y%d" % i, partition=0) for i in range(50)]
+    flusher = threading.Thread(target=producer.flush, name="flusher")
+    flusher.start()
+    assert encoding.wait(scaled(10))  # the flush took the y batch and encodes it
+    futures += [producer.send(T, b"z%d" % i, partition=0) for i in range(50)]
+    release_write.set()  # the sender is free while the y batch is still being encoded
+    time.sleep(0.05)  # it must wait for it, not write the z batch first
+    release_encode.set()
+    flusher.join(scaled(10))
+    producer.flush()
+    assert "flusher" in encoders
+    offsets = [f.get(timeout=scaled(10)).offset for f in futures]
+    assert offsets == list(range(150))
+    with assigned(stream, T, [0], auto_offset_reset="earliest") as consumer:
+        values = [r.value for r in drain(consumer)]
+    assert values == [b"%s%d" % (c, i) for c in (b"x", b"y", b"z") for i in range(50)]
+    producer.close()
+
+
 def test_errback_gets_the_error_met_while_writing(cluster):
     cluster.create_stream("/s", ttl=0)
     cluster.create_topic(T)
