@@ -115,3 +115,24 @@ def test_what_send_must_refuse_at_once_it_still_does(cluster):
         assert (
             producer.send(f"{S}:two", value=b"x", partition=1).get(timeout=scaled(10)).offset == 0
         )
+
+
+def test_flushes_while_the_sender_writes_keep_every_new_topics_messages(cluster):
+    """A flush encodes the next batches while the sender writes (engine.client.producer):
+    pending batches of new names among them are placed all the same."""
+    cluster.edit_stream(S, default_partitions=2)
+    names = [f"{S}:r{r}-{t}" for r in range(10) for t in range(3)]
+    with Producer(cluster, acks=1) as producer:
+        sent = []
+        for r in range(10):
+            for i in range(30):  # new names each round, while the last round is written
+                key = None if i % 2 else f"k{i}".encode()
+                name, value = f"{S}:r{r}-{i % 3}", f"{r}-{i}".encode()
+                sent.append((producer.send(name, value=value, key=key), name, value))
+            producer.flush()
+        placed = [(f.get(timeout=scaled(10)), name, value) for f, name, value in sent]
+    for name in names:
+        for partition in range(2):
+            mine = [(m.offset, v) for m, n, v in placed if n == name and m.partition == partition]
+            assert [o for o, _ in mine] == list(range(len(mine)))
+            assert values_in(cluster, name, partition) == [v for _, v in mine]
