@@ -794,12 +794,17 @@ class Producer:
         batches in partitions. Returns the batches to write, in order (the appender learns
         the first partitionlets of the topics it creates: their first appends look nothing
         up)."""
-        pending: dict[int, dict[str, _TopicState]] = {}
+        # name -> its states: one name may have two (a state dropped by forget_metadata
+        # with a batch still pending, and the one made for the name since)
+        pending: dict[int, dict[str, list[_TopicState]]] = {}
         for b in taken:
-            if b.topic.topic_id is None:
-                pending.setdefault(b.topic.stream_id, {})[b.topic.name] = b.topic
+            ts = b.topic
+            if ts.topic_id is None:
+                same = pending.setdefault(ts.stream_id, {}).setdefault(ts.name, [])
+                if ts not in same:
+                    same.append(ts)
         for stream_id, states in pending.items():
-            first = next(iter(states.values()))
+            first = next(iter(states.values()))[0]
             count = (
                 first.partitions
                 if first.stream is None
@@ -807,19 +812,19 @@ class Producer:
             )
             found = appender.ensure_topics(stream_id, sorted(states), count)
             with self._lock:
-                for name, ts in states.items():
+                for name, same in states.items():
                     row = found.get(name)
                     if row is None:
                         continue  # the stream was deleted: its batches fail below
-                    try:
-                        self._learn(ts, row)
-                    except PartitionletError as exc:  # its stored overrides are unreadable
-                        for b in taken:
-                            if b.topic is ts:
-                                b.error = exc
-                        for cached in [n for n, t in self._topics.items() if t is ts]:
-                            del self._topics[cached]  # the next send looks it up again
-                        continue
+                    for ts in same:
+                        try:
+                            self._learn(ts, row)
+                        except PartitionletError as exc:  # its stored overrides are unreadable
+                            for b in taken:
+                                if b.topic is ts:
+                                    b.error = exc
+                            for cached in [n for n, t in self._topics.items() if t is ts]:
+                                del self._topics[cached]  # the next send looks it up again
         for b in taken:
             if b.error is not None:
                 continue

@@ -136,3 +136,19 @@ def test_flushes_while_the_sender_writes_keep_every_new_topics_messages(cluster)
             mine = [(m.offset, v) for m, n, v in placed if n == name and m.partition == partition]
             assert [o for o, _ in mine] == list(range(len(mine)))
             assert values_in(cluster, name, partition) == [v for _, v in mine]
+
+
+def test_one_new_name_known_twice_in_a_cycle_is_made_once_for_both(cluster):
+    """A name whose pending batch outlives its cached state (dropped when the metadata
+    changed, or replaced by a lookup for an explicit partition) and the state made since
+    both get the topic the sender creates."""
+    with Producer(cluster, acks=1, linger_ms=300) as producer:
+        first = producer.send(f"{S}:twice", value=b"a")
+        producer.forget_metadata()  # as when topics or policies change elsewhere
+        second = producer.send(f"{S}:twice", value=b"b")
+        third = producer.send(f"{S}:twice", value=b"c", partition=0)  # looked up at send
+        producer.flush()
+        offsets = [f.get(timeout=scaled(10)).offset for f in (first, second, third)]
+    assert offsets == [0, 1, 2]
+    assert cluster.topic_count(S) == 1
+    assert values_in(cluster, f"{S}:twice", 0) == [b"a", b"b", b"c"]
