@@ -45,7 +45,6 @@ The list is read when the console starts; a link added later shows after a resta
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import tomllib
@@ -59,6 +58,7 @@ from engine.errors import InvalidArgument, NotACluster, UnknownStream
 from engine.replication import normalize_target, walk
 from engine.replication.graph import UPSTREAM, ReplicationGraph
 from engine.replication.targets import is_url
+from engine.wire.auth import is_loopback as is_loopback_host
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -93,13 +93,7 @@ class ServedCluster:
 
 def is_loopback(url: str) -> bool:
     """Whether an http(s) address names this machine (`localhost` or a loopback IP)."""
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(urlsplit(url).hostname or "")
 
 
 def _proxy_refusal(url: str, insecure: bool) -> str | None:
