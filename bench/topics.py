@@ -3,7 +3,7 @@
 Measures, in one fresh cluster:
 - topics created per second by producing one 100-byte message to each of N new topics,
   against messages per second when the same N messages go to one topic (the issue's
-  target: at least half that speed);
+  target: at least a quarter of that speed, issue 28's, where issue 3 asked for half);
 - `topic_count()` and pages of `topics()` (first, middle, last, by prefix) on the full stream;
 - `Cluster.open` of the directory that holds them;
 - the floor: what any design must spend on a new topic on this machine, whatever its
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PAGE = 50
+TARGET_RATIO = 0.25  # topics/s over msg/s to one topic (issue 28, item 1)
 VALUE = b"x" * 100
 
 
@@ -56,7 +57,7 @@ class TopicsResult:
 
     def text(self) -> str:
         pages = ", ".join(f"{name} {ms:.1f} ms" for name, ms in self.page_ms.items())
-        verdict = "met" if self.ratio >= 0.5 else "NOT MET"
+        verdict = "met" if self.ratio >= TARGET_RATIO else "NOT MET"
         slow = [n for n, ms in self.page_ms.items() if ms >= 50] + (
             ["topic_count"] if self.count_ms >= 50 else []
         )
@@ -65,7 +66,7 @@ class TopicsResult:
                 f"many topics: {self.topics:,} topics, one 100-byte message each (acks=1)",
                 f"  create by producing   {self.topics_per_s:>12,.0f} topics/s",
                 f"  same messages, 1 topic{self.one_topic_per_s:>12,.0f} msg/s",
-                f"  ratio                 {self.ratio:>12.2f}  (target >= 0.50: {verdict})",
+                f"  ratio                 {self.ratio:>12.2f}  (target >= {TARGET_RATIO:.2f}: {verdict})",
                 f"  topic_count()         {self.count_ms:>12.1f} ms",
                 f"  topics() pages        {pages}"
                 + (f"  (over 50 ms: {', '.join(slow)})" if slow else "  (all under 50 ms)"),
@@ -80,7 +81,7 @@ class TopicsResult:
         rows = [
             ("topics created by producing one message to each", f"{self.topics_per_s:,.0f}/s"),
             ("the same messages to one topic", f"{self.one_topic_per_s:,.0f} msg/s"),
-            ("ratio (target >= 0.5)", f"{self.ratio:.2f}"),
+            (f"ratio (target >= {TARGET_RATIO})", f"{self.ratio:.2f}"),
             ("`topic_count()` (target < 50 ms)", f"{self.count_ms:.1f} ms"),
             *(
                 (f"`topics()` page: {name} (target < 50 ms)", f"{ms:.1f} ms")

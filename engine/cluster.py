@@ -641,6 +641,38 @@ class Cluster:
         self._metadata_changed()
         return self.topic(name)
 
+    def auto_create_topics(self, full_names: Sequence[str]) -> dict[str, int]:
+        """Create the topics of `full_names` that do not exist, as a first produce would:
+        in streams whose `auto_create` policy allows it and whose topic_perm this cluster's
+        principal passes, with the stream's `default_partitions`, in one catalog
+        transaction per stream (a wire client's Metadata request may name thousands).
+        Returns the partition count of every name that exists afterwards; the others (a
+        stream missing, not auto-creating or not allowed) are left out, for the caller to
+        ask about one by one. Raises `InvalidName` for a name that is not a full name."""
+        self.check_open()
+        by_stream: dict[str, list[str]] = defaultdict(list)
+        for full in full_names:
+            stream_path, topic = names.split_full_name(full)
+            by_stream[stream_path].append(topic)
+        counts: dict[str, int] = {}
+        created = False
+        for stream_path, topics in by_stream.items():
+            try:
+                row = self.catalog.stream(stream_path)
+                if not row.policies.get("auto_create"):
+                    continue
+                self.authorize(row, "topic_perm", what="create topics (auto-create) in")
+            except (UnknownStream, AccessDenied):
+                continue
+            partitions = row.policies["default_partitions"]
+            found, _ = self.catalog.ensure_topics(row.id, sorted(set(topics)), partitions)
+            for topic, ensured in found.items():
+                counts[names.full_name(stream_path, topic)] = ensured.partitions
+                created = created or ensured.created
+        if created:
+            self._metadata_changed()
+        return counts
+
     def edit_topic(self, name: str, /, **topic_policies: Any) -> TopicInfo:
         """Change the topic's own overrides of its stream's policies; None removes one (the
         stream's value applies again). Needs the stream's `topic_perm`, as creating does.

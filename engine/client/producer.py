@@ -37,6 +37,7 @@ from engine import policies as policies_module
 from engine.auth.principal import Principal
 from engine.client.partitioner import partition_for_key
 from engine.errors import (
+    AccessDenied,
     Closed,
     IllegalState,
     InvalidArgument,
@@ -53,7 +54,7 @@ from engine.log_once import LogOnce
 from engine.records import CREATE_TIME, LOG_APPEND_TIME, RecordMetadata
 from engine.storage import batch as batch_codec
 from engine.storage.appender import Appender
-from engine.storage.catalog import StreamRow
+from engine.storage.catalog import EnsuredTopic, StreamRow
 from engine.storage.volume import BatchWrite
 
 if TYPE_CHECKING:  # annotations only: the cluster module needs none of this one
@@ -79,10 +80,19 @@ _ACKS = {0: 0, 1: 1, "all": "all", -1: "all", "0": 0, "1": 1, "-1": "all"}
 
 
 class _TopicState:
-    """What `send` needs to know of a topic, cached per name as the caller wrote it."""
+    """What `send` needs to know of a topic, cached per name as the caller wrote it.
+
+    A name not looked up yet (`resolved` False: an auto-created stream's topic, new to this
+    producer) has no partitions yet: its messages wait in `pending`, one batch whose
+    partitions the sender chooses once it has looked up (or created) the topic together
+    with the other new names of its cycle (`Producer._resolve_topics`). Until then
+    `max_bytes`, `ts_type` are its stream's and `stream` is that stream's row."""
 
     __slots__ = (
         "full",
+        "resolved",
+        "pending",
+        "stream",
         "name",
         "stream_id",
         "topic_id",
@@ -104,8 +114,12 @@ class _TopicState:
         max_bytes: int,
         ts_type: int,
         codec: str | None = None,
+        stream: StreamRow | None = None,
     ) -> None:
         self.full = full
+        self.resolved = stream is None
+        self.pending: _Batch | None = None  # open batch of an unresolved name
+        self.stream = stream
         self.name = full.rpartition(":")[2]
         self.stream_id = stream_id
         self.topic_id = topic_id  # None until the sender has created the topic
@@ -139,6 +153,7 @@ class _Batch:
         "finished",
         "append_ts",
         "ids",
+        "moved",
         "encoded",
     )
 
@@ -157,6 +172,9 @@ class _Batch:
         self.append_ts = 0
         # an idempotent producer's batch, written alone: (producer id, epoch, base sequence)
         self.ids: tuple[int, int, int] | None = None
+        # A batch of an unresolved topic whose messages the sender spread over several
+        # partitions: where each message went, (batch, index); its futures follow it.
+        self.moved: list[tuple[_Batch, int]] | None = None
         # (payload, count, first and last timestamp): encoded by a flush ahead of the sender
         self.encoded: tuple[bytes, int, int, int] | None = None
 
@@ -176,12 +194,13 @@ class FutureRecordMetadata(tuple[Any, ...]):
 
     @property
     def _batch(self) -> _Batch:
-        batch: _Batch = self[0]
-        return batch
+        b: _Batch = self[0]
+        return b if b.moved is None else b.moved[self[1]][0]
 
     @property
     def _index(self) -> int:
-        index: int = self[1]
+        b: _Batch = self[0]
+        index: int = self[1] if b.moved is None else b.moved[self[1]][1]
         return index
 
     def _metadata(self) -> RecordMetadata:
@@ -242,21 +261,33 @@ _future = partial(tuple.__new__, FutureRecordMetadata)
 _COLUMNS = tuple(itemgetter(i) for i in range(4))  # value, key, headers, timestamp
 
 
+def _ts_type(policies: dict[str, Any]) -> int:
+    return LOG_APPEND_TIME if policies["timestamp_type"] == "log_append" else CREATE_TIME
+
+
 def _encode(
     records: list[tuple[bytes | None, bytes | None, Any, int]], log_append_ms: int | None = None
 ) -> tuple[bytes, int, int, int]:
     """A batch's stored payload, its count and its first and last timestamp (all of them
     `log_append_ms` on a log-append-time topic)."""
-    values, keys, headers, stamps = (list(map(g, records)) for g in _COLUMNS)
-    count = len(values)
+    count = len(records)
+    keys: list[Any] | None
+    headers: list[Any] | None
+    if count == 1:  # one message, as to each of many new topics: no columns
+        value, key, header, stamp = records[0]
+        values = [value]
+        keys = None if key is None else [key]
+        headers = None if header is None else [header]
+        stamps = [stamp]
+    else:
+        values, keys, headers, stamps = (list(map(g, records)) for g in _COLUMNS)
+        if keys.count(None) == count:
+            keys = None
+        if headers.count(None) == count:
+            headers = None
     if log_append_ms is not None:
         stamps = [log_append_ms] * count
-    payload = batch_codec.encode(
-        values,
-        stamps,
-        None if keys.count(None) == count else keys,
-        None if headers.count(None) == count else headers,
-    )
+    payload = batch_codec.encode(values, stamps, keys, headers)
     return payload, count, min(stamps), max(stamps)
 
 
@@ -373,6 +404,8 @@ class Producer:
         self._finished = threading.Condition()  # futures and flush wait on it
         self._topics: dict[str, _TopicState] = {}
         self._streams: dict[str, StreamRow] = {}
+        self._allowed: set[tuple[str, str]] = set()  # (stream path, ACE) passed
+        self._simple: dict[int, bool] = {}  # stream id -> _may_defer
         self._batches: list[_Batch] = []  # not yet taken by the sender, in creation order
         self._in_flight: list[_Batch] = []
         self._encoding: list[_Batch] = []  # taken by a flush to encode; the sender waits
@@ -440,7 +473,13 @@ class Producer:
         lock = self._lock
         lock.acquire()
         try:
-            ts = self._topics.get(topic) or self._topic_state(topic)
+            ts = self._topics.get(topic) or self._topic_state(topic, defer=True)
+            if not ts.resolved:
+                if partition is None and self._partitioner is None and self.acks != 0:
+                    if size <= ts.max_bytes:  # the topic's own limit is checked at its lookup
+                        return self._send_pending(ts, value, key, headers, timestamp_ms, size)
+                # a partition, a partitioner or acks=0 need the topic now: look it up
+                ts = self._topic_state(topic)
             if size > ts.max_bytes:
                 raise MessageTooLarge(
                     f"message of {size:,} bytes (key, value and headers) is larger than "
@@ -544,7 +583,7 @@ class Producer:
                 )
         size = max(sizes)
         with self._lock:
-            ts = self._topics.get(topic) or self._topic_state(topic)
+            ts = self._known_state(topic)
             if size > ts.max_bytes:
                 raise MessageTooLarge(
                     f"message {sizes.index(size)} of the batch has {size:,} bytes (key, value "
@@ -575,6 +614,25 @@ class Producer:
                 )
             return FutureRecordMetadata((b, first))
 
+    def _send_pending(
+        self,
+        ts: _TopicState,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes | None]] | None,
+        timestamp_ms: int,
+        size: int,
+    ) -> FutureRecordMetadata:
+        """Queue a message of a topic not looked up yet (lock held): its partition is
+        chosen by the sender (`_place_pending`)."""
+        b = ts.pending or self._new_batch(ts, -1)
+        records = b.records
+        records.append((value, key, headers, timestamp_ms))
+        b.nbytes += size
+        if b.nbytes >= self.batch_size:
+            self._close_full(b)
+        return FutureRecordMetadata((b, len(records) - 1))
+
     def _serialize(self, value: Any, key: Any) -> tuple[Any, Any]:
         if self._value_serializer is not None and value is not None:
             value = self._value_serializer(value)
@@ -599,12 +657,17 @@ class Producer:
         return b
 
     def _new_batch(self, ts: _TopicState, partition: int) -> _Batch:
-        """Open a batch for a partition (lock held); blocks while the buffer is full."""
+        """Open a batch for a partition, or (-1) the pending batch of a topic not looked
+        up yet (lock held); blocks while the buffer is full."""
         if self._closing:
             raise Closed("this producer is closed")
         if self._buffered > self._buffer_memory:
             self._wait_for_space()
-        b = ts.open[partition] = _Batch(self, ts, partition)
+        b = _Batch(self, ts, partition)
+        if partition < 0:
+            ts.pending = b
+        else:
+            ts.open[partition] = b
         if not self._batches:
             self._wake.notify()
         self._batches.append(b)
@@ -613,18 +676,32 @@ class Producer:
     def _close_full(self, b: _Batch) -> None:
         """A full batch takes no more messages; the sender writes it without lingering."""
         ts = b.topic
-        ts.open[b.partition] = None
+        if b.partition < 0:
+            ts.pending = None
+        else:
+            ts.open[b.partition] = None
         if ts.sticky_batch is b:
             ts.sticky_batch = None
         self._buffered += b.nbytes
         self._urgent = True
         self._wake.notify()
 
-    def _topic_state(self, topic: str) -> _TopicState:
+    def _topic_state(self, topic: str, defer: bool = False) -> _TopicState:
         """Resolve `topic` (lock held). A topic to be auto-created is created later by the
-        sender, many at a time, so a producer can create topics at a high rate."""
-        full = names.resolve(topic, self.default_stream)
-        stream_path, name = names.split_full_name(full)
+        sender, many at a time, so a producer can create topics at a high rate. With
+        `defer`, a name of a stream that auto-creates topics, which this producer may
+        create, is not even looked up here: the sender looks up (or creates) all of a
+        cycle's new names at once, which is what makes a topic cost about a row."""
+        if topic.__class__ is str and topic.startswith("/"):
+            full = topic
+            stream_path, sep, name = full.rpartition(":")
+            if sep and stream_path in self._streams:  # its path was checked: the name only
+                names.validate_topic_name(name)
+            else:
+                stream_path, name = names.split_full_name(full)  # checks it, as resolve does
+        else:
+            full = names.resolve(topic, self.default_stream)
+            stream_path, name = names.split_full_name(full)
         catalog = self._cluster.catalog
         stream = self._streams.get(stream_path)
         if stream is None:
@@ -633,16 +710,23 @@ class Producer:
             # error here rather than a TypeError in the middle of a send.
             checked = policies_module.check_stored(stream.path, stream.policies)
             stream = self._streams[stream_path] = dataclasses.replace(stream, policies=checked)
-        self._cluster.authorize(stream, "produce_perm", self.principal)
-        row = catalog.topic_or_none(stream.id, name)
+        self._authorize(stream, "produce_perm")
         policies = stream.policies
+        if defer and policies["auto_create"] and self._may_defer(stream):
+            state = _TopicState(
+                full, stream.id, None, 0, policies["max_message_bytes"], _ts_type(policies),
+                stream=stream,
+            )  # fmt: skip
+            self._topics[topic] = state
+            return state
+        row = catalog.topic_or_none(stream.id, name)
         codec = None
         if row is not None and row.overrides:
             # the topic's own policies over its stream's (max_message_bytes, timestamp_type,
             # compression)
             policies = policies_module.check_stored(stream.path, policies, row.overrides, row.name)
             codec = policies["compression"]
-        ts_type = LOG_APPEND_TIME if policies["timestamp_type"] == "log_append" else CREATE_TIME
+        ts_type = _ts_type(policies)
         if row is None and policies["auto_create"]:
             self._cluster.authorize(
                 stream,
@@ -677,27 +761,73 @@ class Producer:
         self._topics[topic] = state
         return state
 
-    def _create_pending_topics(self, taken: list[_Batch]) -> set[int]:
-        """Create the auto-created topics of these batches, one transaction per stream."""
-        pending: dict[int, dict[str, _TopicState]] = {}
+    def _known_state(self, topic: str) -> _TopicState:
+        """The state of `topic` with its partitions known (lock held)."""
+        ts = self._topics.get(topic)
+        return ts if ts is not None and ts.resolved else self._topic_state(topic)
+
+    def _authorize(self, stream: StreamRow, perm: str) -> None:
+        """`Cluster.authorize` for this producer's principal, remembered per stream until
+        the metadata changes (`forget_metadata`), as the stream's row is."""
+        if (stream.path, perm) not in self._allowed:
+            self._cluster.authorize(stream, perm, self.principal)
+            self._allowed.add((stream.path, perm))
+
+    def _may_defer(self, stream: StreamRow) -> bool:
+        """Whether a new name of `stream` may wait for the sender's lookup: when this
+        producer may create topics there (its topic_perm) and no topic there has policies
+        of its own, so what `send` checks now (max_message_bytes) is the stream's."""
+        simple = self._simple.get(stream.id)
+        if simple is None:
+            try:
+                self._authorize(stream, "topic_perm")
+            except AccessDenied:
+                simple = False  # the lookup at send says so, for a topic that does not exist
+            else:
+                simple = not self._cluster.catalog.has_overrides(stream.id)
+            self._simple[stream.id] = simple
+        return simple
+
+    def _resolve_topics(self, appender: Appender, taken: list[_Batch]) -> list[_Batch]:
+        """Look up or create the topics of these batches not known yet, one catalog
+        transaction per stream for all of them, and place the messages of their pending
+        batches in partitions. Returns the batches to write, in order (the appender learns
+        the first partitionlets of the topics it creates: their first appends look nothing
+        up)."""
+        # name -> its states: one name may have two (a state dropped by forget_metadata
+        # with a batch still pending, and the one made for the name since)
+        pending: dict[int, dict[str, list[_TopicState]]] = {}
         for b in taken:
-            if b.topic.topic_id is None:
-                pending.setdefault(b.topic.stream_id, {})[b.topic.name] = b.topic
-        catalog = self._cluster.catalog
-        new_ids: set[int] = set()
+            ts = b.topic
+            if ts.topic_id is None:
+                same = pending.setdefault(ts.stream_id, {}).setdefault(ts.name, [])
+                if ts not in same:
+                    same.append(ts)
         for stream_id, states in pending.items():
-            count = next(iter(states.values())).partitions
-            found = catalog.ensure_topics(stream_id, sorted(states), count)
+            first = next(iter(states.values()))[0]
+            count = (
+                first.partitions
+                if first.stream is None
+                else first.stream.policies["default_partitions"]
+            )
+            found = appender.ensure_topics(stream_id, sorted(states), count)
             with self._lock:
-                for name, ts in states.items():
-                    if name not in found:
+                for name, same in states.items():
+                    row = found.get(name)
+                    if row is None:
                         continue  # the stream was deleted: its batches fail below
-                    ts.topic_id, actual = found[name]
-                    new_ids.add(ts.topic_id)  # skip the lookup of its first partitionlets
-                    if actual > ts.partitions:  # made by someone else meanwhile
-                        ts.open.extend([None] * (actual - ts.partitions))
-                    ts.partitions = actual
+                    for ts in same:
+                        try:
+                            self._learn(ts, row)
+                        except PartitionletError as exc:  # its stored overrides are unreadable
+                            for b in taken:
+                                if b.topic is ts:
+                                    b.error = exc
+                            for cached in [n for n, t in self._topics.items() if t is ts]:
+                                del self._topics[cached]  # the next send looks it up again
         for b in taken:
+            if b.error is not None:
+                continue
             if b.topic.topic_id is None:
                 b.error = UnknownStream(f"the stream of {b.topic.full} was deleted")
             elif b.partition >= b.topic.partitions:
@@ -705,7 +835,82 @@ class Producer:
                     f"topic {b.topic.full} was created elsewhere with {b.topic.partitions} "
                     f"partitions, not the {b.partition + 1} or more this message assumed"
                 )
-        return new_ids
+        if not any(b.partition < 0 and b.error is None for b in taken):
+            return taken
+        placed: list[_Batch] = []
+        with self._lock:
+            for b in taken:
+                if b.partition < 0 and b.error is None:
+                    placed += self._place_pending(b)
+                placed.append(b)
+        return placed
+
+    def _learn(self, ts: _TopicState, row: EnsuredTopic) -> None:
+        """What the catalog says of a topic this producer did not know (lock held)."""
+        if ts.stream is not None:  # not looked up yet: its own policies over its stream's
+            stream = ts.stream
+            policies = stream.policies
+            if row.policies_json:
+                policies = policies_module.check_stored(
+                    stream.path, policies, row.overrides, ts.name
+                )
+                ts.codec = policies["compression"]
+            ts.max_bytes = policies["max_message_bytes"]
+            ts.ts_type = _ts_type(policies)
+            ts.stream = None
+            ts.resolved = True
+        ts.topic_id = row.id
+        if row.partitions > ts.partitions:  # made by someone else meanwhile
+            ts.open.extend([None] * (row.partitions - ts.partitions))
+        ts.partitions = row.partitions
+
+    def _place_pending(self, b: _Batch) -> list[_Batch]:
+        """Choose the partitions of a pending batch's messages, as `send` would have (key
+        hash, else the sticky partition), now that its topic is known (lock held).
+        Messages over the topic's own max_message_bytes fail alone. A batch whose messages
+        all go to one partition is written as it is; else it is split into one batch per
+        partition, returned, written before it (in its place in the cycle's order), and
+        its futures follow their messages (`_Batch.moved`)."""
+        ts = b.topic
+        count = ts.partitions
+        sticky = ts.sticky if ts.sticky_batch is not None else (ts.sticky + 1) % count
+        if ts.sticky_batch is None:
+            ts.sticky = sticky  # the next unkeyed batch moves on, as after a closed batch
+        targets: list[int] = []
+        limit = ts.max_bytes
+        for value, key, headers, _ in b.records:
+            size = (0 if value is None else len(value)) + (0 if key is None else len(key))
+            if headers:
+                size += sum(len(k) + (len(v) if v else 0) for k, v in headers)
+            if size > limit:
+                targets.append(-1)
+            elif key is None:
+                targets.append(sticky)
+            else:
+                targets.append(partition_for_key(key, count))
+        if -1 not in targets and targets.count(targets[0]) == len(targets):
+            b.partition = targets[0]
+            return []
+        parts: dict[int, _Batch] = {}
+        moved: list[tuple[_Batch, int]] = []
+        for record, target in zip(b.records, targets, strict=True):
+            child = parts.get(target)
+            if child is None:
+                child = parts[target] = _Batch(self, ts, max(target, 0))
+                child.created = b.created
+                if target < 0:
+                    child.error = MessageTooLarge(
+                        f"a message of this batch is larger than max_message_bytes="
+                        f"{limit:,} of {ts.full}"
+                    )
+            moved.append((child, len(child.records)))
+            child.records.append(record)
+        b.moved = moved
+        for index, f, args, errback in b.callbacks:
+            child, at = moved[index]
+            child.callbacks.append((at, f, args, errback))
+        b.callbacks = []
+        return list(parts.values())
 
     def _wait_for_space(self) -> None:
         deadline = time.monotonic() + self._max_block_s
@@ -771,7 +976,7 @@ class Producer:
             if isinstance(offset, bool) or not isinstance(offset, int):
                 raise InvalidArgument(f"the offset of {tp} must be an int, not {offset!r}")
             with self._lock:
-                ts = self._topics.get(tp.topic) or self._topic_state(tp.topic)
+                ts = self._known_state(tp.topic)
             if ts.topic_id is None:
                 raise UnknownTopic(f"topic {ts.full} does not exist")
             rows.append((ts.topic_id, tp.partition, offset, metadata))
@@ -913,7 +1118,11 @@ class Producer:
         taken, self._batches = self._batches, []
         for b in taken:
             ts = b.topic
-            if ts.open[b.partition] is b:
+            if b.partition < 0:
+                if ts.pending is b:
+                    ts.pending = None
+                    self._buffered += b.nbytes  # counted by _close_full otherwise
+            elif ts.open[b.partition] is b:
                 ts.open[b.partition] = None
                 self._buffered += b.nbytes  # counted by _close_full otherwise
             if ts.sticky_batch is b:
@@ -923,12 +1132,12 @@ class Producer:
     def _write(self, appender: Appender, taken: list[_Batch]) -> None:
         try:
             self._refresh_metadata(appender)
-            new_ids = self._create_pending_topics(taken)
+            taken = self._resolve_topics(appender, taken)
             now = self._now_ms()
             writes = []
-            ready = [b for b in taken if b.error is None]
+            ready = [b for b in taken if b.error is None and b.moved is None]
             for b in ready:
-                assert b.topic.topic_id is not None  # _create_pending_topics gave it one
+                assert b.topic.topic_id is not None  # _resolve_topics gave it one
                 if b.topic.ts_type == LOG_APPEND_TIME:
                     b.append_ts = now
                     encoded = _encode(b.records, now)
@@ -946,7 +1155,6 @@ class Producer:
                         last_ts,
                         b.topic.ts_type,
                         self._cluster.id,
-                        b.topic.topic_id in new_ids,
                         compression=b.topic.codec,
                         producer=b.ids,
                     )
@@ -1057,6 +1265,8 @@ class Producer:
         with self._lock:
             self._topics.clear()  # batches already open keep their (older) metadata
             self._streams.clear()
+            self._allowed.clear()
+            self._simple.clear()
 
     def _forget_topic(self, ts: _TopicState) -> None:
         with self._lock:

@@ -46,7 +46,7 @@ from engine.errors import (
     UnknownTopic,
 )
 from engine.storage import batch as batch_codec
-from engine.storage.catalog import Catalog, PartitionletRow
+from engine.storage.catalog import Catalog, EnsuredTopic, FirstPartitionlet, PartitionletRow
 from engine.storage.placement import Placement
 from engine.storage.volume import DELETED, SEALED, BatchWrite, Volume
 
@@ -84,7 +84,8 @@ class Appender:
         self._placement = placement
         self.roll_bytes = roll_bytes
         self.roll_ms = roll_ms
-        self._active: dict[tuple[int, int], PartitionletRow] = {}
+        # where each partition's active partitionlet is (what an append needs of it)
+        self._active: dict[tuple[int, int], PartitionletRow | FirstPartitionlet] = {}
         self._codecs: dict[int, str] = {}  # stream id -> its `compression` policy
         # partitions whose chain disagrees with its volumes (`_check_chain`): no writes
         self._refused: dict[tuple[int, int], DamagedPartition] = {}
@@ -113,6 +114,20 @@ class Appender:
                 codec = "none"
             self._codecs[stream_id] = codec
         return codec
+
+    def ensure_topics(
+        self, stream_id: int, names: list[str], partitions: int
+    ) -> dict[str, EnsuredTopic]:
+        """Create the topics of `names` that do not exist, with `partitions` each and their
+        first partitionlets, in one catalog transaction (`Catalog.ensure_topics`); returns
+        every one that exists after, by name. The new partitionlets are learnt here, so the
+        first appends to them look nothing up."""
+        found, firsts = self._catalog.ensure_topics(
+            stream_id, names, partitions, self._placement.choose_many
+        )
+        for pl in firsts:
+            self._active[(pl.topic_id, pl.partition)] = pl
+        return found
 
     def write(self, writes: list[BatchWrite], *, sync: bool) -> None:
         """Append every batch (in list order within a partition); sets `offset` or `error`.
@@ -349,7 +364,7 @@ class Appender:
 
     # --- for a writer that appends through the volume itself (replicated apply) -------------
 
-    def active(self, key: tuple[int, int]) -> PartitionletRow | None:
+    def active(self, key: tuple[int, int]) -> PartitionletRow | FirstPartitionlet | None:
         """The active partitionlet of (topic id, partition), learnt (or made) when not
         known yet; None when the partition no longer exists; `DamagedPartition` when its
         chain disagrees with its volumes (`_check_chain`)."""

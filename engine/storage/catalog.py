@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from engine import names
 from engine import policies as stream_policies
@@ -110,6 +110,8 @@ INSERT INTO topic_names (rowid, name) SELECT -id, path FROM streams;
 ADDED_INDEXES = """
 CREATE INDEX IF NOT EXISTS partitionlets_archived
     ON partitionlets (topic_id) WHERE archive_file IS NOT NULL;
+-- the few topics with their own policies (Catalog.has_overrides); the others cost no entry
+CREATE INDEX IF NOT EXISTS topics_with_overrides ON topics (stream_id) WHERE policies IS NOT NULL;
 """
 
 SCHEMA = (
@@ -402,10 +404,39 @@ class TopicRow:
     @property
     def overrides(self) -> dict[str, Any]:
         """The topic's own policies, as stored (engine.policies.check_stored checks them)."""
-        if not self.policies_json:
-            return {}
-        got = json.loads(self.policies_json)
-        return got if isinstance(got, dict) else {"": got}  # "" : refused when checked
+        return _stored_overrides(self.policies_json)
+
+
+class EnsuredTopic(NamedTuple):
+    """A topic as `Catalog.ensure_topics` found or made it (a tuple: one per new topic)."""
+
+    id: int
+    partitions: int
+    policies_json: str | None  # its own overrides, as stored
+    created: bool  # made by that call (so its partitions have no partitionlet yet)
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        return _stored_overrides(self.policies_json)
+
+
+class FirstPartitionlet(NamedTuple):
+    """A new topic's first partitionlet as `Catalog.ensure_topics` made it: what a writer
+    needs to append there (a tuple: one is made per new partition)."""
+
+    id: int
+    topic_id: int
+    partition: int
+    volume_id: int
+    base_offset: int = 0
+    reached_offset: int | None = None
+
+
+def _stored_overrides(policies_json: str | None) -> dict[str, Any]:
+    if not policies_json:
+        return {}
+    got = json.loads(policies_json)
+    return got if isinstance(got, dict) else {"": got}  # "" : refused when checked
 
 
 @dataclass(frozen=True)
@@ -898,6 +929,15 @@ class Catalog:
         )
         return TopicRow(*rows[0]) if rows else None
 
+    def has_overrides(self, stream_id: int) -> bool:
+        """Whether any topic of the stream has policies of its own."""
+        return bool(
+            self._query(
+                "SELECT 1 FROM topics WHERE stream_id = ? AND policies IS NOT NULL LIMIT 1",
+                (stream_id,),
+            )
+        )
+
     def topic_by_id(self, topic_id: int) -> TopicRow | None:
         rows = self._query(self._TOPIC_SELECT + " WHERE t.id = ?", (topic_id,))
         return TopicRow(*rows[0]) if rows else None
@@ -1271,16 +1311,26 @@ class Catalog:
         return self.active_partitionlets([(t, p) for t, p, _ in wanted])
 
     def ensure_topics(
-        self, stream_id: int, names_: list[str], partitions: int
-    ) -> dict[str, tuple[int, int]]:
+        self,
+        stream_id: int,
+        names_: list[str],
+        partitions: int,
+        place: Callable[[int], list[int]] | None = None,
+    ) -> tuple[dict[str, EnsuredTopic], list[FirstPartitionlet]]:
         """Create the topics of `names_` that do not exist (with `partitions` each), in one
-        transaction; returns {name: (topic id, partition count)} of all that exist after
-        (a name is missing only if its stream was deleted)."""
+        transaction; returns every one that exists after, by name (a name is missing only
+        if its stream was deleted), and the first partitionlets made for the new ones.
+
+        With `place` (the volumes of N new partitionlets, engine.storage.placement), each
+        new topic's partitions get their first partitionlet (base offset 0) in the same
+        transaction, so its first append needs no other catalog write or lookup."""
         created_ms = self.clock.now_ms()
         with self.write():
             conn = self.conn
             if conn.execute("SELECT 1 FROM streams WHERE id = ?", (stream_id,)).fetchone() is None:
-                return {}
+                return {}, []
+            # ids only grow (AUTOINCREMENT): those above these are the rows made here
+            last_topic, last_pl = self._last_ids(("topics", "partitionlets"))
             created = self._insert_topics(
                 stream_id, [(n, partitions) for n in names_], created_ms, or_ignore=True
             )
@@ -1293,13 +1343,41 @@ class Catalog:
             found = {}
             for chunk in _chunks(names_):
                 marks = ",".join("?" * len(chunk))
-                for topic_id, name, count in conn.execute(
-                    f"SELECT id, name, partitions FROM topics WHERE stream_id = ? "
+                for topic_id, name, count, policies in conn.execute(
+                    f"SELECT id, name, partitions, policies FROM topics WHERE stream_id = ? "
                     f"AND name IN ({marks})",
                     (stream_id, *chunk),
                 ):
-                    found[name] = (topic_id, count)
-        return found
+                    found[name] = EnsuredTopic(topic_id, count, policies, topic_id > last_topic)
+            firsts: list[FirstPartitionlet] = []
+            if created and place is not None:
+                keys = [(t.id, p) for t in found.values() if t.created for p in range(t.partitions)]
+                rows = [(*key, v) for key, v in zip(keys, place(len(keys)), strict=True)]
+                conn.execute(
+                    "INSERT INTO partitionlets (topic_id, partition, volume_id, base_offset, "
+                    "created_ms) SELECT json_extract(value, '$[0]'), json_extract(value, "
+                    "'$[1]'), json_extract(value, '$[2]'), 0, ? FROM json_each(?)",
+                    (created_ms, json.dumps(rows)),
+                )
+                firsts = [
+                    FirstPartitionlet(*r)
+                    for r in conn.execute(
+                        "SELECT id, topic_id, partition, volume_id FROM partitionlets WHERE id > ?",
+                        (last_pl,),
+                    )
+                ]
+        return found, firsts
+
+    def _last_ids(self, tables: tuple[str, ...]) -> list[int]:
+        """Inside a transaction: the last id issued in each AUTOINCREMENT table."""
+        got = dict(
+            self.conn.execute(
+                f"SELECT name, seq FROM sqlite_sequence WHERE name IN "
+                f"({','.join('?' * len(tables))})",
+                tables,
+            ).fetchall()
+        )
+        return [int(got.get(t, 0)) for t in tables]
 
     def add_partitionlets(
         self, wanted: Sequence[tuple[int, int, int, int, int | None]]

@@ -359,11 +359,25 @@ class _Appending:
         """Inside the write transaction: new partitionlet rows, the batches, the changed
         rows, the write heat and the usage."""
         now = self.now
+        # a new row is inserted as this transaction leaves it: one row write, not two
         conn.executemany(
-            "INSERT INTO partitionlets (id, stream_id, topic_id, partition, "
-            "base_offset, next_offset, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO partitionlets (id, stream_id, topic_id, partition, base_offset, "
+            "next_offset, state, bytes, first_ts, max_ts, batches, messages, created_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (pl_id, *pl.new, pl.base_offset, pl.base_offset, now)
+                (
+                    pl_id,
+                    *pl.new,
+                    pl.base_offset,
+                    pl.next_offset,
+                    pl.state,
+                    pl.bytes,
+                    pl.first_ts,
+                    pl.max_ts,
+                    pl.batches,
+                    pl.messages,
+                    now,
+                )  # fmt: skip
                 for pl_id, pl in partitionlets.items()
                 if pl.new is not None
             ],
@@ -384,7 +398,7 @@ class _Appending:
                     pl_id,
                 )
                 for pl_id, pl in partitionlets.items()
-                if pl.changed
+                if pl.changed and pl.new is None
             ],
         )
         if not self.rows:
@@ -864,10 +878,6 @@ class Volume:
         (`base_offset`), point past the last offset stored, and be past the catalog's mark
         of the offset its appends `reached` (less: this file lost commits, whose offsets
         may have been read already)."""
-        where = (
-            f"partition {partition} of topic #{topic_id} (partitionlet {pl_id}, "
-            f"volume {self.id}, {self.path})"
-        )
         if pl is None:
             if end is None:
                 if reached is None or reached <= base_offset:
@@ -889,6 +899,10 @@ class Volume:
             problem = f"it holds offsets {pl.base_offset}..{pl.next_offset - 1}, {_lost(reached)}"
         else:
             return None
+        where = (
+            f"partition {partition} of topic #{topic_id} (partitionlet {pl_id}, "
+            f"volume {self.id}, {self.path})"
+        )
         return DamagedPartition(
             f"{where}: {problem}; writes to this partition are refused so that no offset is "
             "handed out twice; run `plet check` for the repair"

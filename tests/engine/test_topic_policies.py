@@ -343,7 +343,9 @@ def test_a_catalog_written_before_topic_policies_opens_and_gains_them(cluster_pa
         cluster.create_topic(T, 2)
         send_each(cluster, T, [b"a", b"b"], partition=0)
     conn = sqlite3.connect(cluster_path / "catalog.db")
-    conn.execute("ALTER TABLE topics DROP COLUMN policies")  # as an older engine wrote it
+    # as an older engine wrote it: without the column, nor the index on it
+    conn.execute("DROP INDEX topics_with_overrides")
+    conn.execute("ALTER TABLE topics DROP COLUMN policies")
     conn.commit()
     conn.close()
     with Cluster.open(cluster_path) as cluster:

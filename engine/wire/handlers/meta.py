@@ -53,6 +53,8 @@ def metadata(session: Session, request: MetadataRequest, version: int) -> Metada
         answers = [(name, codes.NONE, count) for name, _, count in broker.listing()]
     else:
         auto_create = version < 4 or bool(request.allow_auto_topic_creation)
+        if auto_create:
+            _create_together(broker, [t.name or "" for t in request.topics])
         answers = [  # as the client named them (a name up to v9)
             (t.name or "", *_describe(broker, t.name or "", None, auto_create))
             for t in request.topics
@@ -90,6 +92,23 @@ def metadata(session: Session, request: MetadataRequest, version: int) -> Metada
         topics=topics,
         authorized_operations=None,  # type: ignore[arg-type]  # None too, as above
     )
+
+
+def _create_together(broker: Broker, wire_names: list[str]) -> None:
+    """Create the topics a Metadata request names that do not exist, where their streams
+    auto-create them, in one catalog transaction per stream; `_describe` then finds them
+    (and answers, one by one, for the names this could not create)."""
+    fulls = []
+    for name in wire_names:
+        try:
+            fulls.append(broker.full_name(name))
+        except errors.PartitionletError:
+            continue  # a bad name: `_describe` answers it
+    if len(fulls) > 1:  # one name: `_describe` creates it as well
+        try:
+            broker.cluster.auto_create_topics(fulls)
+        except errors.PartitionletError:
+            pass  # `_describe` meets the same problem per topic and answers it
 
 
 def _describe(broker: Broker, name: str, full: str | None, auto_create: bool) -> tuple[int, int]:

@@ -176,6 +176,33 @@ def test_metadata_auto_creates_where_the_stream_allows_it(wire, raw):
     assert wire.cluster.topic("/kafka:made-on-ask").name == "/kafka:made-on-ask"
 
 
+def test_metadata_creates_many_topics_together_and_answers_each(wire, raw):
+    wire.cluster.create_stream("/md-fleet", default_partitions=3)
+    wire.cluster.create_stream("/md-strict", auto_create=False)
+    wire.cluster.create_topic("/md-fleet:old", 1)
+    named = [f"/md-fleet:car-{i}" for i in range(200)] + [
+        "/md-fleet:old",
+        "/md-strict:nope",
+        "bad name!",
+    ]
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in named],
+        allow_auto_topic_creation=True,
+    )
+    topics_version = wire.cluster.catalog.versions()[1]
+    response = raw.call(request, 9, MetadataResponse)
+    answers = {t.name: (t.error_code, len(t.partitions)) for t in response.topics}
+    assert answers == {
+        **{f"/md-fleet:car-{i}": (0, 3) for i in range(200)},
+        "/md-fleet:old": (0, 1),
+        "/md-strict:nope": (UNKNOWN_TOPIC_OR_PARTITION, 0),
+        "bad name!": (INVALID_TOPIC_EXCEPTION, 0),
+    }
+    assert wire.cluster.topic_count("/md-fleet") == 201
+    # the 200 were made in one catalog transaction, which moves the topics version once
+    assert wire.cluster.catalog.versions()[1] == topics_version + 1
+
+
 def test_invalid_names_and_bad_crc_get_error_codes_and_the_connection_stays(wire, raw):
     assert _produce(raw, "/no-colon", _batch(b"x"))[0] == INVALID_TOPIC_EXCEPTION
     assert _produce(raw, "bad name!", _batch(b"x"))[0] == INVALID_TOPIC_EXCEPTION

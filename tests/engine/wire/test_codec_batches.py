@@ -78,7 +78,7 @@ def test_log_append_time_runs_carry_their_time(cluster, monkeypatch, by_columns_
     cluster.create_stream("/s", ttl=0, timestamp_type="log_append")
     cluster.create_topic("/s:la", partitions=1)
     producer = Producer(cluster, acks=1, linger_ms=0)
-    for flush in range(3):
+    for _ in range(3):  # three flushes: three log-append times
         for i in range(20):
             producer.send("/s:la", b"v%d" % i, key=None if i % 2 else b"k", partition=0)
         producer.flush()
