@@ -628,14 +628,15 @@ def _runner_env() -> dict[str, str]:
 
 
 WARM_ENV = "PLET_REPLAYS_WARM"
+READY_LINE = b"Spark ready"  # what a standby runner logs once its Spark is up
 STANDBY_IDLE_S = 600  # a standby runner nobody gave a job in this long stops
 
 
 class Standbys:
     """Runners started ahead of their jobs by this process (`submit(warm=True)`), one per
     (cluster, master and settings): each starts its Spark at once, then waits for a job's
-    id on its stdin (spark_tasks.run's `--standby`). Handing a job over starts the next
-    one. A runner given nothing in STANDBY_IDLE_S, or whose submitter ends, reads the end
+    id on its stdin (spark_tasks.run's `--standby`). Handing a job over to a runner whose
+    Spark is ready starts the next one. A runner given nothing in STANDBY_IDLE_S, or whose submitter ends, reads the end
     of its stdin and stops. Its output goes to a log of its own, renamed the job's when
     it gets one. Any thread may call it."""
 
@@ -648,28 +649,35 @@ class Standbys:
         self, cluster: str, setup: tuple[str, str], job_id: int, log_path: Path
     ) -> subprocess.Popen | None:
         """Give job `job_id` to the runner waiting for `setup` (master, settings JSON),
-        if one is alive, and start the next; returns the runner, or None (none waited)."""
+        if one is alive, and start the next (not when the runner's Spark was not ready
+        yet); returns the runner, or None (none waited)."""
         with self._lock:
             found = self._waiting.pop((cluster, setup), None)
-            proc = None
+            proc, ready = None, False
             if found is not None:
                 runner, standby_log = found
                 self._timers.pop(runner.pid).cancel()
                 try:
                     if runner.poll() is not None or runner.stdin is None:
                         raise OSError("the standby runner has ended")
+                    ready = READY_LINE in standby_log.read_bytes()
                     standby_log.rename(log_path)  # its Spark start-up lines are the job's
                     runner.stdin.write(f"{job_id}\n".encode())
                     runner.stdin.close()
                     proc = runner
                 except OSError:  # it died: the job starts its own
                     self._let_go(runner)
-            self._start(cluster, setup)
+            # The next one, unless the job came while its runner's Spark was still starting
+            # (its form was submitted as it opened): a second Spark starting beside it on a
+            # small machine would slow it down. The next form opened (prewarm) starts it.
+            if proc is None or ready:
+                self._start(cluster, setup)
             return proc
 
     def _start(self, cluster: str, setup: tuple[str, str]) -> None:
         """(lock held) A new standby runner for `setup`."""
         log_dir = Path(cluster) / LOG_DIR
+        log_dir.mkdir(exist_ok=True)  # prewarmed before the cluster's first job
         log_path = log_dir / f"standby-{os.getpid()}-{uuid.uuid4().hex[:8]}.log"
         master, conf = setup
         with open(log_path, "ab") as log:

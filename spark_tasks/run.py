@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from engine import clock
-from spark_tasks import jobs
+from spark_tasks import jobs, session
 from spark_tasks.progress import Progress
 
 POLL_S = 0.5
@@ -291,56 +291,49 @@ def main(argv: list[str]) -> int:
 STANDBY = "--standby"
 
 
-def _session(master: str, conf: dict[str, Any], name: str) -> Any:
-    """A SparkSession on `master` with `conf`, the `partitionlet` data source registered
-    (which sets up Spark SQL's session state: seconds of the start-up)."""
-    from pyspark.sql import SparkSession
-
-    import spark_tasks
-
-    builder = SparkSession.builder.master(master).appName(name)
-    if master.startswith("local"):
-        # The UI serves the status REST API the monitor reads rows from: on loopback
-        # only, on any free port, read-only.
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = builder.config("spark.ui.port", "0").config("spark.ui.killEnabled", "false")
-    for key, value in conf.items():
-        builder = builder.config(key, str(value))
-    spark = builder.getOrCreate()
-    spark_tasks.register(spark)
-    return spark
-
-
 def _standby(argv: list[str]) -> int:
     """A runner started before its job (jobs.submit's `warm`): it starts Spark with the
     master and settings it is given, then reads its job's id from stdin and runs it as
-    `_run` does; at the end of stdin (its submitter let it go) it stops."""
+    `_run` does; at the end of stdin (its submitter let it go) it stops, at once if Spark
+    is still starting (its JVM ends with this process)."""
     cluster, master, conf = argv[0], argv[1], json.loads(argv[2])
     began = time.monotonic()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    given: list[str] = []
+    ready, got = threading.Event(), threading.Event()
+
+    def read_job() -> None:
+        given.append(sys.stdin.readline().strip())
+        got.set()
+        if not given[0] and not ready.is_set():
+            os._exit(0)  # let go before Spark was up: nothing to stop cleanly
+
+    threading.Thread(target=read_job, name="plet-standby-stdin", daemon=True).start()
     try:
-        spark = _session(master, conf, "plet-replay")
-        spark.range(2).count()  # a first Spark job: the scheduler and code generation warm
+        spark, archive = session.start(master, conf, "plet-replay")
+        if not got.is_set():  # no job yet: warm the scheduler and code generation with one
+            spark.range(2).count()
         print(f"Spark ready in {time.monotonic() - began:.1f} s: waiting for a job", flush=True)
     except Exception:  # its job, if one comes, starts Spark again and records the error
         traceback.print_exc(file=sys.stdout)
-        spark = None
-    line = sys.stdin.readline().strip()
-    if not line:
+        spark, archive = None, None
+    ready.set()
+    got.wait()
+    if not given[0]:
         if spark is not None:
-            spark.stop()
+            session.stop(spark, archive)
         return 0
-    return _run([cluster, line], spark=spark)
+    return _run([cluster, given[0]], spark=spark, archive=archive)
 
 
-def _run(argv: list[str], spark: Any = None) -> int:
+def _run(argv: list[str], spark: Any = None, archive: session.Archive | None = None) -> int:
     """Run job `argv[1]` of cluster `argv[0]`, in `spark` when a standby runner started it
     already (`_standby`), else in a session started here."""
     cluster, job_id = argv[0], int(argv[1])
     if not jobs.claim(cluster, job_id, os.getpid()):
         print(f"job {job_id} is no longer queued (cancelled?): not running it", flush=True)
         if spark is not None:
-            spark.stop()
+            session.stop(spark, archive)
         return 0
     job = jobs.status(job_id, cluster=cluster)
     params = job.params
@@ -353,7 +346,8 @@ def _run(argv: list[str], spark: Any = None) -> int:
 
         if spark is None:
             master = params.get("master", jobs.DEFAULT_MASTER)
-            spark = _session(master, params.get("conf") or {}, f"plet-replay-{job_id}-{job.kind}")
+            name = f"plet-replay-{job_id}-{job.kind}"
+            spark, archive = session.start(master, params.get("conf") or {}, name)
         group = f"plet-job-{job_id}"
         spark.sparkContext.setJobGroup(group, f"{job.kind} replay {job_id}", True)
         monitor = Monitor(spark, cluster, job_id, group, replays.STEPS[job.kind])
@@ -391,11 +385,6 @@ def _run(argv: list[str], spark: Any = None) -> int:
                 fields.update(rows_read=rows, rows_per_s=rate)
             except Exception as exc:
                 print(f"progress monitor: {exc}", flush=True)
-        if spark is not None:
-            try:
-                spark.stop()
-            except Exception:
-                pass
         sys.stdout.flush()
         sys.stderr.flush()
         time.sleep(0.1)
@@ -409,6 +398,13 @@ def _run(argv: list[str], spark: Any = None) -> int:
             log_tail=jobs.log_tail(job.log_path),
             **fields,
         )
+        # after the record: the job's result does not wait for Spark to stop, nor for its
+        # JVM to write the class-data archive
+        if spark is not None:
+            try:
+                session.stop(spark, archive)
+            except Exception:
+                pass
     return 0 if state == jobs.SUCCEEDED else 1
 
 

@@ -19,6 +19,7 @@ from flask import Blueprint, abort, make_response, redirect, request, url_for
 
 from engine import clock, errors, times
 from spark_tasks import jobs
+from web.allowed import may
 from web.pages import cluster, cluster_path, principal, render, user, wants_partial
 
 replays = Blueprint("replays", __name__)
@@ -302,6 +303,18 @@ def _job_page(found: jobs.Job, cancellable: bool):
         log=jobs.job_log(found) if visible else None,
         show_spark=request.args.get("spark") == "1",
     )
+
+
+@replays.route("/replays/warm", methods=["POST"])
+def warm():
+    """Start Spark for the next job now (`jobs.prewarm`: a standby runner, which stops when
+    idle for jobs.STANDBY_IDLE_S), so that the first job submitted from this page starts
+    as the later ones do. The replays page asks for it as it loads, for a user who may
+    start jobs; `PLET_REPLAYS_WARM=0` turns it off."""
+    if not may("start_replay"):
+        abort(403)
+    jobs.prewarm(cluster_path())
+    return "", 204
 
 
 @replays.route("/replays/<int:job_id>")

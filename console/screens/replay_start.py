@@ -97,6 +97,14 @@ class ReplayStartScreen(ModalScreen[int | None]):
 
     def on_mount(self) -> None:
         self._show_fields()
+        self._prewarm()
+
+    @work(thread=True, group="replay-prewarm")
+    def _prewarm(self) -> None:
+        """Start Spark for the job while the user fills the dialog (`jobs.prewarm`: a
+        standby runner, which stops when idle; `PLET_REPLAYS_WARM=0` turns it off), so that
+        the first job starts as fast as the later ones."""
+        jobs.prewarm(self.cluster_path)
 
     @on(Select.Changed, "#replay-kind")
     def _kind(self, event: Select.Changed) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable, Input, Select, Static
@@ -29,8 +30,10 @@ async def _replays(app, pilot, until) -> ReplaysPane:
 
 
 async def test_start_dialog_shows_the_fields_of_each_kind_and_checks_them(
-    demo, cluster_path, make_app, until, click
+    demo, cluster_path, make_app, until, click, monkeypatch
 ):
+    warmed: list[Path] = []  # Spark started for the job as the dialog opens
+    monkeypatch.setattr(jobs, "prewarm", lambda path: warmed.append(Path(path).resolve()))
     app = make_app()
     async with app.run_test(size=(140, 44)) as pilot:
         pane = await _replays(app, pilot, until)
@@ -39,6 +42,7 @@ async def test_start_dialog_shows_the_fields_of_each_kind_and_checks_them(
         await pilot.press("n")
         dialog = app.screen
         assert isinstance(dialog, ReplayStartScreen)
+        await until(pilot, lambda: warmed == [Path(cluster_path).resolve()])
         assert dialog.query_one("#replay-source", Input).value == TOPIC
         assert dialog.query_one("#replay-row-target").display
         assert not dialog.query_one("#replay-row-window").display

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine import Cluster, Principal, Producer, errors
-from spark_tasks import jobs
+from spark_tasks import jobs, session
 from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(scaled(600))
@@ -94,9 +94,19 @@ def test_submit_checks_parameters(history, tmp_path):
         jobs.submit(history, "copy", source="/h:events", target="/h:x", from_time="yesterday")
 
 
+def plet(*args: str) -> subprocess.CompletedProcess:
+    """`plet ARGS` in a child process, as a user types it."""
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+    )
+
+
 def test_jobs_end_to_end_and_cancel(history, tmp_path):
-    """A copy job, a window-counts job started with `plet replay`, and a slow custom job
-    that is cancelled while it runs: three processes at once."""
+    """A copy job submitted through the job API and a slow custom job started with `plet
+    replay`, cancelled as soon as its tasks run: two job processes at once."""
     slow = tmp_path / "slow.py"
     slow.write_text(
         "import time\n"
@@ -105,50 +115,47 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
         "    nap = F.udf(lambda v: time.sleep(2) or 1, 'int')\n"
         "    return df.repartition(4).select(nap('value').alias('x'))\n"
     )
-    common = {"master": "local[1]", "conf": SMALL}
     copy_id = jobs.submit(
-        history, "copy", source="/h:events", target="/h:copy", from_offset=50, **common
+        history,
+        "copy",
+        source="/h:events",
+        target="/h:copy",
+        from_offset=50,
+        master="local[1]",
+        conf=SMALL,
     )
-    slow_id = jobs.submit(history, "custom", source="/h:events", file=str(slow), **common)
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "engine.cli",
-            "replay",
-            "window-counts",
-            "--cluster",
-            history,
-            "--source",
-            "/h:events",
-            "--window",
-            "100 seconds",
-            "--output",
-            str(tmp_path / "counts"),
-            "--master",
-            "local[1]",
-            "--conf",
-            "spark.driver.memory=512m",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=scaled(60),
+    cli = plet(
+        "replay",
+        "custom",
+        "--cluster",
+        history,
+        "--source",
+        "/h:events",
+        "--file",
+        str(slow),
+        "--master",
+        "local[1]",
+        "--conf",
+        "spark.driver.memory=512m",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "--json",
     )
     assert cli.returncode == 0, cli.stderr
-    counts_id = json.loads(cli.stdout)["id"]
+    slow_id = json.loads(cli.stdout)["id"]
+    assert jobs.status(slow_id, cluster=history).params["conf"] == SMALL
 
-    # The slow job runs; cancel it once Spark has planned its tasks.
+    # The slow job runs; cancel it once its first task runs.
     deadline = time.monotonic() + scaled(240)
     while time.monotonic() < deadline:
         job = jobs.status(slow_id, cluster=history)
-        if job.state == jobs.RUNNING and job.tasks_total:
+        if job.state == jobs.RUNNING and job.first_task_ms and job.tasks_done < job.tasks_total:
             break
         assert not job.done, job
-        time.sleep(0.5)
+        time.sleep(0.2)
     assert job.state == jobs.RUNNING and job.tasks_done < job.tasks_total
     listed = {j.id: j for j in jobs.list(cluster=history)}
-    assert {copy_id, slow_id, counts_id} <= set(listed)
+    assert {copy_id, slow_id} <= set(listed)
     jobs.cancel(slow_id, cluster=history)
     cancelled = jobs.wait(slow_id, cluster=history, timeout=scaled(120))
     assert cancelled.state == jobs.CANCELLED, cancelled.log_tail
@@ -174,34 +181,40 @@ def test_jobs_end_to_end_and_cancel(history, tmp_path):
         info = c.topic("/h:copy")
         assert [p.log_end_offset for p in info.partitions] == [50, 50]
 
-    counted = jobs.wait(counts_id, cluster=history, timeout=scaled(300))
-    assert counted.state == jobs.SUCCEEDED, counted.log_tail
-    assert sum(r["messages"] for r in counted.result["rows"]) == 200
-    assert Path(tmp_path / "counts").is_dir()
+    # its runner, done, left the class-data archive its JVM mapped or wrote (spark_tasks.session)
+    deadline = time.monotonic() + scaled(120)
+    while jobs._pid_alive(copied.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert session.archive_path().exists()
 
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "engine.cli",
-            "replay",
-            "status",
-            str(copy_id),
-            "--cluster",
-            history,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=scaled(60),
-    )
+    out = plet("replay", "status", str(copy_id), "--cluster", history)
     assert out.returncode == 0 and "succeeded" in out.stdout and "100" in out.stdout
-    out = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "replay", "list", "--cluster", history],
-        capture_output=True,
-        text=True,
-        timeout=scaled(60),
-    )
-    assert "cancelled" in out.stdout and "window-counts" in out.stdout
+    out = plet("replay", "list", "--cluster", history)
+    assert "cancelled" in out.stdout and "custom" in out.stdout
+
+
+def test_plet_replay_submits_what_its_options_say(history, launches, tmp_path):
+    # the job's process is faked: test_jobs_end_to_end_and_cancel runs `plet replay` for real
+    from click.testing import CliRunner
+
+    from engine.cli import cli
+
+    args = ["replay", "window-counts", "--cluster", history, "--source", "/h:events"]
+    args += ["--window", "100 seconds", "--output", str(tmp_path / "counts"), "--json"]
+    args += ["--master", "local[1]", "--conf", "spark.driver.memory=512m", "--to-offset", "9"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    job = jobs.status(json.loads(result.output)["id"], cluster=history)
+    assert job.kind == "window-counts" and len(launches) == 1
+    assert job.params == {
+        "source": "/h:events",
+        "window": "100 seconds",
+        "output": str(tmp_path / "counts"),
+        "master": "local[1]",
+        "conf": {"spark.driver.memory": "512m"},
+        "to_offset": 9,
+    }
+    jobs.cancel(job.id, cluster=history)  # queued: cancelled at once, never run
 
 
 def test_a_warm_submit_hands_the_next_job_to_a_runner_started_before_it(history, monkeypatch):
@@ -211,12 +224,21 @@ def test_a_warm_submit_hands_the_next_job_to_a_runner_started_before_it(history,
         first = jobs.submit(history, "copy", target="/h:warm1", warm=True, **common)
         standby = jobs.standby_log(history, "local[1]", SMALL)
         assert standby is not None and standby.name.startswith("standby-")
+        deadline = time.monotonic() + scaled(240)  # its Spark up (else no next one starts)
+        while jobs.READY_LINE not in standby.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.2)
         second = jobs.submit(history, "copy", target="/h:warm2", warm=True, **common)
         assert not standby.exists()  # renamed: the second job's log
-        assert jobs.standby_log(history, "local[1]", SMALL) not in (None, standby)  # the next
+        following = jobs.standby_log(history, "local[1]", SMALL)
+        assert following not in (None, standby)  # the next
     finally:
         jobs.close_standbys()
     assert jobs.standby_log(history, "local[1]", SMALL) is None
+    # let go while its Spark starts, the next one stops at once (its log goes with it)
+    deadline = time.monotonic() + scaled(20)
+    while following.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not following.exists()
     done = [jobs.wait(j, cluster=history, timeout=scaled(300)) for j in (first, second)]
     assert [j.state for j in done] == [jobs.SUCCEEDED] * 2, done[1].log_tail
     assert [j.result["messages"] for j in done] == [200, 200]

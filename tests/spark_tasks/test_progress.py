@@ -168,5 +168,12 @@ def test_a_job_goes_to_the_waiting_runner_and_a_dead_one_is_passed_over(tmp_path
     second.ended = 1  # it died waiting: the job starts cold, and a new one waits
     assert standbys.hand_over(str(tmp_path), setup, 3, tmp_path / "jobs" / "job-3.log") is None
     assert len(_FakeRunner.made) == 3 and standbys.log_of(str(tmp_path), setup) is not None
+    # a job that comes while the runner's Spark still starts (a form submitted as it
+    # opened) goes to it, and no next runner starts beside it (the next prewarm starts one)
+    third = _FakeRunner.made[2]
+    assert standbys.hand_over(str(tmp_path), setup, 4, tmp_path / "jobs" / "job-4.log") is third
+    assert len(_FakeRunner.made) == 3 and standbys.log_of(str(tmp_path), setup) is None
+    standbys.ensure(str(tmp_path), setup)
+    assert len(_FakeRunner.made) == 4 and standbys.log_of(str(tmp_path), setup) is not None
     standbys.close()
     assert standbys.log_of(str(tmp_path), setup) is None

@@ -1,15 +1,18 @@
 """The replays pages: job forms with inline validation and permission checks, the job list
-and page, cancelling. The job's process launch is faked here (no Spark); the e2e test
-runs a real job."""
+and page, cancelling, the page starting Spark ahead of the first job. The job's process
+launch is faked here (no Spark; a standby runner is let go as it starts); the e2e test runs
+a real job."""
 
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
 from engine import Producer
 from spark_tasks import jobs
+from tests.timing import scaled
 
 SOURCE = "/apps/sensors:car-17"
 
@@ -316,3 +319,32 @@ def test_a_stored_ace_that_does_not_parse_lets_only_administrators_through(
     assert error and "not a valid ACE" in error
     assert all_jobs(sensors) == [] and launches == []
     assert post(client, "window-counts", source=SOURCE).status_code == 303
+
+
+def test_the_replays_page_starts_spark_for_the_first_job(client, sensors, monkeypatch):
+    # the page asks for it as it loads (htmx), so Spark is up when the user submits
+    html = client.get("/replays").get_data(as_text=True)
+    assert 'hx-post="/replays/warm" hx-trigger="load"' in html
+    monkeypatch.setenv(jobs.WARM_ENV, "1")  # tests/conftest.py turns standby runners off
+    try:
+        answer = client.post("/replays/warm", headers={"X-CSRFToken": client.csrf})
+        assert answer.status_code == 204
+        standby = jobs.standby_log(sensors.path)
+        assert standby is not None and standby.exists()  # a real runner, starting Spark
+        client.post("/replays/warm", headers={"X-CSRFToken": client.csrf})
+        assert jobs.standby_log(sensors.path) == standby  # one is enough
+    finally:
+        jobs.close_standbys()
+    # let go while its Spark starts, it stops at once (its log goes with it)
+    deadline = time.monotonic() + scaled(20)
+    while standby.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not standby.exists()
+
+
+def test_a_read_only_console_starts_no_spark(app, client, sensors, monkeypatch):
+    app.config["READ_ONLY"] = True
+    monkeypatch.setenv(jobs.WARM_ENV, "1")
+    assert "/replays/warm" not in client.get("/replays").get_data(as_text=True)
+    answer = client.post("/replays/warm", headers={"X-CSRFToken": client.csrf})
+    assert answer.status_code == 403 and jobs.standby_log(sensors.path) is None
