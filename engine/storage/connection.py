@@ -14,24 +14,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from engine.errors import CorruptFile, DiskFull, FileLocked, StorageError
-from engine.storage import checkpoints
 
 # How long a writer waits for another process's write lock before giving up. Writers hold
 # it for one batch commit (milliseconds), so a long wait means something is stuck.
 BUSY_TIMEOUT_MS = 30_000
 
 # The -wal file's size, which a running cluster keeps on disk per volume and catalog:
-# - once the log holds about this many bytes of pages, a thread of its own checkpoints it
-#   (PASSIVE: it never waits for readers; engine.storage.checkpoints), off the commit path;
-#   the committing writer checkpoints it itself only at a multiple of it. It is a byte
-#   budget, not SQLite's page count, because volumes use 16 KiB pages: the 4,000 pages set
-#   before made a 64 MiB log per volume before the first checkpoint, with no gain in
-#   throughput (docs/BENCHMARKS.md, "WAL size");
-# - when the log starts over after a checkpoint, its first commit cuts the file back to what
-#   it holds (SQLite would keep it at its largest size forever, e.g. after a reader held it
-#   back), so the file's size is the log's: what the checkpointer goes by.
+# - a commit checkpoints (PASSIVE: it never waits for readers) once the log holds this many
+#   bytes of pages. It is a byte budget, not SQLite's page count, because volumes use 16 KiB
+#   pages: the 4,000 pages set before made a 64 MiB log per volume before the first
+#   checkpoint, with no gain in throughput (docs/BENCHMARKS.md, "WAL size");
+# - when the log starts over after a checkpoint, the file is cut back to JOURNAL_SIZE_LIMIT
+#   (SQLite would keep it at its largest size forever, e.g. after a reader held it back).
 WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
-JOURNAL_SIZE_LIMIT = 0
+JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024
 
 
 def connect(path: Path, *, what: str, page_size: int | None = None) -> sqlite3.Connection:
@@ -59,9 +55,7 @@ def connect(path: Path, *, what: str, page_size: int | None = None) -> sqlite3.C
         conn.execute("PRAGMA synchronous=NORMAL")
         # The -wal file's size: see WAL_CHECKPOINT_BYTES.
         page = conn.execute("PRAGMA page_size").fetchone()[0]
-        # SQLite's own, should a commit come by another way than write_transaction
-        frames = max(16, WAL_CHECKPOINT_BYTES // page) * checkpoints.SAFETY_FACTOR
-        conn.execute(f"PRAGMA wal_autocheckpoint={frames}")
+        conn.execute(f"PRAGMA wal_autocheckpoint={max(16, WAL_CHECKPOINT_BYTES // page)}")
         conn.execute(f"PRAGMA journal_size_limit={int(JOURNAL_SIZE_LIMIT)}")
         conn.execute("PRAGMA foreign_keys=OFF")
         conn.execute("PRAGMA temp_store=MEMORY")
@@ -126,7 +120,6 @@ def write_transaction(conn: sqlite3.Connection, path: Path | str, what: str) -> 
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise translate(exc, path, what) from exc
-    checkpoints.after_commit(conn, path, WAL_CHECKPOINT_BYTES)
 
 
 def integrity(conn: sqlite3.Connection, path: Path | str, what: str, quick: bool) -> list[str]:
@@ -263,7 +256,6 @@ class ThreadConnections:
 
     def close(self) -> None:
         self._closed = True
-        checkpoints.settle(self.path)  # none of this file left running once it is closed
         with self._lock:
             held, self._all = list(self._all), weakref.WeakSet()
         for h in held:
