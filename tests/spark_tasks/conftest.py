@@ -28,7 +28,8 @@ for _name, _value in (
 @pytest.fixture(scope="session")
 def spark():
     """Started as a replay runner starts its own (spark_tasks.session: the class-data
-    archive and C1, 10-20 s sooner on this machine), the data source registered."""
+    archive), with the JIT stopped at C1 (tests run short jobs, where starting sooner
+    matters more than C2's faster code), the data source registered."""
     import spark_tasks
     from spark_tasks import session
 
@@ -36,6 +37,7 @@ def spark():
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": "1g",
+        session.JVM_OPTIONS: "-XX:TieredStopAtLevel=1",
     }
     # the UI serves the status REST API replays read their rows/s from (run.Monitor):
     # loopback only (SPARK_LOCAL_IP above), any free port

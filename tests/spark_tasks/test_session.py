@@ -66,14 +66,12 @@ def test_the_fast_start_settings_and_a_cache_that_cannot_be_written(tmp_path, mo
     given, archive = session.settings("local[1]", mine)
     assert archive is not None and given["spark.driver.memory"] == "1g"
     # the job's own options last, so that they win
-    assert given[session.JVM_OPTIONS] == (
-        f"-XX:TieredStopAtLevel=1 {archive.java_options()} -XX:TieredStopAtLevel=4"
-    )
+    assert given[session.JVM_OPTIONS] == f"{archive.java_options()} -XX:TieredStopAtLevel=4"
     assert os.environ["PYSPARK_PYTHON"] == "/their/python"
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     given, archive = session.settings("local[1]", {})
-    assert archive is None and given == {session.JVM_OPTIONS: "-XX:TieredStopAtLevel=1"}
+    assert archive is None and given == {}
     monkeypatch.setenv(session.FAST_ENV, "0")
     assert session.settings("local[1]", {"a": 1}) == ({"a": "1"}, None)
