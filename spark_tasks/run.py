@@ -19,6 +19,7 @@ import io
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -306,7 +307,9 @@ def _standby(argv: list[str]) -> int:
         given.append(sys.stdin.readline().strip())
         got.set()
         if not given[0] and not ready.is_set():
-            os._exit(0)  # let go before Spark was up: nothing to stop cleanly
+            # let go before Spark was up: nothing to stop cleanly, and the main thread is
+            # inside Spark's start; SIGTERM's default action ends the process at once
+            signal.raise_signal(signal.SIGTERM)
 
     threading.Thread(target=read_job, name="plet-standby-stdin", daemon=True).start()
     try:

@@ -80,6 +80,7 @@ class Archive:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.writing: Path | None = None
+        self.process: Any = None  # the driver JVM that writes it (`start`)
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             _remove_abandoned(path)
@@ -90,14 +91,14 @@ class Archive:
             return f"-XX:ArchiveClassesAtExit={self.writing} {_CDS_QUIET}"
         return f"-XX:SharedArchiveFile={self.path} {_CDS_QUIET}"
 
-    def finish(self, gateway_process: Any, timeout_s: float = 120) -> None:
+    def finish(self, timeout_s: float = 120) -> None:
         """After `spark.stop()`: end the driver JVM (it exits at the end of its stdin) and,
         if it wrote the archive, put the archive in place."""
-        if self.writing is None or gateway_process is None:
+        if self.writing is None or self.process is None:
             return
         try:
-            gateway_process.stdin.close()
-            gateway_process.wait(timeout_s)
+            self.process.stdin.close()
+            self.process.wait(timeout_s)
         except Exception:  # no archive this time; the next runner tries again
             return
         if self.writing.exists() and self.writing.stat().st_size:
@@ -201,6 +202,19 @@ def start(master: str, conf: dict[str, Any], name: str) -> tuple[Any, Archive | 
     given, archive = settings(master, conf)
     for key, value in given.items():
         builder = builder.config(key, value)
+    if archive is not None and archive.writing is not None:
+        # The JVM that writes the archive is ended by `stop` (Archive.finish), so it is
+        # started here, by pyspark's own launcher, to keep its process; the builder then
+        # takes the context it made.
+        from pyspark import SparkConf, SparkContext
+        from pyspark.java_gateway import launch_gateway
+
+        spark_conf = SparkConf().setMaster(master).setAppName(name)
+        for key, value in given.items():
+            spark_conf.set(key, value)
+        gateway = launch_gateway(spark_conf)
+        archive.process = gateway.proc
+        SparkContext(conf=spark_conf, gateway=gateway)
     spark = builder.getOrCreate()
     spark_tasks.register(spark)
     return spark, archive
@@ -208,8 +222,6 @@ def start(master: str, conf: dict[str, Any], name: str) -> tuple[Any, Archive | 
 
 def stop(spark: Any, archive: Archive | None) -> None:
     """Stop the session, and put the class-data archive in place if its JVM wrote one."""
-    # the JVM's process, which pyspark keeps on its py4j gateway (it ends with this one)
-    process = getattr(spark.sparkContext._gateway, "proc", None)
     spark.stop()
     if archive is not None:
-        archive.finish(process)
+        archive.finish()

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
+from spark_tasks import session
+
 # Spark's Python workers (and those of the replay jobs the tests start): this Python, with
-# pyspark imported from its installed package (worker_python.sh says why)
+# pyspark imported from its installed package, as a runner's are (spark_tasks.session says
+# why; from the zip a busy machine can miss the 10 s Spark gives a stream reader's Python
+# process to connect back)
 os.environ["PLET_WORKER_PYTHON"] = sys.executable
-os.environ["PYSPARK_PYTHON"] = str(Path(__file__).with_name("worker_python.sh"))
+os.environ["PYSPARK_PYTHON"] = str(session.worker_python())
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 # Fake credentials for the local S3 server (moto) of the s3:// archive tests, set before
 # Spark starts: its Python workers get the environment the JVM started with.
@@ -31,7 +34,6 @@ def spark():
     archive), with the JIT stopped at C1 (tests run short jobs, where starting sooner
     matters more than C2's faster code), the data source registered."""
     import spark_tasks
-    from spark_tasks import session
 
     conf = {
         "spark.sql.shuffle.partitions": "2",

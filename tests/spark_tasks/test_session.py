@@ -21,8 +21,9 @@ def test_the_first_jvm_writes_the_archive_the_next_ones_map_it(tmp_path, monkeyp
     # a stand-in for the driver JVM: it writes the archive as it exits, at the end of stdin
     writes = f"import sys; sys.stdin.read(); open({str(first.writing)!r}, 'w').write('jsa')"
     jvm = subprocess.Popen([sys.executable, "-c", writes], stdin=subprocess.PIPE)
+    first.process = jvm
     assert not path.exists()
-    first.finish(jvm)
+    first.finish()
     assert jvm.returncode == 0 and path.read_text() == "jsa" and not first.writing.exists()
     later = session.Archive(path)
     assert later.writing is None
