@@ -710,7 +710,7 @@ class Producer:
             # error here rather than a TypeError in the middle of a send.
             checked = policies_module.check_stored(stream.path, stream.policies)
             stream = self._streams[stream_path] = dataclasses.replace(stream, policies=checked)
-        self._authorize(stream, "produce_perm")
+        self._check_access(stream, "produce_perm")
         policies = stream.policies
         if defer and policies["auto_create"] and self._may_defer(stream):
             state = _TopicState(
@@ -766,7 +766,7 @@ class Producer:
         ts = self._topics.get(topic)
         return ts if ts is not None and ts.resolved else self._topic_state(topic)
 
-    def _authorize(self, stream: StreamRow, perm: str) -> None:
+    def _check_access(self, stream: StreamRow, perm: str) -> None:
         """`Cluster.authorize` for this producer's principal, remembered per stream until
         the metadata changes (`forget_metadata`), as the stream's row is."""
         if (stream.path, perm) not in self._allowed:
@@ -780,7 +780,7 @@ class Producer:
         simple = self._simple.get(stream.id)
         if simple is None:
             try:
-                self._authorize(stream, "topic_perm")
+                self._check_access(stream, "topic_perm")
             except AccessDenied:
                 simple = False  # the lookup at send says so, for a topic that does not exist
             else:

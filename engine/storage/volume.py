@@ -236,6 +236,21 @@ class _Partitionlet:
     # Set when the row does not exist yet: (stream_id, topic_id, partition) to insert it.
     new: tuple[int, int, int] | None = None
 
+    def written(self) -> tuple[Any, ...]:
+        """The columns an append changes, in the order of `_PARTITIONLET_WRITTEN`."""
+        return (
+            self.next_offset, self.state, self.bytes, self.first_ts, self.max_ts, self.batches,
+            self.messages,
+        )  # fmt: skip
+
+
+_PARTITIONLET_WRITTEN = "next_offset, state, bytes, first_ts, max_ts, batches, messages"
+_UPDATE_PARTITIONLET = (
+    "UPDATE partitionlets SET "
+    + ", ".join(f"{c.strip()} = ?" for c in _PARTITIONLET_WRITTEN.split(","))
+    + " WHERE id = ?"
+)
+
 
 def should_roll(pl: _Partitionlet, now_ms: int, *, roll_bytes: int, roll_ms: int) -> bool:
     """Whether the active partitionlet `pl` takes no more batches (Kafka's `shouldRoll`,
@@ -362,41 +377,18 @@ class _Appending:
         # a new row is inserted as this transaction leaves it: one row write, not two
         conn.executemany(
             "INSERT INTO partitionlets (id, stream_id, topic_id, partition, base_offset, "
-            "next_offset, state, bytes, first_ts, max_ts, batches, messages, created_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"{_PARTITIONLET_WRITTEN}, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (
-                    pl_id,
-                    *pl.new,
-                    pl.base_offset,
-                    pl.next_offset,
-                    pl.state,
-                    pl.bytes,
-                    pl.first_ts,
-                    pl.max_ts,
-                    pl.batches,
-                    pl.messages,
-                    now,
-                )  # fmt: skip
+                (pl_id, *pl.new, pl.base_offset, *pl.written(), now)
                 for pl_id, pl in partitionlets.items()
                 if pl.new is not None
             ],
         )
         conn.executemany(_INSERT_BATCHES, self.rows)
         conn.executemany(
-            "UPDATE partitionlets SET next_offset = ?, state = ?, bytes = ?, first_ts = ?, "
-            "max_ts = ?, batches = ?, messages = ? WHERE id = ?",
+            _UPDATE_PARTITIONLET,
             [
-                (
-                    pl.next_offset,
-                    pl.state,
-                    pl.bytes,
-                    pl.first_ts,
-                    pl.max_ts,
-                    pl.batches,
-                    pl.messages,
-                    pl_id,
-                )
+                (*pl.written(), pl_id)
                 for pl_id, pl in partitionlets.items()
                 if pl.changed and pl.new is None
             ],
