@@ -313,7 +313,8 @@ def _standby(argv: list[str]) -> int:
 
     threading.Thread(target=read_job, name="plet-standby-stdin", daemon=True).start()
     try:
-        spark, archive = session.start(master, conf, "plet-replay")
+        # a standby takes short jobs only (jobs.submit), so its JIT stops at C1
+        spark, archive = session.start(master, conf, "plet-replay", short=True)
         if not got.is_set():  # no job yet: warm the scheduler and code generation with one
             spark.range(2).count()
         print(f"Spark ready in {time.monotonic() - began:.1f} s: waiting for a job", flush=True)
@@ -350,7 +351,8 @@ def _run(argv: list[str], spark: Any = None, archive: session.Archive | None = N
         if spark is None:
             master = params.get("master", jobs.DEFAULT_MASTER)
             name = f"plet-replay-{job_id}-{job.kind}"
-            spark, archive = session.start(master, params.get("conf") or {}, name)
+            conf = params.get("conf") or {}
+            spark, archive = session.start(master, conf, name, short=_short(cluster, params))
         group = f"plet-job-{job_id}"
         spark.sparkContext.setJobGroup(group, f"{job.kind} replay {job_id}", True)
         monitor = Monitor(spark, cluster, job_id, group, replays.STEPS[job.kind])
@@ -409,6 +411,19 @@ def _run(argv: list[str], spark: Any = None, archive: session.Archive | None = N
             except Exception:
                 pass
     return 0 if state == jobs.SUCCEEDED else 1
+
+
+def _short(cluster: str, params: dict[str, Any]) -> bool:
+    """Whether the job is short enough for a C1 JIT (jobs.is_short); False when its
+    cluster cannot be opened here (the job then fails with the reason)."""
+    from engine.cluster import Cluster
+    from engine.errors import PartitionletError
+
+    try:
+        with Cluster.open(cluster) as opened:
+            return jobs.is_short(opened, params)
+    except PartitionletError:
+        return False
 
 
 if __name__ == "__main__":

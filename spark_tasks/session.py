@@ -11,16 +11,18 @@ for the tasks, each importing pyspark. `start` cuts two of them:
   One file per Spark version and Java (`archive_path`), some 150 MB, in
   `$XDG_CACHE_HOME/partitionlet` (`~/.cache/partitionlet`). A JVM that finds the archive
   does not match ignores it (-Xshare:auto), so a stale file costs speed, never a job;
-- not the driver JVM's JIT stopped at C1 (`-XX:TieredStopAtLevel=1`): it starts faster,
-  but reads 1,000,000 rows at 440,000 rows/s against 670,000 with C2 (local[2], measured
-  side by side), so a replay's whole run loses what its start gained;
+- for a short job only (`short`), the driver JVM's JIT stopped at C1
+  (`-XX:TieredStopAtLevel=1`): Spark starts 5-8 s sooner, but reads 1,000,000 rows at
+  440,000 rows/s against 670,000 with C2 (local[2], measured side by side), about 0.8 us a
+  row more, so C1 pays only where the job reads fewer than some 7,000,000 rows
+  (jobs.SHORT_ROWS; a runner counts them before it starts Spark);
 - on a local master, Spark's Python workers import pyspark from its installed package, with
   its cached bytecode, not from the `pyspark.zip` that Spark puts first on their path, which
   every worker compiles again (`worker_python`).
 
-`PLET_SPARK_FAST_START=0` starts Spark as it was before (neither). A job's
-`spark.driver.extraJavaOptions` (its `conf`) come after these, so they win: a short job may
-stop the JIT at C1 itself (`-XX:TieredStopAtLevel=1`).
+`PLET_SPARK_FAST_START=0` starts Spark as it was before (none of them). A job's
+`spark.driver.extraJavaOptions` (its `conf`) come after these, so they win: a job may ask
+for C2 back (`-XX:TieredStopAtLevel=4`) or for C1 itself.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ JVM_OPTIONS = "spark.driver.extraJavaOptions"
 # Quiet: a JVM that cannot use the archive (another Java, other jars) says so on stderr,
 # and the dump lists the classes it skips (several hundred lines of a job's log).
 _CDS_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+C1_ONLY = "-XX:TieredStopAtLevel=1"  # a short job's driver JVM (the module's doc)
 
 
 def fast() -> bool:
@@ -150,11 +153,14 @@ def worker_python() -> Path:
     return path
 
 
-def settings(master: str, conf: dict[str, Any]) -> tuple[dict[str, str], Archive | None]:
-    """A job's Spark settings (`conf`) with the fast start's JVM options, and the archive
-    its driver JVM uses (None when not started the fast way, or when the cache cannot be
-    written: that costs the archive, never the job). On a local master, it also points
-    this process's PYSPARK_PYTHON at `worker_python` (unless set to another Python)."""
+def settings(
+    master: str, conf: dict[str, Any], *, short: bool = False
+) -> tuple[dict[str, str], Archive | None]:
+    """A job's Spark settings (`conf`) with the fast start's JVM options (C1 for a `short`
+    job), and the archive its driver JVM uses (None when not started the fast way, or
+    when the cache cannot be written: that costs the archive, never the job). On a local
+    master, it also points this process's PYSPARK_PYTHON at `worker_python` (unless set
+    to another Python)."""
     out = {key: str(value) for key, value in conf.items()}
     if not fast():
         return out, None
@@ -166,6 +172,8 @@ def settings(master: str, conf: dict[str, Any]) -> tuple[dict[str, str], Archive
         archive = None
     if archive is not None:
         options.append(archive.java_options())
+    if short:
+        options.append(C1_ONLY)
     # the job's own last: the JVM takes the last of a repeated option
     options.append(out.get(JVM_OPTIONS, ""))
     if any(options):
@@ -184,11 +192,13 @@ def settings(master: str, conf: dict[str, Any]) -> tuple[dict[str, str], Archive
     return out, archive
 
 
-def start(master: str, conf: dict[str, Any], name: str) -> tuple[Any, Archive | None]:
-    """A SparkSession on `master` with `conf`, the `partitionlet` data source registered
-    (which sets up Spark SQL's session state: seconds of the start-up), and the class-data
-    archive it uses (None when not started the fast way), whose `finish` the runner calls
-    after stopping the session (`stop`)."""
+def start(
+    master: str, conf: dict[str, Any], name: str, *, short: bool = False
+) -> tuple[Any, Archive | None]:
+    """A SparkSession on `master` with `conf` (its JIT at C1 for a `short` job), the
+    `partitionlet` data source registered (which sets up Spark SQL's session state: seconds
+    of the start-up), and the class-data archive it uses (None when not started the fast
+    way), whose `finish` the runner calls after stopping the session (`stop`)."""
     from pyspark.sql import SparkSession
 
     import spark_tasks
@@ -199,7 +209,7 @@ def start(master: str, conf: dict[str, Any], name: str) -> tuple[Any, Archive | 
         # only, on any free port, read-only.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.ui.port", "0").config("spark.ui.killEnabled", "false")
-    given, archive = settings(master, conf)
+    given, archive = settings(master, conf, short=short)
     for key, value in given.items():
         builder = builder.config(key, value)
     if archive is not None and archive.writing is not None:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -247,6 +249,66 @@ def test_a_warm_submit_hands_the_next_job_to_a_runner_started_before_it(history,
     # the standby's own lines first: Spark started before the job came
     assert log.job[0].startswith("Spark ready in ") and log.job[1].startswith(f"job {second}: copy")
     assert done[1].progress == 1.0 and done[1].step == "step 2 of 2: writing to the target"
+
+
+class _Runner:
+    """A job process as `jobs.submit` and its standbys see it, not started: its argv and
+    what was written to its stdin are kept."""
+
+    pid = os.getpid()  # alive, so that its job stays queued
+
+    def __init__(self, argv, **kwargs):
+        self.argv = argv
+        self.stdin = io.BytesIO()
+        self.given = b""
+        close = self.stdin.close
+
+        def keep_and_close():
+            self.given = self.stdin.getvalue()
+            close()
+
+        self.stdin.close = keep_and_close
+
+    def poll(self):
+        return None
+
+    def wait(self):
+        return 0
+
+
+def test_short_jobs_go_to_a_standby_and_long_ones_start_their_own(history, monkeypatch):
+    # a standby's JIT stops at C1, which costs a long job more than it saves (SHORT_ROWS)
+    runners: list[_Runner] = []
+
+    def popen(argv, **kwargs):
+        runners.append(_Runner(argv, **kwargs))
+        return runners[-1]
+
+    monkeypatch.setattr(jobs.subprocess, "Popen", popen)
+    monkeypatch.setenv(jobs.WARM_ENV, "1")
+    common = {"source": "/h:events", "master": "local[1]", "conf": SMALL}
+    with Cluster.open(history) as c:
+        assert jobs.rows_at_most(c, {"source": "/h:events"}) == 200
+        assert jobs.rows_at_most(c, {"stream": "/h"}) == 200
+        assert jobs.rows_at_most(c, {"source": "/h:nothing"}) is None
+        assert jobs.rows_at_most(c, {"stream": "/nothing"}) is None
+        assert jobs.is_short(c, {"source": "/h:events"})
+        assert not jobs.is_short(c, {"source": "/h:nothing"})
+    try:
+        jobs.prewarm(history, "local[1]", SMALL)
+        standby = runners[0]
+        assert standby.argv[2:4] == ["spark_tasks.run", "--standby"]
+        monkeypatch.setattr(jobs, "SHORT_ROWS", 200)  # /h:events holds 200: not short now
+        long = jobs.submit(history, "copy", target="/h:long", warm=True, **common)
+        assert runners[1].argv[2:] == ["spark_tasks.run", str(Path(history).resolve()), str(long)]
+        assert standby.given == b"" and jobs.standby_log(history, "local[1]", SMALL) is not None
+        monkeypatch.setattr(jobs, "SHORT_ROWS", 201)
+        short = jobs.submit(history, "copy", target="/h:short", warm=True, **common)
+        assert standby.given == f"{short}\n".encode() and len(runners) == 2
+    finally:
+        jobs.close_standbys()
+    for job_id in (long, short):  # queued, their runners never started: cancelled at once
+        assert jobs.cancel(job_id, cluster=history).state == jobs.CANCELLED
 
 
 def test_cancel_queued_and_unknown(history):

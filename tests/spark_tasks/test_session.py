@@ -69,6 +69,11 @@ def test_the_fast_start_settings_and_a_cache_that_cannot_be_written(tmp_path, mo
     # the job's own options last, so that they win
     assert given[session.JVM_OPTIONS] == f"{archive.java_options()} -XX:TieredStopAtLevel=4"
     assert os.environ["PYSPARK_PYTHON"] == "/their/python"
+    # a short job's JIT stops at C1, unless its own options say otherwise (they come last)
+    given, archive = session.settings("local[1]", {}, short=True)
+    assert given[session.JVM_OPTIONS] == f"{archive.java_options()} {session.C1_ONLY}"
+    given, archive = session.settings("local[1]", mine, short=True)
+    assert given[session.JVM_OPTIONS].endswith(f"{session.C1_ONLY} -XX:TieredStopAtLevel=4")
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
@@ -76,3 +81,4 @@ def test_the_fast_start_settings_and_a_cache_that_cannot_be_written(tmp_path, mo
     assert archive is None and given == {}
     monkeypatch.setenv(session.FAST_ENV, "0")
     assert session.settings("local[1]", {"a": 1}) == ({"a": "1"}, None)
+    assert session.settings("local[1]", {"a": 1}, short=True) == ({"a": "1"}, None)
