@@ -46,7 +46,18 @@ def _register(url: str, i: int) -> requests.Response:
 
 
 def test_concurrent_protobuf_registrations_run_few_protocs(live_web, monkeypatch):
-    monkeypatch.setattr(schemas, "PROTOC_WAIT_S", 1.0)  # so that some surely wait too long
+    monkeypatch.setattr(schemas, "PROTOC_WAIT_S", 1.0)
+    # Each compile holds its turn at least 0.4 s (a protoc as slow as on a busy machine), so
+    # that in 1 s only a few of the 30 get a turn and the others surely wait too long; on
+    # a quiet machine protoc alone is quick enough for all 30 to pass in 1 s.
+    run_protoc = schemas._run_protoc
+
+    def slow_protoc(*args):
+        found = run_protoc(*args)
+        time.sleep(0.4)
+        return found
+
+    monkeypatch.setattr(schemas, "_run_protoc", slow_protoc)
     assert _register(live_web.url, 0).status_code == 200  # the login is checked once, first
     most = 0
     stop = threading.Event()
