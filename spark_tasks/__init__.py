@@ -14,6 +14,7 @@ __all__ = ["register"]
 
 def register(spark: Any) -> None:
     """Register the `partitionlet` data source with `spark` (harmless to repeat)."""
-    from spark_tasks.source import PartitionletDataSource
+    from spark_tasks.source import PartitionletDataSource, WarmUpDataSource
 
     spark.dataSource.register(PartitionletDataSource)
+    spark.dataSource.register(WarmUpDataSource)

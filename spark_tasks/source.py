@@ -101,6 +101,37 @@ class PartitionletDataSource(DataSource):
         return StreamWriter(_options(self.options), schema)
 
 
+WARM_UP = "partitionlet-warmup"
+
+
+class WarmUpDataSource(DataSource):
+    """Reads nothing, in WARM_UP_TASKS tasks: what a standby runner (spark_tasks.run) runs
+    before its job comes, so that Spark's Python daemon, its planning process and one
+    Python worker per task slot are up, with this module imported, when the job's read
+    starts (Spark keeps idle workers for reuse)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return WARM_UP
+
+    def schema(self) -> str:
+        return scan.SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _WarmUpReader(int(self.options.get("tasks", "1")))
+
+
+class _WarmUpReader(DataSourceReader):
+    def __init__(self, tasks: int) -> None:
+        self.tasks = max(1, tasks)
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(None)
+
+
 class BatchReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         # Everything is checked and planned here, on the driver, before any task starts.

@@ -30,20 +30,18 @@ for _name, _value in (
 
 @pytest.fixture(scope="session")
 def spark():
-    """Started as a replay runner starts its own (spark_tasks.session: the class-data
-    archive), with the JIT stopped at C1 (tests run short jobs, where starting sooner
-    matters more than C2's faster code), the data source registered."""
+    """Started as a replay runner starts a short job's (spark_tasks.session: the
+    class-data archive, the JIT stopped at C1), the data source registered."""
     import spark_tasks
 
     conf = {
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": "1g",
-        session.JVM_OPTIONS: "-XX:TieredStopAtLevel=1",
     }
     # the UI serves the status REST API replays read their rows/s from (run.Monitor):
     # loopback only (SPARK_LOCAL_IP above), any free port
-    spark, archive = session.start("local[2]", conf, "partitionlet-tests")
+    spark, archive = session.start("local[2]", conf, "partitionlet-tests", short=True)
     spark_tasks.register(spark)  # twice is harmless
     yield spark
     session.stop(spark, archive)

@@ -317,3 +317,23 @@ def test_a_task_planned_live_and_archived_before_it_runs_still_reads_everything(
         for i in range(rb.num_rows)
     )
     assert got == [(r[1], r[2]) for r in expected]
+
+
+def test_the_monitor_sees_the_first_task_while_it_runs(spark, tmp_path):
+    # Spark's status store counted tasks that started together only once one ended (its
+    # liveUpdate period): the job's "first task" came a whole task late
+    with Cluster.open(tmp_path / "c") as c:
+        job_id = c.jobs.add("copy", "{}", "running", 0)
+    group = "monitor-first-task"
+    monitor = Monitor(spark, str(tmp_path / "c"), job_id, group)
+    monitor.start()
+    spark.sparkContext.setJobGroup(group, "two tasks of 3 s", True)
+    try:
+        spark.sparkContext.parallelize([1, 2], 2).map(lambda x: time.sleep(3) or x).collect()
+        ended_ms = int(time.time() * 1000)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        monitor.stop()
+    assert monitor.first_task_ms is not None
+    assert ended_ms - monitor.first_task_ms >= 2000  # seen while the tasks slept
+    assert jobs.status(job_id, cluster=str(tmp_path / "c")).first_task_ms == monitor.first_task_ms
