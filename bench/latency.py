@@ -193,6 +193,11 @@ def wire(workdir: Path, n: int) -> Latencies:
         deadline = time.monotonic() + 30
         while not consumer.assignment() and time.monotonic() < deadline:
             consumer.poll(0.1)
+        # "latest" is looked up by the first fetch, which may come after the first message
+        # (a run received 999 of 1,000): start at the log end offset known now instead
+        (tp,) = consumer.assignment()
+        tp.offset = consumer.get_watermark_offsets(tp, timeout=30)[1]
+        consumer.seek(tp)
         child = _child("wire", server.bootstrap, n, False)
         got: list[float] = []
         end = time.monotonic() + n / RATE + 60

@@ -25,6 +25,7 @@ from typing import Any
 from engine.clock import SYSTEM_CLOCK, Clock
 from engine.errors import CorruptBatch, CorruptFile, DamagedPartition
 from engine.storage import batch as batch_codec
+from engine.storage import wal_writeback
 from engine.storage.connection import (
     ThreadConnections,
     integrity,
@@ -575,6 +576,8 @@ class Volume:
         finally:
             if sync:
                 conn.execute("PRAGMA synchronous=NORMAL")
+        if not sync:  # the log written back ahead of its checkpoint (wal_writeback)
+            wal_writeback.WRITEBACK.after_commit(str(self.path))
 
     def _partitionlets(self, pl_ids: list[int]) -> dict[int, _Partitionlet]:
         """Inside a write transaction: the rows of these partitionlets that exist."""
@@ -589,6 +592,7 @@ class Volume:
         return found
 
     def close(self) -> None:
+        wal_writeback.WRITEBACK.settle(str(self.path))
         self._conns.close()
 
     # --- checksums ------------------------------------------------------------------------
