@@ -13,7 +13,8 @@
 Each row gives msg/s and its ratio to the plain row of the same API (for consumes, to
 read_uncommitted). Targets: 10,000-message transactions at >= 0.8x plain produce,
 read_committed at >= 0.9x read_uncommitted. `python -m bench.transactions [N]` prints a
-Markdown table for docs/BENCHMARKS.md.
+Markdown table for docs/BENCHMARKS.md; `python -m bench.transactions --runs K [N]` runs the
+embedded cases K times and prints the 10,000-message ratio run by run, with its median.
 """
 
 from __future__ import annotations
@@ -200,9 +201,49 @@ def wire(path: Path, n: int, partitions: int = 1) -> list[tuple[str, float, str]
     return rows
 
 
+def embedded_runs(runs: int, n: int) -> None:
+    """The embedded 10,000-message case against plain produce, `runs` times in a row (each
+    in a fresh cluster), with the ratios run by run and their median: plain produce swings
+    from run to run more than a transaction's cost, so one run says little."""
+    import statistics
+
+    from bench.search import _cpu
+
+    plain, txn = (
+        "embedded produce plain acks=all",
+        f"embedded produce {TXN_SIZES[-1]:,}/transaction",
+    )
+    print(f"{n:,} messages of {len(VALUE)} B per case; {_cpu()}, {platform.python_version()}")
+    print(
+        "| run | plain acks=all msg/s | 10,000/transaction msg/s | ratio | read_committed vs read_uncommitted |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    ratios = []
+    for run in range(1, runs + 1):
+        root = Path(tempfile.mkdtemp(prefix="bench-transactions-"))
+        try:
+            seconds = {case: s for case, s, _ in embedded(root / "embedded", n)}
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        ratios.append(seconds[plain] / seconds[txn])
+        committed = (
+            seconds["embedded consume read_uncommitted"]
+            / seconds["embedded consume read_committed"]
+        )
+        print(
+            f"| {run} | {n / seconds[plain]:,.0f} | {n / seconds[txn]:,.0f} | {ratios[-1]:.2f}x "
+            f"| {committed:.2f}x |",
+            flush=True,
+        )
+    print(f"median ratio {statistics.median(ratios):.3f}x")
+
+
 def main(argv: list[str]) -> None:
     from bench.search import _cpu
 
+    if argv[:1] == ["--runs"]:
+        embedded_runs(int(argv[1]), int(argv[2]) if len(argv) > 2 else 200_000)
+        return
     n = int(argv[0]) if argv else 200_000
     root = Path(tempfile.mkdtemp(prefix="bench-transactions-"))
     try:
