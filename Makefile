@@ -16,8 +16,11 @@ VPY := $(BIN)/python
 LINT_PATHS := engine console web spark_tasks bench tests
 # extra arguments for pytest, e.g. make test PYTEST_ARGS="-x -k layout"
 PYTEST_ARGS ?=
-# pytest-xdist worker processes of make test (1 runs the suite in one process)
-TEST_WORKERS ?= 2
+# pytest-xdist worker processes of make test (1 runs the suite in one process). Three on
+# two cores: many tests wait on other processes (Spark, browsers, servers, clients), and a
+# fresh clone's suite took 545 s with three against 662 s with two (quiet), 765 s beside
+# two busy loops (1,055 s with two); docs/BENCHMARKS.md, "Suite time".
+TEST_WORKERS ?= 3
 # where make run puts its demo: the clusters dc1, dc2 and dc3 in this directory
 DEMO_CLUSTER ?= data/demo
 # the web console's address (make run WEB_PORT=8080; WEB_HOST=0.0.0.0 to reach it from elsewhere)
@@ -43,7 +46,7 @@ help:
 	@echo "make run         set up (.venv, Spark extra, Java, web assets), then seed a demo in $(DEMO_CLUSTER)"
 	@echo "                 and serve its web console: plet web --demo --cluster $(DEMO_CLUSTER)"
 	@echo "make test        set up for tests (+ Java, Chromium, redis-server, kcat, .venv-quix), lint, run pytest"
-	@echo "                 in TEST_WORKERS=2 processes (TEST_WORKERS=1: one)"
+	@echo "                 in TEST_WORKERS=3 processes (TEST_WORKERS=1: one)"
 	@echo "make lint        ruff check + ruff format --check over $(LINT_PATHS), then mypy"
 	@echo "                 (its packages and strictness: [tool.mypy] in pyproject.toml)"
 	@echo "make fmt         ruff format + ruff check --fix over the same"
