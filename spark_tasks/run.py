@@ -367,13 +367,18 @@ def _warm_up(spark: Any) -> None:
     request to the UI's REST API starts its servlet, which the job's rows are read from."""
     from spark_tasks import source
 
-    slots = spark.sparkContext.defaultParallelism
-    spark.read.format(source.WARM_UP).option("tasks", str(slots)).load().count()
+    # each step best effort: a standby whose warm-up failed still has its Spark up
+    try:
+        slots = spark.sparkContext.defaultParallelism
+        spark.read.format(source.WARM_UP).option("tasks", str(slots)).load().count()
+    except Exception as exc:
+        print(f"warming Spark's Python workers up failed: {exc}", flush=True)
     base = spark.sparkContext.uiWebUrl
     if base:
         try:
-            _get_json(f"{base}/api/v1/applications")
-        except (OSError, ValueError) as exc:  # the job's rows are best effort anyway
+            with urllib.request.urlopen(f"{base}/api/v1/applications", timeout=UI_TIMEOUT_S):
+                pass
+        except OSError as exc:
             print(f"the UI's REST API did not answer: {exc}", flush=True)
 
 

@@ -105,10 +105,10 @@ WARM_UP = "partitionlet-warmup"
 
 
 class WarmUpDataSource(DataSource):
-    """Reads nothing, in WARM_UP_TASKS tasks: what a standby runner (spark_tasks.run) runs
-    before its job comes, so that Spark's Python daemon, its planning process and one
-    Python worker per task slot are up, with this module imported, when the job's read
-    starts (Spark keeps idle workers for reuse)."""
+    """Reads nothing, in as many tasks as its option `tasks` says: what a standby runner
+    (spark_tasks.run) reads before its job comes, so that Spark's Python daemon, its
+    planning process and one Python worker per task slot are up, with this module
+    imported, when the job's read starts (Spark keeps idle workers for reuse)."""
 
     @classmethod
     def name(cls) -> str:
