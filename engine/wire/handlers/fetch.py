@@ -209,7 +209,7 @@ class _LongPoll:
             # only what is already there is added (no more waiting), up to the byte limits,
             # so one response carries as much as the client allows, not one poll's worth
             try:
-                got = consumer.poll_arrow(timeout_ms=0, max_records=_POLL_RECORDS)
+                got = consumer.poll_arrow_batches(timeout_ms=0, max_records=_POLL_RECORDS)
             except errors.CorruptBatch as exc:
                 # a damaged stored batch: its partition answers CORRUPT_MESSAGE (as a
                 # Kafka broker does), after what it read before the damage; the others
@@ -225,21 +225,14 @@ class _LongPoll:
                 continue
             if not got:
                 break
-            for tp, batch in got.items():
+            for tp, batches in got.items():
                 w = live.get(tp)
                 if w is None:
                     continue
-                sizes = codec.cumulative_sizes(batch)
-                room = min(w.max_bytes - w.size, self.max_bytes - self.total)
-                # Kafka's rule: the first record always goes, so a big one cannot block a
-                # consumer; after that the partition's and the response's limits hold.
-                take = max(int(sizes.searchsorted(room, side="right")), 0 if w.records else 1)
-                w.records.append(batch.slice(0, take) if take < batch.num_rows else batch)
-                if take:
-                    w.size += int(sizes[take - 1])
-                    self.total += int(sizes[take - 1])
-                if take < batch.num_rows:
-                    consumer.pause(tp)  # the rest is read again by the next fetch
+                for batch in batches:
+                    if not self._take(w, batch):
+                        consumer.pause(tp)  # the rest is read again by the next fetch
+                        break
             if self.total >= self.max_bytes or consumer.paused() >= set(live):
                 break
         now = time.monotonic()
@@ -266,6 +259,20 @@ class _LongPoll:
             )
             self._add_markers(paused)
         return self._response(ends, stable)
+
+    def _take(self, w: _Wanted, batch: Any) -> bool:
+        """Add what of `batch` fits the partition's and the response's byte limits to the
+        partition's records; False when some of it did not fit."""
+        sizes = codec.cumulative_sizes(batch)
+        room = min(w.max_bytes - w.size, self.max_bytes - self.total)
+        # Kafka's rule: the first record always goes, so a big one cannot block a
+        # consumer; after that the partition's and the response's limits hold.
+        take = max(int(sizes.searchsorted(room, side="right")), 0 if w.records else 1)
+        if take:
+            w.records.append(batch.slice(0, take) if take < batch.num_rows else batch)
+            w.size += int(sizes[take - 1])
+            self.total += int(sizes[take - 1])
+        return take == int(batch.num_rows)
 
     def _add_markers(self, paused: set[TopicPartition]) -> None:
         """Answer the transaction markers among what was read as control batches, in offset

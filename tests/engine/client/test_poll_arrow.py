@@ -168,3 +168,31 @@ def test_without_pyarrow_the_error_says_how_to_install_it(cluster, monkeypatch):
     with pytest.raises(ImportError, match=r"pip install 'partitionlet\[spark\]'"):
         consumer.poll_arrow()
     assert consumer.position(TopicPartition("/n:t", 0)) == 0  # nothing was read
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_poll_arrow_batches_is_poll_arrow_cut_at_the_stored_batches(cluster, codec):
+    # a list per partition, one RecordBatch per stored batch read (their keys and values
+    # not copied into one), in offset order: joined, exactly what poll_arrow gives
+    cluster.create_stream("/b", compression=codec, ttl=0)
+    cluster.create_topic("/b:t", partitions=2)
+    produce(cluster, "/b:t", 400, 2)  # flushed every 40 sends: 10 stored batches a partition
+    tps = [TopicPartition("/b:t", p) for p in range(2)]
+    joined, cut = (Consumer(cluster, auto_offset_reset="earliest") for _ in range(2))
+    joined.assign(tps)
+    cut.assign(tps)
+    for limit in (7, 90, 100_000):
+        whole, parts = (
+            joined.poll_arrow(max_records=limit),
+            cut.poll_arrow_batches(max_records=limit),
+        )
+        assert set(parts) == set(whole)
+        for tp, batches in parts.items():
+            assert all(isinstance(b, pa.RecordBatch) and b.num_rows for b in batches)
+            assert pa.Table.from_batches(batches).to_pylist() == whole[tp].to_pylist()
+            assert cut.position(tp) == joined.position(tp)
+    last = cut.poll_arrow_batches(max_records=100_000)
+    assert last == {} and not joined.poll_arrow(max_records=100_000)
+    cut.seek(tps[0], 0)
+    first = cut.poll_arrow_batches(max_records=1_000)[tps[0]]
+    assert len(first) == 10 and sum(b.num_rows for b in first) == 200
