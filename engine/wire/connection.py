@@ -1,8 +1,15 @@
 """One client connection: framing, dispatch to the registry, responses in request order.
 
-Kafka answers the requests of one connection in order, so a connection reads its next
-request after it answered the last (which also bounds its memory to one frame). The engine
-work of a request runs in the server's worker pool: the event loop only moves bytes.
+Kafka answers the requests of one connection in order, and handles them in that order. A
+connection handles its next request once it answered the last, with one exception: a
+produce request whose batches are queued in the engine producer (the handler returns a
+`Deferred`) is answered once they are written, and meanwhile the connection reads and
+queues the next produce requests, up to MAX_PIPELINED, so that the batches of several
+requests go to the volume together, in one commit and one fsync (a client such as
+librdkafka keeps several produce requests in flight). Any other request waits until
+those are written, so it sees what they wrote (a Fetch, an EndTxn). The answers go out in
+request order, written by a coroutine of their own. The engine work of a request runs in
+the server's worker pool: the event loop only moves bytes.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from engine.log_once import LogOnce
 from engine.wire import codec, codes
 from engine.wire.broker import Broker
 from engine.wire.limits import Limits
-from engine.wire.park import Park
+from engine.wire.park import Deferred, Park
 from engine.wire.registry import APIS
 
 if TYPE_CHECKING:
@@ -47,6 +54,10 @@ _PIECE_BEFORE_LOGIN = 64 * 1024
 _PIECE = 1024 * 1024
 # A parked request looks this often whether its connection closed (then it is cancelled).
 _CLOSE_CHECK_S = 0.25
+PRODUCE = 0  # the api key of Produce
+# Produce requests of one connection queued in the engine before the first of them is
+# answered (the Java client's max.in.flight.requests.per.connection: 5)
+MAX_PIPELINED = 5
 
 
 @dataclass
@@ -57,6 +68,19 @@ class _Parked:
     name: str
     version: int
     correlation_id: int
+
+
+@dataclass
+class _Pending:
+    """A request whose handler deferred its answer (engine.wire.park.Deferred)."""
+
+    deferred: Deferred
+    name: str
+    version: int
+    correlation_id: int
+
+
+_Answer = bytes | codec.FramingError | None
 
 
 class Session:
@@ -130,8 +154,12 @@ class Connection:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
+        # the answers in request order: each ready, or a task that makes it
+        answers: asyncio.Queue[tuple[_Answer | asyncio.Task[_Answer], bool]] = asyncio.Queue()
+        writing = loop.create_task(self._write_answers(answers))
+        pipelined: list[asyncio.Task[_Answer]] = []  # produce answers not made yet
         try:
-            while True:
+            while not writing.done():
                 try:
                     frame = await self._read_frame()
                 except asyncio.IncompleteReadError:
@@ -147,6 +175,10 @@ class Connection:
                     return
                 if frame is None:
                     return
+                pipelined = [t for t in pipelined if not t.done()]
+                if pipelined and not self._is_produce(frame):
+                    await asyncio.wait(pipelined)  # it sees what they wrote
+                    pipelined = []
                 out = await loop.run_in_executor(self.pool, self.answer, frame)
                 while isinstance(out, _Parked):
                     self.parked = out
@@ -154,24 +186,88 @@ class Connection:
                         return  # the client went away: `finally` cancels the park
                     out = await loop.run_in_executor(self.pool, self._resume, out)
                     self.parked = None
-                if out is None:
+                if isinstance(out, _Pending):
+                    task = loop.create_task(self._finish(out))
+                    pipelined.append(task)
+                    answers.put_nowait((task, False))
+                    if len(pipelined) >= MAX_PIPELINED:
+                        await asyncio.wait(pipelined, return_when=asyncio.FIRST_COMPLETED)
                     continue
-                if isinstance(out, codec.FramingError):
-                    log.info("closing connection from %s: %s", self.session.peer, out)
-                    return
-                self.writer.write(out)
-                await self.writer.drain()
-                if self.session.close_after:
+                last = isinstance(out, codec.FramingError) or self.session.close_after
+                answers.put_nowait((out, last))
+                if last:
+                    await writing  # the answers before it first, then it closes
                     return
         except (ConnectionError, OSError):
             return
         finally:
+            # the engine writes the batches of answers not made yet: nobody reads them now
+            for task in (writing, *pipelined):
+                if not task.done():
+                    task.cancel()
             if self.session.user is not None:
                 self.limits.remove_user(self.session.user.name)
             parked, self.parked = self.parked, None
             if parked is not None and parked.park.cancel is not None:
                 await loop.run_in_executor(self.pool, parked.park.cancel)
             await loop.run_in_executor(self.pool, self.session.close)
+            self.writer.close()
+
+    def _is_produce(self, frame: bytes) -> bool:
+        if self.session.sasl_stage == "raw" or len(frame) < 2:
+            return False
+        return int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
+
+    async def _finish(self, pending: _Pending) -> _Answer:
+        """The answer of a deferred request, once its engine work is done (or at its
+        deadline), made in a worker."""
+        loop = asyncio.get_running_loop()
+        deferred = pending.deferred
+        try:
+            left = deferred.deadline - time.monotonic()
+            await asyncio.wait_for(deferred.when_done(loop), max(left, 0.0))
+        except TimeoutError:
+            pass  # `finish` answers what is not written by now with its error
+        return await loop.run_in_executor(self.pool, self._finished, pending)
+
+    def _finished(self, pending: _Pending) -> _Answer:
+        try:
+            response = pending.deferred.finish()
+            encoded = self._encode(response, pending.name, pending.version, pending.correlation_id)
+            assert not isinstance(encoded, _Parked | _Pending)  # a produce answer
+            return encoded
+        except Exception:
+            log_once(
+                logging.ERROR,
+                f"{pending.name} failed",
+                "%s v%d from %s failed",
+                pending.name,
+                pending.version,
+                self.session.peer,
+                exc_info=True,
+            )
+            return codec.FramingError(f"{pending.name} failed")
+
+    async def _write_answers(
+        self, answers: asyncio.Queue[tuple[_Answer | asyncio.Task[_Answer], bool]]
+    ) -> None:
+        """Write the answers in request order; close the connection after a framing error
+        or an answer after which it closes (a refused login)."""
+        try:
+            while True:
+                item, last = await answers.get()
+                out = await item if isinstance(item, asyncio.Task) else item
+                if isinstance(out, codec.FramingError):
+                    log.info("closing connection from %s: %s", self.session.peer, out)
+                    self.writer.close()
+                    return
+                if out is not None:
+                    self.writer.write(out)
+                    await self.writer.drain()
+                if last:
+                    self.writer.close()
+                    return
+        except (ConnectionError, OSError):
             self.writer.close()
 
     async def _wait(self, park: Park) -> bool:
@@ -186,7 +282,7 @@ class Connection:
             if self.reader.at_eof() or self.writer.is_closing() or self.reader.exception():
                 return False
 
-    def _resume(self, parked: _Parked) -> bytes | codec.FramingError | _Parked | None:
+    def _resume(self, parked: _Parked) -> _Answer | _Parked | _Pending:
         """Resume a parked request (in a worker thread)."""
         try:
             with self.session.lock:
@@ -206,11 +302,13 @@ class Connection:
 
     def _encode(
         self, response: Any, name: str, version: int, correlation_id: int
-    ) -> bytes | _Parked | None:
+    ) -> bytes | _Parked | _Pending | None:
         if response is None:
             return None
         if isinstance(response, Park):
             return _Parked(response, name, version, correlation_id)
+        if isinstance(response, Deferred):
+            return _Pending(response, name, version, correlation_id)
         return codec.encode_response(response, version, correlation_id)
 
     async def _read_frame(self) -> bytes | None:
@@ -305,7 +403,7 @@ class Connection:
         finally:
             release(taken)
 
-    def answer(self, frame: bytes) -> bytes | codec.FramingError | _Parked | None:
+    def answer(self, frame: bytes) -> _Answer | _Parked | _Pending:
         """The framed response to one request frame (in a worker thread); a FramingError
         where Kafka closes the connection: an unknown api key, an unsupported version of
         anything but ApiVersions, a request that does not parse."""

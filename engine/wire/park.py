@@ -72,3 +72,40 @@ class Park:
     seq: int  # `signal.seq` read before the handler last looked
     deadline: float  # time.monotonic() by which `resume` is called in any case
     cancel: Callable[[], None] | None = None  # in a worker, when the connection closes
+
+
+class Deferred:
+    """A handler's answer that depends on engine work it queued (a produce request's
+    batches, handed to the engine producer): the connection reads its next request
+    meanwhile, and `finish()` (in a worker) makes the answer once every one of `futures`
+    is done, or at `deadline` (time.monotonic()) in any case. So the batches of several
+    requests of one connection are written together (one commit and one fsync), while
+    the answers still go out in request order (engine.wire.connection)."""
+
+    def __init__(self, futures: list[Any], deadline: float, finish: Callable[[], Any]) -> None:
+        self.futures = futures  # engine producer futures (add_both)
+        self.deadline = deadline
+        self.finish = finish
+
+    def when_done(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """A future of `loop` that resolves once every engine future is done (their
+        callbacks run in the producer's sender thread)."""
+        done: asyncio.Future[None] = loop.create_future()
+        left = [len(self.futures)]
+        lock = threading.Lock()
+
+        def one(*_: Any) -> None:
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                try:
+                    loop.call_soon_threadsafe(_resolve, done)
+                except RuntimeError:
+                    pass  # the loop has ended: nobody waits
+
+        if not self.futures:
+            done.set_result(None)
+        for future in self.futures:
+            future.add_both(one)
+        return done

@@ -11,7 +11,7 @@ from kafka.protocol.api_message import ApiMessage
 
 if TYPE_CHECKING:  # connection.py imports this module
     from engine.wire.connection import Session
-    from engine.wire.park import Park
+    from engine.wire.park import Deferred, Park
 
 # bounds as strings: ApiMessage's metaclass makes the class itself fail a truth test
 Req = TypeVar("Req", bound="ApiMessage", contravariant=True)
@@ -22,13 +22,16 @@ S = TypeVar("S", bound="ApiMessage")
 
 class Handler(Protocol[Req, Resp]):
     """handler(session, request, version) -> the response, None when none is sent (acks=0),
-    or a `Park` when the answer waits (engine.wire.park: a long poll, a pending join).
+    a `Park` when the answer waits (engine.wire.park: a long poll, a pending join), or a
+    `Deferred` when it comes once engine work it queued is done (a produce request).
 
     `request` is an instance of the request class the handler is registered for (its
     kafka-python protocol class, decoded at `version`), the response one of its response
     class."""
 
-    def __call__(self, session: Session, request: Req, version: int, /) -> Resp | Park | None: ...
+    def __call__(
+        self, session: Session, request: Req, version: int, /
+    ) -> Resp | Park | Deferred | None: ...
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,9 @@ def api(
         if key in APIS:
             raise RuntimeError(f"api key {key} registered twice")
 
-        def checked(session: Session, message: ApiMessage, version: int, /) -> S | Park | None:
+        def checked(
+            session: Session, message: ApiMessage, version: int, /
+        ) -> S | Park | Deferred | None:
             # the connection decodes with this entry's request class, so this never fails:
             # it narrows the registry's ApiMessage to what the handler takes
             if not isinstance(message, request):

@@ -20,6 +20,7 @@ from engine.records import RecordMetadata
 from engine.wire import codec, codes
 from engine.wire.broker import Broker
 from engine.wire.connection import Session
+from engine.wire.park import Deferred
 from engine.wire.registry import api
 
 # a produce request waits at most this long for its acks, whatever timeout it asks for
@@ -69,7 +70,7 @@ def init_producer_id(
 # tagged fields (KIP-951, none here: node 0 leads all), v11-12 transaction errors (no
 # transactions here); v13 names topics by id, which the engine has not
 @api(ProduceRequest, ProduceResponse, (3, 12))
-def produce(session: Session, request: ProduceRequest, version: int) -> ProduceResponse | None:
+def produce(session: Session, request: ProduceRequest, version: int) -> Deferred | None:
     broker = session.broker
     acks = request.acks
     deadline = time.monotonic() + min(max(request.timeout_ms, 0) / 1000, _MAX_WAIT_S)
@@ -101,24 +102,35 @@ def produce(session: Session, request: ProduceRequest, version: int) -> ProduceR
     ]
     if acks == 0:
         return None  # Kafka sends no response to acks=0
-    topics = []
-    for topic, partitions in zip(request.topic_data, queued, strict=True):
-        responses = []
-        for index, pending in partitions:
-            error, offset = _wait(pending, deadline)
-            responses.append(
-                P(
-                    index=index,
-                    error_code=error,
-                    base_offset=offset,
-                    log_append_time_ms=-1,
-                    log_start_offset=-1,
-                    record_errors=[],
-                    error_message=None,
+
+    def finish() -> ProduceResponse:
+        topics = []
+        for topic, partitions in zip(request.topic_data, queued, strict=True):
+            responses = []
+            for index, pending in partitions:
+                error, offset = _wait(pending, deadline)
+                responses.append(
+                    P(
+                        index=index,
+                        error_code=error,
+                        base_offset=offset,
+                        log_append_time_ms=-1,
+                        log_start_offset=-1,
+                        record_errors=[],
+                        error_message=None,
+                    )
                 )
-            )
-        topics.append(R(name=topic.name, partition_responses=responses))
-    return ProduceResponse(responses=topics, throttle_time_ms=0)
+            topics.append(R(name=topic.name, partition_responses=responses))
+        return ProduceResponse(responses=topics, throttle_time_ms=0)
+
+    # answered once written: the connection reads the client's next request meanwhile
+    futures = [
+        f
+        for _, pending in (p for t in queued for p in t)
+        if isinstance(pending, list)
+        for f in pending
+    ]
+    return Deferred(futures, deadline, finish)
 
 
 class _Future(Protocol):
