@@ -220,7 +220,7 @@ def assemble(
     joined, the headers section (`encode_headers`; None: no headers). `encode` lays them
     out from Python lists; the archive reader from Arrow's buffers, with no loop per record."""
     flags = 0
-    parts: list[bytes] = []
+    parts: list[bytes] = [b""]  # the header's place: the blob is joined once, not copied again
     if timestamps is not None:
         flags |= F_TS64
         parts.append(timestamps)
@@ -237,7 +237,8 @@ def assemble(
         parts.append(headers)
     parts.append(values)
     parts.append(keys)
-    return _HEADER.pack(VERSION, flags, count, base_ts) + b"".join(parts)
+    parts[0] = _HEADER.pack(VERSION, flags, count, base_ts)
+    return b"".join(parts)
 
 
 # zstd level 3 (its default): about as fast as the SQLite write it precedes, and most of
