@@ -78,11 +78,13 @@ def decoded_bytes(value: bytes | ApiData | None) -> bytes | None:
     raise FramingError(f"a bytes field decoded as {type(value).__name__}")
 
 
-def encode_response(response: ApiMessage, version: int, correlation_id: int) -> bytes:
-    """The framed response (size, header, body)."""
+def encode_response(response: ApiMessage, version: int, correlation_id: int) -> bytes | bytearray:
+    """The framed response (size, header, body), as the codec makes it: a bytearray is
+    written to the socket as it is (bytes() of it would copy a fetch's records again)."""
     response.API_VERSION = version  # before the header: the setter would touch the header
     response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
+    encoded: bytes | bytearray = response.encode(header=True, framed=True)
+    return encoded
 
 
 # --- record batches -------------------------------------------------------------------------
@@ -299,9 +301,15 @@ def encode_arrow(batch: pa.RecordBatch) -> bytes:
     a batch carries one time for all its records). Large records without headers are laid
     out by column operations, no Python object per record (`_records_section`); others by
     aiokafka's builder, fed by `map` over column lists."""
+    return b"".join(encode_arrow_parts(batch))
+
+
+def encode_arrow_parts(batch: pa.RecordBatch) -> list[bytes | bytearray | memoryview]:
+    """`encode_arrow` in pieces, for a caller that joins the pieces of several batches
+    once (a fetch's records), rather than each batch's and then all of them."""
     n = batch.num_rows
     if not n:
-        return b""
+        return []
     stamps = pc.divide(pc.cast(batch.column("timestamp"), pa.int64()), 1000)
     if pc.max(batch.column("timestampType")).as_py() == LOG_APPEND_TIME:
         types = batch.column("timestampType").to_pylist()
@@ -329,7 +337,7 @@ def encode_arrow(batch: pa.RecordBatch) -> bytes:
         else:
             out.append(_encode_run_with_builder(part, run_stamps, log_append))
         start += length
-    return b"".join(out)
+    return out
 
 
 def _encode_run(

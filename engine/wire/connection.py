@@ -80,7 +80,7 @@ class _Pending:
     correlation_id: int
 
 
-_Answer = bytes | codec.FramingError | None
+_Answer = bytes | bytearray | codec.FramingError | None
 
 
 class Session:
@@ -302,7 +302,7 @@ class Connection:
 
     def _encode(
         self, response: Any, name: str, version: int, correlation_id: int
-    ) -> bytes | _Parked | _Pending | None:
+    ) -> bytes | bytearray | _Parked | _Pending | None:
         if response is None:
             return None
         if isinstance(response, Park):
@@ -447,7 +447,7 @@ class Connection:
             return codec.FramingError(f"{api.name} failed")
 
 
-def _unsupported_api_versions(correlation_id: int) -> bytes:
+def _unsupported_api_versions(correlation_id: int) -> bytes | bytearray:
     """Kafka's answer to an ApiVersions request newer than it knows: error 35 with a v0 body
     that lists what it does support, so the client retries with a version from the list."""
     from engine.wire.handlers.meta import api_versions_list

@@ -95,7 +95,7 @@ def consumer_of(session: Session, committed: bool = False) -> Consumer:
 def _records(w: _Wanted) -> bytes:
     """The partition's record batches, with its control batches in offset order."""
     if not w.controls:
-        return b"".join(map(codec.encode_arrow, w.records)) if w.records else b""
+        return b"".join([part for r in w.records for part in codec.encode_arrow_parts(r)])
     # A record batch read may span a marker's offset (stored batches are merged): cut it
     # there, since a client takes the batch after the last one as its next fetch offset,
     # so a data batch that ended past a control batch placed after it would be fetched
