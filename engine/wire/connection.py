@@ -237,16 +237,21 @@ class Connection:
             assert not isinstance(encoded, _Parked | _Pending)  # a produce answer
             return encoded
         except Exception:
-            log_once(
-                logging.ERROR,
-                f"{pending.name} failed",
-                "%s v%d from %s failed",
-                pending.name,
-                pending.version,
-                self.session.peer,
-                exc_info=True,
-            )
-            return codec.FramingError(f"{pending.name} failed")
+            return self._failed(pending.name, pending.version)
+
+    def _failed(self, name: str, version: int) -> codec.FramingError:
+        """A bug of ours, or the system out of something (files, memory): Kafka closes the
+        connection on an unexpected server error too. Logged once per interval."""
+        log_once(
+            logging.ERROR,
+            f"{name} failed",
+            "%s v%d from %s failed",
+            name,
+            version,
+            self.session.peer,
+            exc_info=True,
+        )
+        return codec.FramingError(f"{name} failed")
 
     async def _write_answers(
         self, answers: asyncio.Queue[tuple[_Answer | asyncio.Task[_Answer], bool]]
@@ -289,16 +294,7 @@ class Connection:
                 response = parked.park.resume()
             return self._encode(response, parked.name, parked.version, parked.correlation_id)
         except Exception:
-            log_once(
-                logging.ERROR,
-                f"{parked.name} failed",
-                "%s v%d from %s failed",
-                parked.name,
-                parked.version,
-                self.session.peer,
-                exc_info=True,
-            )
-            return codec.FramingError(f"{parked.name} failed")
+            return self._failed(parked.name, parked.version)
 
     def _encode(
         self, response: Any, name: str, version: int, correlation_id: int
@@ -433,18 +429,7 @@ class Connection:
                 response = api.handler(self.session, request, version)
             return self._encode(response, api.name, version, head.correlation_id)
         except Exception:
-            # A bug of ours, or the system out of something (files, memory): Kafka closes
-            # the connection on an unexpected server error too. Logged once per interval.
-            log_once(
-                logging.ERROR,
-                f"{api.name} failed",
-                "%s v%d from %s failed",
-                api.name,
-                version,
-                self.session.peer,
-                exc_info=True,
-            )
-            return codec.FramingError(f"{api.name} failed")
+            return self._failed(api.name, version)
 
 
 def _unsupported_api_versions(correlation_id: int) -> bytes | bytearray:
