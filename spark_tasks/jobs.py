@@ -620,7 +620,8 @@ def submit(
             params.setdefault(SUBMITTED_BY, principal.user)
         p = check_params(kind, params)
         check_sqlite_output(cluster, p)
-        short = is_short(opened, p)
+        # a standby takes it only if short; a runner of its own counts again for its JIT
+        short = warm and is_short(opened, p)
         table = opened.jobs
         job_id = table.add(kind, json.dumps(p), QUEUED, now_ms())
         log_dir = Path(cluster) / LOG_DIR

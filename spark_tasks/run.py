@@ -66,6 +66,7 @@ class Monitor(threading.Thread):
         self._progress = Progress(steps)
         self._progress_lock = threading.Lock()
         self.first_task_ms: int | None = None  # when a task was first seen begun
+        self._task_seen = threading.Event()  # set then, or at `stop`
         self._recorded: dict[str, Any] = {}  # the progress fields last written
         # held while the thread writes the record, so that none of its writes lands after
         # `stop` (the runner's final record)
@@ -105,6 +106,7 @@ class Monitor(threading.Thread):
         with self._writing:  # the runner's final read may run beside the thread's tick
             if self.first_task_ms is None:
                 self.first_task_ms = clock.now_ms()
+                self._task_seen.set()
                 print("Spark started: its first task is running", flush=True)
 
     def rows(self) -> tuple[int, float | None]:
@@ -183,6 +185,7 @@ class Monitor(threading.Thread):
         """End the thread's ticks; it writes nothing more to the record after this."""
         with self._writing:
             self.finished.set()
+            self._task_seen.set()
 
     def run(self) -> None:
         threading.Thread(target=self._count_rows, name="plet-job-rows", daemon=True).start()
@@ -196,9 +199,7 @@ class Monitor(threading.Thread):
         """Record the rows read, in a thread of its own: the UI's first REST request starts
         its servlet (seconds on a busy machine), and the progress, the first task's time
         and cancelling must not wait for it."""
-        # not before the first task: the servlet's start would compete with Spark's
-        while self.first_task_ms is None and not self.finished.wait(FIRST_TASK_POLL_S):
-            pass
+        self._task_seen.wait()  # not before: the servlet's start would compete with Spark's
         while not self.finished.wait(POLL_S):
             try:
                 self._record_rows()

@@ -45,7 +45,7 @@ C1_ONLY = "-XX:TieredStopAtLevel=1"  # a short job's driver JVM (the module's do
 # 100ms): at the default, two tasks that start together are not counted until one ends,
 # so the status tracker the runner watches showed a job's first task a whole task late
 # (1.2 s of a small copy). Every event is cheap beside a task.
-LIVE_UPDATE = ("spark.ui.liveUpdate.period", "0ms")
+LIVE_UPDATE = {"spark.ui.liveUpdate.period": "0ms"}
 
 
 def fast() -> bool:
@@ -214,7 +214,7 @@ def start(
         # only, on any free port, read-only.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.ui.port", "0").config("spark.ui.killEnabled", "false")
-    given, archive = settings(master, dict([LIVE_UPDATE]) | conf, short=short)
+    given, archive = settings(master, LIVE_UPDATE | conf, short=short)
     for key, value in given.items():
         builder = builder.config(key, value)
     if archive is not None and archive.writing is not None:

@@ -7,6 +7,9 @@ its deadline comes, and calls `resume()` in a worker, which answers or parks aga
 the connection closes meanwhile, `cancel()` runs instead (in a worker) and nothing is
 answered. So a thousand long polls cost a thousand small objects, not a thousand threads,
 and closing a socket frees what it waited for.
+
+A produce handler returns a `Deferred` instead: its answer waits for the engine to write
+what it queued, and meanwhile the connection reads its next request (engine.wire.connection).
 """
 
 from __future__ import annotations

@@ -326,3 +326,15 @@ def test_stream_to_stream_sink(spark, data, tmp_path):
     )
     back = _read(spark, data, topic="/s:mirror").orderBy("timestamp").collect()
     assert [bytes(r.value) for r in back] == [b"%d" % i for i in range(100)]
+
+
+def test_the_warm_up_source_reads_nothing_in_as_many_tasks_as_asked(spark):
+    # what a standby runner reads before its job comes (spark_tasks.run._warm_up)
+    from spark_tasks import scan, source
+
+    df = spark.read.format(source.WARM_UP).option("tasks", "3").load()
+    assert (
+        df.schema.simpleString() == spark.createDataFrame([], scan.SCHEMA_DDL).schema.simpleString()
+    )
+    assert df.rdd.getNumPartitions() == 3
+    assert df.count() == 0

@@ -125,11 +125,9 @@ def produce(session: Session, request: ProduceRequest, version: int) -> Deferred
 
     # answered once written: the connection reads the client's next request meanwhile
     futures = [
-        f
-        for _, pending in (p for t in queued for p in t)
-        if isinstance(pending, list)
+        f for partitions in queued for _, pending in partitions if isinstance(pending, list)
         for f in pending
-    ]
+    ]  # fmt: skip
     return Deferred(futures, deadline, finish)
 
 

@@ -56,15 +56,32 @@ def test_an_acks_1_write_has_its_volumes_log_written_back(tmp_path, written):
         assert set(written) == {volume.path}  # the volume's, not the catalog's
 
 
-def test_an_fsynced_write_asks_for_nothing(tmp_path, written):
+class _Asks(wal_writeback.Writeback):
+    """The writeback thread, with the files asked for listed as they are asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+
+    def after_commit(self, path: str) -> None:
+        self.asked.append(path)
+        super().after_commit(path)
+
+
+def test_an_fsynced_write_asks_for_nothing(tmp_path, monkeypatch):
+    asks = _Asks()
+    monkeypatch.setattr(wal_writeback, "WRITEBACK", asks)
     with Cluster.open(tmp_path / "c", volumes=1) as cluster:
         cluster.create_stream("/s")
-        cluster.create_topic("/s:t", partitions=1)
+        cluster.create_topic("/s:t", partitions=2)
+        (volume,) = cluster.volumes()
         with Producer(cluster, acks="all") as producer:
             for _ in range(20):
                 producer.send("/s:t", b"v", partition=0).get(timeout=10)
-        time.sleep(0.2)
-        assert written == []
+        assert asks.asked == []  # asked at the commit itself: nothing to wait for
+        with Producer(cluster, acks=1) as producer:  # the same spy sees a write that asks
+            producer.send("/s:t", b"v", partition=1).get(timeout=10)
+        assert set(asks.asked) == {volume.path}
 
 
 def test_asks_are_taken_at_most_every_interval_per_file(monkeypatch):

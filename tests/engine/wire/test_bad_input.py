@@ -61,11 +61,16 @@ class Raw:
         except ConnectionResetError:
             return True
 
-    def call(self, request, version, response_class):
+    def send(self, request, version) -> int:
+        """Send a request without reading its answer; returns its correlation id."""
         self.correlation += 1
         request.API_VERSION = version
         request.with_header(correlation_id=self.correlation, client_id="raw")
         self.send_bytes(bytes(request.encode(header=True, framed=True)))
+        return self.correlation
+
+    def call(self, request, version, response_class):
+        self.send(request, version)
         return response_class.decode(self.read_frame(), version=version, header=True)
 
     def close(self):
@@ -93,9 +98,10 @@ def _batch(
     return bytes(data)
 
 
-def _produce(raw, topic, records, version=7):
+def produce_request(topic, records) -> ProduceRequest:
+    """acks=all, `records` to partition 0 of `topic`."""
     P = ProduceRequest.TopicProduceData
-    request = ProduceRequest(
+    return ProduceRequest(
         transactional_id=None,
         acks=-1,
         timeout_ms=10_000,
@@ -103,7 +109,10 @@ def _produce(raw, topic, records, version=7):
             P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])
         ],
     )
-    response = raw.call(request, version, ProduceResponse)
+
+
+def _produce(raw, topic, records, version=7):
+    response = raw.call(produce_request(topic, records), version, ProduceResponse)
     [topic_response] = response.responses
     [partition] = topic_response.partition_responses
     return partition.error_code, partition.base_offset

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import ProduceResponse
 
 from engine.wire import connection
-from tests.engine.wire.test_bad_input import Raw, _batch
+from tests.engine.wire.test_bad_input import Raw, _batch, produce_request
 
 
 @pytest.fixture
@@ -20,31 +20,12 @@ def raw(wire):
     conn.close()
 
 
-def _request(raw: Raw, request, version: int) -> int:
-    raw.correlation += 1
-    request.API_VERSION = version
-    request.with_header(correlation_id=raw.correlation, client_id="raw")
-    raw.send_bytes(bytes(request.encode(header=True, framed=True)))
-    return raw.correlation
-
-
-def _produce(raw: Raw, topic: str, records: bytes) -> int:
-    P = ProduceRequest.TopicProduceData
-    request = ProduceRequest(
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=10_000,
-        topic_data=[
-            P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])
-        ],
-    )
-    return _request(raw, request, 7)
-
-
 def test_requests_in_flight_are_answered_in_order_and_a_fetch_after_them_sees_them(wire, raw):
     wire.cluster.create_topic("/kafka:pipe", partitions=1)
     count = 3 * connection.MAX_PIPELINED  # past the bound: the reader waits, then goes on
-    sent = [_produce(raw, "pipe", _batch(b"%d-a" % i, b"%d-b" % i)) for i in range(count)]
+    sent = [
+        raw.send(produce_request("pipe", _batch(b"%d-a" % i, b"%d-b" % i)), 7) for i in range(count)
+    ]
     fetch = FetchRequest(
         replica_id=-1,
         max_wait_ms=0,
@@ -71,7 +52,7 @@ def test_requests_in_flight_are_answered_in_order_and_a_fetch_after_them_sees_th
         forgotten_topics_data=[],
         rack_id="",
     )
-    fetched = _request(raw, fetch, 12)  # sent before any answer was read
+    fetched = raw.send(fetch, 12)  # sent before any answer was read
     offsets = []
     for correlation in sent:
         answer = ProduceResponse.decode(raw.read_frame(), version=7, header=True)
