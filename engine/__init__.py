@@ -12,6 +12,7 @@ from engine.client.producer import Producer
 from engine.cluster import Cluster
 from engine.records import (
     ConsumerRecord,
+    KafkaBatch,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     PartitionInfo,
@@ -31,6 +32,7 @@ __all__ = [
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "KafkaBatch",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "PartitionInfo",

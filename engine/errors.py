@@ -44,6 +44,10 @@ class InvalidArgument(PartitionletError, ValueError):
     """Any other argument of the wrong type or out of range."""
 
 
+class InvalidRecordBatch(InvalidArgument):
+    """A Kafka record batch that is not sound (its CRC, its layout, its records)."""
+
+
 class MessageTooLarge(PartitionletError, ValueError):
     """A record whose key, value and headers together exceed the stream's `max_message_bytes`."""
 

@@ -32,6 +32,19 @@ class RecordMetadata(NamedTuple):
     timestamp: int
 
 
+class KafkaBatch(NamedTuple):
+    """A stored batch that is a Kafka record batch v2 as a client produced it
+    (`Producer.send_record_batch`), as `Consumer.poll_arrow_batches(verbatim=True)` hands
+    it out: whole, its records at offsets `base_offset` to `last_offset`, one each. `data`
+    is its bytes as stored, so its base offset and partition leader epoch are what the
+    client sent, not the log's: a reader that serves it sets them (they lie before its
+    CRC)."""
+
+    base_offset: int
+    last_offset: int
+    data: memoryview
+
+
 class OffsetAndMetadata(NamedTuple):
     offset: int
     metadata: str = ""

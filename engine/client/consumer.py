@@ -39,6 +39,7 @@ from engine.ops.heat import ReadCounter
 from engine.policies import check_stored
 from engine.records import (
     ConsumerRecord,
+    KafkaBatch,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
@@ -797,16 +798,23 @@ class Consumer:
         return self._poll(timeout_ms, max_records, "poll_arrow", self._read_arrow)
 
     def poll_arrow_batches(
-        self, timeout_ms: int = 0, max_records: int | None = None
+        self, timeout_ms: int = 0, max_records: int | None = None, *, verbatim: bool = False
     ) -> dict[TopicPartition, list[Any]]:
         """`poll_arrow`, with each partition's records as a list of `pyarrow.RecordBatch`es
         in offset order, one per stored batch read, rather than one joined RecordBatch: no
         key or value is copied (their buffers are the stored batches'). For readers that
-        go through the records batch by batch, as the wire listener's fetch does."""
+        go through the records batch by batch, as the wire listener's fetch does.
+
+        With `verbatim`, a Kafka record batch stored as a client produced it
+        (`Producer.send_record_batch`) comes as a `KafkaBatch`, its bytes as stored, whole
+        (it may start before the position: Kafka's readers skip those records), unless
+        some of its records have expired. It counts as all its records against
+        `max_records`."""
         from engine.client import arrow
 
         arrow.modules()
-        return self._poll(timeout_ms, max_records, "poll_arrow", self._read_arrow_batches)
+        read = self._read_verbatim if verbatim else self._read_arrow_batches
+        return self._poll(timeout_ms, max_records, "poll_arrow", read)
 
     def _poll(
         self,
@@ -916,6 +924,25 @@ class Consumer:
         chunks, state.position = state.log.read_columns(state.position, room, cutoff)
         batches = arrow.record_batches(tp.topic, tp.partition, chunks, cutoff)
         return batches, sum(b.num_rows for b in batches)
+
+    def _read_verbatim(
+        self, tp: TopicPartition, state: Any, room: int, cutoff: int | None
+    ) -> tuple[Any, int]:
+        from engine.client import arrow
+
+        start = state.position
+        chunks, state.position = state.log.read_verbatim(start, room, cutoff)
+        out: list[Any] = []
+        count = 0
+        for chunk in chunks:
+            if isinstance(chunk, KafkaBatch):
+                out.append(chunk)
+                count += chunk.last_offset - max(chunk.base_offset, start) + 1
+            else:
+                for batch in arrow.record_batches(tp.topic, tp.partition, [chunk], cutoff):
+                    out.append(batch)
+                    count += batch.num_rows
+        return out, count
 
     def _deserialize(self, r: ConsumerRecord) -> ConsumerRecord:
         key = r.key

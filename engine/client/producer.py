@@ -42,6 +42,7 @@ from engine.errors import (
     IllegalState,
     InvalidArgument,
     InvalidPartition,
+    InvalidRecordBatch,
     MessageTooLarge,
     PartitionletError,
     StorageError,
@@ -53,6 +54,7 @@ from engine.errors import (
 from engine.log_once import LogOnce
 from engine.records import CREATE_TIME, LOG_APPEND_TIME, RecordMetadata
 from engine.storage import batch as batch_codec
+from engine.storage import kafka_batch
 from engine.storage.appender import Appender
 from engine.storage.catalog import EnsuredTopic, StreamRow
 from engine.storage.volume import BatchWrite
@@ -614,6 +616,82 @@ class Producer:
                 )
             return FutureRecordMetadata((b, first))
 
+    def send_record_batch(
+        self,
+        topic: str,
+        partition: int,
+        data: bytes,
+        *,
+        idempotent: tuple[int, int, int] | None = None,
+    ) -> FutureRecordMetadata | _DoneFuture:
+        """Queue a Kafka record batch v2 (exactly `data`, as a Kafka client produced it)
+        for one partition; returns the future of its first message's `RecordMetadata`.
+
+        The batch is stored as it came, and a wire fetch serves it so, when it can be: not
+        compressed, create time (the batch's and the topic's), no bigger than the topic's
+        max_message_bytes, and headers and timestamps the engine's format holds
+        (engine.storage.kafka_batch). Otherwise its records are queued as `send_batch`
+        queues them. Either way it is all or nothing, one stored batch, and its records
+        are read like any others. A batch that is not sound (its CRC, its layout, a control
+        batch) raises `InvalidArgument`. Records are bytes already: a producer with
+        serializers refuses. `idempotent` is as for `send_batch`."""
+        if self._coordinator is not None and not self._in_txn:
+            self._not_in_transaction()
+        if self._serializing:
+            raise InvalidArgument("send_record_batch takes bytes: this producer has serializers")
+        try:
+            payload, summary = batch_codec.from_kafka(data)
+        except Exception as exc:  # the record reader raises several kinds for a bad batch
+            if kafka_batch.is_corrupt(exc):
+                raise InvalidRecordBatch(f"not a valid record batch: {exc}") from None
+            if not isinstance(exc, kafka_batch.NotStorable):
+                raise
+            return self._send_columns(topic, partition, data, idempotent)
+        with self._lock:
+            ts = self._known_state(topic)
+            if ts.ts_type != LOG_APPEND_TIME and len(data) <= ts.max_bytes:
+                return self._queue_encoded(ts, partition, payload, summary, idempotent)
+        return self._send_columns(topic, partition, data, idempotent)
+
+    def _queue_encoded(
+        self,
+        ts: _TopicState,
+        partition: int,
+        payload: bytes,
+        summary: kafka_batch.Summary,
+        idempotent: tuple[int, int, int] | None,
+    ) -> FutureRecordMetadata | _DoneFuture:
+        """Queue a stored batch's payload as a batch of its own (lock held)."""
+        if partition.__class__ is not int or not 0 <= partition < ts.partitions:
+            raise InvalidPartition(
+                f"topic {ts.full} has partitions 0 to {ts.partitions - 1}, not {partition!r}"
+            )
+        before = ts.open[partition]  # what the partition collected goes first
+        if before is not None:
+            self._close_full(before)
+        b = self._new_batch(ts, partition)
+        b.ids = idempotent
+        b.records.append((None, None, None, summary.timestamp))  # what its future reports
+        b.encoded = (payload, summary.count, summary.first_ts, summary.max_ts)
+        b.nbytes = len(payload)
+        self._close_full(b)
+        if self.acks == 0:
+            return _DoneFuture((ts.full, partition, summary.timestamp))
+        return FutureRecordMetadata((b, 0))
+
+    def _send_columns(
+        self,
+        topic: str,
+        partition: int,
+        data: bytes,
+        idempotent: tuple[int, int, int] | None,
+    ) -> FutureRecordMetadata | _DoneFuture:
+        """`send_record_batch` of a batch not stored as it came: its records, decoded."""
+        values, keys, headers, stamps = kafka_batch.columns(data)
+        return self.send_batch(
+            topic, partition, values, keys, headers, stamps, idempotent=idempotent
+        )
+
     def _send_pending(
         self,
         ts: _TopicState,
@@ -1036,7 +1114,8 @@ class Producer:
         if ahead:
             try:
                 for b in ahead:
-                    if b.topic.ts_type != LOG_APPEND_TIME:  # stamped when written
+                    # log-append time is stamped when written; a record batch came encoded
+                    if b.topic.ts_type != LOG_APPEND_TIME and b.encoded is None:
                         b.encoded = _encode(b.records)
             finally:
                 with self._lock:

@@ -27,6 +27,11 @@ way; a batch written before compression existed has no codec bits and decodes as
 goes through `decode` or `plain`, so each reads every batch whatever its codec. A batch
 that compression would not make smaller is stored plain.
 
+A batch produced over the wire may be stored as the client sent it (VERSION_KAFKA, see
+`engine.storage.kafka_batch`): the same header (its flags 0), then the Kafka record batch
+v2, whole. `plain`, `decode` and `compress` turn it into the layout above first, so every
+reader reads it as any other batch; a wire fetch serves it as it is (`kafka_data`).
+
 `decode` trusts its input: it reads what this engine wrote. A batch from outside (another
 cluster's replicator) goes through `check` first, which walks the layout with bounds and
 compares it with the row it comes with (count, offsets, timestamps).
@@ -54,8 +59,10 @@ import zstandard
 from crc32c import crc32c
 
 from engine.errors import InvalidArgument, StorageError
+from engine.storage import kafka_batch
 
 VERSION = 1
+VERSION_KAFKA = 2  # the header, then a Kafka record batch v2 as a client produced it
 F_KEYS = 1
 F_HEADERS = 2
 F_TS64 = 8
@@ -272,6 +279,8 @@ def compress(payload: bytes, codec: str) -> bytes:
     compression would not make smaller or whose body is over MAX_COMPRESSED_BODY."""
     if codec == "none":
         return payload
+    if payload[0] == VERSION_KAFKA:  # stored as it came only when plain: laid out anew
+        payload = _from_kafka_layout(payload)
     flag = _CODEC_FLAG.get(codec)
     if flag is None:
         raise InvalidArgument(f"unknown compression {codec!r}; known: {', '.join(CODECS)}")
@@ -339,11 +348,47 @@ def _inflate(payload: bytes, bad: Callable[[str], Exception]) -> bytes:
 
 
 def plain(payload: bytes) -> bytes:
-    """A stored batch in the plain layout (decompressed if it was compressed);
-    `StorageError` if a compressed one is corrupt."""
+    """A stored batch in the plain layout (decompressed if it was compressed, laid out in
+    columns if it is a Kafka batch); `StorageError` if a compressed one is corrupt."""
     if payload[1] & F_CODEC:
         return _inflate(payload, _corrupt)
+    if payload[0] == VERSION_KAFKA:
+        return _from_kafka_layout(payload)
     return payload
+
+
+def from_kafka(data: bytes) -> tuple[bytes, kafka_batch.Summary]:
+    """The payload that stores the Kafka record batch v2 `data` as it is, and what its row
+    needs to know. Raises what `kafka_batch.inspect` raises: a batch that is not sound, or
+    one that cannot be stored as it came (`kafka_batch.NotStorable`)."""
+    summary = kafka_batch.inspect(
+        data,
+        max_timestamp_ms=MAX_TIMESTAMP_MS,
+        max_headers=MAX_FORMAT_HEADERS,
+        max_header_name_bytes=MAX_HEADER_NAME_BYTES,
+    )
+    return b"".join(
+        (_HEADER.pack(VERSION_KAFKA, 0, summary.count, summary.first_ts), data)
+    ), summary
+
+
+def kafka_data(payload: bytes) -> memoryview | None:
+    """The Kafka record batch a payload stores as it came (its base offset as the client
+    sent it: `kafka_batch.front` gives the one to serve), or None for any other payload."""
+    if payload[0] != VERSION_KAFKA:
+        return None
+    return memoryview(payload)[_HEADER.size :]
+
+
+def _from_kafka_layout(payload: bytes) -> bytes:
+    """A VERSION_KAFKA payload in the plain columnar layout."""
+    values, keys, headers, stamps = kafka_batch.columns(memoryview(payload)[_HEADER.size :])
+    return encode(
+        values,
+        stamps,
+        None if keys.count(None) == len(keys) else keys,
+        headers if any(headers) else None,
+    )
 
 
 class Positions(NamedTuple):
@@ -418,6 +463,8 @@ def _slices(blob: bytes, lengths: array[int], pos: int) -> tuple[list[bytes | No
 def decode(payload: bytes, base_offset: int) -> DecodedBatch:
     """Columns of a stored batch, offsets made absolute from the row's `base_offset`;
     a compressed one is inflated first (`StorageError` if it is corrupt)."""
+    if payload[0] == VERSION_KAFKA:
+        payload = _from_kafka_layout(payload)
     version, flags, count, base_ts = _HEADER.unpack_from(payload, 0)
     if version != VERSION:
         raise ValueError(f"unsupported record batch version {version}")
@@ -527,6 +574,9 @@ def check(
     if len(payload) < _HEADER.size:
         raise _bad(f"{len(payload)} bytes, shorter than a batch header")
     version, flags, n, base_ts = _HEADER.unpack_from(payload, 0)
+    if version == VERSION_KAFKA:
+        _check_kafka(payload, flags, n, base_ts, base_offset, last_offset, count, first_ts, max_ts)
+        return
     if version != VERSION:
         raise _bad(f"unsupported version {version}")
     if flags & ~_FLAGS:
@@ -581,6 +631,37 @@ def check(
         pos += hlen
     if pos + blobs != size:
         raise _bad(f"{size} bytes, where its columns account for {pos + blobs}")
+
+
+def _check_kafka(
+    payload: bytes,
+    flags: int,
+    n: int,
+    base_ts: int,
+    base_offset: int,
+    last_offset: int,
+    count: int,
+    first_ts: int,
+    max_ts: int,
+) -> None:
+    """`check` for a VERSION_KAFKA payload: its Kafka batch sound and storable, and the
+    header and the row agreeing with it (its offsets are consecutive)."""
+    if flags:
+        raise _bad(f"flags {flags:#x} on a Kafka batch")
+    try:
+        _, summary = from_kafka(bytes(memoryview(payload)[_HEADER.size :]))
+    except Exception as exc:  # the record reader raises several kinds for a damaged batch
+        raise _bad(f"its Kafka record batch is not one the engine stores ({exc})") from None
+    if not summary.count == n == count or n != last_offset - base_offset + 1:
+        raise _bad(
+            f"the batch holds {summary.count} records; its header says {n}, its row "
+            f"{count!r} at offsets {base_offset}..{last_offset}"
+        )
+    if (summary.first_ts, summary.max_ts) != (first_ts, max_ts) or base_ts != first_ts:
+        raise _bad(
+            f"its timestamps span {summary.first_ts}..{summary.max_ts}, its row says "
+            f"first_ts {first_ts}, max_ts {max_ts}"
+        )
 
 
 _CRC_FIELDS = struct.Struct("<qqqqB")

@@ -16,11 +16,11 @@ from bisect import bisect_left
 from collections.abc import Callable
 from functools import partial
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from engine.bulk import bulk_records
 from engine.errors import CorruptBatch, CorruptFile, DamagedPartition
-from engine.records import ConsumerRecord, OffsetAndTimestamp
+from engine.records import ConsumerRecord, KafkaBatch, OffsetAndTimestamp
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import Catalog, PartitionletRow
 from engine.storage.reader import BatchReader, StoredBatch
@@ -54,8 +54,10 @@ class ProducerState(NamedTuple):
 
 class _Decoded:
     """One stored batch being read: its row, its payload in the plain layout (inflated
-    once if it was compressed), and its columns as Python objects (`batch`), made on
-    first use: a columnar reader (`read_columns`) never makes them."""
+    once if it was compressed, laid out once if it is a Kafka batch), and its columns as
+    Python objects (`batch`), made on first use: a columnar reader (`read_columns`) never
+    makes them, and one that takes Kafka batches as they are (`verbatim`) not even the
+    plain layout of those."""
 
     __slots__ = (
         "pl_id",
@@ -65,7 +67,8 @@ class _Decoded:
         "ts_type",
         "first_ts",
         "max_ts",
-        "payload",
+        "stored",
+        "_payload",
         "_batch",
         "_positions",
         "_deltas",
@@ -83,10 +86,22 @@ class _Decoded:
         self.ts_type = ts_type
         self.first_ts = first_ts
         self.max_ts = max_ts
-        self.payload = batch_codec.plain(payload)
+        self.stored = payload
+        # a compressed batch is inflated now: a damaged one fails where it is read
+        self._payload = (
+            None if payload[0] == batch_codec.VERSION_KAFKA else batch_codec.plain(payload)
+        )
         self._batch: batch_codec.DecodedBatch | None = None
         self._positions: batch_codec.Positions | None = None
         self._deltas: memoryview | None = None
+
+    @property
+    def payload(self) -> bytes:
+        """The payload in the plain layout."""
+        p = self._payload
+        if p is None:
+            p = self._payload = batch_codec.plain(self.stored)
+        return p
 
     @property
     def batch(self) -> batch_codec.DecodedBatch:
@@ -396,14 +411,26 @@ class PartitionLog:
         whole are skipped; `Columns.first_ts` below `cutoff_ms` says a batch holds some
         expired records, which the caller drops."""
         try:
-            return self._read_columns(position, max_records, cutoff_ms)
+            chunks, position = self._read_columns(position, max_records, cutoff_ms, False)
+        except CorruptFile as exc:  # a damaged volume: say which partition it stops
+            raise self._damaged(str(exc)) from exc
+        return cast(list[Columns], chunks), position
+
+    def read_verbatim(
+        self, position: int, max_records: int, cutoff_ms: int | None
+    ) -> tuple[list[Columns | KafkaBatch], int]:
+        """`read_columns`, with each Kafka batch stored as it came, none of its records
+        expired, as a `KafkaBatch`: whole, even when `position` lies inside it (as Kafka
+        serves a batch: a client skips what it did not ask for)."""
+        try:
+            return self._read_columns(position, max_records, cutoff_ms, True)
         except CorruptFile as exc:  # a damaged volume: say which partition it stops
             raise self._damaged(str(exc)) from exc
 
     def _read_columns(
-        self, position: int, max_records: int, cutoff_ms: int | None
-    ) -> tuple[list[Columns], int]:
-        out: list[Columns] = []
+        self, position: int, max_records: int, cutoff_ms: int | None, verbatim: bool
+    ) -> tuple[list[Columns | KafkaBatch], int]:
+        out: list[Columns | KafkaBatch] = []
         taken = 0
         self._ensure_chain()
         position = max(position, self._start)  # below the log start: deleted records
@@ -430,6 +457,20 @@ class PartitionLog:
             if cutoff_ms is not None and d.max_ts < cutoff_ms:
                 position = d.last + 1  # the whole batch has expired
                 continue
+            if verbatim and (cutoff_ms is None or d.first_ts >= cutoff_ms):
+                data = batch_codec.kafka_data(d.stored)
+                if data is not None:
+                    out.append(KafkaBatch(d.base, d.last, data))
+                    taken += d.last - position + 1
+                    if self._counter is not None:
+                        self._counter.add(
+                            d.volume_id,
+                            d.pl_id,
+                            d.last - position + 1,
+                            int((d.last + 1 - position) * d.byte_share),
+                        )
+                    position = d.last + 1
+                    continue
             at = d.positions
             start = d.index(position)
             end = min(at.count, start + max_records - taken)

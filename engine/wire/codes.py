@@ -71,6 +71,8 @@ def of(exc: BaseException) -> int:
         cause = f"{type(exc).__name__}: {exc}"
         _storage_log(logging.ERROR, cause, "answering CORRUPT_MESSAGE: %s", cause)
         return CORRUPT_MESSAGE
+    if isinstance(exc, errors.InvalidRecordBatch):
+        return CORRUPT_MESSAGE
     if isinstance(exc, errors.InvalidName):
         return INVALID_TOPIC_EXCEPTION
     if isinstance(exc, errors.UnknownTopic | errors.UnknownStream | errors.InvalidPartition):

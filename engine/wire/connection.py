@@ -305,6 +305,8 @@ class Connection:
             return _Parked(response, name, version, correlation_id)
         if isinstance(response, Deferred):
             return _Pending(response, name, version, correlation_id)
+        if isinstance(response, codec.Spliced):
+            return codec.encode_spliced(response, version, correlation_id)
         return codec.encode_response(response, version, correlation_id)
 
     async def _read_frame(self) -> bytes | None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from kafka.protocol.api_message import ApiMessage
 
 if TYPE_CHECKING:  # connection.py imports this module
+    from engine.wire.codec import Spliced
     from engine.wire.connection import Session
     from engine.wire.park import Deferred, Park
 
@@ -23,7 +24,8 @@ S = TypeVar("S", bound="ApiMessage")
 class Handler(Protocol[Req, Resp]):
     """handler(session, request, version) -> the response, None when none is sent (acks=0),
     a `Park` when the answer waits (engine.wire.park: a long poll, a pending join), or a
-    `Deferred` when it comes once engine work it queued is done (a produce request).
+    `Deferred` when it comes once engine work it queued is done (a produce request), or a
+    `Spliced` response whose records are joined in after it is encoded (a fetch).
 
     `request` is an instance of the request class the handler is registered for (its
     kafka-python protocol class, decoded at `version`), the response one of its response
@@ -31,7 +33,7 @@ class Handler(Protocol[Req, Resp]):
 
     def __call__(
         self, session: Session, request: Req, version: int, /
-    ) -> Resp | Park | Deferred | None: ...
+    ) -> Resp | Park | Deferred | Spliced | None: ...
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def api(
 
         def checked(
             session: Session, message: ApiMessage, version: int, /
-        ) -> S | Park | Deferred | None:
+        ) -> S | Park | Deferred | Spliced | None:
             # the connection decodes with this entry's request class, so this never fails:
             # it narrows the registry's ApiMessage to what the handler takes
             if not isinstance(message, request):

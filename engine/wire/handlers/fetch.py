@@ -20,7 +20,7 @@ from kafka.protocol.consumer import (
     ListOffsetsResponse,
 )
 
-from engine import Consumer, TopicPartition, errors
+from engine import Consumer, KafkaBatch, TopicPartition, errors
 from engine.wire import codec, codes
 from engine.wire.connection import Session
 from engine.wire.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, Cached, FetchSession, Key
@@ -67,7 +67,8 @@ class _Wanted:
     tp: TopicPartition | None  # None when the partition is not known (error says why)
     offset: int
     max_bytes: int
-    records: list[pa.RecordBatch] = field(default_factory=list)
+    # read, in offset order: Arrow records, and batches stored as their producer sent them
+    records: list[pa.RecordBatch | KafkaBatch] = field(default_factory=list)
     size: int = 0  # bytes of `records` as record batches
     controls: list[tuple[int, bytes]] = field(default_factory=list)  # (offset, batch)
 
@@ -92,17 +93,28 @@ def consumer_of(session: Session, committed: bool = False) -> Consumer:
     return session.consumer
 
 
-def _records(w: _Wanted) -> bytes:
-    """The partition's record batches, with its control batches in offset order."""
+def _parts(r: pa.RecordBatch | KafkaBatch) -> list[bytes | bytearray | memoryview]:
+    if isinstance(r, KafkaBatch):
+        return codec.served(r)  # its bytes as stored: nothing decoded, nothing encoded
+    return codec.encode_arrow_parts(r)
+
+
+def _records(w: _Wanted) -> list[bytes | bytearray | memoryview]:
+    """The parts of the partition's record batches, with its control batches in offset
+    order."""
     if not w.controls:
-        return b"".join([part for r in w.records for part in codec.encode_arrow_parts(r)])
+        return [part for r in w.records for part in _parts(r)]
     # A record batch read may span a marker's offset (stored batches are merged): cut it
     # there, since a client takes the batch after the last one as its next fetch offset,
     # so a data batch that ended past a control batch placed after it would be fetched
-    # again (librdkafka delivered its records twice).
+    # again (librdkafka delivered its records twice). A batch stored as its producer sent
+    # it is one producer's run of offsets, which no marker lies inside.
     marks = np.array([offset for offset, _ in w.controls], dtype=np.int64)
-    parts = []
+    parts: list[tuple[int, bytes | bytearray | memoryview]] = []
     for r in w.records:
+        if isinstance(r, KafkaBatch):
+            parts.append((r.base_offset, b"".join(codec.served(r))))
+            continue
         offsets = r.column("offset").to_numpy()
         cuts = np.searchsorted(offsets, marks).tolist()
         for lo, hi in zip([0, *cuts], [*cuts, r.num_rows], strict=True):
@@ -110,12 +122,14 @@ def _records(w: _Wanted) -> bytes:
                 parts.append((int(offsets[lo]), codec.encode_arrow(r.slice(lo, hi - lo))))
     parts += w.controls
     parts.sort(key=lambda part: part[0])
-    return b"".join(data for _, data in parts)
+    return [data for _, data in parts]
 
 
 # from v4 (record batch v2) to v12 (flexible); v13 and later name topics by id
 @api(FetchRequest, FetchResponse, (4, 12))
-def fetch(session: Session, request: FetchRequest, version: int) -> FetchResponse | Park:
+def fetch(
+    session: Session, request: FetchRequest, version: int
+) -> FetchResponse | codec.Spliced | Park:
     broker = session.broker
     sessions = broker.fetch_sessions
     asked: dict[Key, tuple[int, int]] = {}  # (fetch offset, partition max bytes)
@@ -200,7 +214,7 @@ class _LongPoll:
     create_session: bool  # a full fetch that asks for a session (epoch 0)
     total: int = 0
 
-    def step(self) -> FetchResponse | Park:
+    def step(self) -> codec.Spliced | Park:
         consumer, live = self.consumer, self.live
         signal = self.session.broker.appended
         seq = signal.seq  # before the poll: an append after it wakes the park
@@ -209,7 +223,9 @@ class _LongPoll:
             # only what is already there is added (no more waiting), up to the byte limits,
             # so one response carries as much as the client allows, not one poll's worth
             try:
-                got = consumer.poll_arrow_batches(timeout_ms=0, max_records=_POLL_RECORDS)
+                got = consumer.poll_arrow_batches(
+                    timeout_ms=0, max_records=_POLL_RECORDS, verbatim=True
+                )
             except errors.CorruptBatch as exc:
                 # a damaged stored batch: its partition answers CORRUPT_MESSAGE (as a
                 # Kafka broker does), after what it read before the damage; the others
@@ -263,8 +279,16 @@ class _LongPoll:
     def _take(self, w: _Wanted, batch: Any) -> bool:
         """Add what of `batch` fits the partition's and the response's byte limits to the
         partition's records; False when some of it did not fit."""
-        sizes = codec.cumulative_sizes(batch)
         room = min(w.max_bytes - w.size, self.max_bytes - self.total)
+        if isinstance(batch, KafkaBatch):  # whole or not at all, as Kafka serves a batch
+            size = len(batch.data)
+            if size > room and w.records:
+                return False
+            w.records.append(batch)
+            w.size += size
+            self.total += size
+            return True
+        sizes = codec.cumulative_sizes(batch)
         # Kafka's rule: the first record always goes, so a big one cannot block a
         # consumer; after that the partition's and the response's limits hold.
         take = max(int(sizes.searchsorted(room, side="right")), 0 if w.records else 1)
@@ -282,11 +306,12 @@ class _LongPoll:
         for tp, w in self.live.items():
             if w.records and tp in paused:  # cut by the byte limits: up to the last taken
                 last = w.records[-1]
-                upto = (
-                    int(last.column("offset")[last.num_rows - 1].as_py()) + 1
-                    if last.num_rows
-                    else w.offset
-                )
+                if isinstance(last, KafkaBatch):
+                    upto = last.last_offset + 1
+                elif last.num_rows:
+                    upto = int(last.column("offset")[last.num_rows - 1].as_py()) + 1
+                else:
+                    upto = w.offset
             else:
                 upto = consumer.position(tp)
             if upto <= w.offset:
@@ -301,7 +326,7 @@ class _LongPoll:
 
     def _response(
         self, ends: dict[TopicPartition, int], stable: dict[TopicPartition, int]
-    ) -> FetchResponse:
+    ) -> codec.Spliced:
         """The answer: every partition for a full fetch; for an incremental one only those
         with records, an error, or a high watermark or log start that changed since the
         session's last answer (Kafka's IncrementalFetchContext)."""
@@ -323,6 +348,7 @@ class _LongPoll:
         R = FetchResponse.FetchableTopicResponse
         P = R.PartitionData
         by_topic: dict[str, list[FetchResponse.FetchableTopicResponse.PartitionData]] = {}
+        spliced = codec.Spliced(FetchResponse())
         for key, w in self.wanted.items():
             error, tp, records = w.error, w.tp, w.records
             high = ends.get(tp, -1) if tp is not None else -1
@@ -341,15 +367,16 @@ class _LongPoll:
                     log_start_offset=log_start,
                     aborted_transactions=[],
                     preferred_read_replica=-1,
-                    records=_records(w),
+                    records=spliced.hold(_records(w)),
                 )
             )
-        return FetchResponse(
+        spliced.response = FetchResponse(
             throttle_time_ms=0,
             error_code=codes.NONE,
             session_id=fetch_session.id if fetch_session is not None else 0,
             responses=[R(topic=name, partitions=parts) for name, parts in by_topic.items()],
         )
+        return spliced
 
 
 # from v1 to v7 (flexible from v6); v8, v9 and v11 add tiered storage lookups, v10 a

@@ -159,6 +159,11 @@ def _queue(
         cluster.authorize(stream, "produce_perm")
     except errors.PartitionletError as exc:
         return codes.of(exc), -1
+    plain = codec.plain_batch(data)
+    if plain is not None:  # the usual request: stored as it came when its topic allows
+        if plain.transactional and not plain.has_producer_id:
+            return codes.INVALID_PRODUCER_ID_MAPPING, -1
+        return _queue_batch(broker, full, partition, plain, acks)
     try:
         # decoding decompresses and checks every record, before anything is written
         batches = list(codec.batches(data, budget))
@@ -201,7 +206,7 @@ def _queue_batch(
     broker: Broker,
     full: str,
     partition: int,
-    batch: codec.ProducedBatch,
+    batch: codec.ProducedBatch | codec.PlainBatch,
     acks: int,
 ) -> _Pending:
     if not batch.has_producer_id:
@@ -223,13 +228,18 @@ def _send(
     broker: Broker,
     full: str,
     partition: int,
-    batch: codec.ProducedBatch,
+    batch: codec.ProducedBatch | codec.PlainBatch,
     acks: int,
     idempotent: tuple[int, int, int] | None = None,
 ) -> _Pending:
     """Queue the batch in one engine call; only its first message's future is waited on,
     since the run is written as one stored batch."""
     producer = broker.producer(acks)
+    if isinstance(batch, codec.PlainBatch):
+        try:
+            return [producer.send_record_batch(full, partition, batch.data, idempotent=idempotent)]
+        except errors.PartitionletError as exc:
+            return codes.of(exc), -1
     try:
         with bulk_records(len(batch.values)):  # a tuple a message, in the producer's batch
             future = producer.send_batch(

@@ -1,0 +1,122 @@
+"""Kafka record batches (v2) stored as a client produced them.
+
+A batch that comes over the wire is stored as it came, when its topic's policies allow
+(`engine.storage.batch`, "VERSION_KAFKA"): no decoding into columns on the way in, and a
+wire fetch serves it as it is, with only its base offset and partition leader epoch set
+(they lie outside its CRC). This is what Kafka does with every batch.
+
+The records are read by aiokafka's record module, in C: the same reader the wire listener
+decodes produced batches with (engine.wire.codec). `inspect` walks every record once, so
+a batch is stored only when each reader can read it: its CRC, its layout to the last
+byte, offset deltas 0..n-1, header names in UTF-8 within the engine's bounds. What this
+module reads it trusts no more than that; `columns` decodes what `inspect` accepted.
+
+Layout of a v2 batch (big-endian): base offset int64, length int32 (of what follows it),
+partition leader epoch int32, magic int8 (2), CRC-32C uint32 of everything after it,
+attributes int16, last offset delta int32, base timestamp int64, max timestamp int64,
+producer id int64, producer epoch int16, base sequence int32, record count int32, then the
+records (varints).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from aiokafka.errors import CorruptRecordException
+from aiokafka.record.default_records import DefaultRecordBatch
+from crc32c import crc32c
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # base offset and length: what the length does not count
+CRC_AT = 17
+CRC_FROM = 21  # the CRC covers the attributes up to the batch's end
+CODEC_MASK = 0x07
+LOG_APPEND_TIME_FLAG = 0x08
+TRANSACTIONAL = 0x10
+CONTROL = 0x20
+
+
+class NotStorable(ValueError):
+    """A sound batch that cannot be stored as it came (compressed, log-append time, a
+    header the engine's format cannot hold, a timestamp out of range): its records go the
+    way of any other message."""
+
+
+class Summary(NamedTuple):
+    """What a stored batch's row needs, read from its records."""
+
+    count: int  # type: ignore[assignment]  # a field that shadows tuple.count
+    first_ts: int  # the smallest timestamp
+    max_ts: int
+    timestamp: int  # the first record's
+    producer_id: int
+    transactional: bool
+
+
+def inspect(
+    data: bytes,
+    *,
+    max_timestamp_ms: int,
+    max_headers: int,
+    max_header_name_bytes: int,
+) -> Summary:
+    """Check one v2 batch (exactly `data`) and read its `Summary`. Raises ValueError (or
+    aiokafka's CorruptRecordException, a subclass of neither: see `is_corrupt`) for a
+    batch that is not sound, `NotStorable` for a sound one this module does not store."""
+    if len(data) < HEADER_SIZE:
+        raise ValueError(f"{len(data)} bytes, shorter than a record batch header")
+    (_, length, _, magic, crc, attributes, last_delta, _, _, pid, _, _, count) = HEADER.unpack_from(
+        data, 0
+    )
+    if magic != 2:
+        raise ValueError("only record batch v2 (magic 2) is accepted")
+    if length != len(data) - LOG_OVERHEAD:
+        raise ValueError(f"a batch of {len(data)} bytes says its length is {length}")
+    if count < 1 or last_delta != count - 1:
+        raise ValueError(f"a batch of {count} records with a last offset delta {last_delta}")
+    if crc32c(memoryview(data)[CRC_FROM:]) != crc:
+        raise ValueError("record batch CRC mismatch")
+    if attributes & CONTROL:
+        raise ValueError("a control batch is the coordinator's to write")
+    if attributes & CODEC_MASK:
+        raise NotStorable("a compressed batch")
+    if attributes & LOG_APPEND_TIME_FLAG:
+        raise NotStorable("a batch that asks for log-append time")
+    records = list(DefaultRecordBatch(data))  # reads every varint, to the last byte
+    if len(records) != count:
+        raise ValueError(f"a batch says {count} records and holds {len(records)}")
+    base = records[0].offset
+    if any(r.offset - base != i for i, r in enumerate(records)):
+        raise ValueError("its offset deltas are not 0 to count - 1")
+    stamps = [r.timestamp for r in records]
+    low, high = min(stamps), max(stamps)
+    if low < 0 or high > max_timestamp_ms:
+        raise NotStorable("a timestamp out of range")
+    for r in records:
+        headers = r.headers
+        if headers:
+            if len(headers) > max_headers:
+                raise NotStorable("more headers than a record may have")
+            if any(len(key.encode()) > max_header_name_bytes for key, _ in headers):
+                raise NotStorable("a header name longer than the engine stores")
+    return Summary(count, low, high, stamps[0], pid, bool(attributes & TRANSACTIONAL))
+
+
+def is_corrupt(exc: BaseException) -> bool:
+    """Whether `exc`, raised by `inspect` or `columns`, says the batch is not sound."""
+    return isinstance(exc, ValueError | CorruptRecordException) and not isinstance(exc, NotStorable)
+
+
+def columns(
+    data: bytes | memoryview,
+) -> tuple[list[bytes | None], list[bytes | None], list[list[tuple[str, bytes | None]]], list[int]]:
+    """The values, keys, headers and timestamps of a batch `inspect` accepted."""
+    records = list(DefaultRecordBatch(bytes(data)))
+    return (
+        [r.value for r in records],
+        [r.key for r in records],
+        [r.headers for r in records],
+        [r.timestamp for r in records],
+    )
