@@ -453,10 +453,9 @@ def read(task: ScanTask) -> list[ScanBatch]:
             batches, live = _batches(moved, task)
     if task.cutoff_ms is not None:
         batches = [b for b in batches if b.max_timestamp >= task.cutoff_ms]
+    # compressed or Kafka batches in the plain layout; plain() gives the others back as is
     return [
-        b._replace(payload=batch_codec.plain(b.payload))
-        if b.payload[1] & batch_codec.F_CODEC
-        else b
+        b if (p := batch_codec.plain(b.payload)) is b.payload else b._replace(payload=p)
         for b in batches
     ]
 

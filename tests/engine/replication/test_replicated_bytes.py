@@ -129,7 +129,7 @@ def test_damaged_bytes_are_refused_cleanly_or_decode(args, data):
             "increase",
         ),
         (codec.encode([b"a"], [TS], None, None, [5]), {"last_offset": 4}, "past last_offset"),
-        (b"\x02" + codec.encode([b"a"], [TS])[1:], {}, "version"),
+        (b"\x03" + codec.encode([b"a"], [TS])[1:], {}, "version"),
         (codec.encode([b"a"], [TS])[:1] + b"\x80" + codec.encode([b"a"], [TS])[2:], {}, "flags"),
         (codec.encode([b"a"], [TS], None, [[("h", b"v")]])[:-3] + b"\xff\xff\xff", {}, ""),
     ],

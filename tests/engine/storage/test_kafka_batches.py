@@ -1,0 +1,271 @@
+"""Kafka record batches stored as a client produced them (issue 28, item 4): what
+`Producer.send_record_batch` stores as it came, what it decodes instead, what it refuses,
+and that every reader reads such a batch as any other (the consumer, Arrow, the scan plan
+Spark reads, compaction, replication, `batch.check`), while a verbatim poll hands it out
+whole, byte for byte."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from crc32c import crc32c
+
+from engine import Cluster, Consumer, KafkaBatch, Producer, Replicator, TopicPartition, errors
+from engine.storage import batch
+from engine.storage import scan as engine_scan
+
+T0 = 1_790_000_000_000  # in 2026: within the default ttl of a test's streams
+TP = TopicPartition("/k:t", 0)
+
+
+def rows(first: int, n: int) -> list[tuple]:
+    """(key, value, timestamp, headers): null keys and values, headers with a null value,
+    timestamps out of order."""
+    return [
+        (
+            None if i % 5 == 0 else f"k{i % 7}".encode(),
+            None if i % 11 == 10 else f"value {i}".encode() * (1 + i % 3),
+            T0 + (i * 37) % 101,
+            [("seq", str(i).encode()), ("none", None)] if i % 4 == 0 else [],
+        )
+        for i in range(first, first + n)
+    ]
+
+
+def kafka_batch(records: list[tuple], *, codec: int = 0, ids=(-1, -1, -1)) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, codec, 0, *ids, 1 << 30)
+    for delta, (key, value, ts, headers) in enumerate(records):
+        builder.append(delta, ts, key, value, headers)
+    return bytes(builder.build())
+
+
+def with_crc(data: bytearray) -> bytes:
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def stored(cluster: Cluster, topic: str = "/k:t", partition: int = 0) -> list[tuple]:
+    """(base_offset, last_offset, payload) of every stored batch of a partition."""
+    stream, name = topic.split(":")
+    row = cluster.catalog.topic(stream, name)
+    out = []
+    for pl in cluster.catalog.chain(row.id, partition):
+        for base, last, _, _, _, payload in cluster.volume(pl.volume_id).read(pl.id, 0, 10_000):
+            out.append((base, last, payload))
+    return out
+
+
+def consume(cluster: Cluster, tp: TopicPartition = TP) -> list[tuple]:
+    consumer = Consumer(cluster, auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([tp])
+    got = []
+    while polled := consumer.poll(max_records=13):
+        got += [(r.offset, r.key, r.value, r.timestamp, list(r.headers)) for r in polled[tp]]
+    consumer.close()
+    return got
+
+
+def numbered(records: list[tuple], first: int = 0) -> list[tuple]:
+    return [(first + i, *r) for i, r in enumerate(records)]
+
+
+@pytest.fixture
+def k(cluster):
+    cluster.create_stream("/k", ttl=0)
+    cluster.create_topic("/k:t")
+    return cluster
+
+
+def test_a_plain_batch_is_stored_as_it_came_and_read_like_any_other(k):
+    records = rows(0, 50)
+    data = kafka_batch(records)
+    with Producer(k, acks=1) as producer:
+        first = producer.send_record_batch("/k:t", 0, data)
+        producer.send("/k:t", b"after", partition=0, timestamp_ms=T0)
+        assert first.get(10).offset == 0
+    (base, last, payload), (after_base, _, after) = stored(k)
+    assert (base, last) == (0, 49)
+    assert payload[0] == batch.VERSION_KAFKA and after[0] == batch.VERSION
+    assert bytes(batch.kafka_data(payload)) == data  # byte for byte
+    assert after_base == 50
+    want = numbered(records) + [(50, None, b"after", T0, [])]
+    assert consume(k) == want
+    consumer = Consumer(k, auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([TP])
+    table = consumer.poll_arrow(max_records=1000)[TP]
+    assert table.column("offset").to_pylist() == list(range(51))
+    assert table.column("key").to_pylist() == [r[1] for r in want]
+    assert table.column("value").to_pylist() == [r[2] for r in want]
+    assert [h or [] for h in table.column("headers").to_pylist()] == [
+        [{"key": k_, "value": v} for k_, v in r[4]] for r in want
+    ]
+
+
+def test_a_verbatim_poll_hands_the_batch_out_whole_from_inside_it(k):
+    records = rows(0, 30)
+    data = kafka_batch(records)
+    with Producer(k, acks=1) as producer:
+        producer.send_record_batch("/k:t", 0, data)
+        producer.send("/k:t", b"after", partition=0, timestamp_ms=T0)
+    consumer = Consumer(k, auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([TP])
+    consumer.seek(TP, 12)
+    got = consumer.poll_arrow_batches(max_records=1000, verbatim=True)[TP]
+    assert isinstance(got[0], KafkaBatch)
+    assert (got[0].base_offset, got[0].last_offset, bytes(got[0].data)) == (0, 29, data)
+    assert got[1].column("offset").to_pylist() == [30]  # an engine batch: Arrow
+    assert consumer.position(TP) == 31
+    # without verbatim, the same read starts where it was asked to
+    consumer.seek(TP, 12)
+    assert consumer.poll_arrow_batches(max_records=1000)[TP][0].column("offset")[0].as_py() == 12
+    consumer.seek(TP, 12)
+    assert [r.offset for r in consumer.poll(max_records=5)[TP]] == [12, 13, 14, 15, 16]
+
+
+@pytest.mark.parametrize("why", ["compressed", "log_append", "bigger than max_message_bytes"])
+def test_a_batch_the_engine_cannot_store_as_it_came_is_stored_decoded(cluster, why):
+    records = rows(0, 40)
+    cluster.create_stream(
+        "/k", ttl=0, timestamp_type="log_append" if why == "log_append" else "create"
+    )
+    cluster.create_topic("/k:t")
+    data = kafka_batch(records, codec=3 if why == "compressed" else 0)  # 3: lz4
+    if why.startswith("bigger"):
+        cluster.edit_stream("/k", max_message_bytes=len(data) - 1)  # each record fits
+    with Producer(cluster, acks=1) as producer:
+        producer.send_record_batch("/k:t", 0, data).get(10)
+    [(base, last, payload)] = stored(cluster)
+    assert (base, last, payload[0]) == (0, 39, batch.VERSION)
+    got = consume(cluster)
+    if why == "log_append":
+        assert [g[:3] for g in got] == [g[:3] for g in numbered(records)]
+        assert len({g[3] for g in got}) == 1  # one append time for the batch
+    else:
+        assert got == numbered(records)
+
+
+def test_a_record_over_max_message_bytes_is_refused_and_nothing_is_written(k):
+    k.edit_stream("/k", max_message_bytes=100)
+    records = [(None, b"x" * 50, T0, []), (None, b"y" * 150, T0, [])]
+    with Producer(k, acks=1) as producer:
+        with pytest.raises(errors.MessageTooLarge):
+            producer.send_record_batch("/k:t", 0, kafka_batch(records))
+    assert stored(k) == []
+
+
+def _damaged(kind: str) -> bytes:
+    good = bytearray(kafka_batch(rows(0, 5)))
+    if kind == "crc":
+        good[-1] ^= 0x01  # the CRC no longer matches
+        return bytes(good)
+    if kind == "varint":
+        good[61] = 0x7F  # the first record's length: longer than the batch
+        return with_crc(good)
+    if kind == "trailing bytes":
+        good += b"\x00\x00"
+        struct.pack_into(">i", good, 8, len(good) - 12)
+        return with_crc(good)
+    if kind == "offset deltas":
+        records = rows(0, 3)
+        builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
+        for delta, (key, value, ts, headers) in zip((0, 2, 2), records, strict=True):
+            builder.append(delta, ts, key, value, headers)
+        return bytes(builder.build())
+    if kind == "control":
+        (attributes,) = struct.unpack_from(">h", good, 21)
+        struct.pack_into(">h", good, 21, attributes | 0x20)
+        return with_crc(good)
+    if kind == "count":
+        struct.pack_into(">i", good, 57, 6)
+        struct.pack_into(">i", good, 23, 5)
+        return with_crc(good)
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize(
+    "kind", ["crc", "varint", "trailing bytes", "offset deltas", "control", "count"]
+)
+def test_an_unsound_batch_is_refused_and_the_partition_takes_the_next(k, kind):
+    with Producer(k, acks=1) as producer:
+        with pytest.raises(errors.InvalidRecordBatch):
+            producer.send_record_batch("/k:t", 0, _damaged(kind))
+        assert stored(k) == []
+        producer.send_record_batch("/k:t", 0, kafka_batch(rows(0, 5))).get(10)
+    assert consume(k) == numbered(rows(0, 5))
+
+
+def test_a_compressed_stream_stores_such_a_batch_compressed(k):
+    k.edit_stream("/k", compression="zstd")
+    records = [(b"key", b"the same reading again " * 20, T0 + i, []) for i in range(40)]
+    with Producer(k, acks=1) as producer:
+        producer.send_record_batch("/k:t", 0, kafka_batch(records)).get(10)
+    [(_, _, payload)] = stored(k)
+    assert batch.codec_of(payload) == "zstd"
+    assert consume(k) == numbered(records)
+
+
+def test_an_idempotent_resend_is_answered_with_its_offset_not_written_twice(k):
+    producer_id, epoch = k.init_producer_id()
+    data = kafka_batch(rows(0, 10), ids=(producer_id, epoch, 0))
+    with Producer(k, acks="all") as producer:
+        first = producer.send_record_batch("/k:t", 0, data, idempotent=(producer_id, epoch, 0))
+        again = producer.send_record_batch("/k:t", 0, data, idempotent=(producer_id, epoch, 0))
+        assert first.get(10).offset == again.get(10).offset == 0
+    assert [(b, last) for b, last, _ in stored(k)] == [(0, 9)]
+
+
+def test_check_takes_a_stored_batch_with_its_row_and_refuses_a_wrong_row(k):
+    records = rows(0, 20)
+    payload, summary = batch.from_kafka(kafka_batch(records))
+    stamps = [r[2] for r in records]
+    row = dict(base_offset=100, last_offset=119, count=20, first_ts=min(stamps), max_ts=max(stamps))
+    batch.check(payload, **row)
+    for wrong in (
+        {"count": 19},
+        {"last_offset": 120},
+        {"first_ts": min(stamps) - 1},
+        {"max_ts": max(stamps) + 1},
+    ):
+        with pytest.raises(errors.InvalidArgument, match="not a valid record batch"):
+            batch.check(payload, **{**row, **wrong})
+    damaged = bytearray(payload)
+    damaged[-1] ^= 0x01
+    with pytest.raises(errors.InvalidArgument, match="not a valid record batch"):
+        batch.check(bytes(damaged), **row)
+    assert summary.count == 20
+
+
+def test_replication_carries_the_batch_as_it_came(k, tmp_path):
+    records = rows(0, 25)
+    with Producer(k, acks=1) as producer:
+        producer.send_record_batch("/k:t", 0, kafka_batch(records)).get(10)
+    with Cluster.open(tmp_path / "b", name="b") as b:
+        k.add_replica("/k", str(tmp_path / "b"))
+        Replicator(k).run_once()
+        assert [p for _, _, p in stored(b)] == [p for _, _, p in stored(k)]
+        assert consume(b) == numbered(records)
+
+
+def test_compaction_reads_such_batches(cluster):
+    cluster.create_stream("/k", ttl=0, compact=True, delete_retention_ms=0)
+    cluster.create_topic("/k:t")
+    records = [(f"k{i % 3}".encode(), f"v{i}".encode(), T0 + i, []) for i in range(30)]
+    with Producer(cluster, acks=1) as producer:
+        for first in range(0, 30, 10):
+            producer.send_record_batch("/k:t", 0, kafka_batch(records[first : first + 10]))
+        producer.flush()
+    assert cluster.compact().messages_removed == 27
+    assert [g[1:3] for g in consume(cluster)] == [(b"k0", b"v27"), (b"k1", b"v28"), (b"k2", b"v29")]
+
+
+def test_the_scan_plan_reads_such_batches_plain(k):
+    with Producer(k, acks=1) as producer:
+        producer.send_record_batch("/k:t", 0, kafka_batch(rows(0, 30))).get(10)
+    [task] = k.scan_plan(k.scan_ranges(["/k:t"]))
+    [read] = engine_scan.read(task)
+    assert read.payload[0] == batch.VERSION
+    layout = engine_scan.layout(read.payload, read.base_offset)
+    assert layout.count == 30
+    assert layout.headers is not None and layout.headers[4] == [("seq", b"4"), ("none", None)]
