@@ -20,7 +20,9 @@ records (varints).
 
 from __future__ import annotations
 
+import itertools
 import struct
+from operator import attrgetter, eq
 from typing import NamedTuple
 
 from aiokafka.errors import CorruptRecordException
@@ -36,6 +38,11 @@ CODEC_MASK = 0x07
 LOG_APPEND_TIME_FLAG = 0x08
 TRANSACTIONAL = 0x10
 CONTROL = 0x20
+
+
+_TIMESTAMP = attrgetter("timestamp")
+_OFFSET = attrgetter("offset")
+_HEADERS = attrgetter("headers")
 
 
 class NotStorable(ValueError):
@@ -67,8 +74,8 @@ def inspect(
     batch that is not sound, `NotStorable` for a sound one this module does not store."""
     if len(data) < HEADER_SIZE:
         raise ValueError(f"{len(data)} bytes, shorter than a record batch header")
-    (_, length, _, magic, crc, attributes, last_delta, _, _, pid, _, _, count) = HEADER.unpack_from(
-        data, 0
+    (base, length, _, magic, crc, attributes, last_delta, _, _, pid, _, _, count) = (
+        HEADER.unpack_from(data, 0)
     )
     if magic != 2:
         raise ValueError("only record batch v2 (magic 2) is accepted")
@@ -84,19 +91,23 @@ def inspect(
         raise NotStorable("a compressed batch")
     if attributes & LOG_APPEND_TIME_FLAG:
         raise NotStorable("a batch that asks for log-append time")
-    records = list(DefaultRecordBatch(data))  # reads every varint, to the last byte
-    if len(records) != count:
-        raise ValueError(f"a batch says {count} records and holds {len(records)}")
-    base = records[0].offset
-    if any(r.offset - base != i for i, r in enumerate(records)):
+    # Passes of C calls over the records, none kept: a record object each, freed at once
+    # (keeping them all costs twice as much). The first reads every varint, to the last
+    # byte: aiokafka's reader refuses a batch with bytes left over or cut short.
+    stamps = list(map(_TIMESTAMP, DefaultRecordBatch(data)))
+    if len(stamps) != count:
+        raise ValueError(f"a batch says {count} records and holds {len(stamps)}")
+    if not all(map(eq, map(_OFFSET, DefaultRecordBatch(data)), itertools.count(base))):
         raise ValueError("its offset deltas are not 0 to count - 1")
-    stamps = [r.timestamp for r in records]
     low, high = min(stamps), max(stamps)
     if low < 0 or high > max_timestamp_ms:
         raise NotStorable("a timestamp out of range")
-    for r in records:
-        headers = r.headers
-        if headers:
+    # A batch smaller than either bound cannot hold a header past it (a header takes two
+    # bytes at least): most batches need no pass over their headers.
+    if len(data) > min(max_headers, max_header_name_bytes) and any(
+        map(_HEADERS, DefaultRecordBatch(data))
+    ):
+        for headers in map(_HEADERS, DefaultRecordBatch(data)):
             if len(headers) > max_headers:
                 raise NotStorable("more headers than a record may have")
             if any(len(key.encode()) > max_header_name_bytes for key, _ in headers):

@@ -167,12 +167,15 @@ def _damaged(kind: str) -> bytes:
         good += b"\x00\x00"
         struct.pack_into(">i", good, 8, len(good) - 12)
         return with_crc(good)
-    if kind == "offset deltas":
+    if kind.startswith("offset deltas"):
         records = rows(0, 3)
         builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
-        for delta, (key, value, ts, headers) in zip((0, 2, 2), records, strict=True):
+        deltas = (0, 2, 2) if kind == "offset deltas" else (2, 3, 4)
+        for delta, (key, value, ts, headers) in zip(deltas, records, strict=True):
             builder.append(delta, ts, key, value, headers)
-        return bytes(builder.build())
+        data = bytearray(builder.build())
+        struct.pack_into(">i", data, 23, 2)  # the header's last delta: what a count of 3 says
+        return with_crc(data)
     if kind == "control":
         (attributes,) = struct.unpack_from(">h", good, 21)
         struct.pack_into(">h", good, 21, attributes | 0x20)
@@ -185,7 +188,16 @@ def _damaged(kind: str) -> bytes:
 
 
 @pytest.mark.parametrize(
-    "kind", ["crc", "varint", "trailing bytes", "offset deltas", "control", "count"]
+    "kind",
+    [
+        "crc",
+        "varint",
+        "trailing bytes",
+        "offset deltas",
+        "offset deltas from 2",
+        "control",
+        "count",
+    ],
 )
 def test_an_unsound_batch_is_refused_and_the_partition_takes_the_next(k, kind):
     with Producer(k, acks=1) as producer:
@@ -269,3 +281,11 @@ def test_the_scan_plan_reads_such_batches_plain(k):
     layout = engine_scan.layout(read.payload, read.base_offset)
     assert layout.count == 30
     assert layout.headers is not None and layout.headers[4] == [("seq", b"4"), ("none", None)]
+
+
+def test_a_header_name_the_engine_cannot_store_is_refused_as_send_batch_refuses_it(k):
+    records = [(None, b"v", T0, [("n" * 70_000, b"x")])]
+    with Producer(k, acks=1) as producer:
+        with pytest.raises(errors.InvalidArgument, match="header"):
+            producer.send_record_batch("/k:t", 0, kafka_batch(records))
+    assert stored(k) == []
