@@ -719,6 +719,12 @@ class Cluster:
         self.check_open()
         return self._topic_infos([self._topic_row(name)])[0]
 
+    def partition_count(self, name: str) -> int:
+        """How many partitions the topic `name` has (`UnknownTopic` if none): one catalog
+        row, where `topic()` describes every partition's partitionlets and offsets."""
+        self.check_open()
+        return self._topic_row(name).partitions
+
     def topics(
         self,
         stream: str,

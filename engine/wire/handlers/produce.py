@@ -78,6 +78,7 @@ def produce(session: Session, request: ProduceRequest, version: int) -> Deferred
     P = R.PartitionProduceResponse
     # decompressed bytes, for the whole request (the listener's max_decompressed_bytes)
     budget = codec.Budget(session.limits.max_decompressed_bytes)
+    topics: dict[str, tuple[int, str, int]] = {}  # each topic looked up once
     # Every partition's batches are queued before any is waited on, so the producer's
     # sender appends them together: one commit (and one fsync at acks=all) per volume for
     # the request, not one per partition.
@@ -94,6 +95,7 @@ def produce(session: Session, request: ProduceRequest, version: int) -> Deferred
                     codec.decoded_bytes(data.records),
                     acks,
                     budget,
+                    topics,
                 ),
             )
             for data in topic.partition_data
@@ -140,6 +142,19 @@ class _Future(Protocol):
 _Pending = tuple[int, int] | list[_Future]
 
 
+def _topic(broker: Broker, name: str) -> tuple[int, str, int]:
+    """(error code, full name, partition count) of a topic to produce to, with the produce
+    permission checked."""
+    cluster = broker.cluster
+    try:
+        full = broker.full_name(name)
+        count = cluster.partition_count(full)
+        cluster.authorize(full.rpartition(":")[0], "produce_perm")
+    except errors.PartitionletError as exc:
+        return codes.of(exc), "", 0
+    return codes.NONE, full, count
+
+
 def _queue(
     broker: Broker,
     name: str,
@@ -147,18 +162,17 @@ def _queue(
     data: bytes | None,
     acks: int,
     budget: codec.Budget,
+    topics: dict[str, tuple[int, str, int]],
 ) -> _Pending:
     """Queue one partition's records; nothing is written unless every check passed."""
-    cluster = broker.cluster
-    try:
-        full = broker.full_name(name)
-        info = cluster.topic(full)
-        if not 0 <= partition < len(info.partitions):
-            return codes.UNKNOWN_TOPIC_OR_PARTITION, -1
-        stream = cluster.stream(full.rpartition(":")[0])
-        cluster.authorize(stream, "produce_perm")
-    except errors.PartitionletError as exc:
-        return codes.of(exc), -1
+    found = topics.get(name)
+    if found is None:  # once a request per topic: a description reads every partition's
+        found = topics[name] = _topic(broker, name)
+    error, full, count = found
+    if error != codes.NONE:
+        return error, -1
+    if not 0 <= partition < count:
+        return codes.UNKNOWN_TOPIC_OR_PARTITION, -1
     plain = codec.plain_batch(data)
     if plain is not None:  # the usual request: stored as it came when its topic allows
         if plain.transactional and not plain.has_producer_id:
