@@ -463,8 +463,15 @@ def _slices(blob: bytes, lengths: array[int], pos: int) -> tuple[list[bytes | No
 def decode(payload: bytes, base_offset: int) -> DecodedBatch:
     """Columns of a stored batch, offsets made absolute from the row's `base_offset`;
     a compressed one is inflated first (`StorageError` if it is corrupt)."""
-    if payload[0] == VERSION_KAFKA:
-        payload = _from_kafka_layout(payload)
+    if payload[0] == VERSION_KAFKA:  # its records straight into columns
+        got = kafka_batch.columns(memoryview(payload)[_HEADER.size :])
+        return DecodedBatch(
+            range(base_offset, base_offset + len(got[0])),
+            got[3],
+            got[1],
+            got[0],
+            got[2] if any(got[2]) else None,
+        )
     version, flags, count, base_ts = _HEADER.unpack_from(payload, 0)
     if version != VERSION:
         raise ValueError(f"unsupported record batch version {version}")
