@@ -23,6 +23,7 @@ CASES = [
     "confluent-kafka consume",
     "kcat produce acks=1",
     "kcat consume",
+    "embedded consume of wire batches",  # what confluent-kafka wrote, read back embedded
 ]
 
 
@@ -37,7 +38,12 @@ def test_wire_case_delivers_and_reads_back_every_message(tmp_path):
         assert r.value_bytes == MESSAGES * wire.SIZE, r.name
         assert r.seconds > 0 and r.msg_per_s > 0, r.name
         if r.client == "embedded":
-            assert r.server_cpu_s is None and run.ratio(r) is None
+            assert r.server_cpu_s is None
+            # a read of the wire's batches has its ratio to the read of the engine's
+            if r.op.endswith("of wire batches"):
+                assert run.ratio(r) is not None and run.ratio(r) > 0, r.name
+            else:
+                assert run.ratio(r) is None, r.name
         else:
             # the server process worked in every wire case, and each has its ratio
             assert r.server_cpu_s is not None and r.server_cpu_s > 0, r.name
@@ -49,7 +55,7 @@ def test_wire_case_delivers_and_reads_back_every_message(tmp_path):
         "kcat-acks1": MESSAGES,
     }
     assert run.server.split()[1:3] == ["serve", "--cluster"]
-    assert len(lines) == 6  # one progress line per step
+    assert len(lines) == 7  # one progress line per step
 
     report = wire.text(run)
     assert "Errors" not in report
@@ -85,6 +91,8 @@ PARTITION_CASES = [
 WIRE_PARTITION_CASES = [
     "confluent-kafka produce 16x1KiB acks=1",
     "confluent-kafka consume 16x1KiB",
+    "embedded consume of wire batches",
+    "embedded consume 16x1KiB of wire batches",
     "kafka-python (sessions) consume 1000p",
     "kafka-python (no sessions) consume 1000p",
 ]
@@ -100,11 +108,12 @@ def test_cases_with_more_partitions_deliver_and_read_back_every_message(tmp_path
         r = by_name[name]
         assert r.error is None, f"{name}: {r.error}"
         size = 1024 if "16x1KiB" in name else wire.SIZE
-        expected = 3000 if "16x1KiB" in name else 2000
+        expected = 3000 if "16x1KiB" in name else 1000 if "wire batches" in name else 2000
         assert r.expected == r.messages == expected, name
         assert r.value_bytes == expected * size, name
         if r.client != "embedded":
             assert r.server_cpu_s is not None and r.server_cpu_s > 0, name
+        if r.client != "embedded" or name.endswith("of wire batches"):
             assert run.ratio(r) is not None and run.ratio(r) > 0, name
     assert run.log_end_offsets["multi"] == 3000  # over 16 partitions, as acknowledged
     sessions = by_name["kafka-python (sessions) consume 1000p"].settings
@@ -144,13 +153,13 @@ def test_plet_bench_wire_option_adds_the_case_to_every_output(tmp_path):
     assert data["messages"] == 2000
     assert [r["client"] + " " + r["op"] for r in data["results"]] == [
         name.removesuffix(" acks=1").removesuffix(" acks=all")
-        for name in [*CASES[:3], *PARTITION_CASES, *CASES[3:], *WIRE_PARTITION_CASES]
+        for name in [*CASES[:3], *PARTITION_CASES, *CASES[3:8], *WIRE_PARTITION_CASES]
     ]
     # N messages of 100 B, N/5 of 1 KiB over 16 partitions, a read of 1,000 partitions
-    # holding N/10 (at least one each)
+    # holding N/10 (at least one each); the embedded reads of what the wire wrote
     assert [r["messages"] for r in data["results"]] == [2000] * 3 + [400, 400, 1000] + [
         2000
-    ] * 5 + [400, 400, 1000, 1000]
+    ] * 5 + [400, 400, 2000, 400, 1000, 1000]
     assert all(r["ok"] for r in data["results"])
     assert "| confluent-kafka consume | 2,000 |" in out_md.read_text()
     assert list(work.iterdir()) == []  # the work directory is removed after the run
