@@ -382,7 +382,23 @@ def kafka_data(payload: bytes) -> memoryview | None:
 
 def _from_kafka_layout(payload: bytes) -> bytes:
     """A VERSION_KAFKA payload in the plain columnar layout."""
-    values, keys, headers, stamps = kafka_batch.columns(memoryview(payload)[_HEADER.size :])
+    data = memoryview(payload)[_HEADER.size :]
+    laid_out = kafka_batch.plain_columns(data)
+    if laid_out is not None:
+        low, stamps_at, value_lengths, values_joined, key_lengths, keys_joined, head = laid_out
+        count = count_of(payload)
+        return assemble(
+            count,
+            low,
+            stamps_at,
+            None,
+            value_lengths,
+            values_joined,
+            key_lengths,
+            keys_joined,
+            head,
+        )
+    values, keys, headers, stamps = kafka_batch.columns(data)
     return encode(
         values,
         stamps,
@@ -463,15 +479,18 @@ def _slices(blob: bytes, lengths: array[int], pos: int) -> tuple[list[bytes | No
 def decode(payload: bytes, base_offset: int) -> DecodedBatch:
     """Columns of a stored batch, offsets made absolute from the row's `base_offset`;
     a compressed one is inflated first (`StorageError` if it is corrupt)."""
-    if payload[0] == VERSION_KAFKA:  # its records straight into columns
-        got = kafka_batch.columns(memoryview(payload)[_HEADER.size :])
-        return DecodedBatch(
-            range(base_offset, base_offset + len(got[0])),
-            got[3],
-            got[1],
-            got[0],
-            got[2] if any(got[2]) else None,
-        )
+    if payload[0] == VERSION_KAFKA:
+        if kafka_batch.compiled():
+            payload = _from_kafka_layout(payload)  # laid out in C, then read as any other
+        else:  # its records straight into columns
+            got = kafka_batch.columns(memoryview(payload)[_HEADER.size :])
+            return DecodedBatch(
+                range(base_offset, base_offset + len(got[0])),
+                got[3],
+                got[1],
+                got[0],
+                got[2] if any(got[2]) else None,
+            )
     version, flags, count, base_ts = _HEADER.unpack_from(payload, 0)
     if version != VERSION:
         raise ValueError(f"unsupported record batch version {version}")

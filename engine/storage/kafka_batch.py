@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import itertools
 import struct
+import sys
 from operator import attrgetter, eq
+from types import ModuleType
 from typing import NamedTuple
 
 from aiokafka.errors import CorruptRecordException
@@ -40,6 +42,21 @@ TRANSACTIONAL = 0x10
 CONTROL = 0x20
 
 
+# The compiled walk (engine/storage/_kafka_records.pyx, built by `pip install -e .`): it
+# writes the engine's little-endian columns with the machine's own integers, so it is used
+# on little-endian machines only. Without it (a checkout not installed), aiokafka's reader
+# does the same, ten times slower.
+_compiled: ModuleType | None
+try:
+    from engine.storage import _kafka_records
+except ImportError:  # pragma: no cover - the build is part of every install
+    _compiled = None
+else:
+    _compiled = _kafka_records
+if sys.byteorder != "little":  # pragma: no cover
+    _compiled = None
+_COUNT = struct.Struct(">i")
+_BASE_TS = struct.Struct(">q")
 _TIMESTAMP = attrgetter("timestamp")
 _OFFSET = attrgetter("offset")
 _HEADERS = attrgetter("headers")
@@ -74,7 +91,7 @@ def inspect(
     batch that is not sound, `NotStorable` for a sound one this module does not store."""
     if len(data) < HEADER_SIZE:
         raise ValueError(f"{len(data)} bytes, shorter than a record batch header")
-    (base, length, _, magic, crc, attributes, last_delta, _, _, pid, _, _, count) = (
+    (base, length, _, magic, crc, attributes, last_delta, base_ts, _, pid, _, _, count) = (
         HEADER.unpack_from(data, 0)
     )
     if magic != 2:
@@ -91,17 +108,29 @@ def inspect(
         raise NotStorable("a compressed batch")
     if attributes & LOG_APPEND_TIME_FLAG:
         raise NotStorable("a batch that asks for log-append time")
-    # Passes of C calls over the records, none kept: a record object each, freed at once
-    # (keeping them all costs twice as much). The first reads every varint, to the last
-    # byte: aiokafka's reader refuses a batch with bytes left over or cut short.
+    if _compiled is not None:
+        low, high, first, most_headers, longest_name = _compiled.walk(data, count, base_ts)
+        if most_headers > max_headers or longest_name > max_header_name_bytes:
+            raise NotStorable("headers the engine's format cannot hold")
+    else:
+        low, high, first = _walk(data, count, base, max_headers, max_header_name_bytes)
+    if low < 0 or high > max_timestamp_ms:
+        raise NotStorable("a timestamp out of range")
+    return Summary(count, low, high, first, pid, bool(attributes & TRANSACTIONAL))
+
+
+def _walk(
+    data: bytes, count: int, base: int, max_headers: int, max_header_name_bytes: int
+) -> tuple[int, int, int]:
+    """`_kafka_records.walk` by aiokafka's reader, where the compiled module is not built:
+    (smallest timestamp, largest, the first record's). Passes of C calls over records freed
+    at once (keeping them all costs twice as much); the first reads every varint, to the
+    last byte: aiokafka's reader refuses a batch with bytes left over or cut short."""
     stamps = list(map(_TIMESTAMP, DefaultRecordBatch(data)))
     if len(stamps) != count:
         raise ValueError(f"a batch says {count} records and holds {len(stamps)}")
     if not all(map(eq, map(_OFFSET, DefaultRecordBatch(data)), itertools.count(base))):
         raise ValueError("its offset deltas are not 0 to count - 1")
-    low, high = min(stamps), max(stamps)
-    if low < 0 or high > max_timestamp_ms:
-        raise NotStorable("a timestamp out of range")
     # A batch smaller than either bound cannot hold a header past it (a header takes two
     # bytes at least): most batches need no pass over their headers.
     if len(data) > min(max_headers, max_header_name_bytes) and any(
@@ -112,7 +141,26 @@ def inspect(
                 raise NotStorable("more headers than a record may have")
             if any(len(key.encode()) > max_header_name_bytes for key, _ in headers):
                 raise NotStorable("a header name longer than the engine stores")
-    return Summary(count, low, high, stamps[0], pid, bool(attributes & TRANSACTIONAL))
+    return min(stamps), max(stamps), stamps[0]
+
+
+def compiled() -> bool:
+    """Whether the compiled walk is in use (see `_compiled`)."""
+    return _compiled is not None
+
+
+def plain_columns(
+    data: bytes | memoryview,
+) -> tuple[int, bytes | None, bytes, bytes, bytes | None, bytes, bytes | None] | None:
+    """The engine's columns of a batch `inspect` accepted, as `batch.assemble` takes them
+    (`_kafka_records.columns`), or None where the compiled module is not built."""
+    if _compiled is None:
+        return None
+    count, base_ts = _COUNT.unpack_from(data, 57)[0], _BASE_TS.unpack_from(data, 27)[0]
+    laid_out: tuple[int, bytes | None, bytes, bytes, bytes | None, bytes, bytes | None] = (
+        _compiled.columns(data, count, base_ts)
+    )
+    return laid_out
 
 
 def is_corrupt(exc: BaseException) -> bool:

@@ -10,13 +10,13 @@ import struct
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from crc32c import crc32c
 
 from engine import Cluster, Consumer, KafkaBatch, Producer, Replicator, TopicPartition, errors
 from engine.storage import batch
+from engine.storage import kafka_batch as kb
 from engine.storage import scan as engine_scan
+from tests.kafka_batches import T0, kafka_batch, with_crc
 
-T0 = 1_790_000_000_000  # in 2026: within the default ttl of a test's streams
 TP = TopicPartition("/k:t", 0)
 
 
@@ -32,18 +32,6 @@ def rows(first: int, n: int) -> list[tuple]:
         )
         for i in range(first, first + n)
     ]
-
-
-def kafka_batch(records: list[tuple], *, codec: int = 0, ids=(-1, -1, -1)) -> bytes:
-    builder = DefaultRecordBatchBuilder(2, codec, 0, *ids, 1 << 30)
-    for delta, (key, value, ts, headers) in enumerate(records):
-        builder.append(delta, ts, key, value, headers)
-    return bytes(builder.build())
-
-
-def with_crc(data: bytearray) -> bytes:
-    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
-    return bytes(data)
 
 
 def stored(cluster: Cluster, topic: str = "/k:t", partition: int = 0) -> list[tuple]:
@@ -69,6 +57,15 @@ def consume(cluster: Cluster, tp: TopicPartition = TP) -> list[tuple]:
 
 def numbered(records: list[tuple], first: int = 0) -> list[tuple]:
     return [(first + i, *r) for i, r in enumerate(records)]
+
+
+@pytest.fixture(params=["compiled", "aiokafka"], autouse=True)
+def walker(request, monkeypatch):
+    """Every test twice: with the compiled walk, and with aiokafka's reader (what a
+    checkout runs before it is installed)."""
+    if request.param == "aiokafka":
+        monkeypatch.setattr(kb, "_compiled", None)
+    return request.param
 
 
 @pytest.fixture
@@ -288,4 +285,32 @@ def test_a_header_name_the_engine_cannot_store_is_refused_as_send_batch_refuses_
     with Producer(k, acks=1) as producer:
         with pytest.raises(errors.InvalidArgument, match="header"):
             producer.send_record_batch("/k:t", 0, kafka_batch(records))
+    assert stored(k) == []
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "header name not UTF-8",
+        "header name of negative length",
+        "varint of 11 bytes",
+        "negative count",
+    ],
+)
+def test_records_the_walk_refuses(k, damage):
+    data = bytearray(kafka_batch([(b"key", b"value", T0, [("hdr", b"v")])]))
+    at = 61 + 1  # after the record's length: attributes
+    if damage == "header name not UTF-8":
+        data[data.index(b"hdr")] = 0xFF
+    elif damage == "header name of negative length":
+        data[data.index(b"hdr") - 1] = 0x05  # zigzag -3
+    elif damage == "varint of 11 bytes":
+        data[at + 1 : at + 2] = b"\x80" * 10 + b"\x00"  # the timestamp delta
+        data[61] = data[61] + 20  # the record's length (zigzag), taking the 10 bytes
+        struct.pack_into(">i", data, 8, len(data) - 12)
+    else:
+        data[61] = 0x03  # the record's length: zigzag -2
+    with Producer(k, acks=1) as producer:
+        with pytest.raises(errors.InvalidRecordBatch):
+            producer.send_record_batch("/k:t", 0, with_crc(data))
     assert stored(k) == []

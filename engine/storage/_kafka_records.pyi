@@ -1,0 +1,6 @@
+# The compiled module's signatures (engine/storage/_kafka_records.pyx), for the type checker.
+
+def walk(data: bytes | memoryview, count: int, base_ts: int) -> tuple[int, int, int, int, int]: ...
+def columns(
+    data: bytes | memoryview, count: int, base_ts: int
+) -> tuple[int, bytes | None, bytes, bytes, bytes | None, bytes, bytes | None]: ...
