@@ -93,7 +93,8 @@ cdef _Walk _walk(const uint8_t* d, Py_ssize_t n, Py_ssize_t count, int64_t base_
         if d[pos] != 0:
             raise ValueError(f"record {i} has attributes {d[pos]:#x}, not 0")
         pos += 1
-        ts = base_ts + _varint(d, end, &pos, 70)
+        # wrapping as Java's long does (a client reads it so), never C's undefined overflow
+        ts = <int64_t>(<uint64_t>base_ts + <uint64_t>_varint(d, end, &pos, 70))
         if i == 0:
             w.first = ts
         if ts < w.low:
