@@ -22,6 +22,7 @@ from engine.client import browse
 from engine.replication import DirectoryTarget, ReplicaBatch, check_replica_batch
 from engine.storage import batch
 from engine.storage import scan as engine_scan
+from tests.readback import stored
 
 CODECS = ("zstd", "lz4")
 T0 = 1_700_000_000_000
@@ -75,17 +76,6 @@ def consume(cluster: Cluster, topic: str, partitions: int = 1) -> dict[int, list
             got[tp.partition].extend(records)
     consumer.close()
     return got
-
-
-def stored(cluster: Cluster, topic: str, partition: int = 0) -> list[tuple]:
-    """(base_offset, last_offset, payload) of every stored batch of a partition."""
-    stream, name = topic.split(":")
-    row = cluster.catalog.topic(stream, name)
-    out = []
-    for pl in cluster.catalog.chain(row.id, partition):
-        for base, last, _, _, _, payload in cluster.volume(pl.volume_id).read(pl.id, 0, 10_000):
-            out.append((base, last, payload))
-    return out
 
 
 def codecs_of(cluster: Cluster, topic: str, partition: int = 0) -> list[str]:

@@ -16,6 +16,7 @@ from engine.storage import batch
 from engine.storage import kafka_batch as kb
 from engine.storage import scan as engine_scan
 from tests.kafka_batches import T0, kafka_batch, with_crc
+from tests.readback import stored
 
 TP = TopicPartition("/k:t", 0)
 
@@ -32,17 +33,6 @@ def rows(first: int, n: int) -> list[tuple]:
         )
         for i in range(first, first + n)
     ]
-
-
-def stored(cluster: Cluster, topic: str = "/k:t", partition: int = 0) -> list[tuple]:
-    """(base_offset, last_offset, payload) of every stored batch of a partition."""
-    stream, name = topic.split(":")
-    row = cluster.catalog.topic(stream, name)
-    out = []
-    for pl in cluster.catalog.chain(row.id, partition):
-        for base, last, _, _, _, payload in cluster.volume(pl.volume_id).read(pl.id, 0, 10_000):
-            out.append((base, last, payload))
-    return out
 
 
 def consume(cluster: Cluster, tp: TopicPartition = TP) -> list[tuple]:
@@ -82,7 +72,7 @@ def test_a_plain_batch_is_stored_as_it_came_and_read_like_any_other(k):
         first = producer.send_record_batch("/k:t", 0, data)
         producer.send("/k:t", b"after", partition=0, timestamp_ms=T0)
         assert first.get(10).offset == 0
-    (base, last, payload), (after_base, _, after) = stored(k)
+    (base, last, payload), (after_base, _, after) = stored(k, "/k:t")
     assert (base, last) == (0, 49)
     assert payload[0] == batch.VERSION_KAFKA and after[0] == batch.VERSION
     assert bytes(batch.kafka_data(payload)) == data  # byte for byte
@@ -133,7 +123,7 @@ def test_a_batch_the_engine_cannot_store_as_it_came_is_stored_decoded(cluster, w
         cluster.edit_stream("/k", max_message_bytes=len(data) - 1)  # each record fits
     with Producer(cluster, acks=1) as producer:
         producer.send_record_batch("/k:t", 0, data).get(10)
-    [(base, last, payload)] = stored(cluster)
+    [(base, last, payload)] = stored(cluster, "/k:t")
     assert (base, last, payload[0]) == (0, 39, batch.VERSION)
     got = consume(cluster)
     if why == "log_append":
@@ -149,7 +139,7 @@ def test_a_record_over_max_message_bytes_is_refused_and_nothing_is_written(k):
     with Producer(k, acks=1) as producer:
         with pytest.raises(errors.MessageTooLarge):
             producer.send_record_batch("/k:t", 0, kafka_batch(records))
-    assert stored(k) == []
+    assert stored(k, "/k:t") == []
 
 
 def _damaged(kind: str) -> bytes:
@@ -200,7 +190,7 @@ def test_an_unsound_batch_is_refused_and_the_partition_takes_the_next(k, kind):
     with Producer(k, acks=1) as producer:
         with pytest.raises(errors.InvalidRecordBatch):
             producer.send_record_batch("/k:t", 0, _damaged(kind))
-        assert stored(k) == []
+        assert stored(k, "/k:t") == []
         producer.send_record_batch("/k:t", 0, kafka_batch(rows(0, 5))).get(10)
     assert consume(k) == numbered(rows(0, 5))
 
@@ -210,7 +200,7 @@ def test_a_compressed_stream_stores_such_a_batch_compressed(k):
     records = [(b"key", b"the same reading again " * 20, T0 + i, []) for i in range(40)]
     with Producer(k, acks=1) as producer:
         producer.send_record_batch("/k:t", 0, kafka_batch(records)).get(10)
-    [(_, _, payload)] = stored(k)
+    [(_, _, payload)] = stored(k, "/k:t")
     assert batch.codec_of(payload) == "zstd"
     assert consume(k) == numbered(records)
 
@@ -222,7 +212,7 @@ def test_an_idempotent_resend_is_answered_with_its_offset_not_written_twice(k):
         first = producer.send_record_batch("/k:t", 0, data, idempotent=(producer_id, epoch, 0))
         again = producer.send_record_batch("/k:t", 0, data, idempotent=(producer_id, epoch, 0))
         assert first.get(10).offset == again.get(10).offset == 0
-    assert [(b, last) for b, last, _ in stored(k)] == [(0, 9)]
+    assert [(b, last) for b, last, _ in stored(k, "/k:t")] == [(0, 9)]
 
 
 def test_check_takes_a_stored_batch_with_its_row_and_refuses_a_wrong_row(k):
@@ -253,7 +243,7 @@ def test_replication_carries_the_batch_as_it_came(k, tmp_path):
     with Cluster.open(tmp_path / "b", name="b") as b:
         k.add_replica("/k", str(tmp_path / "b"))
         Replicator(k).run_once()
-        assert [p for _, _, p in stored(b)] == [p for _, _, p in stored(k)]
+        assert [p for _, _, p in stored(b, "/k:t")] == [p for _, _, p in stored(k, "/k:t")]
         assert consume(b) == numbered(records)
 
 
@@ -285,7 +275,7 @@ def test_a_header_name_the_engine_cannot_store_is_refused_as_send_batch_refuses_
     with Producer(k, acks=1) as producer:
         with pytest.raises(errors.InvalidArgument, match="header"):
             producer.send_record_batch("/k:t", 0, kafka_batch(records))
-    assert stored(k) == []
+    assert stored(k, "/k:t") == []
 
 
 @pytest.mark.parametrize(
@@ -313,4 +303,4 @@ def test_records_the_walk_refuses(k, damage):
     with Producer(k, acks=1) as producer:
         with pytest.raises(errors.InvalidRecordBatch):
             producer.send_record_batch("/k:t", 0, with_crc(data))
-    assert stored(k) == []
+    assert stored(k, "/k:t") == []
