@@ -5,11 +5,13 @@ A batch that comes over the wire is stored as it came, when its topic's policies
 wire fetch serves it as it is, with only its base offset and partition leader epoch set
 (they lie outside its CRC). This is what Kafka does with every batch.
 
-The records are read by aiokafka's record module, in C: the same reader the wire listener
-decodes produced batches with (engine.wire.codec). `inspect` walks every record once, so
-a batch is stored only when each reader can read it: its CRC, its layout to the last
-byte, offset deltas 0..n-1, header names in UTF-8 within the engine's bounds. What this
-module reads it trusts no more than that; `columns` decodes what `inspect` accepted.
+`inspect` walks every record once, so a batch is stored only when each reader can read
+it: its CRC, its layout to the last byte, offset deltas 0..n-1, each record's attributes
+byte 0, header names in UTF-8 within the engine's bounds. `plain_columns` lays out what
+`inspect` accepted in the engine's columns. Both run in C (engine/storage/_kafka_records.pyx);
+where that module is not built, aiokafka's reader does the same. `columns` gives the
+records as Python lists (aiokafka's reader), for a batch that goes in through
+`Producer.send_batch` after all.
 
 Layout of a v2 batch (big-endian): base offset int64, length int32 (of what follows it),
 partition leader epoch int32, magic int8 (2), CRC-32C uint32 of everything after it,
