@@ -633,8 +633,8 @@ class Producer:
         (engine.storage.kafka_batch). Otherwise its records are queued as `send_batch`
         queues them. Either way it is all or nothing, one stored batch, and its records
         are read like any others. A batch that is not sound (its CRC, its layout, a control
-        batch) raises `InvalidArgument`. Records are bytes already: a producer with
-        serializers refuses. `idempotent` is as for `send_batch`."""
+        batch) raises `InvalidRecordBatch`. Records are bytes already: a producer with
+        serializers refuses (`InvalidArgument`). `idempotent` is as for `send_batch`."""
         if self._coordinator is not None and not self._in_txn:
             self._not_in_transaction()
         if self._serializing:

@@ -373,15 +373,17 @@ def from_kafka(data: bytes) -> tuple[bytes, kafka_batch.Summary]:
 
 
 def kafka_data(payload: bytes) -> memoryview | None:
-    """The Kafka record batch a payload stores as it came (its base offset as the client
-    sent it: `kafka_batch.front` gives the one to serve), or None for any other payload."""
+    """The Kafka record batch a payload stores as it came (its base offset and leader epoch
+    as the client sent them: a fetch sets them, engine.wire.codec.served), or None for any
+    other payload."""
     if payload[0] != VERSION_KAFKA:
         return None
     return memoryview(payload)[_HEADER.size :]
 
 
 def _from_kafka_layout(payload: bytes) -> bytes:
-    """A VERSION_KAFKA payload in the plain columnar layout."""
+    """A VERSION_KAFKA payload in the plain columnar layout: by the compiled walk, or where
+    it is not built by aiokafka's reader and `encode`."""
     data = memoryview(payload)[_HEADER.size :]
     laid_out = kafka_batch.plain_columns(data)
     if laid_out is not None:
@@ -480,17 +482,7 @@ def decode(payload: bytes, base_offset: int) -> DecodedBatch:
     """Columns of a stored batch, offsets made absolute from the row's `base_offset`;
     a compressed one is inflated first (`StorageError` if it is corrupt)."""
     if payload[0] == VERSION_KAFKA:
-        if kafka_batch.compiled():
-            payload = _from_kafka_layout(payload)  # laid out in C, then read as any other
-        else:  # its records straight into columns
-            got = kafka_batch.columns(memoryview(payload)[_HEADER.size :])
-            return DecodedBatch(
-                range(base_offset, base_offset + len(got[0])),
-                got[3],
-                got[1],
-                got[0],
-                got[2] if any(got[2]) else None,
-            )
+        payload = _from_kafka_layout(payload)  # laid out in columns, then read as any other
     version, flags, count, base_ts = _HEADER.unpack_from(payload, 0)
     if version != VERSION:
         raise ValueError(f"unsupported record batch version {version}")

@@ -36,11 +36,9 @@ from crc32c import crc32c
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # base offset and length: what the length does not count
-CRC_AT = 17
 CRC_FROM = 21  # the CRC covers the attributes up to the batch's end
 CODEC_MASK = 0x07
 LOG_APPEND_TIME_FLAG = 0x08
-TRANSACTIONAL = 0x10
 CONTROL = 0x20
 
 
@@ -57,8 +55,6 @@ else:
     _compiled = _kafka_records
 if sys.byteorder != "little":  # pragma: no cover
     _compiled = None
-_COUNT = struct.Struct(">i")
-_BASE_TS = struct.Struct(">q")
 _TIMESTAMP = attrgetter("timestamp")
 _OFFSET = attrgetter("offset")
 _HEADERS = attrgetter("headers")
@@ -77,8 +73,6 @@ class Summary(NamedTuple):
     first_ts: int  # the smallest timestamp
     max_ts: int
     timestamp: int  # the first record's
-    producer_id: int
-    transactional: bool
 
 
 def inspect(
@@ -93,7 +87,7 @@ def inspect(
     batch that is not sound, `NotStorable` for a sound one this module does not store."""
     if len(data) < HEADER_SIZE:
         raise ValueError(f"{len(data)} bytes, shorter than a record batch header")
-    (base, length, _, magic, crc, attributes, last_delta, base_ts, _, pid, _, _, count) = (
+    (base, length, _, magic, crc, attributes, last_delta, base_ts, _, _, _, _, count) = (
         HEADER.unpack_from(data, 0)
     )
     if magic != 2:
@@ -118,7 +112,7 @@ def inspect(
         low, high, first = _walk(data, count, base, max_headers, max_header_name_bytes)
     if low < 0 or high > max_timestamp_ms:
         raise NotStorable("a timestamp out of range")
-    return Summary(count, low, high, first, pid, bool(attributes & TRANSACTIONAL))
+    return Summary(count, low, high, first)
 
 
 def _walk(
@@ -158,7 +152,8 @@ def plain_columns(
     (`_kafka_records.columns`), or None where the compiled module is not built."""
     if _compiled is None:
         return None
-    count, base_ts = _COUNT.unpack_from(data, 57)[0], _BASE_TS.unpack_from(data, 27)[0]
+    header = HEADER.unpack_from(data, 0)
+    count, base_ts = header[12], header[7]
     laid_out: tuple[int, bytes | None, bytes, bytes, bytes | None, bytes, bytes | None] = (
         _compiled.columns(data, count, base_ts)
     )

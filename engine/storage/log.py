@@ -107,9 +107,7 @@ class _Decoded:
     def batch(self) -> batch_codec.DecodedBatch:
         b = self._batch
         if b is None:
-            # a Kafka batch not laid out yet is decoded from its records directly
-            stored = self.stored if self._payload is None else self._payload
-            b = self._batch = batch_codec.decode(stored, self.base)
+            b = self._batch = batch_codec.decode(self.payload, self.base)
         return b
 
     @property

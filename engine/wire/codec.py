@@ -89,16 +89,17 @@ def encode_response(response: ApiMessage, version: int, correlation_id: int) -> 
 
 
 class Spliced:
-    """A response whose record fields hold placeholders (`splice_tag`), and the parts of
-    the records each one stands for: `encode_spliced` encodes the response, small without
-    its records, and joins the records in once. Through the protocol codec, a fetch's
-    records were copied three times more (joined, copied into its growing buffer, copied
-    out), most of a 1-KiB fetch's time in the listener."""
+    """A response whose record fields hold placeholders (`hold`), and the parts of the
+    records each one stands for: `encode_spliced` encodes the response (`response`, set
+    once it is built around the placeholders), small without its records, and joins the
+    records in once. Through the protocol codec, a fetch's records were copied three times
+    more (joined, copied into its growing buffer, copied out), most of a 1-KiB fetch's time
+    in the listener."""
 
     __slots__ = ("response", "pieces")
 
-    def __init__(self, response: ApiMessage) -> None:
-        self.response = response
+    def __init__(self) -> None:
+        self.response: ApiMessage | None = None
         self.pieces: dict[bytes, list[bytes | bytearray | memoryview]] = {}
 
     def hold(self, parts: list[bytes | bytearray | memoryview]) -> bytes:
@@ -118,10 +119,12 @@ def encode_spliced(spliced: Spliced, version: int, correlation_id: int) -> bytes
     """The framed response of `spliced`, its records in place of their placeholders (a
     field's length before each: an unsigned varint of length + 1 in flexible versions,
     an int32 in the others)."""
-    encoded = encode_response(spliced.response, version, correlation_id)
+    response = spliced.response
+    assert response is not None  # set by whoever held the placeholders
+    encoded = encode_response(response, version, correlation_id)
     if not spliced.pieces:
         return bytes(encoded)
-    flexible = spliced.response.flexible_version_q(version)
+    flexible = response.flexible_version_q(version)
     found = sorted((encoded.find(tag), tag) for tag in spliced.pieces)
     view = memoryview(encoded)
     out: list[bytes | bytearray | memoryview] = []

@@ -110,19 +110,19 @@ def _records(w: _Wanted) -> list[bytes | bytearray | memoryview]:
     # again (librdkafka delivered its records twice). A batch stored as its producer sent
     # it is one producer's run of offsets, which no marker lies inside.
     marks = np.array([offset for offset, _ in w.controls], dtype=np.int64)
-    parts: list[tuple[int, bytes | bytearray | memoryview]] = []
+    parts: list[tuple[int, list[bytes | bytearray | memoryview]]] = []
     for r in w.records:
         if isinstance(r, KafkaBatch):
-            parts.append((r.base_offset, b"".join(codec.served(r))))
+            parts.append((r.base_offset, codec.served(r)))
             continue
         offsets = r.column("offset").to_numpy()
         cuts = np.searchsorted(offsets, marks).tolist()
         for lo, hi in zip([0, *cuts], [*cuts, r.num_rows], strict=True):
             if hi > lo:
-                parts.append((int(offsets[lo]), codec.encode_arrow(r.slice(lo, hi - lo))))
-    parts += w.controls
+                parts.append((int(offsets[lo]), codec.encode_arrow_parts(r.slice(lo, hi - lo))))
+    parts += [(offset, [control]) for offset, control in w.controls]
     parts.sort(key=lambda part: part[0])
-    return [data for _, data in parts]
+    return [piece for _, pieces in parts for piece in pieces]
 
 
 # from v4 (record batch v2) to v12 (flexible); v13 and later name topics by id
@@ -348,7 +348,7 @@ class _LongPoll:
         R = FetchResponse.FetchableTopicResponse
         P = R.PartitionData
         by_topic: dict[str, list[FetchResponse.FetchableTopicResponse.PartitionData]] = {}
-        spliced = codec.Spliced(FetchResponse())
+        spliced = codec.Spliced()
         for key, w in self.wanted.items():
             error, tp, records = w.error, w.tp, w.records
             high = ends.get(tp, -1) if tp is not None else -1

@@ -7,6 +7,7 @@ whole, byte for byte."""
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
@@ -304,3 +305,40 @@ def test_records_the_walk_refuses(k, damage):
         with pytest.raises(errors.InvalidRecordBatch):
             producer.send_record_batch("/k:t", 0, with_crc(data))
     assert stored(k, "/k:t") == []
+
+
+def test_a_verbatim_poll_reads_a_batch_with_expired_records_through_columns(cluster):
+    """A batch some of whose records are past the ttl is not handed out whole: the expired
+    ones stay hidden, as in any read."""
+    cluster.create_stream("/k", ttl=3600)
+    cluster.create_topic("/k:t")
+    now = int(time.time() * 1000)
+    records = [(None, b"old", now - 7_200_000, []), (None, b"new", now, [])]
+    with Producer(cluster, acks=1) as producer:
+        producer.send_record_batch("/k:t", 0, kafka_batch(records)).get(10)
+    consumer = Consumer(cluster, auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([TP])
+    [got] = consumer.poll_arrow_batches(max_records=100, verbatim=True)[TP]
+    assert not isinstance(got, KafkaBatch)
+    assert got.column("value").to_pylist() == [b"new"]
+    assert got.column("offset").to_pylist() == [1]
+
+
+def test_send_record_batch_refuses_a_bad_partition_and_a_producer_with_serializers(k):
+    data = kafka_batch(rows(0, 3))
+    with Producer(k, acks=1) as producer:
+        with pytest.raises(errors.InvalidPartition):
+            producer.send_record_batch("/k:t", 1, data)
+    with Producer(k, acks=1, value_serializer=str.encode) as producer:
+        with pytest.raises(errors.InvalidArgument, match="serializers"):
+            producer.send_record_batch("/k:t", 0, data)
+    assert stored(k, "/k:t") == []
+
+
+def test_send_record_batch_at_acks_0_stores_the_batch_and_answers_at_once(k):
+    records = rows(0, 4)
+    with Producer(k, acks=0) as producer:
+        metadata = producer.send_record_batch("/k:t", 0, kafka_batch(records)).get(10)
+        assert (metadata.offset, metadata.timestamp) == (-1, records[0][2])
+    [(base, last, payload)] = stored(k, "/k:t")
+    assert (base, last, payload[0]) == (0, 3, batch.VERSION_KAFKA)

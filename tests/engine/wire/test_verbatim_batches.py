@@ -440,7 +440,7 @@ def test_encode_spliced_joins_each_partitions_records_in_place():
     }
 
     def response() -> codec.Spliced:
-        spliced = codec.Spliced(FetchResponse())
+        spliced = codec.Spliced()
         by_topic: dict[str, list] = {}
         for (topic, partition), held in parts.items():
             by_topic.setdefault(topic, []).append(
