@@ -62,7 +62,6 @@ cdef inline int64_t _length(const uint8_t* d, Py_ssize_t end, Py_ssize_t* pos, i
 
 cdef class _Walk:
     """Where each record's parts lie, filled by `_walk`."""
-    cdef Py_ssize_t count
     cdef int64_t low, high, first
     cdef Py_ssize_t values_bytes, keys_bytes, headers_bytes
     cdef Py_ssize_t max_headers, max_name
@@ -77,7 +76,6 @@ cdef _Walk _walk(const uint8_t* d, Py_ssize_t n, Py_ssize_t count, int64_t base_
     cdef _Walk w = _Walk()
     cdef Py_ssize_t pos = RECORDS_AT, end, i, h, hcount
     cdef int64_t size, ts, klen, vlen
-    w.count = count
     w.low = 0x7FFFFFFFFFFFFFFF
     w.high = -0x7FFFFFFFFFFFFFFF
     for i in range(count):
@@ -226,10 +224,9 @@ def columns(const uint8_t[::1] data, Py_ssize_t count, int64_t base_ts):
                     memcpy(hout + at, d + pos, vlen)
                     at += vlen
                     pos += vlen
-    all_same = w.low == w.high
     return (
         w.low,
-        None if all_same else stamps,
+        None if w.low == w.high else stamps,
         value_lengths,
         values,
         key_lengths if w.any_key else None,
