@@ -99,14 +99,17 @@ $(VPY):
 
 # The project in editable mode with the Spark extra (pyspark is large: the first
 # install takes a few minutes).
-# setup.py and the .pyx: the compiled module is built again when its source changes
-$(STAMP_RUN): pyproject.toml setup.py engine/storage/_kafka_records.pyx | $(VPY)
+# setup.py and the compiled modules' sources: they are built again when those change
+COMPILED_SOURCES := engine/storage/_kafka_records.pyx engine/client/accumulator.py \
+	engine/client/partitioner.py engine/client/partitioner.pxd \
+	engine/client/accumulator.pxd
+$(STAMP_RUN): pyproject.toml setup.py $(COMPILED_SOURCES) | $(VPY)
 	@echo "setup: pip install -e '.[spark]'"
 	$(PIP_INSTALL) -e '.[spark]'
 	@touch $@
 
 # The test extra includes the spark and bench extras, so it satisfies make run too.
-$(STAMP_TEST): pyproject.toml setup.py engine/storage/_kafka_records.pyx | $(VPY)
+$(STAMP_TEST): pyproject.toml setup.py $(COMPILED_SOURCES) | $(VPY)
 	@echo "setup: pip install -e '.[test]'"
 	$(PIP_INSTALL) -e '.[test]'
 	@touch $@ $(STAMP_RUN)

@@ -24,21 +24,34 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import logging
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from functools import partial
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from engine import names
 from engine import policies as policies_module
 from engine.auth.principal import Principal
+from engine.client.accumulator import MAX_HEADERS as MAX_HEADERS  # where importers find it
+from engine.client.accumulator import (
+    Accumulator,
+    Batch,
+    DoneFuture,
+    FutureRecordMetadata,
+    TopicState,
+    as_bytes,
+    call_back,
+    check_headers,
+    done,
+    encode_batch,
+    future,
+)
 from engine.client.partitioner import partition_for_key
+from engine.clock import SystemClock
 from engine.errors import (
     AccessDenied,
-    Closed,
     IllegalState,
     InvalidArgument,
     InvalidPartition,
@@ -74,237 +87,11 @@ DEFAULT_MAX_BLOCK_MS = 60_000
 DEFAULT_RETRIES = 5  # an idempotent producer's tries after a failed write
 DEFAULT_RETRY_BACKOFF_MS = 100
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
-# Headers per message. Their bytes count in max_message_bytes, but a header costs more than
-# its bytes (an empty one still makes an entry to store and show), so the count is bounded
-# too; no real use comes near it (Kafka's own clients add a handful).
-MAX_HEADERS = 1000
-_ACKS = {0: 0, 1: 1, "all": "all", -1: "all", "0": 0, "1": 1, "-1": "all"}
-
-
-class _TopicState:
-    """What `send` needs to know of a topic, cached per name as the caller wrote it.
-
-    A name not looked up yet (`resolved` False: an auto-created stream's topic, new to this
-    producer) has no partitions yet: its messages wait in `pending`, one batch whose
-    partitions the sender chooses once it has looked up (or created) the topic together
-    with the other new names of its cycle (`Producer._resolve_topics`). Until then
-    `max_bytes`, `ts_type` are its stream's and `stream` is that stream's row."""
-
-    __slots__ = (
-        "full",
-        "resolved",
-        "pending",
-        "stream",
-        "name",
-        "stream_id",
-        "topic_id",
-        "partitions",
-        "max_bytes",
-        "ts_type",
-        "codec",
-        "open",
-        "sticky",
-        "sticky_batch",
-    )
-
-    def __init__(
-        self,
-        full: str,
-        stream_id: int,
-        topic_id: int | None,
-        partitions: int,
-        max_bytes: int,
-        ts_type: int,
-        codec: str | None = None,
-        stream: StreamRow | None = None,
-    ) -> None:
-        self.full = full
-        self.resolved = stream is None
-        self.pending: _Batch | None = None  # open batch of an unresolved name
-        self.stream = stream
-        self.name = full.rpartition(":")[2]
-        self.stream_id = stream_id
-        self.topic_id = topic_id  # None until the sender has created the topic
-        self.partitions = partitions
-        self.max_bytes = max_bytes
-        self.ts_type = ts_type
-        self.codec = codec  # the topic's own `compression`; None: its stream's
-        self.open: list[_Batch | None] = [None] * partitions  # open batch per partition
-        self.sticky = -1  # partition of unkeyed messages, moves on when its batch closes
-        self.sticky_batch: _Batch | None = None
-
-
-class _Batch:
-    """Messages of one partition collected by `send`, written by the sender as one blob.
-
-    `records` holds (value, key, headers, timestamp) tuples: one append per `send`; the
-    sender turns them into columns with one `zip`.
-    """
-
-    __slots__ = (
-        "producer",
-        "topic",
-        "partition",
-        "records",
-        "nbytes",
-        "created",
-        "resolved",
-        "offset",
-        "error",
-        "callbacks",
-        "finished",
-        "append_ts",
-        "ids",
-        "moved",
-        "encoded",
-    )
-
-    def __init__(self, producer: Producer, topic: _TopicState, partition: int) -> None:
-        self.producer = producer
-        self.topic = topic
-        self.partition = partition
-        self.records: list[tuple[bytes | None, bytes | None, Any, int]] = []
-        self.nbytes = 0
-        self.created = time.monotonic()
-        self.resolved = False
-        self.offset = -1
-        self.error: BaseException | None = None
-        self.callbacks: list[tuple[int, Callable[..., Any], tuple[Any, ...], bool]] = []
-        self.finished = False  # resolved and its callbacks have run (Producer._finished)
-        self.append_ts = 0
-        # an idempotent producer's batch, written alone: (producer id, epoch, base sequence)
-        self.ids: tuple[int, int, int] | None = None
-        # A batch of an unresolved topic whose messages the sender spread over several
-        # partitions: where each message went, (batch, index); its futures follow it.
-        self.moved: list[tuple[_Batch, int]] | None = None
-        # (payload, count, first and last timestamp): encoded by a flush ahead of the sender
-        self.encoded: tuple[bytes, int, int, int] | None = None
-
-
-class FutureRecordMetadata(tuple[Any, ...]):
-    """The outcome of one `send`: `get(timeout)` returns its `RecordMetadata` or raises.
-
-    Callbacks follow kafka-python: `add_callback(f, *args)` calls `f(*args, metadata)`,
-    `add_errback(f, *args)` calls `f(*args, exception)`; both run in the sender thread,
-    before `flush()` returns.
-
-    A (batch, index) tuple, because `send` makes one per message: building a tuple is a
-    single C call, an object with `__init__` costs several times more.
-    """
-
-    __slots__ = ()
-
-    @property
-    def _batch(self) -> _Batch:
-        b: _Batch = self[0]
-        return b if b.moved is None else b.moved[self[1]][0]
-
-    @property
-    def _index(self) -> int:
-        b: _Batch = self[0]
-        index: int = self[1] if b.moved is None else b.moved[self[1]][1]
-        return index
-
-    def _metadata(self) -> RecordMetadata:
-        b = self._batch
-        ts = b.append_ts if b.topic.ts_type == LOG_APPEND_TIME else b.records[self._index][3]
-        offset = -1 if b.offset < 0 else b.offset + self._index
-        return RecordMetadata(b.topic.full, b.partition, offset, ts)
-
-    def get(self, timeout: float | None = None) -> RecordMetadata:
-        b = self._batch
-        if not b.finished and not b.producer._wait_finished([b], timeout):
-            raise Timeout(f"no answer for this message within {timeout} s")
-        if self._batch.error is not None:
-            raise self._batch.error
-        return self._metadata()
-
-    @property
-    def is_done(self) -> bool:  # an attribute in kafka-python, not a method
-        return self._batch.resolved
-
-    def succeeded(self) -> bool:
-        return self._batch.resolved and self._batch.error is None
-
-    def failed(self) -> bool:
-        return self._batch.resolved and self._batch.error is not None
-
-    @property
-    def exception(self) -> BaseException | None:
-        return self._batch.error
-
-    @property
-    def value(self) -> RecordMetadata | None:
-        return self._metadata() if self.succeeded() else None
-
-    def add_callback(self, f: Callable[..., Any], *args: Any) -> FutureRecordMetadata:
-        self._add(f, args, errback=False)
-        return self
-
-    def add_errback(self, f: Callable[..., Any], *args: Any) -> FutureRecordMetadata:
-        self._add(f, args, errback=True)
-        return self
-
-    def add_both(self, f: Callable[..., Any], *args: Any) -> FutureRecordMetadata:
-        self.add_callback(f, *args)
-        self.add_errback(f, *args)
-        return self
-
-    def _add(self, f: Callable[..., Any], args: tuple[Any, ...], errback: bool) -> None:
-        b = self._batch
-        with b.producer._lock:
-            if not b.resolved:
-                b.callbacks.append((self._index, f, args, errback))
-                return
-        _call_back(self, f, args, errback)
-
-
-_future = partial(tuple.__new__, FutureRecordMetadata)
-_COLUMNS = tuple(itemgetter(i) for i in range(4))  # value, key, headers, timestamp
+_ACKS: dict[Any, int | str] = {0: 0, 1: 1, "all": "all", -1: "all", "0": 0, "1": 1, "-1": "all"}
 
 
 def _ts_type(policies: dict[str, Any]) -> int:
     return LOG_APPEND_TIME if policies["timestamp_type"] == "log_append" else CREATE_TIME
-
-
-def _encode(
-    records: list[tuple[bytes | None, bytes | None, Any, int]], log_append_ms: int | None = None
-) -> tuple[bytes, int, int, int]:
-    """A batch's stored payload, its count and its first and last timestamp (all of them
-    `log_append_ms` on a log-append-time topic)."""
-    count = len(records)
-    keys: list[Any] | None
-    headers: list[Any] | None
-    if count == 1:  # one message, as to each of many new topics: no columns
-        value, key, header, stamp = records[0]
-        values = [value]
-        keys = None if key is None else [key]
-        headers = None if header is None else [header]
-        stamps = [stamp]
-    else:
-        values, keys, headers, stamps = (list(map(g, records)) for g in _COLUMNS)
-        if keys.count(None) == count:
-            keys = None
-        if headers.count(None) == count:
-            headers = None
-    if log_append_ms is not None:
-        stamps = [log_append_ms] * count
-    payload = batch_codec.encode(values, stamps, keys, headers)
-    return payload, count, min(stamps), max(stamps)
-
-
-def _call_back(
-    future: FutureRecordMetadata, f: Callable[..., Any], args: tuple[Any, ...], errback: bool
-) -> None:
-    b = future._batch
-    try:
-        if errback:
-            if b.error is not None:
-                f(*args, b.error)
-        elif b.error is None:
-            f(*args, future._metadata())
-    except Exception:  # a failing callback must not stop the sender or other callbacks
-        log.exception("producer callback %r failed", f)
 
 
 def _log_failure(exc: BaseException) -> None:
@@ -317,7 +104,7 @@ def _log_failure(exc: BaseException) -> None:
         _failure_log(logging.ERROR, cause, "producer sender failed to write batches", exc_info=exc)
 
 
-class Producer:
+class Producer(Accumulator):
     """Sends messages to topics of one cluster (DESIGN, "Public API of engine")."""
 
     def __init__(
@@ -368,16 +155,18 @@ class Producer:
         # sender (linger, a full buffer) stay on real time: they end on a condition
         # variable, which a fake clock cannot wake.
         self._now_ms = cluster.clock.now_ms
+        self._system_clock = type(cluster.clock) is SystemClock
         self.acks = _ACKS[acks]
         self.linger_ms = linger_ms
-        self.batch_size = batch_size
+        # a C integer when compiled (engine.client.accumulator): more than any buffer holds
+        self.batch_size = min(batch_size, sys.maxsize)
         self.default_stream = default_stream
         self.principal = principal or cluster.principal
         self._partitioner = partitioner
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._serializing = key_serializer is not None or value_serializer is not None
-        self._buffer_memory = buffer_memory
+        self._buffer_memory = min(buffer_memory, sys.maxsize)
         self._max_block_s = max_block_ms / 1000
         self.enable_idempotence = enable_idempotence
         self.retries = retries if enable_idempotence else 0
@@ -401,16 +190,17 @@ class Producer:
             self._coordinator = None
 
         self._lock = threading.Lock()
+        self._lock_held = self._lock.locked
         self._wake = threading.Condition(self._lock)  # the sender waits on it
         self._space = threading.Condition(self._lock)  # send() waits on it when full
         self._finished = threading.Condition()  # futures and flush wait on it
-        self._topics: dict[str, _TopicState] = {}
+        self._topics: dict[str, TopicState] = {}
         self._streams: dict[str, StreamRow] = {}
         self._allowed: set[tuple[str, str]] = set()  # (stream path, ACE) passed
         self._simple: dict[int, bool] = {}  # stream id -> _may_defer
-        self._batches: list[_Batch] = []  # not yet taken by the sender, in creation order
-        self._in_flight: list[_Batch] = []
-        self._encoding: list[_Batch] = []  # taken by a flush to encode; the sender waits
+        self._batches: list[Batch] = []  # not yet taken by the sender, in creation order
+        self._in_flight: list[Batch] = []
+        self._encoding: list[Batch] = []  # taken by a flush to encode; the sender waits
         self._buffered = 0
         self._urgent = False  # a full batch, a flush or a close: skip the linger
         self._closing = False
@@ -432,87 +222,6 @@ class Producer:
 
     # --- sending --------------------------------------------------------------------------
 
-    def send(
-        self,
-        topic: str,
-        value: Any = None,
-        key: Any = None,
-        partition: int | None = None,
-        headers: Sequence[tuple[str, bytes | None]] | None = None,
-        timestamp_ms: int | None = None,
-    ) -> FutureRecordMetadata | _DoneFuture:
-        """Queue one message; returns a future of its `RecordMetadata`.
-
-        This is the hot path: keep it to argument checks and a few list operations.
-        """
-        if self._coordinator is not None and not self._in_txn:
-            self._not_in_transaction()
-        if self._serializing:
-            value, key = self._serialize(value, key)
-        if value.__class__ is not bytes and value is not None:
-            value = _as_bytes(value, "value")
-        size = 0 if value is None else len(value)
-        if key is not None:
-            if key.__class__ is not bytes:
-                key = _as_bytes(key, "key")
-            size += len(key)
-        if headers:
-            headers = _check_headers(headers)
-            size += sum(len(k) + (len(v) if v else 0) for k, v in headers)
-        else:
-            headers = None
-        if timestamp_ms is None:
-            timestamp_ms = self._now_ms()
-        elif (
-            timestamp_ms.__class__ is not int
-            or not 0 <= timestamp_ms <= batch_codec.MAX_TIMESTAMP_MS
-        ):
-            raise InvalidArgument(
-                "timestamp_ms must be an int of epoch milliseconds from 0 to "
-                f"{batch_codec.MAX_TIMESTAMP_MS} (the year 9999), got {policies_module.shown(timestamp_ms)}"
-            )
-        # acquire/release: measured at about half the cost of `with` on this path
-        lock = self._lock
-        lock.acquire()
-        try:
-            ts = self._topics.get(topic) or self._topic_state(topic, defer=True)
-            if not ts.resolved:
-                if partition is None and self._partitioner is None and self.acks != 0:
-                    if size <= ts.max_bytes:  # the topic's own limit is checked at its lookup
-                        return self._send_pending(ts, value, key, headers, timestamp_ms, size)
-                # a partition, a partitioner or acks=0 need the topic now: look it up
-                ts = self._topic_state(topic)
-            if size > ts.max_bytes:
-                raise MessageTooLarge(
-                    f"message of {size:,} bytes (key, value and headers) is larger than "
-                    f"max_message_bytes={ts.max_bytes:,} of {ts.full}"
-                )
-            if partition is None:
-                if key is None and self._partitioner is None:
-                    b = ts.sticky_batch or self._next_sticky(ts)
-                else:
-                    partition = self._choose(ts, key)
-                    b = ts.open[partition] or self._new_batch(ts, partition)
-            elif partition.__class__ is int and 0 <= partition < ts.partitions:
-                b = ts.open[partition] or self._new_batch(ts, partition)
-            else:
-                raise InvalidPartition(
-                    f"topic {ts.full} has partitions 0 to {ts.partitions - 1}, not {partition!r}"
-                )
-            records = b.records
-            records.append((value, key, headers, timestamp_ms))
-            b.nbytes += size
-            if b.nbytes >= self.batch_size:
-                self._close_full(b)
-            if self.acks == 0:
-                # log-append time is not known yet: -1, as kafka-python reports it
-                return _DoneFuture(
-                    (ts.full, b.partition, -1 if ts.ts_type == LOG_APPEND_TIME else timestamp_ms)
-                )
-            return FutureRecordMetadata((b, len(records) - 1))
-        finally:
-            lock.release()
-
     def send_batch(
         self,
         topic: str,
@@ -523,7 +232,7 @@ class Producer:
         timestamps_ms: Sequence[int] | None = None,
         *,
         idempotent: tuple[int, int, int] | None = None,
-    ) -> FutureRecordMetadata | _DoneFuture:
+    ) -> FutureRecordMetadata | DoneFuture:
         """Queue a run of messages for one partition; returns the future of the first one's
         `RecordMetadata` (the others follow at consecutive offsets).
 
@@ -557,20 +266,21 @@ class Producer:
             ]
             values = [v for v, _ in pairs]
             keys = [k for _, k in pairs] if keys is not None else None
-        values = [v if v is None or v.__class__ is bytes else _as_bytes(v, "value") for v in values]
+        values = [v if v is None or v.__class__ is bytes else as_bytes(v, "value") for v in values]
         sizes = [0 if v is None else len(v) for v in values]
         if keys is None:
             keys = [None] * count
         else:
-            keys = [k if k is None or k.__class__ is bytes else _as_bytes(k, "key") for k in keys]
+            keys = [k if k is None or k.__class__ is bytes else as_bytes(k, "key") for k in keys]
             sizes = [s if k is None else s + len(k) for s, k in zip(sizes, keys, strict=True)]
+        checked: list[list[tuple[str, bytes | None]] | None]
         if headers is None or not any(headers):
-            headers = [None] * count
+            checked = [None] * count
         else:
-            headers = [_check_headers(h) if h else None for h in headers]
+            checked = [check_headers(h) if h else None for h in headers]
             sizes = [
                 s + sum(len(k) + (len(v) if v else 0) for k, v in h) if h else s
-                for s, h in zip(sizes, headers, strict=True)
+                for s, h in zip(sizes, checked, strict=True)
             ]
         if timestamps_ms is None:
             stamps = [self._now_ms()] * count
@@ -605,16 +315,17 @@ class Producer:
                 b.ids = idempotent
             else:
                 b = ts.open[partition] or self._new_batch(ts, partition)
-            first = len(b.records)
-            b.records.extend(zip(values, keys, headers, stamps, strict=True))
+            first = len(b.values)
+            b.values.extend(values)
+            b.keys.extend(keys)
+            b.headers.extend(checked)
+            b.stamps.extend(stamps)
             b.nbytes += sum(sizes)
             if b.nbytes >= self.batch_size or idempotent is not None:
                 self._close_full(b)
             if self.acks == 0:
-                return _DoneFuture(
-                    (ts.full, partition, -1 if ts.ts_type == LOG_APPEND_TIME else stamps[0])
-                )
-            return FutureRecordMetadata((b, first))
+                return done(ts.full, partition, -1 if ts.ts_type == LOG_APPEND_TIME else stamps[0])
+            return future(b, first)
 
     def send_record_batch(
         self,
@@ -623,7 +334,7 @@ class Producer:
         data: bytes,
         *,
         idempotent: tuple[int, int, int] | None = None,
-    ) -> FutureRecordMetadata | _DoneFuture:
+    ) -> FutureRecordMetadata | DoneFuture:
         """Queue a Kafka record batch v2 (exactly `data`, as a Kafka client produced it)
         for one partition; returns the future of its first message's `RecordMetadata`.
 
@@ -655,12 +366,12 @@ class Producer:
 
     def _queue_encoded(
         self,
-        ts: _TopicState,
+        ts: TopicState,
         partition: int,
         payload: bytes,
         summary: kafka_batch.Summary,
         idempotent: tuple[int, int, int] | None,
-    ) -> FutureRecordMetadata | _DoneFuture:
+    ) -> FutureRecordMetadata | DoneFuture:
         """Queue a stored batch's payload as a batch of its own (lock held)."""
         if partition.__class__ is not int or not 0 <= partition < ts.partitions:
             raise InvalidPartition(
@@ -671,13 +382,13 @@ class Producer:
             self._close_full(before)
         b = self._new_batch(ts, partition)
         b.ids = idempotent
-        b.records.append((None, None, None, summary.timestamp))  # what its future reports
+        b.add(None, None, None, summary.timestamp)  # what its future reports
         b.encoded = (payload, summary.count, summary.first_ts, summary.max_ts)
         b.nbytes = len(payload)
         self._close_full(b)
         if self.acks == 0:
-            return _DoneFuture((ts.full, partition, summary.timestamp))
-        return FutureRecordMetadata((b, 0))
+            return done(ts.full, partition, summary.timestamp)
+        return future(b, 0)
 
     def _send_columns(
         self,
@@ -685,86 +396,14 @@ class Producer:
         partition: int,
         data: bytes,
         idempotent: tuple[int, int, int] | None,
-    ) -> FutureRecordMetadata | _DoneFuture:
+    ) -> FutureRecordMetadata | DoneFuture:
         """`send_record_batch` of a batch not stored as it came: its records, decoded."""
         values, keys, headers, stamps = kafka_batch.columns(data)
         return self.send_batch(
             topic, partition, values, keys, headers, stamps, idempotent=idempotent
         )
 
-    def _send_pending(
-        self,
-        ts: _TopicState,
-        value: bytes | None,
-        key: bytes | None,
-        headers: list[tuple[str, bytes | None]] | None,
-        timestamp_ms: int,
-        size: int,
-    ) -> FutureRecordMetadata:
-        """Queue a message of a topic not looked up yet (lock held): its partition is
-        chosen by the sender (`_place_pending`)."""
-        b = ts.pending or self._new_batch(ts, -1)
-        records = b.records
-        records.append((value, key, headers, timestamp_ms))
-        b.nbytes += size
-        if b.nbytes >= self.batch_size:
-            self._close_full(b)
-        return FutureRecordMetadata((b, len(records) - 1))
-
-    def _serialize(self, value: Any, key: Any) -> tuple[Any, Any]:
-        if self._value_serializer is not None and value is not None:
-            value = self._value_serializer(value)
-        if self._key_serializer is not None and key is not None:
-            key = self._key_serializer(key)
-        return value, key
-
-    def _choose(self, ts: _TopicState, key: bytes | None) -> int:
-        if self._partitioner is None:
-            assert key is not None  # send takes the sticky batch for a None key
-            return partition_for_key(key, ts.partitions)
-        every = list(range(ts.partitions))
-        partition = self._partitioner(key, every, every)
-        if type(partition) is not int or not 0 <= partition < ts.partitions:
-            raise InvalidPartition(f"the partitioner chose {partition!r} for {ts.full}")
-        return partition
-
-    def _next_sticky(self, ts: _TopicState) -> _Batch:
-        """Unkeyed messages stick to one partition per batch, then move on (lock held)."""
-        ts.sticky = (ts.sticky + 1) % ts.partitions
-        b = ts.sticky_batch = ts.open[ts.sticky] or self._new_batch(ts, ts.sticky)
-        return b
-
-    def _new_batch(self, ts: _TopicState, partition: int) -> _Batch:
-        """Open a batch for a partition, or (-1) the pending batch of a topic not looked
-        up yet (lock held); blocks while the buffer is full."""
-        if self._closing:
-            raise Closed("this producer is closed")
-        if self._buffered > self._buffer_memory:
-            self._wait_for_space()
-        b = _Batch(self, ts, partition)
-        if partition < 0:
-            ts.pending = b
-        else:
-            ts.open[partition] = b
-        if not self._batches:
-            self._wake.notify()
-        self._batches.append(b)
-        return b
-
-    def _close_full(self, b: _Batch) -> None:
-        """A full batch takes no more messages; the sender writes it without lingering."""
-        ts = b.topic
-        if b.partition < 0:
-            ts.pending = None
-        else:
-            ts.open[b.partition] = None
-        if ts.sticky_batch is b:
-            ts.sticky_batch = None
-        self._buffered += b.nbytes
-        self._urgent = True
-        self._wake.notify()
-
-    def _topic_state(self, topic: str, defer: bool = False) -> _TopicState:
+    def _topic_state(self, topic: str, defer: bool = False) -> TopicState:
         """Resolve `topic` (lock held). A topic to be auto-created is created later by the
         sender, many at a time, so a producer can create topics at a high rate. With
         `defer`, a name of a stream that auto-creates topics, which this producer may
@@ -791,7 +430,7 @@ class Producer:
         self._check_access(stream, "produce_perm")
         policies = stream.policies
         if defer and policies["auto_create"] and self._may_defer(stream):
-            state = _TopicState(
+            state = TopicState(
                 full, stream.id, None, 0, policies["max_message_bytes"], _ts_type(policies),
                 stream=stream,
             )  # fmt: skip
@@ -813,7 +452,7 @@ class Producer:
                 what="create topics (auto-create on produce) in",
             )
         if row is not None:
-            state = _TopicState(
+            state = TopicState(
                 full,
                 stream.id,
                 row.id,
@@ -823,7 +462,7 @@ class Producer:
                 codec,
             )
         elif policies["auto_create"]:
-            state = _TopicState(
+            state = TopicState(
                 full,
                 stream.id,
                 None,
@@ -839,7 +478,7 @@ class Producer:
         self._topics[topic] = state
         return state
 
-    def _known_state(self, topic: str) -> _TopicState:
+    def _known_state(self, topic: str) -> TopicState:
         """The state of `topic` with its partitions known (lock held)."""
         ts = self._topics.get(topic)
         return ts if ts is not None and ts.resolved else self._topic_state(topic)
@@ -866,7 +505,7 @@ class Producer:
             self._simple[stream.id] = simple
         return simple
 
-    def _resolve_topics(self, appender: Appender, taken: list[_Batch]) -> list[_Batch]:
+    def _resolve_topics(self, appender: Appender, taken: list[Batch]) -> list[Batch]:
         """Look up or create the topics of these batches not known yet, one catalog
         transaction per stream for all of them, and place the messages of their pending
         batches in partitions. Returns the batches to write, in order (the appender learns
@@ -874,7 +513,7 @@ class Producer:
         up)."""
         # name -> its states: one name may have two (a state dropped by forget_metadata
         # with a batch still pending, and the one made for the name since)
-        pending: dict[int, dict[str, list[_TopicState]]] = {}
+        pending: dict[int, dict[str, list[TopicState]]] = {}
         for b in taken:
             ts = b.topic
             if ts.topic_id is None:
@@ -915,7 +554,7 @@ class Producer:
                 )
         if not any(b.partition < 0 and b.error is None for b in taken):
             return taken
-        placed: list[_Batch] = []
+        placed: list[Batch] = []
         with self._lock:
             for b in taken:
                 if b.partition < 0 and b.error is None:
@@ -923,7 +562,7 @@ class Producer:
                 placed.append(b)
         return placed
 
-    def _learn(self, ts: _TopicState, row: EnsuredTopic) -> None:
+    def _learn(self, ts: TopicState, row: EnsuredTopic) -> None:
         """What the catalog says of a topic this producer did not know (lock held)."""
         if ts.stream is not None:  # not looked up yet: its own policies over its stream's
             stream = ts.stream
@@ -942,13 +581,13 @@ class Producer:
             ts.open.extend([None] * (row.partitions - ts.partitions))
         ts.partitions = row.partitions
 
-    def _place_pending(self, b: _Batch) -> list[_Batch]:
+    def _place_pending(self, b: Batch) -> list[Batch]:
         """Choose the partitions of a pending batch's messages, as `send` would have (key
         hash, else the sticky partition), now that its topic is known (lock held).
         Messages over the topic's own max_message_bytes fail alone. A batch whose messages
         all go to one partition is written as it is; else it is split into one batch per
         partition, returned, written before it (in its place in the cycle's order), and
-        its futures follow their messages (`_Batch.moved`)."""
+        its futures follow their messages (`Batch.moved`)."""
         ts = b.topic
         count = ts.partitions
         sticky = ts.sticky if ts.sticky_batch is not None else (ts.sticky + 1) % count
@@ -956,7 +595,7 @@ class Producer:
             ts.sticky = sticky  # the next unkeyed batch moves on, as after a closed batch
         targets: list[int] = []
         limit = ts.max_bytes
-        for value, key, headers, _ in b.records:
+        for value, key, headers, _ in b.records():
             size = (0 if value is None else len(value)) + (0 if key is None else len(key))
             if headers:
                 size += sum(len(k) + (len(v) if v else 0) for k, v in headers)
@@ -969,47 +608,25 @@ class Producer:
         if -1 not in targets and targets.count(targets[0]) == len(targets):
             b.partition = targets[0]
             return []
-        parts: dict[int, _Batch] = {}
-        moved: list[tuple[_Batch, int]] = []
-        for record, target in zip(b.records, targets, strict=True):
+        parts: dict[int, Batch] = {}
+        moved: list[tuple[Batch, int]] = []
+        for record, target in zip(b.records(), targets, strict=True):
             child = parts.get(target)
             if child is None:
-                child = parts[target] = _Batch(self, ts, max(target, 0))
+                child = parts[target] = Batch(self, ts, max(target, 0))
                 child.created = b.created
                 if target < 0:
                     child.error = MessageTooLarge(
                         f"a message of this batch is larger than max_message_bytes="
                         f"{limit:,} of {ts.full}"
                     )
-            moved.append((child, len(child.records)))
-            child.records.append(record)
+            moved.append((child, child.add(*record)))
         b.moved = moved
         for index, f, args, errback in b.callbacks:
             child, at = moved[index]
             child.callbacks.append((at, f, args, errback))
         b.callbacks = []
         return list(parts.values())
-
-    def _wait_for_space(self) -> None:
-        deadline = time.monotonic() + self._max_block_s
-        self._urgent = True
-        self._wake.notify()
-        while self._buffered > self._buffer_memory:
-            left = deadline - time.monotonic()
-            if left <= 0 or self._closing:
-                raise Timeout(
-                    f"the producer's buffer ({self._buffer_memory:,} bytes) stayed full for "
-                    f"max_block_ms={int(self._max_block_s * 1000)}"
-                )
-            self._space.wait(left)
-
-    # --- transactions (Kafka's names; engine.client.transactions) ---------------------------
-
-    def _not_in_transaction(self) -> None:
-        raise IllegalState(
-            "a transactional producer sends inside a transaction: call "
-            + ("begin_transaction()" if self._txn_ready else "init_transactions() first")
-        )
 
     def _txn(self) -> Any:
         if self._coordinator is None:
@@ -1116,7 +733,7 @@ class Producer:
                 for b in ahead:
                     # log-append time is stamped when written; a record batch came encoded
                     if b.topic.ts_type != LOG_APPEND_TIME and b.encoded is None:
-                        b.encoded = _encode(b.records)
+                        b.encoded = encode_batch(b)
             finally:
                 with self._lock:
                     self._batches[:0] = ahead  # before any sent since: each partition's order
@@ -1124,15 +741,6 @@ class Producer:
                     self._wake.notify()
         if not self._wait_finished(waiting, timeout):
             raise Timeout(f"flush did not finish within {timeout} s")
-
-    def _wait_finished(self, batches: list[_Batch], timeout: float | None) -> bool:
-        """Wait until every batch of `batches` is finished; False on timeout.
-
-        One condition for the whole producer rather than an Event per batch: a batch is
-        made per partition and cycle, and an Event costs more than the messages in a
-        small batch."""
-        with self._finished:
-            return self._finished.wait_for(lambda: all(b.finished for b in batches), timeout)
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, then stop the sender. Further sends raise `errors.Closed`."""
@@ -1192,7 +800,7 @@ class Producer:
                     if not self._batches:
                         return
 
-    def _take(self) -> list[_Batch]:
+    def _take(self) -> list[Batch]:
         """Take every batch not yet taken (lock held): closed, none takes more messages."""
         taken, self._batches = self._batches, []
         for b in taken:
@@ -1208,7 +816,7 @@ class Producer:
                 ts.sticky_batch = None
         return taken
 
-    def _write(self, appender: Appender, taken: list[_Batch]) -> None:
+    def _write(self, appender: Appender, taken: list[Batch]) -> None:
         try:
             self._refresh_metadata(appender)
             taken = self._resolve_topics(appender, taken)
@@ -1219,9 +827,9 @@ class Producer:
                 assert b.topic.topic_id is not None  # _resolve_topics gave it one
                 if b.topic.ts_type == LOG_APPEND_TIME:
                     b.append_ts = now
-                    encoded = _encode(b.records, now)
+                    encoded = encode_batch(b, now)
                 else:
-                    encoded = b.encoded or _encode(b.records)
+                    encoded = b.encoded or encode_batch(b)
                 payload, count, first_ts, last_ts = encoded
                 writes.append(
                     BatchWrite(
@@ -1268,7 +876,7 @@ class Producer:
             self._cluster.appends.notify()
         self._resolve(taken)
 
-    def _number(self, ready: list[_Batch], writes: list[BatchWrite]) -> None:
+    def _number(self, ready: list[Batch], writes: list[BatchWrite]) -> None:
         """Give each batch its producer id, epoch and next sequence in its partition."""
         if self._coordinator is not None:
             self._join_transaction(writes)
@@ -1308,7 +916,7 @@ class Producer:
                     w.offset = w.sealed_at = w.error = None
                     w.duplicate = w.needs_history = False
 
-    def _resolve(self, taken: list[_Batch]) -> None:
+    def _resolve(self, taken: list[Batch]) -> None:
         freed = 0
         with self._lock:
             callbacks = []
@@ -1322,7 +930,7 @@ class Producer:
             self._space.notify_all()
         for b in callbacks:
             for index, f, args, errback in b.callbacks:
-                _call_back(_future((b, index)), f, args, errback)
+                call_back(future(b, index), f, args, errback)
             b.callbacks = []
         with self._finished:
             for b in taken:
@@ -1347,97 +955,17 @@ class Producer:
             self._allowed.clear()
             self._simple.clear()
 
-    def _forget_topic(self, ts: _TopicState) -> None:
+    def _forget_topic(self, ts: TopicState) -> None:
         with self._lock:
             for name, cached in list(self._topics.items()):
                 if cached is ts:
                     del self._topics[name]
 
 
-def _as_bytes(data: Any, what: str) -> bytes:
-    if isinstance(data, bytes | bytearray | memoryview):
-        return bytes(data)
-    raise InvalidArgument(
-        f"{what} must be bytes (or None), not {type(data).__name__}; give the producer a "
-        f"{what}_serializer to send other types"
-    )
-
-
-def _check_headers(
-    headers: Sequence[tuple[str, bytes | None]],
-) -> list[tuple[str, bytes | None]]:
-    checked: list[tuple[str, bytes | None]] = []
-    try:
-        for name, value in headers:
-            if len(checked) >= MAX_HEADERS:  # refused as soon as one too many is seen
-                raise InvalidArgument(
-                    f"a message may carry at most {MAX_HEADERS:,} headers; this one has more"
-                )
-            if not isinstance(name, str):
-                raise InvalidArgument(f"a header name must be a str, not {type(name).__name__}")
-            try:
-                encoded = len(name.encode())
-            except UnicodeEncodeError:
-                raise InvalidArgument(
-                    f"header name {policies_module.shown(name)} is not valid Unicode text"
-                ) from None
-            if encoded > batch_codec.MAX_HEADER_NAME_BYTES:
-                raise InvalidArgument(
-                    f"a header name may be at most {batch_codec.MAX_HEADER_NAME_BYTES:,} bytes "
-                    f"(UTF-8), not {encoded:,}"
-                )
-            if value is not None and type(value) is not bytes:
-                value = _as_bytes(value, f"header {name!r}")
-            checked.append((name, value))
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, InvalidArgument):
-            raise
-        raise InvalidArgument(f"headers must be a list of (str, bytes) pairs: {exc}") from exc
-    return checked
-
-
 def _wrap(exc: BaseException) -> PartitionletError:
     error = PartitionletError(f"write failed: {type(exc).__name__}: {exc}")
     error.__cause__ = exc
     return error
-
-
-class _DoneFuture(tuple[Any, ...]):
-    """The future of an acks=0 send: resolved at once, offset -1 (as in kafka-python).
-
-    A (topic, partition, timestamp) tuple, for the same reason as FutureRecordMetadata:
-    acks=0 is chosen for speed, so its future must cost no more than the other one."""
-
-    __slots__ = ()
-
-    def get(self, timeout: float | None = None) -> RecordMetadata:
-        return RecordMetadata(self[0], self[1], -1, self[2])
-
-    is_done = True
-    exception = None
-
-    def succeeded(self) -> bool:
-        return True
-
-    def failed(self) -> bool:
-        return False
-
-    @property
-    def value(self) -> RecordMetadata:
-        return self.get()
-
-    def add_callback(self, f: Callable[..., Any], *args: Any) -> _DoneFuture:
-        try:
-            f(*args, self.get())
-        except Exception:
-            log.exception("producer callback %r failed", f)
-        return self
-
-    def add_errback(self, f: Callable[..., Any], *args: Any) -> _DoneFuture:
-        return self
-
-    def add_both(self, f: Callable[..., Any], *args: Any) -> _DoneFuture:
-        return self.add_callback(f, *args)
 
 
 # --- one message from a console ---------------------------------------------------------------

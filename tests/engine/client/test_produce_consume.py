@@ -250,7 +250,7 @@ def test_a_flush_encodes_ahead_while_the_sender_writes_and_keeps_the_order(strea
     stream.create_topic(T, partitions=1)
     writing, release_write = threading.Event(), threading.Event()
     encoding, release_encode = threading.Event(), threading.Event()
-    real_write, real_encode = Appender.write, producer_module._encode
+    real_write, real_encode = Appender.write, producer_module.encode_batch
     encoders = []
 
     def held_write(self, writes, *, sync):
@@ -259,15 +259,15 @@ def test_a_flush_encodes_ahead_while_the_sender_writes_and_keeps_the_order(strea
             assert release_write.wait(scaled(10))
         return real_write(self, writes, sync=sync)
 
-    def held_encode(records, *args):
+    def held_encode(batch, *args):
         encoders.append(threading.current_thread().name)
         if threading.current_thread().name == "flusher":
             encoding.set()
             assert release_encode.wait(scaled(10))
-        return real_encode(records, *args)
+        return real_encode(batch, *args)
 
     monkeypatch.setattr(Appender, "write", held_write)
-    monkeypatch.setattr(producer_module, "_encode", held_encode)
+    monkeypatch.setattr(producer_module, "encode_batch", held_encode)
     producer = Producer(stream, acks=1, linger_ms=0)
     futures = [producer.send(T, b"x%d" % i, partition=0) for i in range(50)]
     assert writing.wait(scaled(10))  # the sender holds the x batch in its write
