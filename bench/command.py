@@ -20,9 +20,9 @@ from typing import Any
 
 import click
 
+from bench import archived_reads, latency, poll_size, report
 from bench import checksums as checksum_cost
 from bench import compression as compression_case
-from bench import latency, poll_size, report
 from bench import topics as many_topics
 from bench import wal as wal_size
 from bench import web as web_pages
@@ -316,6 +316,16 @@ def _problems(run: Run) -> list[str]:
     "on and off (the engine before them), alternated over five rounds; CPU seconds and the "
     "change. [default: not run]",
 )
+@click.option(
+    "--archived",
+    "archived_messages",
+    metavar="N",
+    callback=_param(parse_count),
+    help="Also run the archived-reads case: N 100-B messages archived to Parquet and the "
+    "same N kept live, each read from the start by poll, poll_arrow and poll_arrow_batches "
+    "(polls of 10,000); CPU rows/s and the ratios archived / live, with the files' row "
+    "groups already decoded and not. [default: not run]",
+)
 @click.option("--keep", is_flag=True, help="Keep the work directory (it is removed by default).")
 @click.option("--no-redis", is_flag=True, help="Leave out the Redis Streams peer.")
 @click.option(
@@ -348,6 +358,7 @@ def bench_command(
     compression_messages: int | None,
     wire_messages: int | None,
     checksum_messages: int | None,
+    archived_messages: int | None,
     base: Path | None,
     keep: bool,
     no_redis: bool,
@@ -437,6 +448,13 @@ def bench_command(
                     checksum_messages if size <= 100 else max(1, checksum_messages // 3),
                 )
             ]
+        archived = None
+        if archived_messages:
+            click.echo(f"archived reads: {archived_messages:,} messages ...", err=True)
+            load = _load()
+            archived = archived_reads.run(workdir / "archived", archived_messages)
+            if load:
+                archived.load = f"{load} before, {_load()} after (1-minute average)"
         if load_before:  # other work on the machine skews the numbers: say how much there was
             run.machine["load"] = f"{load_before} before, {_load()} after (1-minute average)"
     finally:
@@ -471,6 +489,9 @@ def bench_command(
     if checksums is not None:
         click.echo()
         click.echo(checksum_cost.text(checksums))
+    if archived is not None:
+        click.echo()
+        click.echo(archived_reads.text(archived))
     if json_path is not None:
         data = run.to_json()
         if many is not None:
@@ -520,6 +541,8 @@ def bench_command(
             data["wire"] = wire.to_json()
         if checksums is not None:
             data["checksums"] = [{**asdict(c), "change": c.change} for c in checksums]
+        if archived is not None:
+            data["archived_reads"] = asdict(archived)
         json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_path}", err=True)
     if markdown_path is not None:
@@ -540,6 +563,8 @@ def bench_command(
             text += "\n" + wire_listener.markdown(wire) + "\n"
         if checksums is not None:
             text += "\n" + checksum_cost.markdown(checksums) + "\n"
+        if archived is not None:
+            text += "\n" + archived_reads.markdown(archived) + "\n"
         markdown_path.write_text(text, encoding="utf-8")
         click.echo(f"wrote {markdown_path}", err=True)
     problems = _problems(run)

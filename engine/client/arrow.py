@@ -8,6 +8,12 @@ arrays whose data buffer is the payload itself (the lengths become Arrow offsets
 cumulative sum), offsets and timestamps are read in place. Only headers, when a batch has
 any, are decoded message by message.
 
+An archived partitionlet's records come as its Parquet file's Arrow columns
+(`engine.storage.log.ArchivedColumns`): the file has this very schema, so its row groups'
+arrays are handed on as they are (slices, no copy), the topic and partition made here as
+for live records; only the headers' list type is renamed (Parquet calls its item
+`element`), which copies nothing.
+
 The columns are those of Spark's Kafka source, with the types the `partitionlet` data
 source gives them (spark_tasks.scan.arrow_schema, without its `stream`): key, value
 (binary), topic (string), partition (int32), offset (int64), timestamp (timestamp[us,
@@ -22,8 +28,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.storage.batch import decode_headers
+from engine.storage.log import ArchivedColumns
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from engine.storage.log import Columns
 
 _INSTALL = "pip install 'partitionlet[spark]'"
@@ -58,7 +67,9 @@ def schema() -> Any:
     )
 
 
-def record_batch(topic: str, partition: int, chunks: list[Columns], cutoff_ms: int | None) -> Any:
+def record_batch(
+    topic: str, partition: int, chunks: Sequence[Columns | ArchivedColumns], cutoff_ms: int | None
+) -> Any:
     """One RecordBatch of the records of `chunks` (in offset order), without those older
     than `cutoff_ms` (the stream's ttl)."""
     pa, _ = modules()
@@ -69,16 +80,60 @@ def record_batch(topic: str, partition: int, chunks: list[Columns], cutoff_ms: i
 
 
 def record_batches(
-    topic: str, partition: int, chunks: list[Columns], cutoff_ms: int | None
+    topic: str, partition: int, chunks: Sequence[Columns | ArchivedColumns], cutoff_ms: int | None
 ) -> list[Any]:
     """A RecordBatch for each of `chunks` that keeps records (in offset order), without
-    those older than `cutoff_ms`: each one's buffers are its stored batch's, where one
-    RecordBatch of them all copies every key and value (a quarter of a wire fetch's time
-    for records of 1 KiB)."""
+    those older than `cutoff_ms`: each one's buffers are its stored batch's (or its
+    archive file's row group's), where one RecordBatch of them all copies every key and
+    value (a quarter of a wire fetch's time for records of 1 KiB)."""
     pa, np = modules()
     sch = schema()
-    parts = [_chunk(pa, np, sch, topic, partition, c, cutoff_ms) for c in chunks]
+    parts = []
+    for c in chunks:
+        if isinstance(c, ArchivedColumns):
+            parts += _archived(pa, np, sch, topic, partition, c, cutoff_ms)
+        else:
+            parts.append(_chunk(pa, np, sch, topic, partition, c, cutoff_ms))
     return [p for p in parts if p.num_rows]
+
+
+def _archived(
+    pa: Any,
+    np: Any,
+    sch: Any,
+    topic: str,
+    partition: int,
+    c: ArchivedColumns,
+    cutoff_ms: int | None,
+) -> list[Any]:
+    """The RecordBatches of archived rows: the file's arrays, in this schema."""
+    import pyarrow.compute as pc
+
+    out = []
+    head_type = sch.field("headers").type
+    for rb in c.rows.to_batches():  # one, unless a row group's column came in chunks
+        n = rb.num_rows
+        if not n:
+            continue
+        # Parquet names the list's item `element`: renamed (a cast that copies nothing;
+        # types that differ only by it compare equal, hence no test)
+        head = rb.column("headers").cast(head_type)
+        columns = [
+            rb.column("key"),
+            rb.column("value"),
+            _constant_string(pa, np, topic, n),
+            pa.array(np.full(n, partition, dtype=np.int32)),
+            rb.column("offset"),
+            rb.column("timestamp"),
+            rb.column("timestampType"),
+            head,
+        ]
+        out_rb = pa.RecordBatch.from_arrays(columns, schema=sch)
+        if cutoff_ms is not None and c.first_ts < cutoff_ms:
+            stamps = out_rb.column("timestamp").cast(pa.int64())
+            out_rb = out_rb.filter(pc.greater_equal(stamps, cutoff_ms * 1000))
+        out.append(out_rb)
+    return out
 
 
 def _binary(

@@ -5,7 +5,8 @@ it (`check`), deleting one (`delete`), and reading one back as a volume reads a
 partitionlet (`reader` gives an `ArchiveReader`, which has the reading methods of
 `engine.storage.volume.Volume`: `read`, `first_batch_at_time`, `state`, `states`,
 `replica_batches`, `batch_at`), so every reader of the engine reads archived history
-through the same code as live history. engine.ops.archive decides what is archived.
+through the same code as live history; columnar readers take the file's Arrow columns as
+they are (`ArchiveReader.read_rows`). engine.ops.archive decides what is archived.
 
 A file holds the columns of Spark's Kafka source (key, value, topic, partition, offset,
 timestamp, timestampType, headers), zstd, in row groups of ROW_GROUP_ROWS, and in its
@@ -55,7 +56,7 @@ from crc32c import crc32c
 
 from engine.errors import CorruptBatch, InvalidArgument, StorageError
 from engine.storage import batch as batch_codec
-from engine.storage.reader import StoredBatch
+from engine.storage.reader import ArchivedRows, StoredBatch
 from engine.storage.volume import SEALED, PartitionletState, ReplicaBatch
 
 if TYPE_CHECKING:
@@ -90,6 +91,23 @@ _BATCH_FIELDS = (
     "base_seq",
 )
 NO_PRODUCER = (-1, -1, -1)
+# What the engine's readers take from a row group: the topic, the partition and each
+# record's timestamp type are the partitionlet's and its batch table's, so their columns
+# are not decoded (Spark's readers read them all).
+READ_COLUMNS = ("key", "value", "offset", "timestamp", "headers")
+# Encodings chosen for reading speed: offsets and timestamps, which grow, as deltas (a
+# third of the decoding time of plain ones); values, seldom repeated, without the
+# dictionary a writer tries first (decoding a dictionary copies every value once more).
+# Any Parquet reader reads both (Spark's since 3.3); files written before read as ever.
+DICTIONARY_COLUMNS = (
+    "key",
+    "topic",
+    "partition",
+    "timestampType",
+    "headers.list.element.key",
+    "headers.list.element.value",
+)
+COLUMN_ENCODINGS = {"offset": "DELTA_BINARY_PACKED", "timestamp": "DELTA_BINARY_PACKED"}
 _B = {name: i for i, name in enumerate(_BATCH_FIELDS)}
 
 
@@ -242,6 +260,8 @@ def write(
             write_statistics=True,
             version="2.6",
             write_page_checksum=True,
+            use_dictionary=list(DICTIONARY_COLUMNS),
+            column_encoding=COLUMN_ENCODINGS,
         )
         try:
             for rb, b, has_headers, producer in parts:
@@ -395,8 +415,10 @@ def _binary_column(column: Any) -> tuple[bytes, bytes, bool]:
 class ArchiveReader:
     """One archived partitionlet read as a volume reads a live one (the same methods and
     row shapes); a file is complete and checked before the catalog names it, and never
-    rewritten after, so what it caches stays true. Opened lazily; keeps the footer, the batch table and one decoded
-    row group. Any thread may call it (one lock; readers of one process share it)."""
+    rewritten after, so what it caches stays true. Opened lazily; keeps the footer, the
+    batch table and one decoded row group (the columns of READ_COLUMNS), which the slices
+    `read_rows` gives share. Any thread may call it (one lock; readers of one process share
+    it)."""
 
     def __init__(self, cluster_path: Path, pl: PartitionletRow) -> None:
         assert pl.archive_file is not None and pl.end_offset is not None
@@ -407,6 +429,7 @@ class ArchiveReader:
         self._file: Any = None
         self._group: tuple[int, Any] | None = None  # (index, table)
         self._chunks_cache: list[tuple[int, int]] | None = None
+        self._runs_cache: list[tuple[int, int, int, int, int]] | None = None
 
     # the file, its batch table and offsets, on first use
     def _open(self) -> None:
@@ -469,21 +492,89 @@ class ArchiveReader:
             self._chunk_ends = [j for _, j in out]
         return self._chunks_cache
 
+    def _row_group(self, g: int) -> Any:
+        """Row group `g` as an Arrow table (the last one read is kept)."""
+        if self._group is None or self._group[0] != g:
+            self._group = (g, read_row_group(self._file, g, self.name, self.pl, READ_COLUMNS))
+        return self._group[1]
+
     def _rows(self, start: int, end: int) -> Any:
         """File rows [start, end) as an Arrow table (from the row groups holding them)."""
         pieces = []
         gs = self._group_starts
         g = int(np.searchsorted(gs, start, side="right")) - 1
         while start < end:
-            if self._group is None or self._group[0] != g:
-                self._group = (g, read_row_group(self._file, g, self.name, self.pl))
-            table = self._group[1]
+            table = self._row_group(g)
             lo = start - int(gs[g])
             hi = min(end, int(gs[g + 1])) - int(gs[g])
             pieces.append(table.slice(lo, hi - lo))
             start = int(gs[g]) + hi
             g += 1
         return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+
+    def _runs(self) -> list[tuple[int, int, int, int, int]]:
+        """The batches of each row group: (row group, first batch, end batch, first row,
+        end row); a batch that a row group boundary cuts is in both, each with its rows."""
+        if self._runs_cache is None:
+            starts, gs = self._starts, self._group_starts
+            out = []
+            for g in range(len(gs) - 1):
+                lo, hi = int(gs[g]), int(gs[g + 1])
+                # the first batch ending after the group's start, the first starting at its end
+                i = int(np.searchsorted(starts[1:], lo, side="right"))
+                j = int(np.searchsorted(starts[:-1], hi, side="left"))
+                out.append((g, i, j, lo, hi))
+            self._runs_cache = out
+            self._run_ends = [j for _, _, j, _, _ in out]
+        return self._runs_cache
+
+    def read_rows(
+        self,
+        pl_id: int,
+        from_offset: int,
+        max_runs: int,
+        skip: Sequence[tuple[int, int, int]] = (),
+    ) -> list[ArchivedRows]:
+        """What `read` reads, as the file holds it: runs of adjacent batches, each a slice
+        of one row group's Arrow table (no copy, no re-encoding: a columnar reader hands
+        them on as they are), without the batches of the aborted transactions in `skip`.
+        In offset order, from the run holding `from_offset` (a batch a row group cuts
+        gives a run on each side, the first of which may end before `from_offset`)."""
+        dropped = self.aborted_mask(skip) if skip else None
+        with self._lock:
+            self._open()
+            t, starts, gs = self._batches, self._starts, self._group_starts
+            first = int(np.searchsorted(self._lasts, from_offset, side="left"))
+            runs = self._runs()
+            out: list[ArchivedRows] = []
+            at = bisect_right(self._run_ends, first)  # the first group ending after it
+            for g, gi, gj, lo, hi in runs[at:]:
+                for i, j in _kept([(max(gi, first), gj)], dropped):
+                    start, end = max(lo, int(starts[i])), min(hi, int(starts[j]))
+                    if start >= end:
+                        continue  # batches compaction emptied: nothing to read
+                    if len(out) >= max_runs:
+                        return out
+                    rows = self._row_group(g).slice(start - int(gs[g]), end - start)
+                    offsets = rows.column("offset").to_numpy()
+                    kinds = t[i:j, _B["ts_type"]]
+                    if (kinds == kinds[0]).all():
+                        types = np.full(end - start, kinds[0], dtype=np.int32)
+                    else:  # each batch's type for each of its rows in the run
+                        bounds = np.clip(starts[i : j + 1], start, end)
+                        types = np.repeat(kinds.astype(np.int32), np.diff(bounds))
+                    rows = rows.append_column("timestampType", pa.array(types))
+                    out.append(
+                        ArchivedRows(
+                            int(t[i, _B["base"]]) if starts[i] >= lo else int(offsets[0]),
+                            int(t[j - 1, _B["last"]]) if starts[j] <= hi else int(offsets[-1]),
+                            int(t[i:j, _B["first_ts"]].min()),
+                            int(t[i:j, _B["max_ts"]].max()),
+                            rows,
+                            offsets,
+                        )
+                    )
+            return out
 
     def _payload(self, i: int, j: int, base: int) -> tuple[bytes, int]:
         """Batches [i, j) re-encoded as one plain batch at `base`; and its row count."""
@@ -718,11 +809,13 @@ def footer(f: Any, name: str, pl: PartitionletRow) -> bytes:
     return meta
 
 
-def read_row_group(f: Any, i: int, name: str, pl: PartitionletRow) -> Any:
-    """Row group `i` of an open file; a page that fails its CRC (or does not decode)
-    raises `CorruptBatch`."""
+def read_row_group(
+    f: Any, i: int, name: str, pl: PartitionletRow, columns: Sequence[str] | None = None
+) -> Any:
+    """Row group `i` of an open file (its `columns`; None: all); a page that fails its CRC
+    (or does not decode) raises `CorruptBatch`."""
     try:
-        return f.read_row_group(i)
+        return f.read_row_group(i, columns=None if columns is None else list(columns))
     except (OSError, pa.ArrowException) as exc:
         raise damaged(name, pl, f"row group {i} is damaged ({exc})") from None
 

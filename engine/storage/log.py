@@ -23,7 +23,7 @@ from engine.errors import CorruptBatch, CorruptFile, DamagedPartition
 from engine.records import ConsumerRecord, KafkaBatch, OffsetAndTimestamp
 from engine.storage import batch as batch_codec
 from engine.storage.catalog import Catalog, PartitionletRow
-from engine.storage.reader import BatchReader, StoredBatch
+from engine.storage.reader import ArchivedRows, BatchReader, RowReader, StoredBatch
 from engine.storage.volume import ACTIVE, DELETED
 
 if TYPE_CHECKING:
@@ -157,6 +157,64 @@ class Columns(NamedTuple):
     end: int
 
 
+class ArchivedColumns(NamedTuple):
+    """Records of an archived partitionlet for a columnar reader, as its Parquet file holds
+    them: `rows`, a `pyarrow.Table` with the columns of `engine.client.arrow.schema` but
+    the topic and partition (a slice of a row group: no copy). Records older than the
+    ttl's cutoff are still among them when `first_ts` is below it."""
+
+    rows: Any
+    first_ts: int
+
+
+class _Rows:
+    """A run of an archived partitionlet's rows being read by a columnar reader
+    (`ArchivedRows`): what `_Decoded` is to a stored batch, with the offsets as the file
+    holds them rather than a payload."""
+
+    __slots__ = (
+        "pl_id",
+        "volume_id",
+        "base",
+        "last",
+        "first_ts",
+        "max_ts",
+        "rows",
+        "offsets",
+        "byte_share",
+        "_fresh",
+    )
+
+    def __init__(self, pl: PartitionletRow, run: ArchivedRows) -> None:
+        self.pl_id = pl.id
+        self.volume_id = pl.volume_id
+        self.base, self.last, self.first_ts, self.max_ts, self.rows, self.offsets = run
+        # bytes per message of the run in memory: read heat counts bytes without a loop
+        self.byte_share: float = int(run.rows.nbytes) / max(1, len(run.offsets))
+        self._fresh: tuple[int, Any] | None = None  # (cutoff, running count of the fresh)
+
+    def take(self, start: int, room: int, cutoff_ms: int | None) -> tuple[int, int]:
+        """(end, count): the records [start, end) hold the first `room` records from
+        index `start` on that are not older than `cutoff_ms` (or all the run has left),
+        `count` of them. A run joins many stored batches, some of which may have expired
+        as a whole; a live reader skips those without counting them, and so does this."""
+        n = len(self.offsets)
+        if cutoff_ms is None or self.first_ts >= cutoff_ms:
+            end = min(n, start + room)
+            return end, end - start
+        import numpy as np  # an archived run exists only where pyarrow and numpy do
+
+        if self._fresh is None or self._fresh[0] != cutoff_ms:
+            stamps = self.rows.column("timestamp").to_numpy().view(np.int64)  # us
+            fresh = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(stamps >= cutoff_ms * 1000, out=fresh[1:])
+            self._fresh = (cutoff_ms, fresh)
+        fresh = self._fresh[1]
+        want = int(fresh[start]) + room
+        end = min(n, int(np.searchsorted(fresh, want, side="left")))
+        return end, int(fresh[end]) - int(fresh[start])
+
+
 class PartitionLog:
     """One partition's chain, read through `catalog` (the chain) and `reader` (the batches
     of one partitionlet, from its volume or archive file); it never writes, and its offsets
@@ -188,8 +246,12 @@ class PartitionLog:
         self._start = 0  # the log start DeleteRecords moved (0: never), read with the chain
         self._loaded = False
         self._decoded: _Decoded | None = None
-        self._ahead: list[StoredBatch] = []  # fetched rows not yet decoded, of _ahead_pl
+        self._run: _Rows | None = None  # the archived rows a columnar reader is in
+        # fetched rows not yet decoded, of _ahead_pl: stored batches, or an archived
+        # partitionlet's runs of Arrow rows for a columnar reader (_ahead_rows)
+        self._ahead: list[StoredBatch] | list[ArchivedRows] = []
         self._ahead_pl = -1
+        self._ahead_rows = False
         # transaction markers met by `_check_gap`: (partitionlet, first, last offset looked
         # at, the markers' offsets there), so a reader of small transactions asks once per
         # fetch, not once per marker
@@ -204,6 +266,7 @@ class PartitionLog:
         self._start = self._catalog.log_start(self.topic_id, self.partition)
         self._ahead = []
         self._decoded = None
+        self._run = None
 
     def _ensure_chain(self) -> None:
         if not self._loaded:
@@ -312,6 +375,7 @@ class PartitionLog:
         if skip != self._skip or lso != self._lso:
             self._ahead = []
             self._decoded = None
+            self._run = None
         self._lso, self._skip = lso, skip
 
     # --- reading --------------------------------------------------------------------------
@@ -405,20 +469,21 @@ class PartitionLog:
 
     def read_columns(
         self, position: int, max_records: int, cutoff_ms: int | None
-    ) -> tuple[list[Columns], int]:
+    ) -> tuple[list[Columns | ArchivedColumns], int]:
         """What `read` reads, as `Columns` of the stored batches rather than records (no
-        Python object per message), and the next position. Batches that expired as a
-        whole are skipped; `Columns.first_ts` below `cutoff_ms` says a batch holds some
-        expired records, which the caller drops."""
+        Python object per message), and the next position; an archived partitionlet's
+        records come as `ArchivedColumns`, its file's Arrow columns as they are. Batches
+        that expired as a whole are skipped; `first_ts` below `cutoff_ms` says a chunk
+        holds some expired records, which the caller drops."""
         try:
             chunks, position = self._read_columns(position, max_records, cutoff_ms, False)
         except CorruptFile as exc:  # a damaged volume: say which partition it stops
             raise self._damaged(str(exc)) from exc
-        return cast(list[Columns], chunks), position
+        return cast(list[Columns | ArchivedColumns], chunks), position
 
     def read_verbatim(
         self, position: int, max_records: int, cutoff_ms: int | None
-    ) -> tuple[list[Columns | KafkaBatch], int]:
+    ) -> tuple[list[Columns | ArchivedColumns | KafkaBatch], int]:
         """`read_columns`, with each Kafka batch stored as it came, none of its records
         expired, as a `KafkaBatch`: whole, even when `position` lies inside it (as Kafka
         serves a batch: a client skips what it did not ask for)."""
@@ -429,8 +494,8 @@ class PartitionLog:
 
     def _read_columns(
         self, position: int, max_records: int, cutoff_ms: int | None, verbatim: bool
-    ) -> tuple[list[Columns | KafkaBatch], int]:
-        out: list[Columns | KafkaBatch] = []
+    ) -> tuple[list[Columns | ArchivedColumns | KafkaBatch], int]:
+        out: list[Columns | ArchivedColumns | KafkaBatch] = []
         taken = 0
         self._ensure_chain()
         position = max(position, self._start)  # below the log start: deleted records
@@ -438,10 +503,10 @@ class PartitionLog:
             self._see_transactions(position)
         lso = self._lso if self.committed else None
         while taken < max_records:
-            d = self._decoded
+            d: _Decoded | _Rows | None = self._run or self._decoded
             if d is None or not d.base <= position <= d.last:
                 try:
-                    d, position = self._fetch(position)
+                    d, position = self._fetch_any(position, rows=True)
                 except CorruptBatch:
                     if out:  # what lies before the damage first; the error next read
                         break
@@ -450,12 +515,31 @@ class PartitionLog:
                     break
                 if position < d.base:
                     position = d.base  # a gap: compaction, retention or a marker
-                self._decoded = d
+                if isinstance(d, _Rows):
+                    self._run = d
+                else:
+                    self._decoded, self._run = d, None
             if lso is not None and d.base >= lso:
                 position = min(position, lso)
                 break  # an open transaction's batch, or one after it
             if cutoff_ms is not None and d.max_ts < cutoff_ms:
                 position = d.last + 1  # the whole batch has expired
+                continue
+            if isinstance(d, _Rows):  # archived: the file's columns, sliced
+                start = bisect_left(d.offsets, position)
+                end, count = d.take(start, max_records - taken, cutoff_ms)
+                if start >= end:
+                    position = d.last + 1
+                    continue
+                next_position = int(d.offsets[end - 1]) + 1 if end < len(d.offsets) else d.last + 1
+                if count:
+                    out.append(ArchivedColumns(d.rows.slice(start, end - start), d.first_ts))
+                    taken += count
+                    if self._counter is not None:
+                        self._counter.add(
+                            d.volume_id, d.pl_id, count, int((end - start) * d.byte_share)
+                        )
+                position = next_position
                 continue
             if verbatim and (cutoff_ms is None or d.first_ts >= cutoff_ms):
                 data = batch_codec.kafka_data(d.stored)
@@ -493,21 +577,36 @@ class PartitionLog:
     def _fetch(self, position: int) -> tuple[_Decoded | None, int]:
         """The first batch holding an offset >= `position`, walking the chain, and the
         position moved past partitionlets found empty (compaction) on the way."""
+        d, position = self._fetch_any(position, rows=False)
+        return cast(_Decoded | None, d), position
+
+    def _fetch_any(self, position: int, *, rows: bool) -> tuple[_Decoded | _Rows | None, int]:
+        """`_fetch`; with `rows`, an archived partitionlet's records come as the runs of
+        Arrow rows of its file (`_Rows`), which a columnar reader hands on as they are."""
         refreshes = 0
         while refreshes < 3:
             self._ensure_chain()
             pl = self._locate(position)
             if pl is None:
                 return None, position
+            as_rows = rows and pl.archive_file is not None
             if (
                 self._ahead_pl != pl.id
+                or self._ahead_rows != as_rows
                 or not self._ahead
                 or self._ahead[0][1] < position  # all of it is behind us
                 or self._ahead[-1][0] > position  # a seek back, or a gap (read once more)
             ):
                 # the volume, or the archive file of an archived partitionlet
-                self._ahead = self._reader(pl).read(pl.id, position, FETCH_BATCHES, self._skip)
+                reader = self._reader(pl)
+                if as_rows:
+                    self._ahead = cast(RowReader, reader).read_rows(
+                        pl.id, position, FETCH_BATCHES, self._skip
+                    )
+                else:
+                    self._ahead = reader.read(pl.id, position, FETCH_BATCHES, self._skip)
                 self._ahead_pl = pl.id
+                self._ahead_rows = as_rows
                 self._ahead.reverse()  # pop() from the end in offset order
             while self._ahead and self._ahead[-1][1] < position:
                 self._ahead.pop()
@@ -515,6 +614,8 @@ class PartitionLog:
                 row = self._ahead.pop()
                 if row[0] > position:
                     self._check_gap(pl, position, row[0])
+                if isinstance(row, ArchivedRows):
+                    return _Rows(pl, row), position
                 return _Decoded(pl, row), position
             # Nothing at or after `position` in this partitionlet.
             state = self._reader(pl).state(pl.id)

@@ -6,13 +6,44 @@ which tier a partitionlet is on."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from engine.storage.volume import PartitionletState, ReplicaBatch
 
 # One batch as read: (base_offset, last_offset, ts_type, first_ts, max_ts, payload)
 StoredBatch = tuple[int, int, int, int, int, bytes]
+
+
+class ArchivedRows(NamedTuple):
+    """A run of an archived partitionlet's stored batches as its Parquet file holds them
+    (`ArchiveReader.read_rows`): `rows`, a `pyarrow.Table` slice of one row group, with the
+    columns of `engine.client.arrow.schema` but the topic and partition (the reader knows
+    them), in offset order, and `offsets`, its offset column as a numpy array.
+    `base_offset` .. `last_offset` are the run's offsets (a stored batch that row groups
+    cut is cut there too); `first_ts` and `max_ts` bound its timestamps (ms)."""
+
+    base_offset: int
+    last_offset: int
+    first_ts: int
+    max_ts: int
+    rows: Any
+    offsets: Any
+
+
+class RowReader(Protocol):
+    """What reads an archived partitionlet's rows as Arrow columns (an `ArchiveReader`)."""
+
+    def read_rows(
+        self,
+        pl_id: int,
+        from_offset: int,
+        max_runs: int,
+        skip: Sequence[tuple[int, int, int]] = (),
+    ) -> list[ArchivedRows]:
+        """Runs holding offsets >= `from_offset` (the first may end before it), in offset
+        order, but the batches of the aborted transactions in `skip`."""
+        ...
 
 
 class BatchReader(Protocol):
