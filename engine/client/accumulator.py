@@ -464,8 +464,8 @@ class Accumulator:
         size: int,
     ) -> FutureRecordMetadata | DoneFuture | None:
         """Queue a message in a batch already open for it, without taking the lock: None
-        when it needs more (a lookup, a new batch, a full one), which `send` then does
-        under the lock.
+        when it needs more (a lookup, a new batch, a full one, a partitioner), which `send`
+        then does under the lock.
 
         Only compiled, and only called while no thread holds the lock: from the lookup to
         the append, this runs no Python code, so no other thread can run (the GIL is not
@@ -478,9 +478,15 @@ class Accumulator:
             return None
         b: Batch | None
         if partition is None:
-            if key is not None or self._partitioner is not None:
+            if self._partitioner is not None:
                 return None
-            b = ts.sticky_batch
+            if key is None:
+                b = ts.sticky_batch
+            else:
+                partition = partition_for_key(key, ts.partitions)
+                if self._lock_held():  # the hash is a call: another thread may have run
+                    return None
+                b = ts.open[partition]
         elif partition.__class__ is int and 0 <= partition < ts.partitions:
             b = ts.open[partition]
         else:
