@@ -102,7 +102,7 @@ $(VPY):
 # setup.py and the compiled modules' sources: they are built again when those change
 COMPILED_SOURCES := engine/storage/_kafka_records.pyx engine/client/accumulator.py \
 	engine/client/partitioner.py engine/client/partitioner.pxd \
-	engine/client/accumulator.pxd
+	engine/client/accumulator.pxd engine/_arena_cache.pyx
 $(STAMP_RUN): pyproject.toml setup.py $(COMPILED_SOURCES) | $(VPY)
 	@echo "setup: pip install -e '.[spark]'"
 	$(PIP_INSTALL) -e '.[spark]'

@@ -37,7 +37,8 @@ MAX_SIZE = 1024 * 1024  # the default max_message_bytes of a stream
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
 WORKDIR_PREFIX = "plet-bench-"
 # Records per poll when consuming: the Consumer's default max_poll_records (as kafka-python's).
-# `plet bench --poll N` compares it with polls of 100,000 (docs/BENCHMARKS.md, issue 13).
+# `plet bench --poll N` compares it with polls of 5,000 and 100,000 (docs/BENCHMARKS.md,
+# issues 13 and 28).
 CONSUME_MAX_RECORDS = 500
 
 _SIZE = re.compile(r"(\d+)\s*(b|k|kib|m|mib)?", re.IGNORECASE)
@@ -273,8 +274,8 @@ def _problems(run: Run) -> list[str]:
     metavar="N",
     callback=_param(parse_count),
     help="Also run the poll-size case: N messages (with and without headers) read back "
-    "with polls of 500 and 100,000 records; CPU time per record and the garbage "
-    "collections of each. [default: not run]",
+    "with polls of 500, 5,000 and 100,000 records; CPU time per record, the garbage "
+    "collections and the page faults of each. [default: not run]",
 )
 @click.option(
     "--latency",

@@ -8,13 +8,15 @@ than a small one (issue 13, item 6). This measures it.
 In a fresh one-volume cluster, N messages of 100 B are written to two one-partition topics,
 one without headers and one with a header on every record (`("unit", b"C")`, as in
 DESIGN's example), and each topic is read back from the start by one `Consumer` with
-`poll(max_records=M)` for every M asked for (500, the default `max_poll_records`, and
-100,000), touching every record's value. Reading is repeated `ROUNDS` times, the sizes
+`poll(max_records=M)` for every M asked for (500, the default `max_poll_records`, 5,000
+and 100,000), touching every record's value. Reading is repeated `ROUNDS` times, the sizes
 taken in turn, and the best round counts (the machine's noise only ever adds time). Time
 is this process's CPU time (`time.process_time`, kernel time such as page faults
 included), which other work on the machine disturbs less than the wall clock; the read is
 single-threaded. Reported per topic and M: msg/s, ns per record, the ratio of ns per
-record to that of the smallest M, and the garbage collections the reads set off.
+record to that of the smallest M, the garbage collections the reads set off, and the page
+faults they took (minor faults of the process per 1,000 records: memory mapped afresh,
+which the kernel zeroes page by page; issue 28).
 
 Run it with `plet bench --poll N` or on its own with `python -m bench.poll_size N`.
 """
@@ -22,6 +24,7 @@ Run it with `plet bench --poll N` or on its own with `python -m bench.poll_size 
 from __future__ import annotations
 
 import gc
+import resource
 import sys
 import time
 from dataclasses import dataclass
@@ -31,7 +34,7 @@ from typing import Any
 VALUE = bytes(range(100))
 HEADERS = [("unit", b"C")]
 STREAM = "/pollbench"
-SIZES = (500, 100_000)
+SIZES = (500, 5_000, 100_000)
 ROUNDS = 3
 
 
@@ -42,6 +45,7 @@ class PollResult:
     messages: int
     seconds: float  # CPU seconds of the best round
     collections: tuple[int, int, int]  # garbage collections per generation, in that round
+    faults: int  # minor page faults of the process in that round
 
     @property
     def per_s(self) -> float:
@@ -50,6 +54,10 @@ class PollResult:
     @property
     def ns_per_record(self) -> float:
         return self.seconds * 1e9 / self.messages
+
+    @property
+    def faults_per_1000(self) -> float:
+        return self.faults * 1000 / self.messages
 
 
 def _fill(cluster, topic: str, messages: int, headers: bool) -> None:
@@ -64,8 +72,9 @@ def _fill(cluster, topic: str, messages: int, headers: bool) -> None:
         producer.flush()
 
 
-def _read(cluster, topic: str, messages: int, max_records: int) -> tuple[float, tuple]:
-    """Seconds to read `messages` records of partition 0 of `topic`, and the collections."""
+def _read(cluster, topic: str, messages: int, max_records: int) -> tuple[float, tuple, int]:
+    """Seconds to read `messages` records of partition 0 of `topic`, the collections and
+    the page faults."""
     from engine import Consumer, TopicPartition
 
     consumer = Consumer(cluster, group_id=None, auto_offset_reset="earliest")
@@ -75,6 +84,7 @@ def _read(cluster, topic: str, messages: int, max_records: int) -> tuple[float, 
         count = nbytes = 0
         gc.collect()
         before = [s["collections"] for s in gc.get_stats()]
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start = time.process_time()
         while count < messages:
             batch = poll(timeout_ms=100, max_records=max_records)
@@ -86,12 +96,13 @@ def _read(cluster, topic: str, messages: int, max_records: int) -> tuple[float, 
                     nbytes += len(record.value)
             del batch, records  # as a caller that drops a poll before the next one
         seconds = time.process_time() - start
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         after = [s["collections"] for s in gc.get_stats()]
     finally:
         consumer.close()
     if count != messages or nbytes != messages * len(VALUE):
         raise RuntimeError(f"{topic}: read {count:,} records, expected {messages:,}")
-    return seconds, tuple(a - b for a, b in zip(after, before, strict=True))
+    return seconds, tuple(a - b for a, b in zip(after, before, strict=True)), faults
 
 
 def run(
@@ -105,15 +116,15 @@ def run(
         for headers in (False, True):
             topic = f"{STREAM}:{'headers' if headers else 'plain'}"
             _fill(cluster, topic, messages, headers)
-            best: dict[int, tuple[float, tuple]] = {}
+            best: dict[int, tuple[float, tuple, int]] = {}
             for _ in range(rounds):
                 for size in sizes:
                     got = _read(cluster, topic, messages, size)
                     if size not in best or got[0] < best[size][0]:
                         best[size] = got
             for size in sizes:
-                seconds, collections = best[size]
-                results.append(PollResult(headers, size, messages, seconds, collections))
+                seconds, collections, faults = best[size]
+                results.append(PollResult(headers, size, messages, seconds, collections, faults))
     return results
 
 
@@ -131,6 +142,7 @@ def _rows(results: list[PollResult]) -> list[tuple[str, ...]]:
                 f"{r.ns_per_record:,.0f}",
                 f"{r.ns_per_record / base:.2f}x",
                 " / ".join(f"{c:,}" for c in r.collections),
+                f"{r.faults_per_1000:,.1f}",
             )
         )
     return rows
@@ -143,6 +155,7 @@ _TITLES = (
     "ns/record",
     "ns/record vs smallest poll",
     "gc runs (gen 0 / 1 / 2)",
+    "page faults / 1,000 records",
 )
 
 
@@ -151,7 +164,7 @@ def text(results: list[PollResult]) -> str:
     for row in _rows(results):
         lines.append(
             f"  headers {row[0]:<10} poll {row[1]:>8}  {row[2]:>10} msg/s  {row[3]:>5} ns/record"
-            f"  {row[4]:>6}  gc {row[5]}"
+            f"  {row[4]:>6}  gc {row[5]}  faults/1k {row[6]}"
         )
     return "\n".join(lines)
 
@@ -159,7 +172,7 @@ def text(results: list[PollResult]) -> str:
 def markdown(results: list[PollResult]) -> str:
     lines = [
         "| " + " | ".join(_TITLES) + " |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     lines += ["| " + " | ".join(row) + " |" for row in _rows(results)]
     return "\n".join(lines)
