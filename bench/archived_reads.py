@@ -70,14 +70,17 @@ class ArchivedReads:
     load: str = ""
 
 
-def _fill(cluster: Any, messages: int) -> None:
+def _fill(cluster: Any, messages: int, partitionlet_bytes: int) -> None:
     from engine import Producer
 
     cluster.create_stream("/archived", ttl=0)
     cluster.create_stream("/live", ttl=0)
     cluster.create_topic(ARCHIVED, partitions=1)
     cluster.create_topic(LIVE, partitions=1)
-    with Producer(cluster, acks=1, linger_ms=5) as producer:
+    # a partitionlet rolls after the batch that fills it: batches of a quarter of one, so
+    # that a run of any size archives several, however fast the producer fills its batches
+    batch_size = max(VALUE_BYTES, partitionlet_bytes // 4)
+    with Producer(cluster, acks=1, linger_ms=5, batch_size=batch_size) as producer:
         send = producer.send
         for at in range(0, messages, _CHUNK):
             count = min(_CHUNK, messages - at)
@@ -161,7 +164,7 @@ def run(
 
     path = workdir / "cluster"
     with Cluster.open(path, name="archbench", partitionlet_bytes=partitionlet_bytes) as cluster:
-        _fill(cluster, messages)
+        _fill(cluster, messages, partitionlet_bytes)
         archived, tail = _archive(cluster)
         reads = [ArchivedRead(mode, messages) for mode in MODES]
         for r in reads:  # the cold round
