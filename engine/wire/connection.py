@@ -80,7 +80,7 @@ class _Pending:
     correlation_id: int
 
 
-_Answer = bytes | bytearray | codec.FramingError | None
+_Answer = bytes | bytearray | codec.Parts | codec.FramingError | None
 
 
 class Session:
@@ -266,7 +266,13 @@ class Connection:
                     log.info("closing connection from %s: %s", self.session.peer, out)
                     self.writer.close()
                     return
-                if out is not None:
+                if isinstance(out, codec.Parts):
+                    # a part at a time, each let go of before the next: the socket's write
+                    # buffer never holds more than one of them
+                    for part in out:
+                        self.writer.write(part)
+                        await self.writer.drain()
+                elif out is not None:
                     self.writer.write(out)
                     await self.writer.drain()
                 if last:
@@ -298,7 +304,7 @@ class Connection:
 
     def _encode(
         self, response: Any, name: str, version: int, correlation_id: int
-    ) -> bytes | bytearray | _Parked | _Pending | None:
+    ) -> bytes | bytearray | codec.Parts | _Parked | _Pending | None:
         if response is None:
             return None
         if isinstance(response, Park):

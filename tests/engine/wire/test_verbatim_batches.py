@@ -467,7 +467,7 @@ def test_encode_spliced_joins_each_partitions_records_in_place():
     for version in (4, 11, 12):
         spliced = response()
         assert len(spliced.pieces) == 2  # a partition without records holds none
-        framed = codec.encode_spliced(spliced, version, correlation_id=99)
+        framed = b"".join(codec.encode_spliced(spliced, version, correlation_id=99))
         (size,) = struct.unpack_from(">i", framed, 0)
         assert size == len(framed) - 4
         decoded = FetchResponse.decode(framed[4:], version=version, header=True)
@@ -486,3 +486,36 @@ def test_encode_spliced_joins_each_partitions_records_in_place():
             for p in t.partitions:
                 p.records = expected[(t.topic, p.partition_index)]
         assert framed == bytes(codec.encode_response(plain.response, version, 99))
+
+
+def test_a_fetch_response_is_written_as_its_parts_a_stored_batch_not_copied():
+    """`encode_spliced` gives the framed response as the buffers it is made of: a stored
+    batch (64 KiB and more) as the very buffer the reader gave, the small pieces around the
+    batches joined; the connection writes them one after the other."""
+    R = FetchResponse.FetchableTopicResponse
+    P = R.PartitionData
+    stored = [memoryview(bytes(range(256)) * 1024), b"x" * 100_000]  # two big batches
+    small = [b"s" * 500, b"t" * 700]
+    spliced = codec.Spliced()
+    partitions = [
+        P(partition_index=i, error_code=0, high_watermark=1, last_stable_offset=1,
+          log_start_offset=0, aborted_transactions=[], preferred_read_replica=-1,
+          records=spliced.hold(held))
+        for i, held in enumerate([[stored[0]], small, [stored[1]]])
+    ]  # fmt: skip
+    spliced.response = FetchResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[R(topic="t", partitions=partitions)],
+    )
+    parts = codec.encode_spliced(spliced, 12, correlation_id=5)
+    assert isinstance(parts, codec.Parts)
+    assert [p for p in parts if len(p) >= 64 * 1024] == stored
+    assert parts[1] is stored[0] and parts[3] is stored[1]  # not copies
+    assert len(parts) == 5  # head, batch, the small records with what is around them, batch, tail
+    framed = b"".join(parts)
+    assert struct.unpack_from(">i", framed)[0] == len(framed) - 4
+    decoded = FetchResponse.decode(framed[4:], version=12, header=True)
+    got = [bytes(p.records) for p in decoded.responses[0].partitions]
+    assert got == [bytes(stored[0]), b"".join(small), stored[1]]
