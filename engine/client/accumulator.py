@@ -346,8 +346,9 @@ def encode_batch(b: Batch, log_append_ms: int | None = None) -> tuple[bytes, int
 
 class Accumulator:
     """The half of `Producer` that `send` runs: the state it reads and the batches it
-    opens and closes (all under `_lock`, which the sender thread takes to collect them).
-    `Producer.__init__` sets every field."""
+    opens and closes, under `_lock`, which the sender thread takes to collect them (or,
+    compiled, without it while no thread holds it: `_queue_at_once`). `Producer.__init__`
+    sets every field."""
 
     _lock: threading.Lock
     _wake: threading.Condition  # the sender waits on it
