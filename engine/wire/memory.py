@@ -22,7 +22,7 @@ import sys
 _M_TRIM_THRESHOLD = -1  # glibc's <malloc.h>
 _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20  # glibc's maximum on 64-bit machines
-TRIM_THRESHOLD = 256 << 20
+TRIM_THRESHOLD = 64 << 20  # a large fetch's records (librdkafka asks for up to 64 MiB)
 _ENVIRONMENT = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
 
 
