@@ -43,8 +43,8 @@ MAX_HEADERS = 1000
 
 
 def compiled() -> bool:
-    """Whether this module runs compiled (the package was built), for tests and `plet
-    bench`: a compiled function is not a Python function."""
+    """Whether this module runs compiled (the package was built): a compiled function is
+    not a Python function."""
     return type(compiled).__name__ != "function"
 
 
