@@ -5,7 +5,7 @@ into bytes, requests of as much, and the buffers of each. glibc's defaults hand 
 back to the system soon after it is freed (blocks over a moving threshold are mapped and
 unmapped one by one, and a thread's heap is trimmed once 2 MiB at its top are free), so
 the next request's memory is mapped afresh and the kernel faults it in and zeroes it page
-by page: a quarter of the listener's time serving 1-KiB fetches, measured
+by page: a fifth of the listener's time serving 1-KiB fetches, measured
 (docs/BENCHMARKS.md, issue 28). The listener keeps freed memory instead, up to
 `TRIM_THRESHOLD` at the top of each heap, and maps apart only blocks over
 `MMAP_THRESHOLD` (glibc's largest); the engine embedded in an application leaves that

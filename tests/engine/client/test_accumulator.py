@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engine import Consumer, Producer, TopicPartition
 from engine.client import accumulator, partitioner
+from engine.client.partitioner import partition_for_key
 from engine.errors import InvalidPartition, MessageTooLarge
 from tests.test_layout import ROOT
 
@@ -76,7 +77,7 @@ def _read_all(cluster, topic, partitions):
 
 
 def test_threads_sending_while_the_sender_takes_batches_lose_and_repeat_nothing(cluster):
-    """Four threads send to one topic, unkeyed and to chosen partitions, into small batches
+    """Four threads send to one topic, unkeyed, keyed and to chosen partitions, into small batches
     (so the sender takes batches all the time, and batches close while others append):
     every message is stored once, each thread's messages in its order in each partition,
     every future names the offset the message has, and the buffer's count comes back to
@@ -94,8 +95,11 @@ def test_threads_sending_while_the_sender_takes_batches_lose_and_repeat_nothing(
         mine = futures[thread] = []
         for i in range(per_thread):
             value = b"%d:%d" % (thread, i)
-            partition = None if i % 3 else i % 2  # sticky, and chosen partitions
-            mine.append((value, producer.send("/acc:t", value, partition=partition)))
+            # sticky, chosen partitions and keys (hashed before the batch is looked at)
+            partition = i % 2 if i % 3 == 0 else None
+            key = b"k%d" % (i % 7) if i % 3 == 1 else None
+            sent = producer.send("/acc:t", value, key=key, partition=partition)
+            mine.append((value, key, sent))
 
     threads = [threading.Thread(target=send, args=(t,)) for t in range(4)]
     try:
@@ -118,13 +122,18 @@ def test_threads_sending_while_the_sender_takes_batches_lose_and_repeat_nothing(
         for offset, value in enumerate(values):
             assert value not in where, f"{value!r} stored twice"
             where[value] = (partition, offset)
+    keyed = []
     for sent in futures.values():
         last_seen: dict[int, int] = {}
-        for value, future in sent:
+        for value, key, future in sent:
             md = future.get(timeout=10)
             assert (md.partition, md.offset) == where[value]
             assert md.offset > last_seen.get(md.partition, -1)  # the thread's order
             last_seen[md.partition] = md.offset
+            keyed += [(key, md.partition)] if key is not None else []
+    # the keyed ones where Kafka's partitioner puts them
+    assert len(keyed) == 4 * (per_thread // 3)
+    assert all(partition == partition_for_key(key, 3) for key, partition in keyed)
 
 
 def test_sends_the_unlocked_path_leaves_to_the_lock_still_get_their_answers(cluster):
