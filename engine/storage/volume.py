@@ -38,6 +38,14 @@ from engine.storage.reader import StoredBatch
 
 ACTIVE, SEALED, DELETED = 0, 1, 2
 PAGE_SIZE = 16384
+# `read` stops at the batch that reaches this many bytes (always one batch at least)
+READ_AHEAD_BYTES = 1 << 20
+# A volume connection's page cache, in KiB. Batches are read once, in order, and any other
+# connection's commit empties a reader's cache (SQLite, WAL mode), so a big cache bought
+# nothing but memory: 16 MB per thread and volume filled by a listener's first large reads
+# (about 300 MB faulted in, a page served costing two; docs/BENCHMARKS.md, issue 28).
+# Writes measured the same with 2 MB as with 16.
+CACHE_KIB = 2048
 # What a damaged batch's error names, given its topic id: (the cluster's name, the topic's
 # full name or None). The cluster passes it; a volume opened without it names ids.
 Names = Callable[[int], tuple[str, str | None]]
@@ -524,6 +532,10 @@ class _Sequences:
         del recent[:-PRODUCER_WINDOW]
 
 
+def _small_cache(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+
+
 class Volume:
     """One volume file: the batches of the partitionlets placed on it, their states, and
     their heat. A partitionlet's next offset lives here and moves only in the transaction
@@ -545,7 +557,9 @@ class Volume:
         # 16 KiB pages: batches are blobs of up to a few MiB, and larger pages mean fewer
         # overflow pages to chain and checksum (measured: about a third less CPU per MB
         # written than with 4 KiB pages).
-        self._conns = ThreadConnections(path, f"volume {volume_id}", page_size=PAGE_SIZE)
+        self._conns = ThreadConnections(
+            path, f"volume {volume_id}", setup=_small_cache, page_size=PAGE_SIZE
+        )
         # Why this file cannot be used (set by Cluster.open: missing, a bad header,
         # unreadable); every statement on it then raises `CorruptFile` with it.
         self.damage: str | None = None
@@ -1184,7 +1198,20 @@ class Volume:
         for producer_id, first, marker in skip:
             sql += " AND NOT (producer_id IS ? AND base_offset BETWEEN ? AND ?)"
             args += [producer_id, first, marker]
-        rows = self._query(sql + " ORDER BY last_offset LIMIT ?", (*args, max_batches))
+        rows: list[tuple[Any, ...]] = []
+        size = 0
+        try:
+            cursor = self.conn.execute(sql + " ORDER BY last_offset LIMIT ?", (*args, max_batches))
+            # what a reader holds ahead of its position is bounded in bytes too: a partition
+            # of megabyte batches read 16 ahead held 16 MiB each, never freed until served
+            for row in cursor:
+                rows.append(row)
+                size += len(row[5])
+                if size >= READ_AHEAD_BYTES:
+                    break
+            cursor.close()
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc, self.path, "volume") from exc
         return self._verified(pl_id, rows)
 
     def gap_end(

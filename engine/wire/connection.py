@@ -195,6 +195,9 @@ class Connection:
                     continue
                 last = isinstance(out, codec.FramingError) or self.session.close_after
                 answers.put_nowait((out, last))
+                # the writer holds it now: a fetch's tens of megabytes must not live on here
+                # while the next request is answered
+                out = frame = None
                 if last:
                     await writing  # the answers before it first, then it closes
                     return
@@ -267,14 +270,17 @@ class Connection:
                     self.writer.close()
                     return
                 if isinstance(out, codec.Parts):
-                    # a part at a time, each let go of before the next: the socket's write
-                    # buffer never holds more than one of them
-                    for part in out:
-                        self.writer.write(part)
+                    # a part at a time, each let go of once written: the socket's write
+                    # buffer never holds more than one of them, and a response's memory is
+                    # freed as it goes (the next one reuses it, rather than growing the heap)
+                    out.reverse()
+                    while out:
+                        self.writer.write(out.pop())
                         await self.writer.drain()
                 elif out is not None:
                     self.writer.write(out)
                     await self.writer.drain()
+                item = out = None  # nothing of it kept while waiting for the next answer
                 if last:
                     self.writer.close()
                     return

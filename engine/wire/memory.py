@@ -11,6 +11,12 @@ by page: a fifth of the listener's time serving 1-KiB fetches, measured
 `MMAP_THRESHOLD` (glibc's largest); the engine embedded in an application leaves that
 application's allocator alone. Settings given in the environment (`MALLOC_*_`,
 `GLIBC_TUNABLES`) win: nothing is set then.
+
+All threads share one heap (`ARENA_MAX`). glibc gives each new thread a heap of its own (up
+to eight a core), and the listener's workers take requests in turn: each grew its own heap
+to a large fetch's size before any memory was used again, so a listener's first reads
+faulted in their bytes several times over. The workers run Python under one lock, so a
+shared heap costs them little waiting.
 """
 
 from __future__ import annotations
@@ -21,9 +27,16 @@ import sys
 
 _M_TRIM_THRESHOLD = -1  # glibc's <malloc.h>
 _M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
+ARENA_MAX = 1
 MMAP_THRESHOLD = 32 << 20  # glibc's maximum on 64-bit machines
 TRIM_THRESHOLD = 64 << 20  # a large fetch's records (librdkafka asks for up to 64 MiB)
-_ENVIRONMENT = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
+_ENVIRONMENT = (
+    "MALLOC_MMAP_THRESHOLD_",
+    "MALLOC_TRIM_THRESHOLD_",
+    "MALLOC_ARENA_MAX",
+    "GLIBC_TUNABLES",
+)
 
 
 def keep_freed_memory() -> bool:
@@ -37,7 +50,13 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    # mallopt returns 1 on success; musl's stub returns 0 and changes nothing
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    # mallopt returns 1 on success; musl's stub returns 0 and changes nothing. Called before
+    # the listener's threads start: a thread takes its heap at its first allocation.
+    return all(
+        mallopt(option, value)
+        for option, value in (
+            (_M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+            (_M_TRIM_THRESHOLD, TRIM_THRESHOLD),
+            (_M_ARENA_MAX, ARENA_MAX),
+        )
     )
