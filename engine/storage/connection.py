@@ -27,6 +27,11 @@ BUSY_TIMEOUT_MS = 30_000
 # - when the log starts over after a checkpoint, the file is cut back to JOURNAL_SIZE_LIMIT
 #   (SQLite would keep it at its largest size forever, e.g. after a reader held it back).
 WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
+# A volume's commits that do not fsync (acks=1) leave the checkpoint to a thread of their
+# own (engine/storage/wal_writeback.py), and checkpoint in the writer only past this much
+# log, should that thread fall behind: the writer spent some 40% of a 1-KiB produce waiting
+# on its checkpoints' fsyncs (docs/BENCHMARKS.md, issue 28, item 4).
+WAL_AHEAD_BYTES = 32 * 1024 * 1024
 JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024
 
 

@@ -15,6 +15,7 @@ Thread-safety: one `Volume` may be shared; each thread uses its own connection.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +28,10 @@ from engine.errors import CorruptBatch, CorruptFile, DamagedPartition
 from engine.storage import batch as batch_codec
 from engine.storage import wal_writeback
 from engine.storage.connection import (
+    BUSY_TIMEOUT_MS,
+    JOURNAL_SIZE_LIMIT,
+    WAL_AHEAD_BYTES,
+    WAL_CHECKPOINT_BYTES,
     ThreadConnections,
     integrity,
     read_transaction,
@@ -536,6 +541,15 @@ def _small_cache(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
 
 
+def _checkpoint_pages(conn: sqlite3.Connection) -> tuple[int, int]:
+    """A volume's two checkpoint budgets, in its pages: a commit that fsyncs (acks=all,
+    transactions, markers) checkpoints in the writer past WAL_CHECKPOINT_BYTES of log, as
+    every other write does (connection.connect); one that does not leaves the checkpoint to
+    the writeback thread, and checkpoints itself only past WAL_AHEAD_BYTES."""
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    return max(16, WAL_CHECKPOINT_BYTES // page), WAL_AHEAD_BYTES // page
+
+
 class Volume:
     """One volume file: the batches of the partitionlets placed on it, their states, and
     their heat. A partitionlet's next offset lives here and moves only in the transaction
@@ -563,6 +577,7 @@ class Volume:
         # Why this file cannot be used (set by Cluster.open: missing, a bad header,
         # unreadable); every statement on it then raises `CorruptFile` with it.
         self.damage: str | None = None
+        self._checkpoint_pages: tuple[int, int] | None = None  # read at the first write
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -584,14 +599,20 @@ class Volume:
         conn = self.conn
         if sync:
             conn.execute("PRAGMA synchronous=FULL")
+        else:
+            if self._checkpoint_pages is None:
+                self._checkpoint_pages = _checkpoint_pages(conn)
+            conn.execute(f"PRAGMA wal_autocheckpoint={self._checkpoint_pages[1]}")
         try:
             with write_transaction(conn, self.path, "volume"):
                 yield conn
         finally:
             if sync:
                 conn.execute("PRAGMA synchronous=NORMAL")
-        if not sync:  # the log written back ahead of its checkpoint (wal_writeback)
-            wal_writeback.WRITEBACK.after_commit(str(self.path))
+            elif self._checkpoint_pages is not None:
+                conn.execute(f"PRAGMA wal_autocheckpoint={self._checkpoint_pages[0]}")
+        if not sync:  # written back and checkpointed by a thread of its own (wal_writeback)
+            wal_writeback.WRITEBACK.after_commit(str(self.path), self._checkpoint_ahead)
 
     def _partitionlets(self, pl_ids: list[int]) -> dict[int, _Partitionlet]:
         """Inside a write transaction: the rows of these partitionlets that exist."""
@@ -604,6 +625,29 @@ class Volume:
             ):
                 found[row[0]] = _Partitionlet(*row[1:])
         return found
+
+    def _checkpoint_ahead(self, quiet: bool) -> None:
+        """In the writeback thread: copy what the log holds into the database file
+        (PASSIVE: no lock waited for, no writer held up). Once writes have stopped (`quiet`),
+        a log they left large is cut: SQLite starts it over only at the next write, which
+        may not come for a long time. Never while they go on: cutting takes the write lock,
+        and a writer then waits (the p99 of produce-to-consume at full rate went from 1.3-1.9
+        to 4.2-4.4 ms, measured)."""
+        conn = self._conns.get()
+        busy, pages, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if not quiet or busy or pages != done:
+            return
+        try:
+            size = os.stat(f"{self.path}-wal").st_size
+        except OSError:
+            return
+        if size > JOURNAL_SIZE_LIMIT:
+            # never waits: a writer or a reader of the log at work makes it return at once
+            conn.execute("PRAGMA busy_timeout=0")
+            try:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
     def close(self) -> None:
         wal_writeback.WRITEBACK.settle(str(self.path))

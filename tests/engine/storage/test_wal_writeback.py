@@ -1,6 +1,7 @@
-"""A volume's -wal file is fsynced by a thread of its own after commits that did not fsync
-it (acks=1), so that the checkpoint in the committing writer finds little left to write
-(engine/storage/wal_writeback.py; docs/BENCHMARKS.md, "Latency across processes")."""
+"""A volume's -wal file is fsynced and checkpointed by a thread of its own after commits
+that did not fsync it (acks=1), so that the committing writer neither waits for the log's
+fsync nor checkpoints (engine/storage/wal_writeback.py; docs/BENCHMARKS.md, "Latency
+across processes"; the checkpoint itself: test_wal_size.py)."""
 
 from __future__ import annotations
 
@@ -63,9 +64,9 @@ class _Asks(wal_writeback.Writeback):
         super().__init__()
         self.asked: list[str] = []
 
-    def after_commit(self, path: str) -> None:
+    def after_commit(self, path: str, checkpoint=None) -> None:
         self.asked.append(path)
-        super().after_commit(path)
+        super().after_commit(path, checkpoint)
 
 
 def test_an_fsynced_write_asks_for_nothing(tmp_path, monkeypatch):
@@ -131,3 +132,24 @@ def test_closing_a_volume_waits_for_its_writeback(tmp_path, monkeypatch):
 def test_a_log_that_is_gone_is_left_alone(tmp_path):
     wal_writeback.write_back(str(tmp_path / "never.db"))  # no -wal file: no error
     assert not (tmp_path / "never.db-wal").exists()
+
+
+def test_a_file_is_checkpointed_at_most_every_checkpoint_interval(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(wal_writeback, "time", clock)
+    monkeypatch.setattr(wal_writeback, "write_back", lambda path: None)
+    writeback = wal_writeback.Writeback()
+    calls: list[bool] = []
+
+    def ask_and_wait() -> None:
+        writeback.after_commit("/a", calls.append)
+        assert _wait_for(lambda: not writeback._pending and writeback._busy is None)
+
+    ask_and_wait()
+    assert calls == [False]  # written back, then checkpointed
+    clock.now += 2 * wal_writeback.INTERVAL_S  # written back again, not checkpointed yet
+    ask_and_wait()
+    assert calls == [False]
+    clock.now += wal_writeback.CHECKPOINT_S
+    ask_and_wait()
+    assert calls == [False, False]
