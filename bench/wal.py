@@ -73,11 +73,13 @@ def _sizes(root: Path) -> dict[str, int]:
 
 def _one(workdir: Path, label: str, ckpt: int | None, limit: int | None, acks, n: int):
     from engine import Cluster, Consumer, Producer, TopicPartition
-    from engine.storage import connection
+    from engine.storage import connection, wal_writeback
 
     saved = connection.WAL_CHECKPOINT_BYTES, connection.JOURNAL_SIZE_LIMIT
+    saved_ahead = connection.WAL_AHEAD_BYTES
     if ckpt is not None:
         connection.WAL_CHECKPOINT_BYTES = ckpt
+        connection.WAL_AHEAD_BYTES = max(ckpt, saved_ahead)  # acks=1's bound never below it
     if limit is not None:
         connection.JOURNAL_SIZE_LIMIT = limit
     root = workdir / f"wal-{len(list(workdir.iterdir()))}"
@@ -129,7 +131,9 @@ def _one(workdir: Path, label: str, ckpt: int | None, limit: int | None, acks, n
             producer.close()
             reader.join(600)
             consume_s = consume_end[0] - start
-            time.sleep(0.5)  # the producer is gone, the cluster stays open: what is kept
+            # the producer is gone, the cluster stays open: what is kept once the writeback
+            # thread has found the volumes quiet
+            time.sleep(wal_writeback.IDLE_S + 0.5)
             idle = sum(_sizes(root).values())
             stop.set()
             sampler.join(5)
@@ -141,6 +145,7 @@ def _one(workdir: Path, label: str, ckpt: int | None, limit: int | None, acks, n
         )
     finally:
         connection.WAL_CHECKPOINT_BYTES, connection.JOURNAL_SIZE_LIMIT = saved
+        connection.WAL_AHEAD_BYTES = saved_ahead
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -158,7 +163,8 @@ def _now_label() -> str:
     from engine.storage import connection
 
     return (
-        f"now: {connection.WAL_CHECKPOINT_BYTES // MIB} MiB, "
+        f"now: {connection.WAL_CHECKPOINT_BYTES // MIB} MiB "
+        f"(acks=1: a thread's, {connection.WAL_AHEAD_BYTES // MIB} MiB in the writer), "
         f"limit {connection.JOURNAL_SIZE_LIMIT // MIB} MiB"
     )
 

@@ -26,12 +26,10 @@ from typing import Any
 from engine.clock import SYSTEM_CLOCK, Clock
 from engine.errors import CorruptBatch, CorruptFile, DamagedPartition
 from engine.storage import batch as batch_codec
-from engine.storage import wal_writeback
+from engine.storage import connection, wal_writeback
 from engine.storage.connection import (
     BUSY_TIMEOUT_MS,
     JOURNAL_SIZE_LIMIT,
-    WAL_AHEAD_BYTES,
-    WAL_CHECKPOINT_BYTES,
     ThreadConnections,
     integrity,
     read_transaction,
@@ -547,7 +545,11 @@ def _checkpoint_pages(conn: sqlite3.Connection) -> tuple[int, int]:
     every other write does (connection.connect); one that does not leaves the checkpoint to
     the writeback thread, and checkpoints itself only past WAL_AHEAD_BYTES."""
     page = conn.execute("PRAGMA page_size").fetchone()[0]
-    return max(16, WAL_CHECKPOINT_BYTES // page), WAL_AHEAD_BYTES // page
+    # read from the module at the call: bench.wal sets them to measure other policies
+    return (
+        max(16, connection.WAL_CHECKPOINT_BYTES // page),
+        connection.WAL_AHEAD_BYTES // page,
+    )
 
 
 class Volume:

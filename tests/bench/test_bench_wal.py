@@ -15,5 +15,5 @@ def test_wal_case_measures_both_policies(tmp_path):
         assert r.samples > 0
     table = wal.markdown(results)
     assert table.count("\n") == len(results) + 1
-    assert "now: 4 MiB, limit 8 MiB" in wal.text(results)
+    assert "now: 4 MiB (acks=1: a thread's, 32 MiB in the writer), limit 8 MiB" in wal.text(results)
     assert list(tmp_path.iterdir()) == []  # each cluster removed after its case
