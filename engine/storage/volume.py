@@ -635,7 +635,7 @@ class Volume:
         may not come for a long time. Never while they go on: cutting takes the write lock,
         and a writer then waits (the p99 of produce-to-consume at full rate went from 1.3-1.9
         to 4.2-4.4 ms, measured)."""
-        conn = self._conns.get()
+        conn = self.conn  # a volume found damaged meanwhile raises: left alone
         busy, pages, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         if not quiet or busy or pages != done:
             return
