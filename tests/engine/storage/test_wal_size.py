@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from engine import Cluster, Producer
 from engine.storage import connection, wal_writeback
+from tests.timing import wait_until
 
 KIB = bytes(range(256)) * 4
 
@@ -38,15 +38,6 @@ def _write(cluster, acks, total: int, per_flush: int, value: bytes) -> int:
     producer.close()
     assert cluster.topic("/s:t").partitions[0].log_end_offset == sent
     return largest
-
-
-def _wait_for(condition, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 @pytest.fixture
@@ -89,8 +80,10 @@ def test_a_log_left_large_is_cut_once_writes_stop(monkeypatch, one_topic):
     finally:
         gate.set()
     # no write comes after: the thread checkpoints, then cuts the log once it is quiet
-    assert _wait_for(lambda: wal.stat().st_size <= connection.JOURNAL_SIZE_LIMIT), (
-        f"the -wal file stays at {wal.stat().st_size:,} bytes"
+    wait_until(
+        lambda: wal.stat().st_size <= connection.JOURNAL_SIZE_LIMIT,
+        timeout=10,
+        message=lambda: f"the -wal file cut (it stays at {wal.stat().st_size:,} bytes)",
     )
 
 
@@ -109,7 +102,8 @@ def test_acks_1_writes_are_checkpointed_by_the_writeback_thread(one_topic):
         finally:
             db.close()
 
-    assert _wait_for(in_file)  # far below any checkpoint budget: the thread's doing
+    # far below any checkpoint budget: the thread's doing
+    wait_until(in_file, timeout=10, message="the batch in the database file")
 
 
 def test_a_writer_checkpoints_itself_when_the_thread_falls_behind(monkeypatch, one_topic):
