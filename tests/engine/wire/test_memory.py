@@ -1,6 +1,6 @@
 """`plet serve`'s allocator settings (engine/wire/memory.py): set on glibc, and left alone
-when the user set them in the environment. Each case in a fresh interpreter: the settings
-are the process's."""
+when the user set them in the environment; and a connection that keeps nothing of a fetch's
+answer once written. Each case in a fresh interpreter: the settings are the process's."""
 
 from __future__ import annotations
 
@@ -60,3 +60,41 @@ def test_the_listeners_threads_share_one_heap():
     assert _heaps() == 1
     assert _heaps(MALLOC_ARENA_MAX="8") > 1
     assert _probe(MALLOC_ARENA_MAX="8") == "False"
+
+
+# A listener with Python's allocations traced, a raw client that fetches 8 MiB in one
+# answer and then sends nothing: what the listener still holds of that answer.
+ANSWER_KEPT = """
+import gc, sys, tempfile, tracemalloc
+tracemalloc.start()
+from engine import Cluster, Producer
+from engine.wire import KafkaServer
+from tests.engine.wire.test_bad_input import Raw
+from tests.engine.wire.test_verbatim_batches import _builder_batch, _raw_fetch
+MIB = 1 << 20
+with tempfile.TemporaryDirectory() as tmp, Cluster.open(tmp + "/c", name="m") as cluster:
+    cluster.create_stream("/kafka")
+    cluster.create_topic("/kafka:big", partitions=1)
+    # Kafka batches stored as they came: a fetch serves their bytes (Python's, traced)
+    with Producer(cluster, acks=1) as producer:
+        for i in range(8):
+            batch = _builder_batch([bytes([i]) * (MIB // 8)] * 8)
+            producer.send_record_batch("/kafka:big", 0, batch).get(timeout=30)
+    server = KafkaServer(cluster, listen=("127.0.0.1", 0)).start()
+    raw = Raw(server.address)
+    before = tracemalloc.get_traced_memory()[0]
+    got = len(_raw_fetch(raw, "big", 0, 16 * MIB))
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - before
+    print(got, held)
+    raw.close()
+    server.close()
+"""
+
+
+def test_a_connection_keeps_nothing_of_an_answer_it_has_written():
+    # it held the last answer while waiting for the next request (and the parts of one
+    # until all were written): tens of megabytes per connection under large fetches
+    got, held = map(int, _run(ANSWER_KEPT).stdout.split())
+    assert got > 8 << 20  # the 8 MiB of records in one answer
+    assert held < 3 << 20, f"the listener still holds {held:,} bytes after the answer"
