@@ -29,7 +29,6 @@ from engine.storage import batch as batch_codec
 from engine.storage import connection, wal_writeback
 from engine.storage.connection import (
     BUSY_TIMEOUT_MS,
-    JOURNAL_SIZE_LIMIT,
     ThreadConnections,
     integrity,
     read_transaction,
@@ -643,7 +642,7 @@ class Volume:
             size = os.stat(f"{self.path}-wal").st_size
         except OSError:
             return
-        if size > JOURNAL_SIZE_LIMIT:
+        if size > connection.JOURNAL_SIZE_LIMIT:  # read at the call, as the budgets
             # never waits: a writer or a reader of the log at work makes it return at once
             conn.execute("PRAGMA busy_timeout=0")
             try:

@@ -93,35 +93,40 @@ class Writeback:
             while self._busy == path:
                 self._wake.wait()
 
+    def _next(self) -> tuple[str, Checkpoint | None, bool]:
+        """Under the lock, waiting for it: the next file asked for, with its checkpoint and
+        False; else, once one has been quiet for `IDLE_S`, that file, its checkpoint and
+        True."""
+        while True:
+            if self._pending:
+                path, checkpoint = next(iter(self._pending.items()))
+                del self._pending[path]
+                return path, checkpoint, False
+            due = min((q[0] for q in self._quiet.values()), default=None)
+            if due is not None and due <= time.monotonic():
+                path = min(self._quiet, key=lambda p: self._quiet[p][0])
+                return path, self._quiet.pop(path)[1], True
+            self._wake.wait(None if due is None else due - time.monotonic())
+
     def _run(self) -> None:
         while True:
             with self._lock:
-                idle = False
-                while not self._pending:
-                    due = min((q[0] for q in self._quiet.values()), default=None)
-                    if due is not None and due <= time.monotonic():
-                        path = min(self._quiet, key=lambda p: self._quiet[p][0])
-                        checkpoint: Checkpoint | None = self._quiet.pop(path)[1]
-                        idle = True
-                        break
-                    self._wake.wait(None if due is None else due - time.monotonic())
-                else:
-                    path, checkpoint = next(iter(self._pending.items()))
-                    del self._pending[path]
+                path, checkpoint, quiet = self._next()
                 self._busy = path
             try:
-                if not idle:
+                if not quiet:
                     write_back(path)
-                now = time.monotonic()
-                if checkpoint is not None and not idle:
-                    with self._lock:
-                        self._quiet[path] = (now + IDLE_S, checkpoint)
-                    if now - self._checkpointed.get(path, -CHECKPOINT_S) < CHECKPOINT_S:
-                        checkpoint = None  # checkpointed a moment ago
+                    if checkpoint is not None:
+                        now = time.monotonic()
+                        with self._lock:
+                            self._quiet[path] = (now + IDLE_S, checkpoint)
+                        if now - self._checkpointed.get(path, -CHECKPOINT_S) < CHECKPOINT_S:
+                            checkpoint = None  # checkpointed a moment ago
+                        else:
+                            self._checkpointed[path] = now
                 if checkpoint is not None:
-                    self._checkpointed[path] = now
                     try:
-                        checkpoint(idle)
+                        checkpoint(quiet)
                     except Exception as exc:  # noqa: BLE001 - the writer's own checkpoint remains
                         log.debug("checkpoint of %s failed: %s", path, exc)
             finally:
