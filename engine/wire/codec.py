@@ -53,14 +53,16 @@ class Head:
     correlation_id: int
 
 
-def peek_head(frame: bytes) -> Head:
+def peek_head(frame: bytes | bytearray) -> Head:
     """The api key, version and correlation id, read before the rest is decoded."""
     if len(frame) < _HEAD.size:
         raise FramingError(f"a request of {len(frame)} bytes has no header")
     return Head(*_HEAD.unpack_from(frame))
 
 
-def decode_request(request_class: type[ApiMessage], frame: bytes, version: int) -> ApiMessage:
+def decode_request(
+    request_class: type[ApiMessage], frame: bytes | bytearray, version: int
+) -> ApiMessage:
     """The request of `frame` (header included), or FramingError when it does not parse."""
     try:
         request = request_class.decode(frame, version=version, header=True)

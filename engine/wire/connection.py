@@ -30,6 +30,7 @@ from engine.wire import codec, codes
 from engine.wire.broker import Broker
 from engine.wire.limits import Limits
 from engine.wire.park import Deferred, Park
+from engine.wire.reader import FrameReader
 from engine.wire.registry import APIS
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class Session:
 class Connection:
     def __init__(
         self,
-        reader: asyncio.StreamReader,
+        reader: FrameReader,
         writer: asyncio.StreamWriter,
         broker: Broker,
         pool: Executor,
@@ -216,7 +217,7 @@ class Connection:
             await loop.run_in_executor(self.pool, self.session.close)
             self.writer.close()
 
-    def _is_produce(self, frame: bytes) -> bool:
+    def _is_produce(self, frame: bytes | bytearray) -> bool:
         if self.session.sasl_stage == "raw" or len(frame) < 2:
             return False
         return int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
@@ -321,7 +322,7 @@ class Connection:
             return codec.encode_spliced(response, version, correlation_id)
         return codec.encode_response(response, version, correlation_id)
 
-    async def _read_frame(self) -> bytes | None:
+    async def _read_frame(self) -> bytes | bytearray | None:
         """The next request frame; None after a framing error (logged). Raises
         TimeoutError when the client is too slow: to log in (SASL), to send its next
         request, or to finish a frame it began."""
@@ -360,7 +361,7 @@ class Connection:
                 f"a frame of {size} bytes not complete within {limits.frame_timeout_s:g} s"
             ) from None
 
-    async def _read_counted(self, size: int) -> bytes | None:
+    async def _read_counted(self, size: int) -> bytes | bytearray | None:
         """A frame, read in pieces that each count against a budget while it is read:
         before the login, the listener's for all connections not logged in (Kafka bounds
         these frames by sasl.server.max.receive.size only); after it, the logged-in user's
@@ -390,7 +391,7 @@ class Connection:
             def release(n: int) -> None:
                 limits.release_frame(key, n)
 
-        pieces: list[bytes] = []
+        pieces: list[bytes | bytearray] = []
         taken = 0
         try:
             while taken < size:
@@ -413,7 +414,7 @@ class Connection:
         finally:
             release(taken)
 
-    def answer(self, frame: bytes) -> _Answer | _Parked | _Pending:
+    def answer(self, frame: bytes | bytearray) -> _Answer | _Parked | _Pending:
         """The framed response to one request frame (in a worker thread); a FramingError
         where Kafka closes the connection: an unknown api key, an unsupported version of
         anything but ApiVersions, a request that does not parse."""
@@ -421,7 +422,7 @@ class Connection:
             from engine.wire.handlers.sasl import raw_token
 
             with self.session.lock:
-                answer = raw_token(self.session, frame)
+                answer = raw_token(self.session, bytes(frame))
             return answer if answer is not None else codec.FramingError("SASL login refused")
         try:
             head = codec.peek_head(frame)

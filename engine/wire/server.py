@@ -18,6 +18,7 @@ from engine.wire import auth, fetch_sessions, limits
 from engine.wire import names as wire_names
 from engine.wire.broker import Broker
 from engine.wire.connection import Connection, log_once
+from engine.wire.reader import FrameReader
 from engine.wire.registry import load
 
 log = logging.getLogger(__name__)
@@ -193,7 +194,7 @@ class KafkaServer:
         self._stopped = asyncio.Event()
         tasks: set[asyncio.Task[Any]] = set()
 
-        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async def on_client(reader: FrameReader, writer: asyncio.StreamWriter) -> None:
             peer = writer.get_extra_info("peername")
             address = str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
             refused = self.limits.admit(address)
@@ -206,7 +207,7 @@ class KafkaServer:
             finally:
                 self.limits.leave(address)
 
-        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async def serve(reader: FrameReader, writer: asyncio.StreamWriter) -> None:
             sock = writer.get_extra_info("socket")
             if sock is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -230,10 +231,9 @@ class KafkaServer:
                     tasks.discard(task)
 
         # a 64 KiB read buffer per connection: bounded memory besides the frame being read
-        server = await asyncio.start_server(
-            on_client,
+        server = await self._loop.create_server(
+            lambda: FrameReader(on_client),
             sock=self._sock,
-            limit=64 * 1024,
             ssl=self.ssl_context,
             # a client that never finishes its TLS handshake holds no task for long
             ssl_handshake_timeout=10.0 if self.ssl_context is not None else None,
