@@ -118,7 +118,7 @@ def _describe(broker: Broker, name: str, full: str | None, auto_create: bool) ->
     try:
         full = full or broker.full_name(name)
         try:
-            return codes.NONE, len(cluster.topic(full).partitions)
+            return codes.NONE, cluster.partition_count(full)
         except errors.UnknownTopic:
             if not auto_create:
                 raise
@@ -128,7 +128,7 @@ def _describe(broker: Broker, name: str, full: str | None, auto_create: bool) ->
             try:
                 return codes.NONE, len(cluster.create_topic(full).partitions)
             except errors.TopicExists:
-                return codes.NONE, len(cluster.topic(full).partitions)
+                return codes.NONE, cluster.partition_count(full)
     except errors.PartitionletError as exc:
         return codes.of(exc), 0
 
