@@ -111,3 +111,12 @@ def open_produce(page):
     produce = page.get_by_role("region", name="Produce a message")
     expect(produce).to_be_visible()
     return produce
+
+
+def htmx_settled(page) -> None:
+    """Wait until no htmx request, swap or settle is under way. What htmx swaps in gets its
+    hx- behaviour when it settles (20 ms after the swap, later on a busy machine): a change
+    made to it before then sends nothing."""
+    page.wait_for_function(
+        "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+    )

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from engine import Producer
-from tests.e2e.conftest import open_produce, shot
+from tests.e2e.conftest import htmx_settled, open_produce, shot
 from tests.readback import every_message
 
 SENSORS = "/topics/apps/sensors:car-17"
@@ -270,6 +270,7 @@ def test_hostile_content_shows_as_text_and_runs_nothing(admin_page, live_server,
     produce.get_by_role("button", name="Produce").click()
     expect(rows).to_contain_text("<img src=y onerror=alert(4)>")
     for fmt in ("json", "hex", "text"):
+        htmx_settled(page)  # the last answer's select must be live before it is changed
         page.get_by_role("search", name="Find messages").get_by_label("Show as").select_option(fmt)
         expect(page).to_have_url(re.compile(f"format={fmt}"))
         expect(_rows(page)).to_have_count(3)
