@@ -72,7 +72,10 @@ def test_a_full_buffer_stops_reading_the_socket_until_a_read_takes_from_it() -> 
     frames = [os.urandom(200) for _ in range(50)]  # 10 KB, ten times the 1 KiB buffer
 
     async def handler(reader: FrameReader, writer: asyncio.StreamWriter):
-        await asyncio.sleep(0.3)  # everything sent by now; the buffer filled meanwhile
+        # the client sends all of it at once: the buffer fills and the socket is left alone
+        deadline = asyncio.get_running_loop().time() + 10
+        while writer.transport.is_reading() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
         paused = not writer.transport.is_reading()
         # the socket's reading paused is not its writing paused: an answer drains
         writer.write(b"answer")
