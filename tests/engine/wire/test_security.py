@@ -348,6 +348,34 @@ def test_confluent_over_tls_with_the_ca_location(tmp_path, certificate):
         assert _values(cluster, "/kafka:tls-topic") == [b"over tls"]
 
 
+def test_requests_of_a_megabyte_over_tls_are_read_whole(tmp_path, certificate):
+    """TLS writes a large request into its own buffer as the socket does
+    (engine.wire.reader): a megabyte at a time, every value stored as sent, in order."""
+    cert, key = certificate
+    values = [os.urandom(1024) for _ in range(3000)]
+    with Cluster.open(tmp_path / "c") as cluster:
+        with KafkaServer(cluster, listen=("127.0.0.1", 0), tls_cert=cert, tls_key=key) as server:
+            reports = []
+            producer = CKProducer(
+                {
+                    "bootstrap.servers": "{}:{}".format(*server.address),
+                    "security.protocol": "SSL",
+                    "ssl.ca.location": cert,
+                    "linger.ms": 50,
+                    "batch.size": 1_048_576,
+                    "message.timeout.ms": 30000,
+                    "log_level": 0,
+                }
+            )
+            for value in values:
+                producer.produce(
+                    "big-over-tls", value, partition=0, on_delivery=lambda e, m: reports.append(e)
+                )
+            producer.flush(scaled(30))
+            assert reports == [None] * len(values)
+        assert _values(cluster, "/kafka:big-over-tls") == values
+
+
 def test_non_loopback_needs_sasl_and_tls_or_insecure(tmp_path, certificate):
     cert, key = certificate
     with Cluster.open(tmp_path / "c") as cluster:
