@@ -938,6 +938,10 @@ def follow(
     match `filter` to `on_records`, oldest first, with their `TransactionMarks` (aborted
     ones, markers among them), until `cancelled()`. Other processes' writes are found by
     polling every `poll_ms`."""
+    # the markers of the next records are looked for from where the last records ended: a
+    # poll that finds only a marker (a commit after the last record) moves the cursor past
+    # it, and the marker then comes with the next record of its partition
+    since = tail
     with Browser(cluster, topic, partitions) as browser:
         while not cancelled():
             page = browser.page(
@@ -952,7 +956,8 @@ def follow(
                 )
             )
             if page.records and not cancelled():
-                on_records(page.records, browser.marks(page.records, since=tail))
+                on_records(page.records, browser.marks(page.records, since=since))
+                since = page.cursor
             tail = page.cursor
             if not page.more:
                 time.sleep(poll_ms / 1000)

@@ -10,6 +10,7 @@ import io
 import json
 import re
 import threading
+import time
 
 import pytest
 
@@ -222,6 +223,52 @@ def test_follow_hands_over_new_records_until_cancelled(cluster, topic):
     producer.close()
     worker.join(timeout=scaled(10))
     assert not worker.is_alive() and numbers(seen) == [41]
+
+
+def test_follow_hands_over_a_marker_a_poll_passed_with_the_next_record(cluster):
+    """A transaction commits after its last record was handed over, and a poll finds only
+    its marker (and moves past it): the marker comes with the next record, before it."""
+    cluster.create_stream("/b/x", ttl=0)
+    cluster.create_topic("/b/x:t", partitions=1)
+    txn = Producer(cluster, transactional_id="tx")
+    txn.init_transactions()
+    txn.begin_transaction()
+    txn.send("/b/x:t", b"in the transaction", partition=0).get(timeout=scaled(10))
+    page = browse.browse(cluster, Query("/b/x:t", seek=OLDEST, direction=FORWARD))
+    assert [r.value for r in page.records] == [b"in the transaction"]  # on screen
+    polls = 0
+    arrived: list[tuple[list[ConsumerRecord], browse.TransactionMarks]] = []
+
+    def cancelled() -> bool:  # asked at the start of every poll, and after its page
+        nonlocal polls
+        polls += 1
+        return bool(arrived)
+
+    worker = threading.Thread(
+        target=browse.follow,
+        args=(cluster, "/b/x:t", page.tail),
+        kwargs={
+            "on_records": lambda r, m: arrived.append((r, m)),
+            "cancelled": cancelled,
+            "poll_ms": 10,
+        },
+    )
+    worker.start()
+    txn.commit_transaction()  # the marker at offset 1
+    seen = polls
+    deadline = time.monotonic() + scaled(10)
+    while polls < seen + 4 and time.monotonic() < deadline:
+        time.sleep(0.01)  # polls that find the marker alone
+    assert polls >= seen + 4 and not arrived
+    plain = Producer(cluster, acks=1)
+    plain.send("/b/x:t", b"after", partition=0).get(timeout=scaled(10))  # offset 2
+    plain.close()
+    worker.join(timeout=scaled(10))
+    txn.close()
+    assert not worker.is_alive()
+    [(records, marks)] = arrived
+    assert [(r.offset, r.value) for r in records] == [(2, b"after")]
+    assert [(m.offset, m.commit) for m in marks.markers] == [(1, True)]
 
 
 def test_reading_needs_consume_perm(cluster_path, topic):
