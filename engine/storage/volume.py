@@ -598,20 +598,21 @@ class Volume:
         """One write transaction (BEGIN IMMEDIATE) on this thread's connection; with
         `sync`, that commit is fsynced (`synchronous=FULL`, acks=all), the others not."""
         conn = self.conn
+        if self._checkpoint_pages is None:
+            self._checkpoint_pages = _checkpoint_pages(conn)
+        in_writer, ahead = self._checkpoint_pages
         if sync:
             conn.execute("PRAGMA synchronous=FULL")
         else:
-            if self._checkpoint_pages is None:
-                self._checkpoint_pages = _checkpoint_pages(conn)
-            conn.execute(f"PRAGMA wal_autocheckpoint={self._checkpoint_pages[1]}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={ahead}")
         try:
             with write_transaction(conn, self.path, "volume"):
                 yield conn
         finally:
             if sync:
                 conn.execute("PRAGMA synchronous=NORMAL")
-            elif self._checkpoint_pages is not None:
-                conn.execute(f"PRAGMA wal_autocheckpoint={self._checkpoint_pages[0]}")
+            else:
+                conn.execute(f"PRAGMA wal_autocheckpoint={in_writer}")
         if not sync:  # written back and checkpointed by a thread of its own (wal_writeback)
             wal_writeback.WRITEBACK.after_commit(str(self.path), self._checkpoint_ahead)
 

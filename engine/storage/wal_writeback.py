@@ -102,11 +102,14 @@ class Writeback:
                 path, checkpoint = next(iter(self._pending.items()))
                 del self._pending[path]
                 return path, checkpoint, False
-            due = min((q[0] for q in self._quiet.values()), default=None)
-            if due is not None and due <= time.monotonic():
-                path = min(self._quiet, key=lambda p: self._quiet[p][0])
+            if not self._quiet:
+                self._wake.wait()
+                continue
+            path = min(self._quiet, key=lambda p: self._quiet[p][0])
+            due = self._quiet[path][0]
+            if due <= time.monotonic():
                 return path, self._quiet.pop(path)[1], True
-            self._wake.wait(None if due is None else due - time.monotonic())
+            self._wake.wait(due - time.monotonic())
 
     def _run(self) -> None:
         while True:

@@ -126,13 +126,13 @@ class FrameReader(FlowControlMixin, asyncio.BufferedProtocol):
                     partial = bytes(self._small[self._start : self._end])
                     self._start = self._end = 0
                     raise asyncio.IncompleteReadError(partial, n)
-            data = bytes(self._small[self._start : self._start + n])
+            data = bytes(memoryview(self._small)[self._start : self._start + n])  # one copy
             self._start += n
             self._resume()
             return data
         buffer = bytearray(n)
         have = self._end - self._start
-        buffer[:have] = self._small[self._start : self._end]
+        buffer[:have] = memoryview(self._small)[self._start : self._end]
         self._start = self._end = 0
         self._target, self._filled = memoryview(buffer), have
         try:
