@@ -100,7 +100,8 @@ $(VPY):
 # The project in editable mode with the Spark extra (pyspark is large: the first
 # install takes a few minutes).
 # setup.py and the compiled modules' sources: they are built again when those change
-COMPILED_SOURCES := engine/storage/_kafka_records.pyx engine/client/accumulator.py \
+COMPILED_SOURCES := engine/storage/_kafka_records.pyx engine/storage/_columns.pyx \
+	engine/client/accumulator.py \
 	engine/client/partitioner.py engine/client/partitioner.pxd \
 	engine/client/accumulator.pxd engine/_arena_cache.pyx
 $(STAMP_RUN): pyproject.toml setup.py $(COMPILED_SOURCES) | $(VPY)
