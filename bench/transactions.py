@@ -14,7 +14,9 @@ Each row gives msg/s and its ratio to the plain row of the same API (for consume
 read_uncommitted). Targets: 10,000-message transactions at >= 0.8x plain produce,
 read_committed at >= 0.9x read_uncommitted. `python -m bench.transactions [N]` prints a
 Markdown table for docs/BENCHMARKS.md; `python -m bench.transactions --runs K [N]` runs the
-embedded cases K times and prints the 10,000-message ratio run by run, with its median.
+embedded cases K times and prints the 10,000-message ratio run by run, with its median;
+`python -m bench.transactions --interleaved [K]` runs plain and 10,000-message transactions
+by turns, K rounds of 20,000 messages each, in one cluster.
 """
 
 from __future__ import annotations
@@ -247,11 +249,72 @@ def embedded_runs(runs: int, n: int) -> None:
     print(f"median ratio {statistics.median(ratios):.3f}x")
 
 
+def interleaved(rounds: int, chunk: int = 2 * TXN_SIZES[-1]) -> tuple[float, float, list[float]]:
+    """The embedded 10,000-message case and plain produce (acks=all) taking turns in one
+    cluster: per round, `chunk` plain messages then as many in transactions. A machine
+    whose speed drifts within a second (this one's plain rate swings by a third from run to
+    run) then slows both alike. Returns the plain and the transactional msg/s over all
+    rounds, and each round's ratio."""
+    from engine import Cluster, Producer
+
+    root = Path(tempfile.mkdtemp(prefix="bench-transactions-"))
+    try:
+        with Cluster.open(root / "interleaved") as cluster:
+            cluster.create_stream("/b")
+            cluster.create_topic("/b:plain", partitions=1)
+            cluster.create_topic("/b:txn", partitions=1)
+            plain = Producer(cluster, acks="all", linger_ms=5)
+            txn = Producer(cluster, acks="all", linger_ms=5, transactional_id="interleaved")
+            txn.init_transactions()
+            size = TXN_SIZES[-1]
+
+            def plain_chunk() -> None:
+                send = plain.send
+                for _ in range(chunk):
+                    send("/b:plain", VALUE, partition=0)
+                plain.flush()
+
+            def txn_chunk() -> None:
+                send = txn.send
+                for start in range(0, chunk, size):
+                    txn.begin_transaction()
+                    for _ in range(min(size, chunk - start)):
+                        send("/b:txn", VALUE, partition=0)
+                    txn.commit_transaction()
+
+            ratios: list[float] = []
+            plain_s = txn_s = 0.0
+            for _ in range(rounds):
+                a, b = _timed(plain_chunk), _timed(txn_chunk)
+                plain_s, txn_s = plain_s + a, txn_s + b
+                ratios.append(a / b)
+            plain.close()
+            txn.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return rounds * chunk / plain_s, rounds * chunk / txn_s, ratios
+
+
 def main(argv: list[str]) -> None:
+    import statistics
+
     from bench.search import _cpu
 
     if argv[:1] == ["--runs"]:
         embedded_runs(int(argv[1]), int(argv[2]) if len(argv) > 2 else 200_000)
+        return
+    if argv[:1] == ["--interleaved"]:
+        rounds = int(argv[1]) if len(argv) > 1 else 20
+        plain, txn, ratios = interleaved(rounds)
+        print(
+            f"{rounds} rounds of {2 * TXN_SIZES[-1]:,} messages of {len(VALUE)} B each way; "
+            f"{_cpu()}, {platform.python_version()}"
+        )
+        print(
+            f"plain acks=all {plain:,.0f} msg/s, {TXN_SIZES[-1]:,}/transaction {txn:,.0f} msg/s: "
+            f"{txn / plain:.2f}x (rounds: median {statistics.median(ratios):.2f}x, "
+            f"{min(ratios):.2f}x to {max(ratios):.2f}x)"
+        )
         return
     n = int(argv[0]) if argv else 200_000
     root = Path(tempfile.mkdtemp(prefix="bench-transactions-"))

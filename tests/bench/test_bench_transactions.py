@@ -19,3 +19,17 @@ def test_repeated_embedded_runs_print_a_ratio_a_run_and_their_median(capsys):
     (median,) = re.findall(r"^median ratio ([\d.]+)x$", out, re.M)
     # of two runs, their mean (the runs' ratios are printed rounded to two places)
     assert abs(float(median) - sum(float(r[3]) for r in rows) / 2) <= 0.006
+
+
+def test_interleaved_rounds_print_both_rates_and_their_ratio(capsys):
+    plain, txn, ratios = transactions.interleaved(2, chunk=10_000)
+    assert plain > 0 and txn > 0 and len(ratios) == 2
+    # the whole ratio lies within the rounds' (a sum's ratio is between its parts')
+    assert min(ratios) - 1e-9 <= txn / plain <= max(ratios) + 1e-9
+    transactions.main(["--interleaved", "1"])
+    out = capsys.readouterr().out
+    (line,) = re.findall(
+        r"^plain acks=all ([\d,]+) msg/s, 10,000/transaction ([\d,]+) msg/s: ([\d.]+)x", out, re.M
+    )
+    rates = [int(v.replace(",", "")) for v in line[:2]]
+    assert abs(rates[1] / rates[0] - float(line[2])) < 0.01
