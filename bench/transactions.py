@@ -16,7 +16,7 @@ read_committed at >= 0.9x read_uncommitted. `python -m bench.transactions [N]` p
 Markdown table for docs/BENCHMARKS.md; `python -m bench.transactions --runs K [N]` runs the
 embedded cases K times and prints the 10,000-message ratio run by run, with its median;
 `python -m bench.transactions --interleaved [K]` runs plain and 10,000-message transactions
-by turns, K rounds of 20,000 messages each, in one cluster.
+by turns, K rounds of 100,000 messages each, in one cluster.
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def embedded_runs(runs: int, n: int) -> None:
     print(f"median ratio {statistics.median(ratios):.3f}x")
 
 
-def interleaved(rounds: int, chunk: int = 2 * TXN_SIZES[-1]) -> tuple[float, float, list[float]]:
+def interleaved(rounds: int, chunk: int = 100_000) -> tuple[float, float, list[float]]:
     """The embedded 10,000-message case and plain produce (acks=all) taking turns in one
     cluster: per round, `chunk` plain messages then as many in transactions. A machine
     whose speed drifts within a second (this one's plain rate swings by a third from run to
@@ -304,10 +304,10 @@ def main(argv: list[str]) -> None:
         embedded_runs(int(argv[1]), int(argv[2]) if len(argv) > 2 else 200_000)
         return
     if argv[:1] == ["--interleaved"]:
-        rounds = int(argv[1]) if len(argv) > 1 else 20
+        rounds = int(argv[1]) if len(argv) > 1 else 5
         plain, txn, ratios = interleaved(rounds)
         print(
-            f"{rounds} rounds of {2 * TXN_SIZES[-1]:,} messages of {len(VALUE)} B each way; "
+            f"{rounds} rounds of 100,000 messages of {len(VALUE)} B each way; "
             f"{_cpu()}, {platform.python_version()}"
         )
         print(
