@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import struct
+from typing import Any
 
 import pytest
 
@@ -18,10 +19,10 @@ def test_the_compiled_layout_is_built():
     assert batch._compiled is _columns
 
 
-def _python_encode(monkeypatch: pytest.MonkeyPatch, *args: object) -> bytes:
+def _python_encode(monkeypatch: pytest.MonkeyPatch, *args: Any) -> bytes:
     with monkeypatch.context() as m:
         m.setattr(batch, "_compiled", None)
-        return batch.encode(*args)  # type: ignore[arg-type]
+        return batch.encode(*args)
 
 
 def test_the_compiled_layout_is_the_python_one_byte_for_byte(monkeypatch):
