@@ -267,6 +267,11 @@ class Transactions:
             )
             kept.append(first)
         if writes:
+            # A new appender learns every partition it writes, so it makes the catalog
+            # durable before the markers (Appender._learnt): after a machine crash that
+            # kept a marker, the catalog still holds the decision and the offsets sent
+            # before it, and recovery completes the commit rather than abort what readers
+            # saw committed (tests/engine/test_power_loss.py).
             cluster.appender().write(writes, sync=True)
             failed = [w.error for w in writes if w.error is not None]
             if any(not isinstance(e, UnknownTopic) for e in failed):

@@ -86,6 +86,10 @@ class Appender:
         self.roll_ms = roll_ms
         # where each partition's active partitionlet is (what an append needs of it)
         self._active: dict[tuple[int, int], PartitionletRow | FirstPartitionlet] = {}
+        # partitionlets learnt (or made) since the catalog was last made durable: a write
+        # that is fsynced first makes their catalog rows so (`Catalog.make_durable`), or a
+        # machine crash could keep its batches in a partitionlet the catalog forgot
+        self._learnt = False
         self._codecs: dict[int, str] = {}  # stream id -> its `compression` policy
         # partitions whose chain disagrees with its volumes (`_check_chain`): no writes
         self._refused: dict[tuple[int, int], DamagedPartition] = {}
@@ -127,6 +131,7 @@ class Appender:
         )
         for pl in firsts:
             self._active[(pl.topic_id, pl.partition)] = pl
+        self._learnt = self._learnt or bool(firsts)
         return found
 
     def write(self, writes: list[BatchWrite], *, sync: bool) -> None:
@@ -220,6 +225,9 @@ class Appender:
             {w.key for w in pending if w.key not in self._active},
             {w.key for w in pending if w.new_topic},
         )
+        if sync and self._learnt:
+            self._catalog.make_durable()
+            self._learnt = False
         by_volume: dict[int, list[BatchWrite]] = defaultdict(list)
         for w in pending:
             pl = self._active.get(w.key)
@@ -305,6 +313,7 @@ class Appender:
                 )
             )
         self._active.update(found)
+        self._learnt = self._learnt or bool(found)
         self._check_chain([pl for pl in found.values() if pl.base_offset > 0])
 
     def _check_chain(self, active: list[PartitionletRow]) -> None:
@@ -353,6 +362,7 @@ class Appender:
         for key in sealed:
             self._active.pop(key, None)
         self._active.update(catalog.add_partitionlets(wanted))
+        self._learnt = True
         for pl_id, _, volume_id in sealed.values():
             state = self._volumes[volume_id].state(pl_id)
             if state is None:

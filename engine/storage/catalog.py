@@ -12,9 +12,10 @@ Writers use BEGIN IMMEDIATE. Any process may write at any time.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -492,8 +493,38 @@ class Catalog:
     def write(self) -> AbstractContextManager[None]:
         return write_transaction(self.conn, self.path, "catalog")
 
+    @contextmanager
+    def write_durably(self) -> Iterator[None]:
+        """One write transaction whose commit is fsynced (`synchronous=FULL`): it survives a
+        machine crash, and so does every commit of the catalog before it. For what a write
+        of a volume that is fsynced depends on (an issued producer id, a transaction's
+        decision) and what a caller destroys a copy after (a moved or archived
+        partitionlet). Other commits are `synchronous=NORMAL`: they survive a crash of the
+        process."""
+        conn = self.conn
+        conn.execute("PRAGMA synchronous=FULL")
+        try:
+            with write_transaction(conn, self.path, "catalog"):
+                yield
+        finally:
+            conn.execute("PRAGMA synchronous=NORMAL")
+
     def read(self) -> AbstractContextManager[None]:
         return read_transaction(self.conn)
+
+    def make_durable(self) -> None:
+        """Fsync the catalog's log: every commit made so far, by any connection of any
+        process, then survives a machine crash. A write of a volume that is fsynced calls
+        it first when it goes to partitionlets whose catalog rows were made without it
+        (engine.storage.appender): the rows that say where its batches are."""
+        try:
+            fd = os.open(f"{self.path}-wal", os.O_RDONLY)
+        except FileNotFoundError:
+            return  # no log: the database file holds everything, as checkpoints fsynced it
+        try:
+            os.fdatasync(fd)  # as SQLite syncs its log: the data and the file's size
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         self._conns.close()
@@ -1547,22 +1578,15 @@ class Catalog:
         their chains. `sync=True` makes the commit durable against a machine crash before
         the caller purges the source copy (engine.ops.balance).
         """
-        conn = self.conn
-        if sync:
-            conn.execute("PRAGMA synchronous=FULL")
-        try:
-            with self.write():
-                cur = conn.execute(
-                    "UPDATE partitionlets SET volume_id = ? WHERE id = ? AND volume_id = ? "
-                    "AND end_offset IS NOT NULL AND archive_file IS NULL",
-                    (to_volume, pl_id, from_volume),
-                )
-                moved = cur.rowcount == 1
-                if moved:
-                    self.bump_topology()
-        finally:
-            if sync:
-                conn.execute("PRAGMA synchronous=NORMAL")
+        with self.write_durably() if sync else self.write():
+            cur = self.conn.execute(
+                "UPDATE partitionlets SET volume_id = ? WHERE id = ? AND volume_id = ? "
+                "AND end_offset IS NOT NULL AND archive_file IS NULL",
+                (to_volume, pl_id, from_volume),
+            )
+            moved = cur.rowcount == 1
+            if moved:
+                self.bump_topology()
         return moved
 
     # --- the archive tier (engine.ops.archive) ----------------------------------------------
@@ -1574,21 +1598,16 @@ class Catalog:
         sealed at the same end offset, on the same volume and not archived; True if it was.
         One transaction, fsynced (the caller then purges the volume's copy), which bumps the
         topology version so that readers re-read their chains."""
-        conn = self.conn
-        conn.execute("PRAGMA synchronous=FULL")
-        try:
-            with self.write():
-                cur = conn.execute(
-                    "UPDATE partitionlets SET archive_file = ?, archive_messages = ?, "
-                    "archive_bytes = ? WHERE id = ? AND volume_id = ? AND end_offset = ? "
-                    "AND archive_file IS NULL",
-                    (archive_file, messages, nbytes, pl.id, pl.volume_id, pl.end_offset),
-                )
-                done = cur.rowcount == 1
-                if done:
-                    self.bump_topology()
-        finally:
-            conn.execute("PRAGMA synchronous=NORMAL")
+        with self.write_durably():
+            cur = self.conn.execute(
+                "UPDATE partitionlets SET archive_file = ?, archive_messages = ?, "
+                "archive_bytes = ? WHERE id = ? AND volume_id = ? AND end_offset = ? "
+                "AND archive_file IS NULL",
+                (archive_file, messages, nbytes, pl.id, pl.volume_id, pl.end_offset),
+            )
+            done = cur.rowcount == 1
+            if done:
+                self.bump_topology()
         return done
 
     # --- replication links (engine.replication) -------------------------------------------

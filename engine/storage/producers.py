@@ -5,8 +5,9 @@ An idempotent or transactional producer writes its batches with an id the cluste
 serve`, a second listener, the engine's own producers) knows the id and whom it belongs
 to. The sequences themselves are not here: they live in the stored batch rows
 (engine.storage.volume), the log being the producer state, as in Kafka. Ids are never
-reused (AUTOINCREMENT); one idle for longer than the expiry is deleted, and a batch that
-names it is refused (the client asks for a new one).
+reused (AUTOINCREMENT, and issued by a commit that is fsynced, so a machine crash cannot
+take one back); one idle for longer than the expiry is deleted, and a batch that names it
+is refused (the client asks for a new one).
 
 Each call is one short transaction; any thread and any process may call it.
 """
@@ -52,8 +53,10 @@ class ProducerIds:
         self._catalog = catalog
 
     def issue(self, principal: str, now_ms: int) -> ProducerRow:
-        """A new producer id (epoch 0) for `principal`."""
-        with self._catalog.write():
+        """A new producer id (epoch 0) for `principal`. Fsynced: the id goes into batches
+        that are (acks=all), and an id lost to a machine crash would be issued again, its
+        new owner's first batches taken for resends of the old one's and dropped."""
+        with self._catalog.write_durably():
             cur = self._catalog.conn.execute(
                 "INSERT INTO producer_ids (principal, created_ms, last_used_ms) VALUES (?, ?, ?)",
                 (principal, now_ms, now_ms),

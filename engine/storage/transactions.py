@@ -91,8 +91,10 @@ class TransactionTables:
         """`init_transactions` in one catalog transaction: the transactional id's producer
         id gets its next epoch (fencing every older one), and a transaction left open is to
         be finished by the new epoch: one that was committing is committed, any other
-        aborted. Returns the row and the state before (`empty`, `ongoing`, ...)."""
-        with self._catalog.write():
+        aborted. Returns the row and the state before (`empty`, `ongoing`, ...). Fsynced:
+        the new epoch is written into batches that are (acks=all), and an epoch lost to a
+        machine crash would be issued again, its batches taken for the old ones' resends."""
+        with self._catalog.write_durably():
             producer = self._catalog.producers.bump(transactional_id, principal, now_ms)
             before = self._catalog.conn.execute(
                 "SELECT state FROM transactions WHERE transactional_id = ?", (transactional_id,)
@@ -170,8 +172,10 @@ class TransactionTables:
     ) -> bool:
         """Add (topic id, partition, log end offset now) to the open transaction of `epoch`
         (a partition there already keeps its first offset), and mark it open; False when
-        the stored epoch is another (fenced)."""
-        with self._catalog.write():
+        the stored epoch is another (fenced). Fsynced: the transaction's batches are
+        written after it, fsynced, and a machine crash that kept them but lost this
+        would leave them outside any open transaction, read as committed."""
+        with self._catalog.write_durably():
             if not self._open(transactional_id, epoch, now_ms):
                 return False
             self._catalog.conn.executemany(
