@@ -13,6 +13,7 @@ import time
 
 from engine import Cluster, Consumer, Producer, TopicPartition
 from engine.client.transactions import Transactions
+from engine.clock import SYSTEM_CLOCK, FakeClock
 from tests.kafka_batches import kafka_batch
 from tests.power_loss import run_then_lose_power
 
@@ -103,10 +104,11 @@ def test_an_open_transaction_stays_invisible_to_read_committed_through_a_power_l
     done = run_then_lose_power(script, path, tmp_path)
     assert done.stdout.strip() == "written", done.stderr
     out = TopicPartition(OUT, 0)
-    with Cluster.open(path) as cluster:
+    clock = FakeClock(now_ms=SYSTEM_CLOCK.now_ms())  # the child wrote real times
+    with Cluster.open(path, clock=clock) as cluster:
         assert _values(cluster, out, "read_uncommitted") == [b"committed", b"never committed"]
         assert _values(cluster, out, "read_committed") == [b"committed"]
-        time.sleep(1.1)  # its timeout passes
+        clock.advance(ms=2_000)  # past its timeout
         assert Transactions(cluster).recover() == 1
         assert _values(cluster, out, "read_committed") == [b"committed"]
 
