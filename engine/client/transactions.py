@@ -231,8 +231,11 @@ class Transactions:
                 f"transaction {transactional_id!r} is {row.state.replace('_', ' ')}: it cannot "
                 f"be {'committed' if commit else 'aborted'}"
             )
+        # A decision to commit is fsynced (with the offsets sent before it): from here a
+        # machine crash cannot undo the commit, whose markers are then written again by
+        # recovery. A lost decision to abort is only taken again.
         if not self._cluster.catalog.transactions.set_state(
-            transactional_id, epoch, prepare, self._cluster.clock.now_ms()
+            transactional_id, epoch, prepare, self._cluster.clock.now_ms(), sync=commit
         ):
             self._current(transactional_id, producer_id, epoch)  # fenced meanwhile: raises
         self._finish(row, commit=commit)
@@ -267,12 +270,10 @@ class Transactions:
             )
             kept.append(first)
         if writes:
-            # A new appender learns every partition it writes, so it makes the catalog
-            # durable before the markers (Appender._learnt): after a machine crash that
-            # kept a marker, the catalog still holds the decision and the offsets sent
-            # before it, and recovery completes the commit rather than abort what readers
-            # saw committed (tests/engine/test_power_loss.py).
-            cluster.appender().write(writes, sync=True)
+            # Not fsynced: the decision is (`end`). A machine crash that loses markers
+            # leaves the decision stored, and recovery writes them again; until then, as
+            # after any crash between the steps, the LSO holds (tests/engine/test_power_loss.py).
+            cluster.appender().write(writes, sync=False)
             failed = [w.error for w in writes if w.error is not None]
             if any(not isinstance(e, UnknownTopic) for e in failed):
                 raise StorageError(

@@ -139,12 +139,21 @@ class TransactionTables:
         ]
 
     def set_state(
-        self, transactional_id: str, epoch: int, state: str, now_ms: int, *, started: bool = False
+        self,
+        transactional_id: str,
+        epoch: int,
+        state: str,
+        now_ms: int,
+        *,
+        started: bool = False,
+        sync: bool = False,
     ) -> bool:
         """Move the transaction of `epoch` to `state` (and start its clock); False when the
-        stored epoch is another (fenced)."""
-        with self._catalog.write():
-            cur = self._catalog.conn.execute(
+        stored epoch is another (fenced). With `sync` the commit is fsynced, and with it
+        every catalog commit before it (the transaction's partitions and offsets)."""
+        catalog = self._catalog
+        with catalog.write_durably() if sync else catalog.write():
+            cur = catalog.conn.execute(
                 "UPDATE transactions SET state = ?, updated_ms = ?, "
                 "started_ms = CASE WHEN ? THEN ? ELSE started_ms END "
                 "WHERE transactional_id = ? AND epoch = ?",
