@@ -175,6 +175,7 @@ def _consume(poll: Callable[..., dict[Any, list[Any]]], n: int) -> list[float]:
 
 def wire(workdir: Path, n: int) -> Latencies:
     from confluent_kafka import Consumer as KafkaConsumer
+    from confluent_kafka import KafkaError, KafkaException
 
     from bench.wire import Server
 
@@ -197,7 +198,16 @@ def wire(workdir: Path, n: int) -> Latencies:
         # (a run received 999 of 1,000): start at the log end offset known now instead
         (tp,) = consumer.assignment()
         tp.offset = consumer.get_watermark_offsets(tp, timeout=30)[1]
-        consumer.seek(tp)
+        while True:
+            try:
+                consumer.seek(tp)
+                break
+            except KafkaException as exc:
+                # librdkafka refuses a seek until the partition's fetcher has started it
+                # (seen on a busy machine): wait for that in poll
+                if exc.args[0].code() != KafkaError._STATE or time.monotonic() > deadline:
+                    raise
+                consumer.poll(0.1)
         child = _child("wire", server.bootstrap, n, False)
         got: list[float] = []
         end = time.monotonic() + n / RATE + 60
