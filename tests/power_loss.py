@@ -4,9 +4,11 @@ needs), then dies; each SQLite log of the cluster is cut back to what its last s
 made durable, as a power loss leaves it, and the logs' shared-memory indexes go (the
 kernel's copy of them is gone too).
 
-It holds while no checkpoint runs in the child (a checkpoint writes the database files
-and restarts a log from its start): the tests that use it write far less than the
-checkpoint thresholds, and with acks="all", which the writeback thread leaves alone."""
+That holds only while no checkpoint runs in the child: a checkpoint writes the database
+files, and the next commit starts its log over from the beginning, over frames a sync had
+made durable, which a cut by size cannot undo. So the child runs with checkpoints off
+(SQLite's own and the writeback thread's, as tests/engine/test_integrity.py's producer
+does), and a database file synced in the child fails the run."""
 
 from __future__ import annotations
 
@@ -78,6 +80,14 @@ def _shim(workdir: Path) -> Path:
     return library
 
 
+# Run before the child's script: no log of its cluster is checkpointed (see above).
+_NO_CHECKPOINTS = """
+from engine.storage import connection as _connection, volume as _volume
+_connection.WAL_CHECKPOINT_BYTES = _connection.WAL_AHEAD_BYTES = 1 << 30
+_volume.Volume._checkpoint_ahead = lambda self, quiet: None
+"""
+
+
 def run_then_lose_power(script: str, cluster: Path, workdir: Path) -> subprocess.CompletedProcess:
     """Run `script` (Python, in a child process) against the cluster at `cluster`, then
     leave its files as a power loss after the child's end would: each `-wal` file as its
@@ -88,13 +98,19 @@ def run_then_lose_power(script: str, cluster: Path, workdir: Path) -> subprocess
     log.unlink(missing_ok=True)
     env = {**os.environ, "LD_PRELOAD": str(_shim(workdir)), "POWER_LOSS_LOG": str(log)}
     done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _NO_CHECKPOINTS + script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     synced: dict[Path, int] = {}
     if log.exists():
         for line in log.read_text().splitlines():
             size, _, path = line.partition(" ")
             synced[Path(path)] = int(size)
+    checkpointed = [p for p in synced if p.name.endswith(".db")]
+    assert not checkpointed, f"a checkpoint ran in the child: {checkpointed}"
     for path in list(cluster.rglob("*")):
         if path.name.endswith("-shm"):
             path.unlink()
