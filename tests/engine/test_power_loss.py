@@ -190,3 +190,36 @@ def test_a_producer_id_is_never_issued_twice_even_across_a_power_loss(tmp_path):
             b"first of its id",
             b"first of the next id",
         ]
+
+
+def test_a_transactional_ids_epoch_is_never_issued_twice_even_across_a_power_loss(tmp_path):
+    """init_transactions() bumps the epoch that fences the id's older producers, and that
+    every batch of the new one carries. After a power loss the next init must bump past
+    it, not hand the same epoch out again."""
+    path = tmp_path / "c"
+    _cluster(path)
+    with Cluster.open(path) as cluster:
+        first = Producer(cluster, acks="all", transactional_id="t")
+        first.init_transactions()  # epoch 0
+        first.close()
+    script = textwrap.dedent(
+        f"""
+        import os
+        from engine import Cluster, Producer
+        c = Cluster.open({str(path)!r})
+        p = Producer(c, acks="all", transactional_id="t")
+        p.init_transactions()
+        print(*p._producer_id, flush=True)
+        os._exit(0)
+        """
+    )
+    done = run_then_lose_power(script, path, tmp_path)
+    assert done.returncode == 0, done.stderr
+    pid, epoch = map(int, done.stdout.split())
+    with Cluster.open(path) as cluster:
+        producer = Producer(cluster, acks="all", transactional_id="t")
+        try:
+            producer.init_transactions()
+            assert producer._producer_id == (pid, epoch + 1)
+        finally:
+            producer.close()
