@@ -337,11 +337,12 @@ def encode_batch(b: Batch, log_append_ms: int | None = None) -> tuple[bytes, int
     """A batch's stored payload, its count and its first and last timestamp (all of them
     `log_append_ms` on a log-append-time topic)."""
     count = len(b.values)
-    keys = None if b.keys.count(None) == count else b.keys
-    headers = None if b.headers.count(None) == count else b.headers
+    keys = None if batch_codec.all_none(b.keys) else b.keys
+    headers = None if batch_codec.all_none(b.headers) else b.headers
     stamps = b.stamps if log_append_ms is None else [log_append_ms] * count
     payload = batch_codec.encode(b.values, stamps, keys, headers)
-    return payload, count, min(stamps), max(stamps)
+    first, last = batch_codec.span(stamps)
+    return payload, count, first, last
 
 
 class Accumulator:

@@ -194,6 +194,24 @@ def _decode_headers(buf: memoryview, pos: int, count: int) -> list[list[tuple[st
     return result
 
 
+def all_none(items: Sequence[object]) -> bool:
+    """True when every item is None (a batch with no key, or no header, stores none)."""
+    if _compiled is not None and items.__class__ is list:
+        return bool(_compiled.all_none(items))
+    return all(item is None for item in items)
+
+
+def span(timestamps: Sequence[int]) -> tuple[int, int]:
+    """The smallest and largest of a batch's timestamps."""
+    if _compiled is not None and timestamps.__class__ is list:
+        try:
+            low, high = _compiled.span(timestamps)
+            return low, high
+        except (TypeError, OverflowError):
+            pass  # not int64s: the refusal is encode's
+    return min(timestamps), max(timestamps)
+
+
 def encode(
     values: Sequence[bytes | None],
     timestamps: Sequence[int],

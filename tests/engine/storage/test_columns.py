@@ -94,3 +94,25 @@ def test_the_compiled_layout_refuses_what_the_python_one_refuses(monkeypatch):
         _columns.encode_lists([b"a", b"b"], [1], None, None, 1, 1, 2, 8)
     with pytest.raises(ValueError):
         _columns.encode_lists([b"a"], [1], [b"k", b"l"], None, 1, 1, 2, 8)
+
+
+def test_all_none_and_span_answer_as_python_does(monkeypatch):
+    """The producer's batch summary (engine.client.accumulator.encode_batch): whether a
+    column holds anything, and the timestamps' range, compiled and in Python alike."""
+    rng = random.Random(28)
+    for _ in range(500):
+        n = rng.randrange(1, 40)
+        column = [None if rng.random() < 0.9 else b"" for _ in range(n)]
+        stamps = [rng.randrange(0, batch.MAX_TIMESTAMP_MS) for _ in range(n)]
+        with monkeypatch.context() as m:
+            m.setattr(batch, "_compiled", None)
+            expected = batch.all_none(column), batch.span(stamps)
+        assert (batch.all_none(column), batch.span(stamps)) == expected
+        assert expected == (column.count(None) == n, (min(stamps), max(stamps)))
+    assert batch.all_none([]) and not batch.all_none([None, b"k", None])
+    assert batch.span([-(2**63), 2**63 - 1, 0]) == (-(2**63), 2**63 - 1)
+    # what is not a list of int64s is Python's to answer (or refuse)
+    assert batch.span((3, 1, 2)) == (1, 3)
+    assert batch.span([2**64, 1]) == (1, 2**64)
+    with pytest.raises(ValueError):
+        batch.span([])
