@@ -82,6 +82,19 @@ def producer_fields(cluster: Cluster) -> list[tuple]:
     ]
 
 
+def every_producer_field(cluster: Cluster) -> list[tuple]:
+    """`producer_fields` of every partitionlet (source_batches reads one at a time)."""
+    topic = cluster.catalog.topic("/s", "t")
+    found: list[tuple] = []
+    position = 0
+    while got := source_batches(cluster, topic.id, 0, position, 1000, 2**53):
+        found += [
+            (b.base_offset, b.producer_id, b.producer_epoch, b.base_seq, b.marker) for b in got
+        ]
+        position = got[-1].last_offset + 1
+    return found
+
+
 def send(producer: Producer, *values: str) -> None:
     for v in values:
         producer.send(T, v.encode(), partition=0)
@@ -289,3 +302,48 @@ def test_a_replica_lists_only_its_own_producers(pair):
             assert [s.producer_id for s in consumer.producers(TP)] == listed
         finally:
             consumer.close()
+
+
+@pytest.mark.parametrize("how", ["directory", "http"])
+def test_archived_transactions_replicate_as_live_ones(tmp_path, how):
+    """Partitionlets archived at the source (their batches read back from Parquet) reach a
+    replica with their producer fields, markers and aborted ranges, so its read_committed
+    readers leave the aborted messages out as the source's do."""
+    old = 1_600_000_000_000  # 2020: older than archive_after
+    with (
+        Cluster.open(tmp_path / "a", name="a", partitionlet_bytes=200) as a,
+        Cluster.open(tmp_path / "b", name="b") as b,
+    ):
+        a.create_stream("/s", ttl=0, archive_after=60)
+        a.create_topic(T, partitions=1)
+        plain = Producer(a)
+        txn = Producer(a, transactional_id="t")
+        txn.init_transactions()
+        stamp = iter(range(old, old + 1000))
+        for name, end in (("c1", "commit"), ("a1", "abort"), ("c2", "commit")):
+            txn.begin_transaction()
+            for k in range(3):
+                txn.send(T, f"{name}-{k}".encode(), partition=0, timestamp_ms=next(stamp))
+                plain.send(T, f"p-{name}-{k}".encode(), partition=0, timestamp_ms=next(stamp))
+                plain.flush()
+                txn.flush()
+            getattr(txn, f"{end}_transaction")()
+        send(plain, "last")
+        archived = {p.id for p in a.archive().archived}
+        tiers = {p.id: p.tier for p in a.partitionlets(T)}
+        assert len(archived) >= 2 and all(tiers[i] == "archive" for i in archived)
+        with linked(a, b, how):
+            settle(a)
+        committed = [v for _, v in records(b, "read_committed")]
+        assert committed == [v for _, v in records(a, "read_committed")]
+        assert [v for v in committed if not v.startswith(b"p-")] == [
+            b"c1-0", b"c1-1", b"c1-2", b"c2-0", b"c2-1", b"c2-2", b"last"
+        ]  # fmt: skip
+        assert records(b, "read_uncommitted") == records(a, "read_uncommitted")
+        assert b"a1-1" in [v for _, v in records(b, "read_uncommitted")]
+        assert markers(b) == markers(a) and [m[1] for m in markers(a)] == [True, False, True]
+        assert every_producer_field(b) == every_producer_field(a)
+        assert {f[1] for f in every_producer_field(b)} == {None, 1}  # the plain ones, t's
+        assert ends(b, "read_committed") == ends(a, "read_committed")
+        plain.close()
+        txn.close()
