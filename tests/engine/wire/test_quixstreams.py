@@ -127,3 +127,140 @@ def test_a_stateful_count_restores_its_state_from_the_changelog(wire, tmp_path):
         "c": 3,
         "d": 1,
     }
+
+
+# The same count with processing_guarantee="exactly-once": each checkpoint commits the
+# outputs, the changelog and the input offsets in one Kafka transaction (issue 25). A
+# transactional id of its own, as Kafka advises, so a restarted instance fences the one
+# killed and aborts its open transaction at once. It sleeps `delay` s per message, so that
+# a kill lands between checkpoints, and stops after `timeout` s without a message.
+EOS_APP = """
+import sys
+import time
+
+from quixstreams import Application
+
+bootstrap, state_dir, timeout, delay = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+app = Application(
+    broker_address=bootstrap,
+    consumer_group="quix-eos",
+    auto_offset_reset="earliest",
+    state_dir=state_dir,
+    processing_guarantee="exactly-once",
+    commit_interval=2.0,
+    producer_extra_config={"transactional.id": "quix-eos-count"},
+    # the killed member leaves the group at its session's end, the second waits for that
+    consumer_extra_config={"session.timeout.ms": 3000, "heartbeat.interval.ms": 500},
+)
+words = app.topic("eos-words", key_deserializer="str", value_deserializer="str")
+counts = app.topic("eos-counts", key_serializer="str", value_serializer="json")
+
+
+def count_key(value, key, timestamp, headers, state):
+    time.sleep(delay)
+    total = state.get("total", 0) + 1
+    state.set("total", total)
+    return {"key": key, "total": total}
+
+
+app.dataframe(words).apply(count_key, stateful=True, metadata=True).to_topic(counts)
+app.run(timeout=timeout)
+"""
+
+
+def _eos_app(tmp_path: Path, bootstrap: str, state_dir: Path, delay: float) -> subprocess.Popen:
+    script = tmp_path / "eos_app.py"
+    script.write_text(EOS_APP)
+    return subprocess.Popen(
+        [str(QUIX_PYTHON), str(script), bootstrap, str(state_dir), str(scaled(3)), str(delay)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+
+
+def _eos_outputs(cluster, isolation: str) -> list[dict]:
+    """Every record of eos-counts readable at `isolation`, partition by partition."""
+    topic = cluster.topic("/kafka:eos-counts")
+    consumer = Consumer(
+        cluster,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level=isolation,
+    )
+    tps = [TopicPartition("/kafka:eos-counts", p.partition) for p in topic.partitions]
+    consumer.assign(tps)
+    ends = consumer.end_offsets(tps)
+    got = []
+    while any(consumer.position(tp) < ends[tp] for tp in tps):
+        for records in consumer.poll(timeout_ms=500).values():
+            got.extend(json.loads(r.value) for r in records)
+    consumer.close()
+    return got
+
+
+def _unstable(cluster) -> bool:
+    """Whether eos-counts holds outputs past its last stable offset (an open transaction's)."""
+    if "eos-counts" not in {t.topic for t in cluster.topics("/kafka")}:
+        return False
+    topic = cluster.topic("/kafka:eos-counts")
+    tps = [TopicPartition("/kafka:eos-counts", p.partition) for p in topic.partitions]
+    ends = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        consumer = Consumer(cluster, enable_auto_commit=False, isolation_level=isolation)
+        ends[isolation] = consumer.end_offsets(tps)
+        consumer.close()
+    return ends["read_uncommitted"] != ends["read_committed"]
+
+
+def test_exactly_once_outputs_each_count_once_across_a_kill_9(wire, tmp_path):
+    """Quix's exactly-once checkpoints are Kafka transactions through the listener. The
+    application is killed with kill -9 after some checkpoints, with a transaction open; a
+    second instance (an empty state directory: it restores from the changelog, read
+    committed) finishes the input. read_committed readers of the output then see each
+    key's running count exactly once, 1, 2, 3, ...; the killed transaction's outputs are
+    in the log, aborted."""
+    assert QUIX_PYTHON.exists(), "quixstreams is missing: run make setup-test"
+    from engine.client.transactions import Transactions
+
+    cluster = wire.cluster
+    cluster.create_topic("/kafka:eos-words", partitions=2)
+    keys = ["a", "b", "c", "d"]
+    words = [keys[i % 4] for i in range(240)]
+    producer = Producer(cluster)
+    for i, word in enumerate(words):
+        producer.send("/kafka:eos-words", key=word.encode(), value=word.encode(), partition=i % 2)
+    producer.flush()
+    producer.close()
+
+    def committed() -> int:
+        info = cluster.group("quix-eos")
+        return sum(max(p.committed or 0, 0) for p in info.partitions if p.topic.endswith("words"))
+
+    first = _eos_app(tmp_path, wire.bootstrap, tmp_path / "state-1", delay=0.02)
+    coordinator = Transactions(cluster)
+    deadline = time.monotonic() + scaled(60)
+    while True:
+        assert first.poll() is None, first.stderr.read()[-4000:] if first.stderr else ""
+        assert time.monotonic() < deadline, "no checkpoint of the first instance"
+        done = committed() if "quix-eos" in {g.group_id for g in cluster.groups()} else 0
+        if done >= 40 and _unstable(cluster):
+            first.kill()  # SIGKILL, with outputs of its open transaction written
+            break
+        time.sleep(0.005)
+    first.wait(timeout=scaled(10))
+    assert committed() < len(words)  # killed part-way
+
+    second = _eos_app(tmp_path, wire.bootstrap, tmp_path / "state-2", delay=0)
+    _, err = second.communicate(timeout=scaled(120))
+    assert second.returncode == 0, err[-4000:]
+    assert committed() == len(words)
+
+    outputs = _eos_outputs(cluster, "read_committed")
+    for key in keys:
+        totals = [o["total"] for o in outputs if o["key"] == key]
+        assert totals == list(range(1, words.count(key) + 1)), (key, totals)
+    # what the killed instance wrote after its last checkpoint is stored, and aborted
+    assert len(_eos_outputs(cluster, "read_uncommitted")) > len(outputs) == len(words)
+    assert coordinator.describe("quix-eos-count").state == "complete_commit"
