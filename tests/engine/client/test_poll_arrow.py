@@ -20,7 +20,9 @@ SPARK_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "t
 
 
 def produce(cluster, topic: str, count: int, partitions: int, first: int = 0) -> None:
-    with Producer(cluster, acks=1) as producer:
+    # a linger far longer than the run: only the flush every 40 sends cuts a batch, however
+    # late the sender thread gets to run on a busy machine
+    with Producer(cluster, acks=1, linger_ms=600_000) as producer:
         for i in range(first, first + count):
             producer.send(
                 topic,
