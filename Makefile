@@ -6,7 +6,8 @@
 # Set-up is idempotent: the virtual environment lives in .venv, and stamp files in it
 # record what was installed, so pip runs again only when pyproject.toml is newer than
 # its stamp, and npm only when package.json or package-lock.json is newer than its stamp.
-# Quix Streams, for one test, has a virtual environment of its own, .venv-quix.
+# Quix Streams and Faust, which tests run as applications, each have a virtual environment
+# of their own: .venv-quix and .venv-faust.
 
 PYTHON ?= python3
 VENV := .venv
@@ -38,6 +39,11 @@ STAMP_NPM := node_modules/.stamp-npm
 QUIX_VENV := .venv-quix
 QUIX_VERSION := 3.28.1
 STAMP_QUIX := $(QUIX_VENV)/.stamp-quix-$(QUIX_VERSION)
+# Faust (faust-streaming), which tests/engine/wire/test_faust.py runs against plet serve,
+# too: it pins click below the version Flask brings into .venv
+FAUST_VENV := .venv-faust
+FAUST_VERSION := 0.15.3
+STAMP_FAUST := $(FAUST_VENV)/.stamp-faust-$(FAUST_VERSION)
 
 .DEFAULT_GOAL := help
 .PHONY: help run test lint fmt setup setup-test system-run system-test web-assets clean distclean
@@ -45,7 +51,7 @@ STAMP_QUIX := $(QUIX_VENV)/.stamp-quix-$(QUIX_VERSION)
 help:
 	@echo "make run         set up (.venv, Spark extra, Java, web assets), then seed a demo in $(DEMO_CLUSTER)"
 	@echo "                 and serve its web console: plet web --demo --cluster $(DEMO_CLUSTER)"
-	@echo "make test        set up for tests (+ Java, Chromium, redis-server, kcat, .venv-quix), lint, run pytest"
+	@echo "make test        set up for tests (+ Java, Chromium, redis-server, kcat, .venv-quix, .venv-faust), lint, run pytest"
 	@echo "                 in TEST_WORKERS=3 processes (TEST_WORKERS=1: one)"
 	@echo "make lint        ruff check + ruff format --check over $(LINT_PATHS), then mypy"
 	@echo "                 (its packages and strictness: [tool.mypy] in pyproject.toml)"
@@ -81,7 +87,7 @@ fmt: $(STAMP_TEST)
 
 setup: system-run $(STAMP_RUN) $(STAMP_NPM)
 
-setup-test: system-test $(STAMP_TEST) $(STAMP_NPM) $(STAMP_QUIX)
+setup-test: system-test $(STAMP_TEST) $(STAMP_NPM) $(STAMP_QUIX) $(STAMP_FAUST)
 
 # System programs: each run only looks for files unless something is missing.
 system-run:
@@ -123,6 +129,13 @@ $(STAMP_QUIX):
 	$(QUIX_VENV)/bin/python -m pip install --disable-pip-version-check $(if $(CI),--progress-bar off,) 'quixstreams==$(QUIX_VERSION)'
 	@touch $@
 
+# Faust, pinned, in its own virtual environment, made the same way
+$(STAMP_FAUST):
+	@echo "setup: creating $(FAUST_VENV) with faust-streaming==$(FAUST_VERSION)"
+	$(PYTHON) -m venv --clear $(FAUST_VENV)
+	$(FAUST_VENV)/bin/python -m pip install --disable-pip-version-check $(if $(CI),--progress-bar off,) 'faust-streaming==$(FAUST_VERSION)'
+	@touch $@
+
 # Web assets (htmx, pinned in package-lock.json), served from node_modules by the
 # web console; node_modules is never committed. npm ci empties node_modules first,
 # so the stamp inside it goes with it.
@@ -135,7 +148,7 @@ $(STAMP_NPM): package.json package-lock.json
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .mypy_cache .hypothesis tests/artifacts bench/results
-	find . -path ./.venv -prune -o -path ./$(QUIX_VENV) -prune -o -path ./node_modules -prune -o -name __pycache__ -type d -exec rm -rf {} +
+	find . -path ./.venv -prune -o -path ./$(QUIX_VENV) -prune -o -path ./$(FAUST_VENV) -prune -o -path ./node_modules -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(QUIX_VENV) node_modules data *.egg-info
+	rm -rf $(VENV) $(QUIX_VENV) $(FAUST_VENV) node_modules data *.egg-info
