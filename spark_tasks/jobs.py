@@ -331,6 +331,8 @@ def check_params(kind: str, params: dict[str, Any]) -> dict[str, Any]:
             re.compile(p["topic_pattern"])
         except (re.error, TypeError) as exc:
             raise InvalidArgument(f"topic_pattern is not a regular expression: {exc}") from None
+        except RecursionError:  # re's parser recurses once per nested group
+            raise InvalidArgument("topic_pattern nests its groups too deeply") from None
     if kind == "window-counts":
         p.setdefault("window", "1 minute")
     if kind == "custom":

@@ -170,6 +170,8 @@ def resolve_topics(cluster: Cluster, options: dict[str, str]) -> list[TopicPlan]
                     regex = re.compile(pattern)
                 except re.error as exc:
                     raise OptionError(f"option topicPattern {pattern!r}: {exc}") from None
+                except RecursionError:  # re's parser recurses once per nested group
+                    raise OptionError("option topicPattern nests its groups too deeply") from None
             for full in cluster.topic_names(stream):
                 if regex is None or regex.fullmatch(full.partition(":")[2]):
                     wanted.append(full)

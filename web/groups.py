@@ -112,7 +112,7 @@ def _posted_plan() -> list[tuple[int, int | None, int]] | None:
     it is missing or not that shape."""
     try:
         rows = json.loads(request.form.get("plan") or "")
-    except ValueError:
+    except (ValueError, RecursionError):  # a hostile plan may nest deeply
         return None
     ok = isinstance(rows, list) and all(
         isinstance(r, list)

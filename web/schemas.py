@@ -124,6 +124,7 @@ def register(name: str):
     if part is None:
         problems["part"] = "register the schema of the values or of the keys"
     done = None
+    denied = False
     if part is not None and not problems:
         subject = dict((p, s) for p, s, _x in topic_schemas(info.name))[part]
         try:
@@ -134,7 +135,8 @@ def register(name: str):
             problems["schema"] = str(exc)
         except errors.AccessDenied as exc:
             problems["schema"] = f"Access denied: {exc}"
-    status = 400 if problems else 200
+            denied = True  # a refusal answers 403, as every other refused action
+    status = 403 if denied else 400 if problems else 200
     context = _context(info, schema_form=form, schema_errors=problems, schema_done=done)
     body = render("schemas/topic.html", "schemas/_topic.html", **context)
     return body, (200 if wants_partial() else status)

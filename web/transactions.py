@@ -36,6 +36,11 @@ def abort():
     tid = request.form.get("transactional_id", "")
     txns = Transactions(cluster())
     if not any(info.transactional_id == tid for info, _ in txns.open()):
+        if cluster().is_administrator:  # sees every id: the one reason is that it is not open
+            state = txns.describe(tid).state  # NotFound (404) for an unknown id
+            raise errors.IllegalState(
+                f"transaction {tid!r} is not open ({state}): there is nothing to abort"
+            )
         # the engine shows a user only their own ids: say plainly why nothing happens
         raise errors.AccessDenied(
             f"user {user().name!r} may not abort transaction {tid!r}: only its owner or an "

@@ -246,6 +246,9 @@ def _jsonl(text: str, found: ImportFile) -> Iterator[tuple[int, dict[str, Any]]]
         except json.JSONDecodeError as exc:
             found.refuse(number, f"not JSON ({exc.msg} at column {exc.colno})")
             continue
+        except RecursionError:
+            found.refuse(number, "JSON nested too deeply to read")
+            continue
         if not isinstance(obj, dict):
             found.refuse(number, f"a line is a JSON object (a record), not {_kind(obj)}")
             continue
@@ -303,6 +306,8 @@ def _csv_record(cells: dict[str, str]) -> dict[str, Any]:
             obj["headers"] = json.loads(raw)
         except json.JSONDecodeError as exc:
             obj["headers"] = _BadHeaders(f"headers is not JSON ({exc.msg} at column {exc.colno})")
+        except RecursionError:
+            obj["headers"] = _BadHeaders("headers is JSON nested too deeply to read")
     return obj
 
 

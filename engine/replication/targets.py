@@ -35,6 +35,8 @@ def split_target(target: str | os.PathLike[str]) -> tuple[str, str | None]:
     text = os.fspath(target)
     if not isinstance(text, str) or not text:
         raise InvalidArgument(f"a replica target is a directory or an http(s) address: {target!r}")
+    if "\x00" in text:  # no path or address holds one (and the OS refuses it)
+        raise InvalidArgument(f"a replica target has no NUL character: {text!r}")
     if is_url(text):
         parts = urlsplit(text)
         if not parts.hostname:

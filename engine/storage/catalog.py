@@ -1047,6 +1047,9 @@ class Catalog:
         folded), at most `cap` of them, and whether there were more; `stream_id` keeps that
         stream's topics only. The trigram index answers it, so it costs the matches, not the
         catalog's size."""
+        if "\x00" in text:
+            # no name holds a NUL, and FTS5 would read it as the end of its query
+            return [], [], False
         phrase = '"' + text.replace('"', '""') + '"'  # one FTS5 string: any character is text
         if stream_id is None:
             sql = "SELECT rowid FROM topic_names WHERE topic_names MATCH ? LIMIT ?"

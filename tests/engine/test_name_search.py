@@ -36,6 +36,16 @@ def test_a_middle_fragment_finds_topics_across_streams(cluster):
     assert fleet.total == 3 and not fleet.capped and not fleet.more
 
 
+def test_a_nul_in_the_text_finds_nothing(cluster):
+    # FTS5 would read the NUL as the end of its query ("unterminated string"); no name
+    # holds one, so nothing matches, in every stream or in one
+    for text in ("car\x00", "c\x00ar-17", "\x00\x00\x00"):
+        found = cluster.search(text)
+        assert found.hits == [] and found.total == 0
+        assert cluster.search(text, stream="/apps/sensors").hits == []
+    assert cluster.search("car-17").topics == ["/apps/sensors:car-17"]
+
+
 def test_ranking_exact_then_prefix_then_contains(cluster):
     assert cluster.search("car").topics == ["/apps/sensors:car-17", "/apps/sensors:old-car-9"]
     exact = cluster.search("CAR-17")  # case folded

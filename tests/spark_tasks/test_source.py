@@ -173,6 +173,7 @@ def test_access_and_bad_options_fail_before_tasks(spark, data, tmp_path):
         ({"topic": "/s:t", "startingOffsets": "{bad"}, "startingOffsets"),
         ({"topic": "/s:t", "startingTimestamp": "soon"}, "startingTimestamp"),
         ({"stream": "/s", "topicPattern": "("}, "topicPattern"),
+        ({"stream": "/s", "topicPattern": "(" * 5000 + ")" * 5000}, "nests its groups"),
     ]
     for options, message in cases:
         with pytest.raises(Exception, match=message):

@@ -140,7 +140,10 @@ def paging() -> tuple[int, int]:
 
 def json_body() -> dict[str, Any]:
     """The request's JSON object (400 for anything else)."""
-    data = request.get_json(silent=True)
+    try:
+        data = request.get_json(silent=True)
+    except RecursionError:  # silent covers only malformed JSON, not a hostile nesting
+        raise errors.InvalidArgument("the request body is JSON nested too deeply to read") from None
     if not isinstance(data, dict):
         raise errors.InvalidArgument(
             "the request body must be a JSON object (Content-Type: application/json)"

@@ -89,6 +89,7 @@ def test_every_bad_line_is_listed_and_nothing_is_written(cluster, source):
         json.dumps({"value": "x", "timestamp": "soon"}),
         json.dumps({"value": "x", "time": "yesterday"}),
         json.dumps({"value": "x", "colour": "red"}),
+        '{"value": ' + "[" * 100_000 + "]" * 100_000 + "}",  # deeper than json can recurse
         "",
         json.dumps({"value": "x", "partition": 7}),  # the topic has 3: the plan refuses it
         good,
@@ -107,12 +108,13 @@ def test_every_bad_line_is_listed_and_nothing_is_written(cluster, source):
         "line 9: timestamp must be a whole number from 0 to 253,402,300,799,999, not 'soon'",
         "line 10: time: 'yesterday' is not a time",
         "line 11: unknown field colour (a record has topic, partition, offset,",
-        f"line 13: partition 7: {TARGET} has partitions 0 to 2",
+        "line 12: JSON nested too deeply to read",
+        f"line 14: partition 7: {TARGET} has partitions 0 to 2",
     ]
     assert len(checked.errors) == len(expected)
     for error, start in zip(checked.errors, expected, strict=True):
         assert str(error).startswith(start), (str(error), start)
-    assert checked.describe() == "Nothing written: 11 lines refused."
+    assert checked.describe() == "Nothing written: 12 lines refused."
     with pytest.raises(errors.InvalidArgument):
         imports.write(cluster, checked)
     assert every_message(cluster, TARGET) == []
@@ -124,6 +126,10 @@ def test_csv_rows_and_header_are_checked_by_line(cluster, source):
     assert [str(e) for e in parsed.errors] == [
         "line 3: 2 cells, the header row has 3",
         "line 4: partition must be a whole number from 0 to 2,147,483,647, not 'x'",
+    ]
+    deep = b"value,headers\r\nv," + b"[" * 100_000 + b"\r\n"
+    assert [str(e) for e in imports.plan(cluster, TARGET, imports.parse(deep, "csv")).errors] == [
+        "line 2: headers is JSON nested too deeply to read"
     ]
     bad = imports.parse(b"offset,colour\r\n1,red\r\n", "csv")
     assert bad.error_count == 1 and "header row" in str(bad.errors[0])
