@@ -116,8 +116,9 @@ def group_describe(ctx: click.Context, group_id: str, as_json: bool) -> None:
     help="earliest, latest, an offset N, shift:-N / shift:+N (from the committed offset), "
     "or a time (ISO 8601, UTC when it has no zone).",
 )
-@click.option("--to-earliest", "to", flag_value="earliest", help="The oldest message.")
-@click.option("--to-latest", "to", flag_value="latest", help="After the newest message.")
+# two flags, not two values of one option: given together they are refused, not the last kept
+@click.option("--to-earliest", is_flag=True, help="The oldest message.")
+@click.option("--to-latest", is_flag=True, help="After the newest message.")
 @click.option(
     "--to-offset",
     type=click.IntRange(min=0),
@@ -153,7 +154,8 @@ def group_reset(
     topic_name: str | None,
     topic_option: str | None,
     to_text: str | None,
-    to: str | None,
+    to_earliest: bool,
+    to_latest: bool,
     to_offset: int | None,
     to_time: int | None,
     shift_by: int | None,
@@ -175,11 +177,9 @@ def group_reset(
         raise click.UsageError("give the topic once: TOPIC or --topic TOPIC", ctx=ctx)
     topic = topic_name or topic_option
     assert topic is not None  # exactly one of the two was given, checked above
-    chosen = [
-        x
-        for x in (to_text, to, to_offset, to_time, None if shift_by is None else shift_by)
-        if x is not None
-    ]
+    earliest = "earliest" if to_earliest else None
+    latest = "latest" if to_latest else None
+    chosen = [x for x in (to_text, earliest, latest, to_offset, to_time, shift_by) if x is not None]
     if len(chosen) != 1:
         raise click.UsageError(
             "give exactly one of --to, --to-earliest, --to-latest, --to-offset, --to-time "

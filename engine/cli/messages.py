@@ -18,6 +18,7 @@ from engine import Cluster, Consumer, ConsumerRecord, Producer, TopicInfo, Topic
 from engine.cli.failures import CliError, fail
 from engine.cli.options import cluster_option, open_cluster, parse_time_option
 from engine.cli.output import echo_err, plural
+from engine.cli.signals import exit_code, sigterm_as_interrupt
 from engine.client import browse, filters
 from engine.headers import parse_headers
 from engine.names import resolve as resolve_topic_name
@@ -138,30 +139,31 @@ def produce(
     failure: BaseException | None = None
     separator = key_separator.encode() if key_separator is not None else None
     try:
-        for lineno, raw in enumerate(_binary_stream(sys.stdin), start=1):
-            line = raw[:-1] if raw.endswith(b"\n") else raw
-            key: bytes | None = None
-            value = line
-            if separator is not None:
-                key, found, value = line.partition(separator)
-                if not found:
-                    raise CliError(f"line {lineno} has no key separator {key_separator!r}")
-            future = producer.send(
-                full, value=value, key=key, partition=partition, headers=headers or None
-            )
-            future.add_callback(outcome.on_success)
-            future.add_errback(outcome.on_error)
+        with sigterm_as_interrupt():
+            for lineno, raw in enumerate(_binary_stream(sys.stdin), start=1):
+                line = raw[:-1] if raw.endswith(b"\n") else raw
+                key: bytes | None = None
+                value = line
+                if separator is not None:
+                    key, found, value = line.partition(separator)
+                    if not found:
+                        raise CliError(f"line {lineno} has no key separator {key_separator!r}")
+                future = producer.send(
+                    full, value=value, key=key, partition=partition, headers=headers or None
+                )
+                future.add_callback(outcome.on_success)
+                future.add_errback(outcome.on_error)
     except (errors.PartitionletError, click.ClickException) as exc:
         failure = exc  # report after flushing what was already sent
-    except KeyboardInterrupt:
-        failure = KeyboardInterrupt()
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM: flush what was sent, then stop
+        failure = stop
     try:
         producer.flush()  # returns after every callback has run, so the counts are final
     finally:
         producer.close()
     echo_err(f"produced {plural(outcome.ok, 'message')}")
     if isinstance(failure, KeyboardInterrupt):
-        ctx.exit(130)
+        ctx.exit(exit_code(failure))
     if failure is not None:
         raise failure
     if outcome.first_error is not None:
@@ -296,37 +298,38 @@ def consume(
     printed = _Printer(out, fmt, print_key, max_messages)
     matches = browse.Filter(expression=expression or "", ignore_case=ignore_case)
     try:
-        if group is None:
-            _browse(
-                cluster,
-                info,
-                partition,
-                offset,
-                from_time,
-                from_end,
-                follow,
-                idle_limit,
-                printed,
-                matches,
-            )
-        else:
-            _consume_group(
-                ctx,
-                cluster,
-                info,
-                partition,
-                group,
-                offset,
-                from_time,
-                from_end,
-                follow,
-                idle_limit,
-                printed,
-                matches,
-            )
-    except KeyboardInterrupt:
+        with sigterm_as_interrupt():
+            if group is None:
+                _browse(
+                    cluster,
+                    info,
+                    partition,
+                    offset,
+                    from_time,
+                    from_end,
+                    follow,
+                    idle_limit,
+                    printed,
+                    matches,
+                )
+            else:
+                _consume_group(
+                    ctx,
+                    cluster,
+                    info,
+                    partition,
+                    group,
+                    offset,
+                    from_time,
+                    from_end,
+                    follow,
+                    idle_limit,
+                    printed,
+                    matches,
+                )
+    except KeyboardInterrupt as stop:
         echo_err(f"consumed {plural(printed.count, 'message')}")
-        ctx.exit(130)
+        ctx.exit(exit_code(stop))
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, and keep Python from complaining
         # again when it flushes stdout at exit.

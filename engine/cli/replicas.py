@@ -9,6 +9,7 @@ import click
 
 from engine.cli.options import cluster_option, open_cluster
 from engine.cli.output import echo_json, echo_table, plural
+from engine.cli.signals import sigterm_as_interrupt
 from engine.times import format_ms
 
 
@@ -202,8 +203,9 @@ def replicate(ctx: click.Context, once: bool, interval_s: float, max_batches: in
         return
     maintenance = Maintenance(cluster).start()
     try:
-        replicator.run_forever(interval_s=interval_s)
-    except KeyboardInterrupt:
+        with sigterm_as_interrupt():
+            replicator.run_forever(interval_s=interval_s)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: a clean stop
         pass
     finally:
         replicator.stop()

@@ -197,6 +197,7 @@ class Consumer:
         # poll raises it (unless that partition is seeked first)
         self._damaged: tuple[TopicPartition, CorruptBatch] | None = None
         self._closed = False
+        self.polls = 0  # the polls made, iteration's too (the facade's fetch metrics)
         if topics:
             self.subscribe(list(topics))
 
@@ -780,6 +781,7 @@ class Consumer:
                     state = self._assigned.get(tp)
                     if state is not None and position is not None:
                         state.position = position
+        self.polls += 1
         return self._poll(timeout_ms, max_records, "poll", self._read_records)
 
     def poll_arrow(

@@ -122,7 +122,6 @@ class KafkaConsumer:
         self._started = time.monotonic()
         self._consumed = 0
         self._consumed_bytes = 0
-        self._fetches = 0
         if topics:
             try:
                 self.subscribe(list(topics))
@@ -201,7 +200,6 @@ class KafkaConsumer:
                 [(len(r[5]) if r[5] else 0) + (len(r[6]) if r[6] else 0) for r in records]
             )
         self._consumed_bytes += nbytes
-        self._fetches += 1
         return out
 
     def __iter__(self) -> KafkaConsumer:
@@ -384,13 +382,13 @@ class KafkaConsumer:
 
     def metrics(self, raw: bool = False) -> dict[str, dict[str, float]] | None:
         """kafka-python's `{group: {name: value}}` with the standard consumer names, from
-        what this consumer handed to the program (a poll that returned records counts as
-        one fetch); rates are per second since it was made (None when
+        what this consumer handed to the program (each poll, its own or iteration's, counts
+        as one fetch); rates are per second since it was made (None when
         `metrics_enabled=False`, as in kafka-python)."""
         if self.config.get("metrics_enabled") is False:
             return None
         elapsed = max(time.monotonic() - self._started, 1e-9)
-        records, nbytes, fetches = self._consumed, self._consumed_bytes, self._fetches
+        records, nbytes, fetches = self._consumed, self._consumed_bytes, self._consumer.polls
         prefix = self.config.get("metric_group_prefix") or "consumer"
         return {
             f"{prefix}-fetch-manager-metrics": {

@@ -82,6 +82,7 @@ def test_reset_one_partition_by_shift(seeded):
         (("--to", "earliest", "--partition", "2"), 1, "partitions 0 to 1, not 2"),
         (("--shift-by", "x"), 2, "not a valid integer"),
         (("--to", "earliest", "--to-latest"), 2, "exactly one"),
+        (("--to-latest", "--to-earliest", "--dry-run"), 2, "exactly one"),
         ((), 2, "exactly one"),
     ],
 )

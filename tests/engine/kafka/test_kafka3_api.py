@@ -144,6 +144,16 @@ def test_metrics_have_the_standard_names(servers):
     assert read["bytes-consumed-rate"] > 0
     assert read["fetch-total"] >= 1
     consumer.close()
+    # iterating fetches too: its polls count as poll()'s do
+    iterated = KafkaConsumer(
+        "m", bootstrap_servers=servers, auto_offset_reset="earliest", consumer_timeout_ms=500
+    )
+    assert len(list(iterated)) == 20
+    read = iterated.metrics()["consumer-fetch-manager-metrics"]
+    assert read["records-consumed-total"] == 20 and read["fetch-total"] >= 1
+    assert 0 < read["records-per-request-avg"] <= 20
+    assert read["fetch-size-avg"] == 20 * 102 / read["fetch-total"]
+    iterated.close()
 
 
 def test_admin_topics_with_3_0_shapes(cluster, servers):
