@@ -63,7 +63,9 @@ def split_full_name(full: object) -> tuple[str, str]:
     """`'/apps/sensors:car-17'` -> `('/apps/sensors', 'car-17')`, validated."""
     if not isinstance(full, str):
         raise InvalidName(f"topic name must be a string, not {type(full).__name__}")
-    stream, sep, topic = full.rpartition(":")
+    # at the first ':': neither part may hold one, so '/a:b:c' is refused for its topic
+    # name 'b:c', not for a stream path '/a:b'
+    stream, sep, topic = full.partition(":")
     if not sep or not full.startswith("/"):
         raise InvalidName(
             f"invalid full topic name {full!r}: expected '/stream/path:topic', "
@@ -81,7 +83,7 @@ def resolve(name: object, default_stream: str | None = None) -> str:
         return name
     if default_stream is None:
         raise InvalidName(
-            f"topic {name!r} is not a full name ('/stream:topic') and no default_stream is set"
+            f"topic {name!r} is not a full name ('/stream:topic') and no default stream is set"
         )
     validate_topic_name(name)
     return f"{validate_stream_path(default_stream)}:{name}"

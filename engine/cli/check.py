@@ -43,7 +43,7 @@ def check(ctx: click.Context, quick: bool, repair: bool, accept_loss: bool, as_j
     if not Path(path).is_dir():
         fail(f"no cluster at {path!r}: create one with 'plet init --cluster {shlex.quote(path)}'")
     if accept_loss and not repair:
-        fail("--accept-loss is a repair: give it with --repair")
+        raise click.UsageError("--accept-loss is a repair: give it with --repair", ctx=ctx)
     report = checking.run_path(path, quick=quick, repair=repair, accept_loss=accept_loss)
     if as_json:
         echo_json(report.as_dict())

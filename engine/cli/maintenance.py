@@ -11,6 +11,7 @@ import click
 
 from engine.cli.options import cluster_option, open_cluster
 from engine.cli.output import echo_json, echo_table, plural
+from engine.ops.heat import MAX_WINDOW_S, MIN_WINDOW_S
 from engine.times import format_duration
 from engine.units import format_bytes
 
@@ -102,7 +103,7 @@ def rebalance(ctx: click.Context, dry_run: bool, max_moves: int | None, as_json:
 @click.option(
     "--window",
     "window_s",
-    type=int,
+    type=click.IntRange(MIN_WINDOW_S, MAX_WINDOW_S),
     default=300,
     show_default=True,
     metavar="SECONDS",

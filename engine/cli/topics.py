@@ -99,7 +99,12 @@ def topic_edit(
         changes[policy_name(name)] = None
     if not changes:
         raise click.UsageError("nothing to change: give --policy NAME=VALUE or --unset NAME")
-    info = open_cluster(ctx).edit_topic(full_name, **changes)
+    cluster = open_cluster(ctx)
+    before = cluster.topic(full_name).overrides
+    info = cluster.edit_topic(full_name, **changes)
+    for name in unset:
+        if policy_name(name) not in before:  # said, not silently passed over
+            echo_err(f"{policy_name(name)} was not the topic's own: nothing to unset")
     own = _own_text(info.overrides)
     click.echo(f"edited topic {info.name}: {own}")
 

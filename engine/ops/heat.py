@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 # How often a consumer adds its read counts to the volumes.
 READ_FLUSH_S = 5.0
 MAX_WINDOW_S = 86400
+MIN_WINDOW_S = HEAT_BUCKET_S  # one bucket
 # A bucket is final (no append or read flush still adds to it) this long after it ends;
 # only final buckets are kept in the column cache (see `_Rollup`).
 FINAL_AFTER_MS = 5000

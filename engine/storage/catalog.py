@@ -899,7 +899,10 @@ class Catalog:
             try:
                 created = self._insert_topics(stream_id, names_partitions, created_ms, exist_ok)
             except sqlite3.IntegrityError as exc:
-                raise TopicExists(f"topic {names_partitions[0][0]} exists already") from exc
+                (path,) = self.conn.execute(
+                    "SELECT path FROM streams WHERE id = ?", (stream_id,)
+                ).fetchone()
+                raise TopicExists(f"topic {path}:{names_partitions[0][0]} exists already") from exc
             if created:
                 self.conn.execute(
                     "UPDATE streams SET topic_count = topic_count + ? WHERE id = ?",

@@ -436,7 +436,7 @@ def accept_the_loss_and_go_on(cluster_path: Path) -> None:
     Each partition is served again, what its volume kept in order and then what is written
     after, from offset 1000 on (up to 999 were handed out: none is again)."""
     code, out = plet_check(cluster_path, "--accept-loss")
-    assert code == 1 and "--accept-loss is a repair" in out
+    assert code == 2 and "--accept-loss is a repair" in out  # a usage error
     code, out = plet_check(cluster_path, "--repair", "--accept-loss")
     assert code == 0, out
     assert re.search(r"offsets \d+\.\.999 given up", out), out

@@ -413,8 +413,13 @@ def test_plet_topic_create_and_edit_take_policies(cluster_path):
     got = plet("topic", "edit", T, "--policy", "ttl=60", "--unset", "compact")
     assert got.exit_code == 0, got.output
     assert "retention_bytes=1000, ttl=60" in got.output
+    assert "nothing to unset" not in got.output  # compact was the topic's own
     got = plet("topic", "info", T)
     assert "own policies  retention_bytes=1000, ttl=60" in got.output
+    # unsetting what the topic does not set says so, rather than pass it over
+    got = plet("topic", "edit", T, "--unset", "compact")
+    assert got.exit_code == 0, got.output
+    assert "compact was not the topic's own: nothing to unset" in got.output
     for bad, message in [
         (["--policy", "produce_perm=p"], "is an ACE: set it on the stream"),
         (["--policy", "ttl"], "expected NAME=VALUE, got 'ttl'"),

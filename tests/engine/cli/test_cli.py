@@ -395,9 +395,15 @@ def test_topic_create_info_delete(cpath):
 def test_topic_errors(cpath):
     ok("stream", "create", "/apps/s", "--cluster", cpath)
     ok("topic", "create", "/apps/s:t", "--cluster", cpath)
-    fails(1, "topic", "create", "/apps/s:t", "--cluster", cpath)  # exists already
+    again = fails(1, "topic", "create", "/apps/s:t", "--cluster", cpath)
+    assert again.stderr.strip() == "error: topic /apps/s:t exists already"  # its full name
     fails(1, "topic", "create", "/nope:t", "--cluster", cpath)  # unknown stream
     fails(1, "topic", "list", "/nope", "--cluster", cpath)
+    # a second ':' is the topic name's fault, not the stream path's
+    assert (
+        "invalid topic name 'a:b'"
+        in fails(1, "topic", "create", "/apps/s:a:b", "--cluster", cpath).stderr
+    )
     for bad in ("/apps/s:bad name", "/apps/s:", "/apps/s:..", "apps:t", "/apps/s:" + "x" * 250):
         result = fails(1, "topic", "create", bad, "--cluster", cpath)
         assert "invalid" in result.stderr, bad

@@ -83,7 +83,8 @@ def test_heat(seeded):
     assert sum(p["write_messages"] for p in data["partitions"]) == 20
     out = run("heat", "--cluster", seeded)
     assert "WRITE MSG/S" in out and "/s:t" in out
-    run("heat", "--window", "1", "--cluster", seeded, code=1)
+    refused = run("heat", "--window", "1", "--cluster", seeded, code=2)  # a bad option value
+    assert "'--window': 1 is not in the range 10<=x<=86400" in refused
 
 
 def test_compact_and_retention(seeded):
