@@ -55,3 +55,24 @@ def user_client(app):
     client = app.test_client()
     client.csrf = login(client, USER, USER_PASSWORD)
     return client
+
+
+@pytest.fixture
+def public_s(live_web):
+    """The live console with /s (every ACE public), /s:t holding one message, and a group
+    `g` that has committed on it (offset 1); returns `live_web`."""
+    from engine import Consumer, Producer
+    from tests.timing import scaled
+
+    cluster = live_web.cluster
+    every = ("produce_perm", "consume_perm", "topic_perm", "admin_perm")
+    cluster.create_stream("/s", ttl=0, **dict.fromkeys(every, "p"))
+    cluster.create_topic("/s:t", partitions=1)
+    producer = Producer(cluster)
+    producer.send("/s:t", b"first").get(scaled(10))
+    producer.close()
+    consumer = Consumer(cluster, "/s:t", group_id="g", auto_offset_reset="earliest")
+    assert consumer.poll(timeout_ms=2000)
+    consumer.commit()
+    consumer.close()
+    return live_web

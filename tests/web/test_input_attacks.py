@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from engine import Consumer, Producer
+from engine import Producer
 from engine.ops.maintenance import Maintenance
 from engine.storage import batch as codec
 from tests.old_catalog import write_policies
@@ -21,23 +21,14 @@ from web import state
 TS = 1_700_000_000_000
 BIG = "9" * 5000
 PAST_INT64 = str(2**64)
-OPEN = {name: "p" for name in ("produce_perm", "consume_perm", "topic_perm", "admin_perm")}
 
 
 @pytest.fixture
-def shared(live_web):
-    """/s (every ACE public) with /s:t holding one message, and a group `g` (every ACE
-    public too) that has committed on it; alice's API client."""
+def shared(public_s):
+    """`public_s` (/s:t with a message, group `g` committed on it), the group's ACEs public
+    too; alice's API client."""
+    live_web = public_s
     cluster = live_web.cluster
-    cluster.create_stream("/s", ttl=0, **OPEN)
-    cluster.create_topic("/s:t", partitions=1)
-    producer = Producer(cluster)
-    producer.send("/s:t", b"first").get(scaled(10))
-    producer.close()
-    consumer = Consumer(cluster, "/s:t", group_id="g", auto_offset_reset="earliest")
-    assert consumer.poll(timeout_ms=2000)
-    consumer.commit()
-    consumer.close()
     perms = ("join_perm", "commit_perm", "describe_perm", "reset_perm", "delete_perm")
     cluster.set_group_permissions("g", **dict.fromkeys(perms, "p"))
     return live_web.api(cluster.create_api_token("alice"))

@@ -9,29 +9,16 @@ import html
 
 import pytest
 
-from engine import Consumer, Producer
+from engine import Producer
 from engine.client.transactions import Transactions
-from tests.timing import scaled
 
 DEEP_JSON = "[" * 50_000 + "]" * 50_000
 DEEP_REGEX = "(" * 5_000 + "a" + ")" * 5_000
-OPEN = {name: "p" for name in ("produce_perm", "consume_perm", "topic_perm", "admin_perm")}
 
 
 @pytest.fixture
-def setup(live_web):
-    """/s:t with a message and the group g that committed on it (every ACE public)."""
-    cluster = live_web.cluster
-    cluster.create_stream("/s", ttl=0, **OPEN)
-    cluster.create_topic("/s:t", partitions=1)
-    producer = Producer(cluster)
-    producer.send("/s:t", b"first").get(scaled(10))
-    producer.close()
-    consumer = Consumer(cluster, "/s:t", group_id="g", auto_offset_reset="earliest")
-    assert consumer.poll(timeout_ms=2000)
-    consumer.commit()
-    consumer.close()
-    return live_web
+def setup(public_s):
+    return public_s
 
 
 @pytest.mark.parametrize(
