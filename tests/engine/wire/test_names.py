@@ -31,7 +31,7 @@ def test_a_wire_name_means_one_stream_and_topic(name, stream, topic):
     [
         (".a..t", "the part before '..' must be a stream path"),  # an empty segment
         ("a..", "after '..', invalid topic name ''"),
-        ("/a:b:c", "invalid stream path"),
+        ("/a:b:c", "invalid topic name 'b:c'"),  # a second ':' is the topic's
         ("a b", "invalid topic name"),
     ],
 )
