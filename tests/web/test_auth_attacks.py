@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -335,6 +336,15 @@ def test_concurrent_logins_never_run_more_hashes_than_the_bound(live_web, monkey
     assert 2 <= gate.limit <= 4
     # no waiting for a slot, so that the excess shows at once (the default waits briefly)
     monkeypatch.setattr(gate, "wait_s", 0.0)
+    # each hash held for 0.5 s: on an idle machine 16 quick hashes could run one after
+    # another and never reach the bound (CI saw 16 answers of 401, none refused)
+    scrypt = user_store._scrypt
+
+    def slow_scrypt(*args, **kwargs):
+        time.sleep(0.5)
+        return scrypt(*args, **kwargs)
+
+    monkeypatch.setattr(user_store, "_scrypt", slow_scrypt)
     clients = 16
     browsers = []
     for i in range(clients):
